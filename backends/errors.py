@@ -1,0 +1,85 @@
+"""Error types of the backend layer.
+
+One conflict type (the contract's), plus a few categories that let a caller (the CLI,
+a health endpoint) react to *what kind* of failure happened without parsing driver
+messages. Driver exceptions are kept as ``__cause__``; messages never carry credentials.
+"""
+
+from __future__ import annotations
+
+
+class StateVersionConflict(RuntimeError):
+    """A compare-and-set lost: the row exists (insert), or its version moved (update),
+    or it belongs to another owner. The caller reloads and retries."""
+
+
+def is_state_version_conflict(exc: BaseException) -> bool:
+    """True for our conflict type and for any exception class *named*
+    ``StateVersionConflict`` (adapters written against the engine's own types)."""
+    return any(cls.__name__ == "StateVersionConflict" for cls in type(exc).__mro__)
+
+
+class BackendError(Exception):
+    """Base of the categorised backend failures."""
+
+
+class InvalidEvent(BackendError, ValueError):
+    """An event failed validation; nothing of its turn was written."""
+
+
+class BackendUnreachable(BackendError, ConnectionError):
+    """The store could not be reached (refused, timed out, DNS, TLS)."""
+
+
+class BackendAuthError(BackendError, PermissionError):
+    """The store answered but refused our credentials or privileges."""
+
+
+class BackendConfigError(BackendError, ValueError):
+    """The backend is misconfigured (missing or malformed URI, bad option)."""
+
+
+class UnsupportedOperation(BackendError, NotImplementedError):
+    """The deployment cannot do this safely (e.g. multi-document transactions on a
+    standalone MongoDB, events on a Redis Cluster); refused instead of half-done."""
+
+
+class IntegrityError(BackendError):
+    """Stored data failed verification (e.g. a blob whose sha256 does not match)."""
+
+
+class MissingDriver(BackendError, ImportError):
+    """A shipped backend was selected but its driver is not installed."""
+
+    def __init__(self, backend: str, extra: str, module: str) -> None:
+        self.backend = backend
+        self.extra = extra
+        self.module = module
+        super().__init__(
+            f"backend {backend!r} needs the {module!r} driver, which is not installed: "
+            f"pip install 'semvecctl[{extra}]'"
+        )
+
+
+class ContestedBackend(RuntimeError):
+    """A name advertised by two or more installed distributions."""
+
+    def __init__(self, name: str, distributions: list[str]) -> None:
+        self.name = name
+        self.distributions = list(distributions)
+        joined = ", ".join(self.distributions)
+        super().__init__(
+            f"backend name {name!r} is advertised by several installed distributions "
+            f"({joined}); uninstall all but one of them (pip uninstall ...) to use it"
+        )
+
+
+class ContractError(TypeError):
+    """An adapter that does not satisfy the BackendAdapter contract."""
+
+    def __init__(self, target: str, problems: list[str]) -> None:
+        self.target = target
+        self.problems = list(problems)
+        super().__init__(
+            f"{target} does not satisfy the BackendAdapter contract: " + "; ".join(problems)
+        )

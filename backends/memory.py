@@ -1,0 +1,230 @@
+"""The ``memory`` backend: process-local, not persistent, no event store.
+
+It is the default and the smallest thing that satisfies the contract, so it is also the
+reference for the save/load/delete rules every other store must follow.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import threading
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+from backends.contract import (
+    UNSCOPED,
+    LoadedState,
+    MemoryEvent,
+    OwnerFilter,
+    SessionSummary,
+    normalise_pending,
+    owner_matches,
+    validate_owner_filter,
+)
+from backends.errors import BackendConfigError, StateVersionConflict
+
+
+@dataclass(frozen=True)
+class _Row:
+    blob: bytes
+    version: int
+    owner_subject: str | None
+    pending_message: str | None
+
+
+def _check_save_args(session_id: str, blob: bytes, expected_version: int | None,
+                     owner_subject: str | None) -> None:
+    if not isinstance(session_id, str) or not session_id:
+        raise ValueError("session_id must be a non-empty string")
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise TypeError("blob must be bytes")
+    if expected_version is not None and (
+        isinstance(expected_version, bool) or not isinstance(expected_version, int)
+        or expected_version < 1
+    ):
+        raise ValueError("expected_version must be None or a positive int")
+    if owner_subject is not None and (not isinstance(owner_subject, str) or not owner_subject):
+        raise ValueError("owner_subject must be None or a non-empty string")
+
+
+class MemoryStateStore:
+    """Thread-safe dict-backed state store implementing every rule of the contract."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, _Row] = {}
+        self._lock = threading.Lock()
+
+    def save(
+        self,
+        session_id: str,
+        blob: bytes,
+        *,
+        expected_version: int | None,
+        owner_subject: str | None = None,
+        pending_message: str | None = None,
+    ) -> int:
+        _check_save_args(session_id, blob, expected_version, owner_subject)
+        row = _Row(bytes(blob), 0, owner_subject, normalise_pending(pending_message))
+        with self._lock:
+            current = self._rows.get(session_id)
+            if expected_version is None:
+                if current is not None:
+                    raise StateVersionConflict(f"session {session_id!r} already exists")
+                new_version = 1
+            else:
+                if current is None:
+                    raise StateVersionConflict(f"session {session_id!r} does not exist")
+                if current.version != expected_version:
+                    raise StateVersionConflict(
+                        f"session {session_id!r} is at version {current.version}, "
+                        f"not {expected_version}"
+                    )
+                if owner_subject is not None and current.owner_subject not in (None, owner_subject):
+                    raise StateVersionConflict(f"session {session_id!r} belongs to another owner")
+                new_version = expected_version + 1
+            self._rows[session_id] = _Row(row.blob, new_version, row.owner_subject, row.pending_message)
+            return new_version
+
+    def _get(self, session_id: str, owner_subject: OwnerFilter) -> _Row | None:
+        validate_owner_filter(owner_subject)
+        row = self._rows.get(session_id)
+        if row is None or not owner_matches(row.owner_subject, owner_subject):
+            return None
+        return row
+
+    def load(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> bytes | None:
+        row = self._get(session_id, owner_subject)
+        return row.blob if row else None
+
+    def load_full(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> LoadedState | None:
+        row = self._get(session_id, owner_subject)
+        if row is None:
+            return None
+        return LoadedState(row.blob, row.version, row.owner_subject, row.pending_message)
+
+    def load_owner(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> str | None:
+        row = self._get(session_id, owner_subject)
+        return row.owner_subject if row else None
+
+    def current_version(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> int | None:
+        row = self._get(session_id, owner_subject)
+        return row.version if row else None
+
+    def delete(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> bool:
+        with self._lock:
+            if self._get(session_id, owner_subject) is None:
+                return False
+            del self._rows[session_id]
+            return True
+
+    # -- operator seams -------------------------------------------------------------
+
+    def restore_session(
+        self,
+        session_id: str,
+        blob: bytes,
+        *,
+        version: int,
+        owner_subject: str | None = None,
+        pending_message: str | None = None,
+        ttl_seconds: int | None = None,
+    ) -> None:
+        _check_save_args(session_id, blob, version, owner_subject)
+        with self._lock:
+            if session_id in self._rows:
+                raise StateVersionConflict(f"session {session_id!r} already exists")
+            self._rows[session_id] = _Row(bytes(blob), version, owner_subject,
+                                          normalise_pending(pending_message))
+
+    def iter_sessions(
+        self,
+        *,
+        owner_subject: OwnerFilter = UNSCOPED,
+        match: str | None = None,
+        batch_size: int = 500,
+    ) -> Iterator[SessionSummary]:
+        validate_owner_filter(owner_subject)
+        with self._lock:
+            ids = sorted(self._rows)
+        for session_id in ids:
+            if match is not None and not fnmatch.fnmatchcase(session_id, match):
+                continue
+            summary = self.describe_session(session_id, owner_subject=owner_subject)
+            if summary is not None:
+                yield summary
+
+    def describe_session(
+        self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED
+    ) -> SessionSummary | None:
+        row = self._get(session_id, owner_subject)
+        if row is None:
+            return None
+        return SessionSummary(
+            session_id=session_id,
+            version=row.version,
+            owner_subject=row.owner_subject,
+            pending_message=row.pending_message,
+            blob_size=len(row.blob),
+            blob_sha256=hashlib.sha256(row.blob).hexdigest(),
+        )
+
+
+class MemoryBackendAdapter:
+    """Process-local adapter. Refuses events rather than dropping them: it keeps no log."""
+
+    name = "memory"
+    is_persistent = False
+
+    def __init__(self, uri: str | None = None) -> None:
+        if uri not in (None, "", "memory://", "memory:"):
+            raise BackendConfigError("the memory backend takes no location: use 'memory://'")
+        self._store = MemoryStateStore()
+
+    def state_store(self) -> MemoryStateStore:
+        return self._store
+
+    def event_store(self) -> None:
+        return None
+
+    def retrieval_backend(self) -> None:
+        return None
+
+    def commit_turn(
+        self,
+        session_id: str,
+        blob: bytes,
+        *,
+        expected_version: int | None,
+        owner_subject: str | None = None,
+        pending_message: str | None = None,
+        events: Sequence[MemoryEvent] | None = None,
+    ) -> int:
+        if events:
+            raise ValueError(
+                "the memory backend keeps no event log; refusing a turn with events "
+                "instead of dropping them (select a backend with an event store)"
+            )
+        return self._store.save(
+            session_id,
+            blob,
+            expected_version=expected_version,
+            owner_subject=owner_subject,
+            pending_message=pending_message,
+        )
+
+    def check_health(self) -> bool:
+        return True
+
+    # seams delegated to the store
+    def iter_sessions(self, **kwargs) -> Iterator[SessionSummary]:
+        return self._store.iter_sessions(**kwargs)
+
+    def describe_session(self, session_id: str, **kwargs) -> SessionSummary | None:
+        return self._store.describe_session(session_id, **kwargs)
+
+    def restore_session(self, session_id: str, blob: bytes, **kwargs) -> None:
+        self._store.restore_session(session_id, blob, **kwargs)
+
+    def close(self) -> None:
+        """Nothing to release; idempotent."""
