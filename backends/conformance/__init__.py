@@ -1,0 +1,1 @@
+"""Behavioural conformance suite for session backends (see issue: conformance)."""
