@@ -1,0 +1,95 @@
+"""Weighted reciprocal-rank fusion, shared by every retriever that fuses client-side.
+
+``score(item) = sum_i w_i / (k + rank_i(item))`` with 1-based ranks (Cormack et al. 2009,
+weighted). Decisions, so that every caller fuses the same way:
+
+- an item listed twice in one list counts once, at its best (first) rank;
+- a list whose weight is 0 adds nothing to any score, and an item that appears ONLY in
+  zero-weight lists is left out (a zero weight means "signal off"; it must not add
+  candidates). Its items still appear if another, weighted list has them;
+- ties in the fused score are broken by the item key, ascending, so results are
+  deterministic across runs and backends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
+
+__all__ = ["FusedItem", "rrf_fuse", "item_key", "DEFAULT_RRF_K"]
+
+DEFAULT_RRF_K = 60
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class FusedItem(Generic[T]):
+    """One fused result. ``item`` is the object as first seen in the earliest list that
+    had it; ``ranks`` holds its 1-based rank per input list (None where absent)."""
+
+    key: Any
+    item: T
+    score: float
+    ranks: tuple[int | None, ...]
+
+
+def item_key(item: Any) -> Hashable:
+    """Default identity of a ranked element: a string/int itself, else its ``item_id``
+    attribute (MemoryUnit, MemoryItem), else ``item["item_id"]`` (documents)."""
+    if isinstance(item, (str, int)):
+        return item
+    key = getattr(item, "item_id", None)
+    if key is not None:
+        return key
+    if isinstance(item, dict) and "item_id" in item:
+        return item["item_id"]
+    raise TypeError(f"cannot derive an item key from {type(item).__name__}; pass key=")
+
+
+def rrf_fuse(
+    rankings: Sequence[Sequence[T]],
+    weights: Sequence[float] | None = None,
+    *,
+    k: float = DEFAULT_RRF_K,
+    key: Callable[[T], Hashable] | None = None,
+    limit: int | None = None,
+) -> list[FusedItem[T]]:
+    """Fuse ranked lists (best first) into one list of :class:`FusedItem`, best first.
+
+    ``weights`` defaults to 1.0 per list and must have one non-negative number per list;
+    ``k`` must not be negative. ``limit`` truncates the fused list.
+    """
+    if weights is None:
+        weights = [1.0] * len(rankings)
+    if len(weights) != len(rankings):
+        raise ValueError(f"{len(weights)} weights for {len(rankings)} ranked lists")
+    weights = [float(w) for w in weights]
+    if any(w < 0 or w != w for w in weights):
+        raise ValueError(f"fusion weights must be non-negative numbers, got {weights}")
+    if k < 0:
+        raise ValueError(f"rrf k must not be negative, got {k}")
+    get_key = key or item_key
+    n_lists = len(rankings)
+    scores: dict[Hashable, float] = {}
+    first_seen: dict[Hashable, T] = {}
+    ranks: dict[Hashable, list[int | None]] = {}
+    for list_index, (ranking, weight) in enumerate(zip(rankings, weights)):
+        for position, element in enumerate(ranking, start=1):
+            ident = get_key(element)
+            slot = ranks.get(ident)
+            if slot is None:
+                slot = ranks[ident] = [None] * n_lists
+                first_seen[ident] = element
+            if slot[list_index] is not None:
+                continue  # a duplicate within one list counts once, at its best rank
+            slot[list_index] = position
+            if weight > 0:
+                scores[ident] = scores.get(ident, 0.0) + weight / (k + position)
+    ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    if limit is not None:
+        ordered = ordered[: max(limit, 0)]
+    return [
+        FusedItem(key=ident, item=first_seen[ident], score=score, ranks=tuple(ranks[ident]))
+        for ident, score in ordered
+    ]
