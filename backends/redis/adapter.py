@@ -1,0 +1,150 @@
+"""The ``redis`` adapter: state store, event store, commit_turn and operator seams.
+
+Importing this module does not import redis-py; constructing the adapter does (and raises
+MissingDriver when it is absent). The constructor does no I/O: the client connects on
+first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+from backends.contract import UNSCOPED, MemoryEvent, OwnerFilter, SessionSummary
+from backends.errors import MissingDriver
+from backends.redis.uris import RedisSettings
+
+
+class RedisBackendAdapter:
+    """Sessions and events in Redis, in the layout deployed semvec stores use.
+
+    ``uri`` (``redis://``, ``rediss://`` or ``unix://``) defaults to ``REDIS_URL``, then to
+    ``redis://localhost:6379/0``. Options: ``connect_timeout``, ``socket_timeout`` (or
+    ``timeout`` for both), ``ttl_seconds`` (default ``SEMVEC_REDIS_SESSION_TTL_S``, 0 = no
+    expiry), ``retries`` (connection retries, default 1), ``max_connections``.
+    """
+
+    name = "redis"
+    is_persistent = True
+
+    def __init__(self, uri: str | None = None, **options: Any) -> None:
+        try:
+            import redis  # noqa: F401 - presence check only
+        except ImportError as exc:
+            raise MissingDriver("redis", "redis", "redis") from exc
+        from backends.redis.event_store import RedisEventStore
+        from backends.redis.state_store import RedisStateStore
+        from backends.redis.uris import make_client
+
+        self.settings = RedisSettings.resolve(uri, options)
+        self._where = self.settings.redacted_url
+        self._client = make_client(self.settings)
+        self._state = RedisStateStore(self._client, ttl_seconds=self.settings.ttl_seconds,
+                                      where=self._where)
+        self._events = RedisEventStore(self._client, where=self._where)
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"RedisBackendAdapter({self._where!r})"
+
+    @property
+    def client(self) -> Any:
+        """The underlying redis-py client (binary responses), for operator tooling."""
+        return self._client
+
+    # -- the contract ----------------------------------------------------------------
+
+    def state_store(self):
+        return self._state
+
+    def event_store(self):
+        return self._events
+
+    def retrieval_backend(self) -> None:
+        return None  # in-process retrieval
+
+    def commit_turn(
+        self,
+        session_id: str,
+        blob: bytes,
+        *,
+        expected_version: int | None,
+        owner_subject: str | None = None,
+        pending_message: str | None = None,
+        events: Sequence[MemoryEvent] | None = None,
+    ) -> int:
+        from backends.redis.turns import commit_turn
+
+        return commit_turn(
+            self._client,
+            self._where,
+            self.settings.ttl_seconds,
+            session_id,
+            blob,
+            expected_version=expected_version,
+            owner_subject=owner_subject,
+            pending_message=pending_message,
+            events=events,
+        )
+
+    def check_health(self, timeout: float | None = None) -> bool:
+        """PING on a fresh connection within ``timeout`` (default: the connect timeout)."""
+        from backends.redis.health import ping
+
+        return ping(self.settings, timeout or self.settings.connect_timeout)
+
+    # -- operator seams ----------------------------------------------------------------
+
+    def health_details(self, timeout: float) -> dict[str, Any]:
+        from backends.redis.health import details
+
+        return details(self.settings, timeout)
+
+    def iter_sessions(
+        self,
+        *,
+        owner_subject: OwnerFilter = UNSCOPED,
+        match: str | None = None,
+        batch_size: int = 500,
+    ) -> Iterator[SessionSummary]:
+        from backends.redis.enumeration import iter_sessions
+
+        return iter_sessions(self._client, self._where, owner_subject=owner_subject,
+                             match=match, batch_size=batch_size)
+
+    def describe_session(
+        self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED
+    ) -> SessionSummary | None:
+        from backends.redis.enumeration import describe_session
+
+        return describe_session(self._client, self._where, session_id,
+                                owner_subject=owner_subject)
+
+    def restore_session(
+        self,
+        session_id: str,
+        blob: bytes,
+        *,
+        version: int,
+        owner_subject: str | None = None,
+        pending_message: str | None = None,
+        ttl_seconds: int | None = None,
+    ) -> None:
+        self._state.restore_session(session_id, blob, version=version,
+                                    owner_subject=owner_subject,
+                                    pending_message=pending_message, ttl_seconds=ttl_seconds)
+
+    def close(self) -> None:
+        """Release the connection pool; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._client.close()
+        except Exception:  # noqa: BLE001 - closing must not fail
+            pass
+
+    def __enter__(self) -> "RedisBackendAdapter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

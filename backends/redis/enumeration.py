@@ -1,0 +1,100 @@
+"""Stream session summaries with SCAN + one pipelined read per batch (never KEYS).
+
+Memory stays flat whatever the number of sessions: one batch of keys and blobs is held at
+a time. SCAN may report a key twice while the server resizes its table; we do not keep a
+set of every id seen to filter that out, because that set would grow with the keyspace.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import math
+from typing import Any, Iterator
+
+from backends.contract import UNSCOPED, OwnerFilter, SessionSummary, owner_matches, validate_owner_filter
+from backends.redis import keys
+from backends.redis.failures import redis_errors
+from backends.redis.state_store import optional_text
+
+_FIELDS = (keys.F_BLOB, keys.F_VERSION, keys.F_OWNER, keys.F_PENDING, keys.F_DRIFT_EXEMPT)
+_PREFIX = keys.STATE_PREFIX.encode("utf-8")
+
+
+def _summary(session_id: str, values: Any, pttl: Any) -> SessionSummary | None:
+    if isinstance(values, Exception) or values is None:
+        return None  # not a hash (foreign key under our prefix) or gone meanwhile
+    blob, version, owner, pending, drift = values
+    if version is None:
+        return None
+    try:
+        version_number = int(version)
+    except ValueError:
+        return None
+    blob = blob or b""
+    ttl = None
+    if isinstance(pttl, int) and pttl >= 0:
+        ttl = math.ceil(pttl / 1000)
+    return SessionSummary(
+        session_id=session_id,
+        version=version_number,
+        owner_subject=optional_text(owner),
+        pending_message=optional_text(pending),
+        blob_size=len(blob),
+        blob_sha256=hashlib.sha256(blob).hexdigest(),
+        ttl_seconds=ttl,
+        extra={"drift_exempt": drift == b"1"},
+    )
+
+
+def _read_batch(client: Any, raw_keys: list[bytes]) -> list[Any]:
+    pipe = client.pipeline(transaction=False)
+    for key in raw_keys:
+        pipe.hmget(key, _FIELDS)
+        pipe.pttl(key)
+    return pipe.execute(raise_on_error=False)
+
+
+def iter_sessions(
+    client: Any,
+    where: str,
+    *,
+    owner_subject: OwnerFilter = UNSCOPED,
+    match: str | None = None,
+    batch_size: int = 500,
+) -> Iterator[SessionSummary]:
+    validate_owner_filter(owner_subject)
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError("batch_size must be a positive int")
+    pattern = keys.escape_glob(keys.STATE_PREFIX) + (
+        keys.fnmatch_to_redis_prefilter(match) if match else "*"
+    )
+    cursor = 0
+    while True:
+        with redis_errors(where):
+            cursor, raw_keys = client.scan(cursor, match=pattern, count=batch_size)
+            replies = _read_batch(client, raw_keys) if raw_keys else []
+        for i, raw_key in enumerate(raw_keys):
+            session_id = raw_key[len(_PREFIX):].decode("utf-8", errors="replace")
+            if match is not None and not fnmatch.fnmatchcase(session_id, match):
+                continue
+            summary = _summary(session_id, replies[2 * i], replies[2 * i + 1])
+            if summary is not None and owner_matches(summary.owner_subject, owner_subject):
+                yield summary
+        if cursor == 0:
+            return
+
+
+def describe_session(
+    client: Any, where: str, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED
+) -> SessionSummary | None:
+    validate_owner_filter(owner_subject)
+    with redis_errors(where):
+        values, pttl = _read_batch(client, [keys.state_key(session_id).encode("utf-8")])
+    if isinstance(values, Exception):
+        with redis_errors(where):
+            raise values
+    summary = _summary(session_id, values, pttl)
+    if summary is None or not owner_matches(summary.owner_subject, owner_subject):
+        return None
+    return summary

@@ -1,0 +1,80 @@
+"""How a MemoryEvent is laid out in its Redis hash (and read back).
+
+Absent strings are stored as '' and absent embeddings as JSON ``null``, so every field of
+the documented layout is always present and readable with a plain HGET.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timezone
+from typing import Mapping
+
+from backends.contract import MemoryEvent
+from backends.errors import IntegrityError
+from backends.redis import keys
+
+
+def event_args(event: MemoryEvent) -> list[str]:
+    """The ten per-event arguments commit_turn.lua expects, in its order."""
+    created = event.created_at.astimezone(timezone.utc)
+    embedding = (
+        json.dumps([float(x) for x in event.embedding], allow_nan=False)
+        if event.embedding is not None
+        else "null"
+    )
+    return [
+        event.event_id,
+        event.user_id,
+        event.owner_subject or "",
+        event.session_id or "",
+        created.isoformat(),
+        repr(created.timestamp()),
+        event.content,
+        embedding,
+        json.dumps(dict(event.meta), allow_nan=False),
+        event.source_event_id or "",
+    ]
+
+
+def event_keys(event: MemoryEvent) -> list[str]:
+    """The four keys an event touches, in commit_turn.lua's order."""
+    return [
+        keys.event_key(event.event_id),
+        keys.user_seq_index_key(event.user_id),
+        keys.user_time_index_key(event.user_id),
+        keys.user_counter_key(event.user_id),
+    ]
+
+
+def _json(raw: str, field: str, event_id: str):
+    if raw == "":
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise IntegrityError(f"event {event_id!r} has malformed JSON in {field!r}") from None
+
+
+def decode_event(raw: Mapping[bytes, bytes]) -> MemoryEvent | None:
+    """A MemoryEvent from HGETALL output; None for a missing hash."""
+    if not raw:
+        return None
+    fields = {k.decode("utf-8"): v.decode("utf-8", errors="replace") for k, v in raw.items()}
+    event_id = fields.get("event_id", "")
+    try:
+        record = {
+            "event_id": event_id,
+            "user_id": fields["user_id"],
+            "owner_subject": fields.get("owner_subject") or None,
+            "session_id": fields.get("session_id") or None,
+            "created_at": fields["created_at"],
+            "content": fields.get("content", ""),
+            "embedding": _json(fields.get("embedding", ""), "embedding", event_id),
+            "meta": _json(fields.get("meta", ""), "meta", event_id) or {},
+            "source_event_id": fields.get("source_event_id") or None,
+            "sequence": fields.get("sequence") or None,
+        }
+        return MemoryEvent.from_record(record)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise IntegrityError(f"event {event_id!r} does not have the expected layout") from exc

@@ -1,0 +1,151 @@
+"""Liveness and durability probes, each bounded by its timeout whatever the network does.
+
+A probe uses its own one-shot connection (no retries, short socket timeouts) so a slow
+pool or a retry policy cannot stretch it, and runs in a daemon thread so even a hanging
+DNS lookup cannot hold the caller past the deadline.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, TypeVar
+
+from backends.redis.uris import RedisSettings, make_client
+
+T = TypeVar("T")
+_GRACE_S = 0.25
+
+
+class ProbeTimeout(Exception):
+    pass
+
+
+def _bounded(fn: Callable[[], T], timeout: float) -> T:
+    """Run ``fn`` in a daemon thread; give up after ``timeout`` (+ a small grace)."""
+    outcome: dict[str, Any] = {}
+
+    def runner() -> None:
+        try:
+            outcome["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=runner, name="semvec-redis-probe", daemon=True)
+    thread.start()
+    thread.join(timeout + _GRACE_S)
+    if thread.is_alive():
+        raise ProbeTimeout(f"no answer within {timeout:g}s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _with_probe_client(settings: RedisSettings, timeout: float, fn: Callable[[Any], T]) -> T:
+    def run() -> T:
+        client = make_client(settings, timeout=timeout, retries=0)
+        try:
+            return fn(client)
+        finally:
+            client.close()
+
+    return _bounded(run, timeout)
+
+
+def ping(settings: RedisSettings, timeout: float) -> bool:
+    """PING within ``timeout``; False on any failure, never raises."""
+    try:
+        return bool(_with_probe_client(settings, timeout, lambda c: c.ping()))
+    except BaseException:  # noqa: BLE001 - a health probe answers, it does not raise
+        return False
+
+
+def _eviction(maxmemory: int, policy: str) -> str:
+    """Which keys the server may drop under memory pressure: 'none', 'volatile' or 'any'."""
+    if maxmemory <= 0 or policy == "noeviction":
+        return "none"
+    if policy.startswith("volatile-"):
+        return "volatile"
+    return "any"
+
+
+def durability_verdict(info: dict[str, Any], session_ttl_s: int) -> dict[str, Any]:
+    """Decide whether acknowledged writes survive a restart and memory pressure.
+
+    Durable means: AOF on and its last write succeeded, and no eviction policy can drop
+    session or event keys. ``volatile-*`` policies only evict keys that carry an expiry;
+    events never do, and sessions do only when a session TTL is configured, so those
+    policies are safe exactly when this adapter writes no TTL (other writers that set
+    one are called out in the reason).
+    """
+    aof = str(info.get("aof_enabled", "0")) == "1"
+    aof_status = str(info.get("aof_last_write_status", "ok"))
+    maxmemory = int(info.get("maxmemory", 0) or 0)
+    policy = str(info.get("maxmemory_policy", "noeviction"))
+    evicts = _eviction(maxmemory, policy)
+    problems: list[str] = []
+    if not aof:
+        problems.append("AOF is off (appendonly no): acknowledged writes since the last "
+                        "snapshot are lost on a restart")
+    elif aof_status != "ok":
+        problems.append(f"the last AOF write failed (aof_last_write_status {aof_status})")
+    if evicts == "any":
+        problems.append(f"maxmemory-policy {policy} with maxmemory {maxmemory} can evict any key")
+    elif evicts == "volatile" and session_ttl_s > 0:
+        problems.append(f"maxmemory-policy {policy} can evict sessions, which carry a "
+                        f"{session_ttl_s}s TTL")
+    if problems:
+        reason = "; ".join(problems)
+    else:
+        reason = "AOF on and no eviction policy can drop session or event keys"
+        if evicts == "volatile":
+            reason += (f" (maxmemory-policy {policy} only evicts keys with an expiry; "
+                       "sessions written with a TTL by other writers are at risk)")
+    return {
+        "aof_enabled": aof,
+        "aof_last_write_status": aof_status,
+        "maxmemory": maxmemory,
+        "maxmemory_policy": policy,
+        "can_evict_keys": evicts != "none",
+        "evicts": evicts,
+        "durable": not problems,
+        "reason": reason,
+    }
+
+
+def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
+    """Reachability, server facts and the durability verdict; never raises."""
+    from backends.redis.failures import translate
+
+    started = time.monotonic()
+
+    def probe(client: Any) -> tuple[float, dict[str, Any]]:
+        client.ping()
+        latency = (time.monotonic() - started) * 1000.0
+        return latency, client.info()
+
+    base: dict[str, Any] = {"backend": "redis", "uri": settings.redacted_url,
+                            "session_ttl_seconds": settings.ttl_seconds}
+    try:
+        latency, info = _with_probe_client(settings, timeout, probe)
+    except BaseException as exc:  # noqa: BLE001 - reported, not raised
+        mapped = translate(exc, settings.redacted_url) if not isinstance(exc, ProbeTimeout) else exc
+        from backends.errors import BackendAuthError
+
+        return {
+            **base,
+            # credentials refused: the server answered, but we cannot use it
+            "reachable": isinstance(mapped, BackendAuthError),
+            "error": type(mapped).__name__,
+            "durable": False,
+            "reason": f"unreachable: {mapped}",
+        }
+    return {
+        **base,
+        "reachable": True,
+        "latency_ms": round(latency, 2),
+        "server_version": info.get("redis_version"),
+        "mode": info.get("redis_mode", "standalone"),
+        "role": info.get("role"),
+        **durability_verdict(info, settings.ttl_seconds),
+    }

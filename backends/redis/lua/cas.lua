@@ -1,0 +1,36 @@
+-- Compare-and-set a session row: update only when the stored version is exactly the
+-- expected one, and (when the save names an owner) only a row with that owner or none.
+-- The row is written whole, so an omitted owner clears the stored one; drift_exempt is
+-- never touched by a save.
+-- KEYS[1]  state hash
+-- ARGV[1]  expected version
+-- ARGV[2]  new version (expected + 1, computed by the caller to avoid float formatting)
+-- ARGV[3]  blob
+-- ARGV[4]  owner ('' = none)
+-- ARGV[5]  pending message ('' = none)
+-- ARGV[6]  TTL in seconds (0 = remove any expiry)
+-- Returns {1} when written; a lost race in-band as {code, stored version}:
+--   -1 row missing, -2 version moved, -3 row owned by someone else.
+local ttl = tonumber(ARGV[6])
+if #ARGV ~= 6 or not tonumber(ARGV[1]) or not tonumber(ARGV[2]) or not ttl or ttl < 0 then
+  return redis.error_reply('ERR semvec cas: malformed arguments')
+end
+local current = redis.call('HMGET', KEYS[1], 'version', 'owner')
+local stored_version, stored_owner = current[1], current[2] or ''
+if not stored_version then
+  return {-1, ''}
+end
+if stored_version ~= ARGV[1] then
+  return {-2, stored_version}
+end
+if ARGV[4] ~= '' and stored_owner ~= '' and stored_owner ~= ARGV[4] then
+  return {-3, stored_version}
+end
+redis.call('HSET', KEYS[1], 'blob', ARGV[3], 'version', ARGV[2], 'owner', ARGV[4],
+           'pending', ARGV[5])
+if ttl > 0 then
+  redis.call('EXPIRE', KEYS[1], ttl)
+else
+  redis.call('PERSIST', KEYS[1])
+end
+return {1, ARGV[2]}

@@ -1,0 +1,78 @@
+"""commit_turn: the state row and the turn's events in ONE Lua script.
+
+Everything that can be checked in Python is checked before the call (so malformed input
+never reaches the server); the script re-checks what only the server knows (versions,
+owners, existing event ids, key types) before its first write, and answers lost races
+in-band, which become :class:`StateVersionConflict` here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from backends.contract import MemoryEvent, normalise_pending, validate_turn_events
+from backends.errors import InvalidEvent
+from backends.redis import keys
+from backends.redis.event_codec import event_args, event_keys
+from backends.redis.failures import redis_errors
+from backends.redis.scripts import script
+from backends.redis.state_store import EVENT_EXISTS, check_save_args, conflict_for
+
+
+def _run(client: Any, where: str, mode: str, state_key: str, state_args: list, events: list[MemoryEvent]) -> list[int]:
+    script_keys: list[Any] = [state_key]
+    script_args: list[Any] = [mode, *state_args, str(len(events))]
+    for event in events:
+        script_keys.extend(event_keys(event))
+        script_args.extend(event_args(event))
+    with redis_errors(where):
+        reply = script("commit_turn")(client, script_keys, script_args)
+    return reply
+
+
+def commit_turn(
+    client: Any,
+    where: str,
+    ttl_seconds: int,
+    session_id: str,
+    blob: bytes,
+    *,
+    expected_version: int | None,
+    owner_subject: str | None,
+    pending_message: str | None,
+    events: Sequence[MemoryEvent] | None,
+) -> int:
+    check_save_args(session_id, blob, expected_version, owner_subject)
+    checked = validate_turn_events(events)
+    if expected_version is None:
+        mode, expected, new_version = "insert", "", 1
+    else:
+        mode, expected, new_version = "update", str(expected_version), expected_version + 1
+    state_args = [
+        expected,
+        str(new_version),
+        bytes(blob),
+        owner_subject or "",
+        normalise_pending(pending_message) or "",
+        str(ttl_seconds),
+    ]
+    reply = _run(client, where, mode, keys.state_key(session_id), state_args, checked)
+    code = reply[0]
+    if code == 1:
+        return new_version
+    if code == EVENT_EXISTS:
+        duplicate = checked[int(reply[1]) - 1].event_id
+        raise InvalidEvent(f"event id {duplicate!r} already exists; nothing of the turn was written")
+    raise conflict_for(code, session_id, expected_version, reply[1])
+
+
+def append_events(client: Any, where: str, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
+    """Append events outside a turn (same script, no state row); returns them sequenced."""
+    checked = validate_turn_events(events)
+    if not checked:
+        return []
+    reply = _run(client, where, "none", keys.state_key(""), ["", "", b"", "", "", "0"], checked)
+    if reply[0] == EVENT_EXISTS:
+        duplicate = checked[int(reply[1]) - 1].event_id
+        raise InvalidEvent(f"event id {duplicate!r} already exists; nothing was written")
+    return [event.with_sequence(int(seq)) for event, seq in zip(checked, reply[1:])]

@@ -1,0 +1,152 @@
+"""Redis connection settings: URI, environment and adapter options in one place."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+from backends.errors import BackendConfigError
+
+DEFAULT_URL = "redis://localhost:6379/0"
+ENV_URL = "REDIS_URL"
+ENV_TTL = "SEMVEC_REDIS_SESSION_TTL_S"
+SCHEMES = ("redis", "rediss", "unix")
+
+DEFAULT_CONNECT_TIMEOUT_S = 3.0
+DEFAULT_SOCKET_TIMEOUT_S = 5.0
+
+
+def redact(uri: str) -> str:
+    """The URI without its password, for messages. Prefers the shared helper."""
+    try:
+        from backends.uris import redact_uri  # written by the CLI core work
+    except ImportError:
+        redact_uri = None
+    if redact_uri is not None:
+        try:
+            return redact_uri(uri)
+        except Exception:  # noqa: BLE001 - fall back to our own stripping
+            pass
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return "<unparseable uri>"
+    if parts.password is None and parts.username is None:
+        return uri
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else "***@"
+    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+
+def _positive_float(name: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise BackendConfigError(f"redis option {name} must be a number of seconds") from None
+    if not number > 0:
+        raise BackendConfigError(f"redis option {name} must be greater than 0")
+    return number
+
+
+def _ttl(value: Any, source: str) -> int:
+    try:
+        number = int(str(value).strip())
+    except (TypeError, ValueError):
+        raise BackendConfigError(f"{source} must be a whole number of seconds (0 = no expiry)") from None
+    if number < 0:
+        raise BackendConfigError(f"{source} must not be negative")
+    return number
+
+
+@dataclass(frozen=True)
+class RedisSettings:
+    url: str
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S
+    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT_S
+    ttl_seconds: int = 0
+    retries: int = 1
+    max_connections: int | None = None
+
+    @property
+    def redacted_url(self) -> str:
+        return redact(self.url)
+
+    @classmethod
+    def resolve(
+        cls,
+        uri: str | None,
+        options: Mapping[str, Any],
+        environ: Mapping[str, str] | None = None,
+    ) -> "RedisSettings":
+        """Explicit arguments beat environment variables, which beat defaults.
+
+        ``timeout`` sets both timeouts at once (what a generic ``--timeout`` maps to).
+        """
+        env = os.environ if environ is None else environ
+        known = {"connect_timeout", "socket_timeout", "timeout", "ttl_seconds", "retries",
+                 "max_connections"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise BackendConfigError(
+                f"unknown redis option(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+            )
+        url = (uri if uri else env.get(ENV_URL)) or DEFAULT_URL
+        scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+        if scheme not in SCHEMES:
+            raise BackendConfigError(
+                f"not a Redis URI: {redact(url)!r} (expected redis://, rediss:// or unix://)"
+            )
+        connect = socket = None
+        if options.get("timeout") is not None:
+            connect = socket = _positive_float("timeout", options["timeout"])
+        if options.get("connect_timeout") is not None:
+            connect = _positive_float("connect_timeout", options["connect_timeout"])
+        if options.get("socket_timeout") is not None:
+            socket = _positive_float("socket_timeout", options["socket_timeout"])
+        if options.get("ttl_seconds") is not None:
+            ttl = _ttl(options["ttl_seconds"], "redis option ttl_seconds")
+        elif env.get(ENV_TTL, "").strip():
+            ttl = _ttl(env[ENV_TTL], ENV_TTL)
+        else:
+            ttl = 0
+        retries = options.get("retries", 1)
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise BackendConfigError("redis option retries must be a non-negative int")
+        max_conn = options.get("max_connections")
+        if max_conn is not None and (not isinstance(max_conn, int) or max_conn < 1):
+            raise BackendConfigError("redis option max_connections must be a positive int")
+        return cls(
+            url=url,
+            connect_timeout=connect or DEFAULT_CONNECT_TIMEOUT_S,
+            socket_timeout=socket or DEFAULT_SOCKET_TIMEOUT_S,
+            ttl_seconds=ttl,
+            retries=retries,
+            max_connections=max_conn,
+        )
+
+
+def make_client(settings: RedisSettings, *, timeout: float | None = None, retries: int | None = None):
+    """A lazily connecting redis-py client (no I/O here). Binary-safe: no decoding."""
+    import redis
+    from redis.backoff import ExponentialBackoff, NoBackoff
+    from redis.retry import Retry
+
+    attempts = settings.retries if retries is None else retries
+    backoff = ExponentialBackoff(cap=0.5, base=0.05) if attempts else NoBackoff()
+    kwargs: dict[str, Any] = {
+        "socket_connect_timeout": timeout or settings.connect_timeout,
+        "socket_timeout": timeout or settings.socket_timeout,
+        "retry": Retry(backoff, attempts),
+        "decode_responses": False,
+    }
+    if settings.max_connections:
+        kwargs["max_connections"] = settings.max_connections
+    try:
+        return redis.Redis.from_url(settings.url, **kwargs)
+    except ValueError:
+        # redis-py's message may quote the URI, password included: do not chain it.
+        raise BackendConfigError(f"invalid Redis URI {settings.redacted_url!r}") from None
