@@ -46,7 +46,10 @@ class _Corpus:
         import numpy as np
 
         self.source = source
-        self.fingerprint = None if isinstance(source, tuple) else [id(i) for i in source]
+        # For a mutable list, remember which objects it held (and keep them alive, so
+        # their ids cannot be reused by new objects while this entry exists).
+        self.held = None if isinstance(source, tuple) else tuple(source)
+        self.fingerprint = None if self.held is None else list(map(id, self.held))
         live: list[MemoryItem] = []
         seen: set[str] = set()
         for item in source:
@@ -90,9 +93,7 @@ class _Corpus:
             return False
         if self.fingerprint is None:
             return True
-        return len(source) == len(self.fingerprint) and all(
-            id(a) == b for a, b in zip(source, self.fingerprint)
-        )
+        return len(source) == len(self.fingerprint) and list(map(id, source)) == self.fingerprint
 
     def bm25(self):
         with self._lock:
