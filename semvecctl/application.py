@@ -1,0 +1,58 @@
+"""The one application object of an invocation: global flags, output, secrets to scrub.
+
+The root callback builds it; commands reach it with :func:`current`. Keeping it in one
+place is what lets every command render, confirm and redact the same way.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from semvecctl.output import Output
+
+#: environment variables whose values may carry credentials
+SECRET_ENV_VARS = ("REDIS_URL", "MONGODB_URI", "SEMVEC_PGVECTOR_URL", "DATABASE_URL")
+
+
+@dataclass
+class Application:
+    verbose: bool = False
+    no_color: bool = False
+    config_path: str | None = None
+    profile: str | None = None
+    secrets: set[str] = field(default_factory=set)
+    output: Output = field(init=False)
+
+    def __post_init__(self) -> None:
+        for var in SECRET_ENV_VARS:
+            if os.environ.get(var):
+                self.secrets.add(os.environ[var])
+        self.output = Output(no_color=self.no_color, verbose=self.verbose, scrubber=self.scrub)
+
+    def remember_secret(self, uri: str | None) -> None:
+        """Register a URI whose credentials must be scrubbed from anything we print."""
+        if uri:
+            self.secrets.add(uri)
+
+    def scrub(self, text: str) -> str:
+        from backends.uris import scrub
+
+        return scrub(text, *self.secrets)
+
+
+_current: Application | None = None
+
+
+def start(**settings) -> Application:
+    global _current
+    _current = Application(**settings)
+    return _current
+
+
+def current() -> Application:
+    """The running invocation's application (a default one outside the CLI)."""
+    global _current
+    if _current is None:
+        _current = Application()
+    return _current

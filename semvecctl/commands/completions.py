@@ -1,0 +1,77 @@
+"""``semvecctl completions show|install bash|zsh|fish``: shell completion scripts.
+
+The scripts are click's standard ones: they call back into ``semvecctl`` with
+``_SEMVECCTL_COMPLETE`` set, so they stay valid as commands are added. Copies are
+committed under ``completions/`` for packagers; a test fails when they go stale.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from semvecctl.application import current
+
+NAME = "completions"
+HELP = "Print or install shell completion scripts (bash, zsh, fish)."
+
+PROG_NAME = "semvecctl"
+COMPLETE_VAR = "_SEMVECCTL_COMPLETE"
+
+app = typer.Typer(no_args_is_help=True, help=HELP)
+
+
+class Shell(str, Enum):
+    bash = "bash"
+    zsh = "zsh"
+    fish = "fish"
+
+
+def completion_script(shell: str) -> str:
+    """The completion script for ``shell``, exactly as committed under completions/."""
+    from typer._click.shell_completion import get_completion_class
+
+    from semvecctl.app import app as root
+
+    command = typer.main.get_command(root)
+    cls = get_completion_class(shell)
+    if cls is None:  # pragma: no cover - the Shell enum only allows supported shells
+        raise ValueError(f"unsupported shell {shell}")
+    return cls(command, {}, PROG_NAME, COMPLETE_VAR).source().rstrip("\n") + "\n"
+
+
+def install_path(shell: str) -> Path:
+    """Where each shell looks for per-user completions without extra configuration."""
+    home = Path.home()
+    if shell == "bash":
+        data = Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share")
+        return data / "bash-completion" / "completions" / PROG_NAME
+    if shell == "zsh":
+        return home / ".zfunc" / f"_{PROG_NAME}"
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    return config / "fish" / "completions" / f"{PROG_NAME}.fish"
+
+
+@app.command("show")
+def show(shell: Shell = typer.Argument(..., help="Shell to print the script for.")) -> None:
+    """Print the completion script (e.g. eval "$(semvecctl completions show bash)")."""
+    current().output.write(completion_script(shell.value).rstrip("\n"))
+
+
+@app.command("install")
+def install(shell: Shell = typer.Argument(..., help="Shell to install the script for.")) -> None:
+    """Write the script where the shell finds it; says what else (if anything) to do."""
+    out = current().output
+    path = install_path(shell.value)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(completion_script(shell.value), encoding="utf-8")
+    tmp.replace(path)
+    out.success(f"installed {shell.value} completion to {path}")
+    if shell is Shell.zsh:
+        out.info("add to ~/.zshrc (before compinit): fpath=(~/.zfunc $fpath); autoload -U compinit; compinit")
+    else:
+        out.info("open a new shell to use it")

@@ -1,0 +1,117 @@
+"""The YAML configuration file and its named profiles.
+
+Location: ``--config FILE``, else ``$SEMVECCTL_CONFIG``, else
+``$XDG_CONFIG_HOME/semvecctl/config.yaml`` (``~/.config/...``). Shape::
+
+    current-profile: staging          # optional default profile
+    profiles:
+      staging:
+        backend: redis                # optional when uri implies it
+        uri: redis://:secret@cache.internal:6379/0
+        options: {ttl_seconds: 86400} # passed to the adapter
+      atlas:
+        uri: mongodb+srv://user:pw@cluster0.example.net/
+        database: semvec              # same as SEMVEC_MONGO_DB
+
+Profiles are the lowest layer: flags beat environment variables, which beat the profile.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from semvecctl.errors import environment_error
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    backend: str | None = None
+    uri: str | None = None
+    database: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None
+    profiles: Mapping[str, Profile]
+    current_profile: str | None = None
+
+
+def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    if env.get("SEMVECCTL_CONFIG"):
+        return Path(env["SEMVECCTL_CONFIG"]).expanduser()
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "semvecctl" / "config.yaml"
+
+
+def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Read the config file; a missing default file is an empty config, a missing
+    explicit one is an error. Malformed content is an error naming the file."""
+    explicit = path is not None or bool((os.environ if environ is None else environ).get("SEMVECCTL_CONFIG"))
+    cfg_path = Path(path).expanduser() if path is not None else default_config_path(environ)
+    if not cfg_path.exists():
+        if explicit:
+            raise environment_error(f"config file {cfg_path} does not exist")
+        return Config(None, {})
+    import yaml
+
+    try:
+        raw = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise environment_error(f"cannot read config file {cfg_path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise environment_error(f"config file {cfg_path} is not valid YAML{where}") from None
+    if not isinstance(raw, dict):
+        raise environment_error(f"config file {cfg_path} must be a mapping with a 'profiles' key")
+    profiles_raw = raw.get("profiles") or {}
+    if not isinstance(profiles_raw, dict):
+        raise environment_error(f"config file {cfg_path}: 'profiles' must be a mapping of names")
+    profiles: dict[str, Profile] = {}
+    for name, body in profiles_raw.items():
+        body = body or {}
+        if not isinstance(body, dict):
+            raise environment_error(f"config file {cfg_path}: profile {name!r} must be a mapping")
+        unknown = set(body) - {"backend", "uri", "database", "options"}
+        if unknown:
+            raise environment_error(
+                f"config file {cfg_path}: profile {name!r} has unknown keys "
+                f"{', '.join(sorted(unknown))} (allowed: backend, uri, database, options)"
+            )
+        options = body.get("options") or {}
+        if not isinstance(options, dict):
+            raise environment_error(f"config file {cfg_path}: profile {name!r} options must be a mapping")
+        profiles[str(name)] = Profile(
+            name=str(name),
+            backend=body.get("backend"),
+            uri=body.get("uri"),
+            database=body.get("database"),
+            options=options,
+        )
+    current = raw.get("current-profile")
+    if current is not None and str(current) not in profiles:
+        raise environment_error(
+            f"config file {cfg_path}: current-profile {current!r} is not defined under profiles"
+        )
+    return Config(cfg_path, profiles, str(current) if current is not None else None)
+
+
+def select_profile(config: Config, name: str | None,
+                   environ: Mapping[str, str] | None = None) -> Profile | None:
+    """``--profile`` beats ``$SEMVECCTL_PROFILE`` beats ``current-profile``."""
+    env = os.environ if environ is None else environ
+    chosen = name or env.get("SEMVECCTL_PROFILE") or config.current_profile
+    if not chosen:
+        return None
+    if chosen not in config.profiles:
+        known = ", ".join(sorted(config.profiles)) or "none defined"
+        where = f" in {config.path}" if config.path else " (no config file found)"
+        raise environment_error(f"profile {chosen!r} not found{where}; known profiles: {known}")
+    return config.profiles[chosen]

@@ -1,0 +1,184 @@
+"""From ``--backend`` / ``--uri`` / ``--adapter``, environment and profile to an adapter.
+
+Precedence: flags beat environment variables, which beat the selected profile. The URI's
+scheme implies the backend; a ``--backend`` that contradicts a shipped scheme is a usage
+error. ``--adapter module:factory`` loads an adapter from Python code (backend authors,
+tests) without going through the registry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+from semvecctl.application import current
+from semvecctl.errors import CliError, environment_error, usage_error
+from semvecctl.exit_codes import ExitCode
+
+#: backend -> environment variable holding its URI
+URI_ENV: dict[str, str] = {
+    "redis": "REDIS_URL",
+    "mongo": "MONGODB_URI",
+    "pgvector": "SEMVEC_PGVECTOR_URL",
+}
+
+
+#: backends a URI scheme can imply; --backend may not contradict these
+SCHEME_IMPLIED = frozenset({"memory", "redis", "mongo", "pgvector"})
+
+
+@dataclass(frozen=True)
+class ConnectionSpec:
+    backend: str
+    uri: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    adapter_factory: str | None = None
+    origin: str = "default"
+
+    @property
+    def display_uri(self) -> str:
+        from backends.uris import redact_uri
+
+        return redact_uri(self.uri) if self.uri else "-"
+
+
+def resolve_connection(
+    backend: str | None = None,
+    uri: str | None = None,
+    adapter: str | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> ConnectionSpec:
+    """Combine flags, environment and profile into one connection spec."""
+    from backends.registry import ENV_VAR, fold_name
+    from backends.uris import InvalidURI, backend_for_uri
+
+    from semvecctl.config import load_config, select_profile
+
+    app = current()
+    env = os.environ if environ is None else environ
+    config = load_config(app.config_path, env)
+    profile = select_profile(config, app.profile, env)
+    for candidate in (uri, profile.uri if profile else None):
+        app.remember_secret(candidate)
+
+    if adapter:
+        return ConnectionSpec(backend=backend or "custom", uri=uri, adapter_factory=adapter,
+                              origin="flag")
+
+    def implied(u: str) -> str:
+        try:
+            return backend_for_uri(u)
+        except InvalidURI as exc:
+            raise usage_error(str(exc)) from None
+
+    options: dict[str, Any] = dict(profile.options) if profile else {}
+    database = env.get("SEMVEC_MONGO_DB") or (profile.database if profile else None)
+
+    if uri:
+        scheme_backend = implied(uri)
+        chosen = backend or scheme_backend
+        if backend and fold_name(backend) in SCHEME_IMPLIED and fold_name(backend) != scheme_backend:
+            raise usage_error(
+                f"--backend {backend} contradicts the URI scheme, which implies "
+                f"{scheme_backend!r}; drop one of them"
+            )
+        origin = "flag"
+    elif backend:
+        chosen = backend
+        uri = env.get(URI_ENV.get(fold_name(backend), ""), "") or None
+        origin = "flag"
+        if uri is None and profile and profile.uri and (
+            (profile.backend and fold_name(profile.backend) == fold_name(backend))
+            or (not profile.backend and implied(profile.uri) == fold_name(backend))
+        ):
+            uri = profile.uri
+    else:
+        env_backend = env.get(ENV_VAR, "").strip()
+        if env_backend:
+            chosen, origin = env_backend, "env"
+            uri = env.get(URI_ENV.get(fold_name(env_backend), ""), "") or None
+            if uri is None and profile and profile.uri and implied(profile.uri) == fold_name(env_backend):
+                uri = profile.uri
+        elif profile and (profile.backend or profile.uri):
+            chosen = profile.backend or implied(profile.uri or "")
+            uri = env.get(URI_ENV.get(fold_name(chosen), ""), "") or profile.uri
+            origin = f"profile {profile.name}"
+        else:
+            chosen, origin = "memory", "default"
+    if uri:
+        implied(uri)
+        app.remember_secret(uri)
+    if database and fold_name(chosen) == "mongo":
+        options.setdefault("database", database)
+    return ConnectionSpec(backend=chosen, uri=uri, options=options, origin=origin)
+
+
+def load_factory(spec: str) -> Any:
+    """Import ``module:attr`` for ``--adapter``; a clear error when it cannot."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise usage_error(f"--adapter expects module:factory, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise environment_error(f"cannot import {module_name!r} for --adapter: "
+                                f"{type(exc).__name__}: {exc}") from None
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise environment_error(f"{module_name!r} has no attribute {attr!r} (from --adapter)")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise environment_error(f"--adapter target {spec!r} is not callable")
+    return obj
+
+
+def build_adapter(spec: ConnectionSpec) -> Any:
+    """Instantiate the adapter a spec names, warning loudly on a fallback to memory."""
+    from backends.registry import Registry, contract_problems, _accepts
+    from backends.errors import ContractError
+
+    app = current()
+    if spec.adapter_factory:
+        factory = load_factory(spec.adapter_factory)
+        kwargs = {"uri": spec.uri} if spec.uri else {}
+        kwargs.update(spec.options)
+        kwargs = {k: v for k, v in kwargs.items() if _accepts(factory, k)}
+        adapter = factory(**kwargs)
+        problems = contract_problems(adapter)
+        if problems:
+            raise ContractError(spec.adapter_factory, problems)
+        return adapter
+    registry = Registry()
+    resolution = registry.resolve(spec.backend)
+    if resolution.fell_back and resolution.warning:
+        app.output.warn(resolution.warning)
+    config: dict[str, Any] = dict(spec.options)
+    if spec.uri and not resolution.fell_back:
+        config["uri"] = spec.uri
+    return registry.load_adapter(spec.backend, warn=False, **config)
+
+
+@contextlib.contextmanager
+def open_adapter(spec: ConnectionSpec) -> Iterator[Any]:
+    """Build the adapter for a command and always close it afterwards."""
+    adapter = build_adapter(spec)
+    try:
+        yield adapter
+    finally:
+        close = getattr(adapter, "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                close()
+
+
+def require_seam(adapter: Any, seam: type, what: str) -> Any:
+    """Return ``adapter`` if it implements ``seam``; else exit 3 saying it is unsupported."""
+    if not isinstance(adapter, seam):
+        raise CliError(f"{what} is not supported by backend {getattr(adapter, 'name', '?')!r}",
+                       ExitCode.ENVIRONMENT)
+    return adapter

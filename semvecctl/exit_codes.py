@@ -1,0 +1,17 @@
+"""The one exit-status enum every command uses (like httpie's ExitStatus)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    #: a check failed: unhealthy gate, drift, conformance failure, CI gate missed
+    CHECK_FAILED = 1
+    #: bad command line: unknown option, malformed URI, unknown output format
+    USAGE = 2
+    #: environment: driver missing, contested or broken backend, bad configuration
+    ENVIRONMENT = 3
+    #: the backend could not be reached
+    UNREACHABLE = 4

@@ -1,0 +1,42 @@
+"""Option declarations shared by every command, so flags look and behave the same."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from semvecctl.output import OutputFormat, StreamFormat
+
+Output = Annotated[
+    OutputFormat,
+    typer.Option("--output", "-o", help="Output format.", case_sensitive=False),
+]
+StreamOutput = Annotated[
+    StreamFormat,
+    typer.Option("--output", "-o", help="Output format (jsonl streams one object per line).",
+                 case_sensitive=False),
+]
+Backend = Annotated[
+    Optional[str],
+    typer.Option("--backend", "-b", help="Backend name (default: $SEMVEC_SESSION_BACKEND, then the profile, then memory).",
+                 show_default=False),
+]
+Uri = Annotated[
+    Optional[str],
+    typer.Option("--uri", "-u", help="Connection URI; its scheme implies the backend (redis://, mongodb://, postgresql://, memory://).",
+                 show_default=False),
+]
+AdapterFactory = Annotated[
+    Optional[str],
+    typer.Option("--adapter", help="Load the adapter from Python code instead of the registry: module:factory.",
+                 show_default=False, rich_help_panel="Backend authors"),
+]
+Yes = Annotated[
+    bool,
+    typer.Option("--yes", "-y", help="Do not ask for confirmation (required without a TTY)."),
+]
+Timeout = Annotated[
+    float,
+    typer.Option("--timeout", "-t", min=0.01, help="Seconds before giving up."),
+]

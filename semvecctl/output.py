@@ -1,0 +1,253 @@
+"""Rendering: data on stdout (table, json, yaml, jsonl), everything else on stderr.
+
+Colour only when the stream is a TTY and neither ``NO_COLOR`` nor ``--no-color`` is set;
+progress bars only on a TTY. Every line written passes through the secret scrubber, so
+a credential that slipped into a message or a value still never reaches the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, is_dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+class StreamFormat(str, Enum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+    jsonl = "jsonl"
+
+
+def to_plain(value: Any) -> Any:
+    """Dataclasses, enums, datetimes, bytes and sets as JSON/YAML-safe values."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {k: to_plain(v) for k, v in asdict(value).items()}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, dict):
+        return {str(k): to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
+        return [to_plain(v) for v in items]
+    return value
+
+
+class Column:
+    """A table column: header, how to get the cell from a row, optional style."""
+
+    def __init__(self, header: str, key: str | Callable[[Any], Any], *, style: str | None = None,
+                 justify: str = "left", max_width: int | None = None) -> None:
+        self.header = header
+        self.key = key
+        self.style = style
+        self.justify = justify
+        self.max_width = max_width
+
+    def cell(self, row: Any) -> str:
+        value = self.key(row) if callable(self.key) else (
+            row.get(self.key) if isinstance(row, dict) else getattr(row, self.key, None)
+        )
+        if value is None:
+            return "-"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, float):
+            return f"{value:.4g}"
+        if isinstance(value, (list, tuple, set, frozenset)):
+            return ", ".join(str(v) for v in value) or "-"
+        return str(value)
+
+
+class Output:
+    """Owns stdout/stderr, colour, confirmation and progress for one invocation."""
+
+    def __init__(self, *, no_color: bool = False, verbose: bool = False,
+                 scrubber: Callable[[str], str] | None = None) -> None:
+        self.verbose = verbose
+        self.no_color = no_color or bool(os.environ.get("NO_COLOR"))
+        self._scrub = scrubber or (lambda text: text)
+
+    # -- streams ----------------------------------------------------------------------
+
+    @staticmethod
+    def _isatty(stream: Any) -> bool:
+        try:
+            return bool(stream.isatty())
+        except (AttributeError, ValueError):
+            return False
+
+    def _console(self, stream: Any):
+        from rich.console import Console
+
+        tty = self._isatty(stream)
+        width = None if tty else int(os.environ.get("COLUMNS", "0") or 0) or 200
+        return Console(file=stream, no_color=self.no_color or not tty, width=width,
+                       highlight=False, soft_wrap=False, emoji=False,
+                       color_system="auto" if tty and not self.no_color else None)
+
+    def write(self, text: str) -> None:
+        """Raw data line(s) on stdout."""
+        sys.stdout.write(self._scrub(text))
+        if not text.endswith("\n"):
+            sys.stdout.write("\n")
+        sys.stdout.flush()
+
+    def _message(self, prefix: str, text: str, style: str) -> None:
+        line = self._scrub(f"{prefix}{text}")
+        if self._isatty(sys.stderr) and not self.no_color:
+            from rich.markup import escape
+
+            self._console(sys.stderr).print(f"[{style}]{escape(line)}[/]")
+        else:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+
+    def info(self, text: str) -> None:
+        self._message("", text, "dim")
+
+    def success(self, text: str) -> None:
+        self._message("", text, "green")
+
+    def warn(self, text: str) -> None:
+        self._message("warning: ", text, "yellow")
+
+    def error(self, text: str) -> None:
+        self._message("error: ", text, "bold red")
+
+    def debug(self, text: str) -> None:
+        if self.verbose:
+            self._message("debug: ", text, "dim")
+
+    # -- data -------------------------------------------------------------------------
+
+    def emit(self, data: Any, fmt: str | Enum, *, columns: Sequence[Column] | None = None,
+             rows: Iterable[Any] | None = None, title: str | None = None,
+             table: Callable[[], None] | None = None) -> None:
+        """Render ``data`` as json/yaml, or ``rows`` with ``columns`` (or ``table()``) as a table."""
+        fmt = fmt.value if isinstance(fmt, Enum) else fmt
+        if fmt == "json":
+            self.write(json.dumps(to_plain(data), indent=2, sort_keys=False, default=str))
+        elif fmt == "yaml":
+            import yaml
+
+            self.write(yaml.safe_dump(to_plain(data), sort_keys=False, allow_unicode=True).rstrip("\n"))
+        elif fmt == "jsonl":
+            items = data if isinstance(data, (list, tuple)) else [data]
+            for item in items:
+                self.write(json.dumps(to_plain(item), default=str))
+        elif table is not None:
+            table()
+        else:
+            self.table(columns or [], rows if rows is not None else data, title=title)
+
+    def table(self, columns: Sequence[Column], rows: Iterable[Any], *, title: str | None = None) -> int:
+        from rich.table import Table
+
+        tbl = Table(title=title, box=None, header_style="bold", pad_edge=False,
+                    show_edge=False, title_justify="left")
+        for col in columns:
+            tbl.add_column(col.header, style=col.style, justify=col.justify,
+                           max_width=col.max_width, overflow="fold")
+        count = 0
+        for row in rows:
+            tbl.add_row(*(self._scrub(col.cell(row)) for col in columns))
+            count += 1
+        if self._isatty(sys.stdout):
+            self._console(sys.stdout).print(tbl)
+        else:  # plain text for pipes: no padding at line ends
+            import io
+
+            buffer = io.StringIO()
+            console = self._console(buffer)
+            console.print(tbl)
+            self.write("\n".join(line.rstrip() for line in buffer.getvalue().splitlines()))
+        return count
+
+    def stream(self, rows: Iterable[Any], fmt: str | Enum, columns: Sequence[Column]) -> int:
+        """Render a possibly huge stream: jsonl and table print as rows arrive."""
+        fmt = fmt.value if isinstance(fmt, Enum) else fmt
+        count = 0
+        if fmt == "jsonl":
+            for row in rows:
+                self.write(json.dumps(to_plain(row), default=str))
+                count += 1
+            return count
+        if fmt in ("json", "yaml"):
+            items = list(rows)
+            self.emit(items, fmt)
+            return len(items)
+        # table: plain aligned columns, flushed in chunks so memory stays flat
+        chunk: list[Any] = []
+        header_done = False
+        widths = [max(len(c.header), 12) for c in columns]
+        for row in rows:
+            chunk.append(row)
+            count += 1
+            if len(chunk) >= 500:
+                header_done = self._flush_plain(columns, chunk, widths, header_done)
+                chunk = []
+        self._flush_plain(columns, chunk, widths, header_done, final=True)
+        return count
+
+    def _flush_plain(self, columns: Sequence[Column], chunk: list[Any], widths: list[int],
+                     header_done: bool, final: bool = False) -> bool:
+        cells = [[c.cell(r) for c in columns] for r in chunk]
+        if not header_done:
+            for row in cells:
+                for i, value in enumerate(row[:-1]):
+                    widths[i] = min(max(widths[i], len(value)), 60)
+            self.write("  ".join(c.header.ljust(widths[i]) for i, c in enumerate(columns)).rstrip())
+            header_done = True
+        for row in cells:
+            self.write("  ".join(v.ljust(widths[i]) for i, v in enumerate(row)).rstrip())
+        return header_done
+
+    # -- interaction ------------------------------------------------------------------
+
+    def can_prompt(self) -> bool:
+        return self._isatty(sys.stdin) and self._isatty(sys.stderr)
+
+    def confirm(self, question: str, *, yes: bool) -> None:
+        """Ask before destroying or overwriting; refuse without ``--yes`` and no TTY."""
+        from semvecctl.errors import CliError
+
+        if yes:
+            return
+        if not self.can_prompt():
+            raise CliError(
+                f"refusing to {question} without confirmation: no terminal to ask on; "
+                "pass --yes to proceed"
+            )
+        import typer
+
+        if not typer.confirm(f"{question[0].upper()}{question[1:]}?", default=False, err=True):
+            raise CliError("aborted by the operator, nothing was changed")
+
+    def progress(self, items: Iterable[Any], *, total: int | None = None,
+                 label: str = "working") -> Iterator[Any]:
+        """Wrap ``items`` with a progress bar on a TTY; a plain passthrough otherwise."""
+        if not self._isatty(sys.stderr):
+            yield from items
+            return
+        from rich.progress import Progress
+
+        with Progress(console=self._console(sys.stderr), transient=True) as bar:
+            task = bar.add_task(label, total=total)
+            for item in items:
+                yield item
+                bar.advance(task)
