@@ -1,0 +1,247 @@
+"""commit_turn on a real redis-server: one Lua script writes state and events or nothing."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from backends.contract import MemoryEvent
+from backends.errors import InvalidEvent, StateVersionConflict
+from backends.redis import RedisBackendAdapter
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def adapter(redis_url):
+    with RedisBackendAdapter(redis_url) as adapter:
+        yield adapter
+
+
+@pytest.fixture
+def raw(redis_server):
+    with redis_server.client() as client:
+        yield client
+
+
+def uid(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def event(user: str, content: str = "hello", **kw) -> MemoryEvent:
+    return MemoryEvent(event_id=uid("e"), user_id=user, content=content, **kw)
+
+
+def snapshot(raw, session_id: str, user: str) -> dict:
+    """Everything a turn for (session, user) could have touched."""
+    return {
+        "state": raw.hgetall(f"semvec:state:{session_id}"),
+        "seq_index": raw.zrange(f"semvec:events:u:{user}", 0, -1, withscores=True),
+        "time_index": raw.zrange(f"semvec:events:t:{user}", 0, -1, withscores=True),
+        "counter": raw.get(f"semvec:events:seq:{user}"),
+        "event_keys": sorted(raw.scan_iter(match="semvec:events:e:*")),
+    }
+
+
+def test_turn_writes_state_and_events_together(adapter):
+    s, user = uid("s"), uid("u")
+    events = [event(user, "one", session_id=s), event(user, "two", session_id=s)]
+    assert adapter.commit_turn(s, b"v1", expected_version=None, events=events) == 1
+    stored = adapter.event_store().list_events(user)
+    assert [e.content for e in stored] == ["one", "two"]
+    assert [e.sequence for e in stored] == [1, 2]
+    assert adapter.state_store().load(s) == b"v1"
+    assert adapter.commit_turn(s, b"v2", expected_version=1, events=[event(user, "three")]) == 2
+    assert [e.sequence for e in adapter.event_store().list_events(user)] == [1, 2, 3]
+
+
+def test_turn_without_events_is_a_plain_save(adapter):
+    s = uid("s")
+    assert adapter.commit_turn(s, b"a", expected_version=None) == 1
+    assert adapter.commit_turn(s, b"b", expected_version=1, events=[]) == 2
+    with pytest.raises(StateVersionConflict):
+        adapter.commit_turn(s, b"c", expected_version=None)
+
+
+@pytest.mark.parametrize("expected_version", [None, 1, 5])
+def test_a_conflict_writes_no_event(adapter, raw, expected_version):
+    s, user = uid("s"), uid("u")
+    adapter.commit_turn(s, b"v1", expected_version=None, events=[event(user)])
+    adapter.commit_turn(s, b"v2", expected_version=1)
+    before = snapshot(raw, s, user)
+    with pytest.raises(StateVersionConflict):
+        adapter.commit_turn(s, b"lost", expected_version=expected_version,
+                            events=[event(user, "lost"), event(user, "lost too")])
+    assert snapshot(raw, s, user) == before
+
+
+def test_a_conflict_on_a_missing_row_writes_nothing(adapter, raw):
+    s, user = uid("s"), uid("u")
+    with pytest.raises(StateVersionConflict):
+        adapter.commit_turn(s, b"x", expected_version=3, events=[event(user)])
+    assert snapshot(raw, s, user) == {"state": {}, "seq_index": [], "time_index": [],
+                                      "counter": None, "event_keys": []}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda u: MemoryEvent(event_id="", user_id=u, content="x"),
+        lambda u: MemoryEvent(event_id=uid("e"), user_id="", content="x"),
+        lambda u: MemoryEvent(event_id=uid("e"), user_id=u, content="x",
+                              created_at=datetime(2026, 1, 1)),
+        lambda u: MemoryEvent(event_id=uid("e"), user_id=u, content="x",
+                              embedding=(0.1, float("nan"))),
+        lambda u: MemoryEvent(event_id=uid("e"), user_id=u, content="x", meta={"k": object()}),
+        lambda u: MemoryEvent(event_id=uid("e"), user_id=u, content="x", sequence=4),
+        lambda u: {"event_id": "dict", "user_id": u},
+    ],
+    ids=["empty-id", "empty-user", "naive-time", "nan-embedding", "meta-not-json",
+         "preset-sequence", "not-an-event"],
+)
+def test_a_malformed_event_leaves_state_and_events_untouched(adapter, raw, bad):
+    s, user = uid("s"), uid("u")
+    adapter.commit_turn(s, b"v1", expected_version=None, events=[event(user)])
+    before = snapshot(raw, s, user)
+    with pytest.raises(InvalidEvent):
+        adapter.commit_turn(s, b"v2", expected_version=1, events=[event(user), bad(user)])
+    assert snapshot(raw, s, user) == before
+    assert adapter.commit_turn(s, b"v2", expected_version=1, events=[event(user)]) == 2
+
+
+def test_an_event_id_that_already_exists_is_refused_without_any_write(adapter, raw):
+    s, user = uid("s"), uid("u")
+    first = event(user)
+    adapter.commit_turn(s, b"v1", expected_version=None, events=[first])
+    before = snapshot(raw, s, user)
+    again = MemoryEvent(event_id=first.event_id, user_id=user, content="replayed")
+    with pytest.raises(InvalidEvent, match="already exists"):
+        adapter.commit_turn(s, b"v2", expected_version=1, events=[event(user), again])
+    assert snapshot(raw, s, user) == before
+    assert adapter.event_store().get_event(first.event_id).content == "hello"
+
+
+def test_duplicate_ids_within_one_turn_are_refused(adapter, raw):
+    s, user = uid("s"), uid("u")
+    e = event(user)
+    with pytest.raises(InvalidEvent):
+        adapter.commit_turn(s, b"v1", expected_version=None, events=[e, e])
+    assert snapshot(raw, s, user)["state"] == {}
+
+
+def test_a_wrongly_typed_index_key_refuses_the_turn_before_any_write(adapter, raw):
+    from backends.errors import IntegrityError
+
+    s, user, other = uid("s"), uid("u"), uid("u")
+    raw.set(f"semvec:events:t:{other}", "corrupt")
+    adapter.commit_turn(s, b"v1", expected_version=None)
+    before = snapshot(raw, s, user)
+    with pytest.raises(IntegrityError):
+        adapter.commit_turn(s, b"v2", expected_version=1, events=[event(user), event(other)])
+    assert snapshot(raw, s, user) == before
+    assert raw.get(f"semvec:events:seq:{other}") is None
+
+
+def test_owner_check_on_commit_turn(adapter, raw):
+    s, user = uid("s"), uid("u")
+    adapter.commit_turn(s, b"v1", expected_version=None, owner_subject="acme",
+                        events=[event(user, owner_subject="acme")])
+    before = snapshot(raw, s, user)
+    with pytest.raises(StateVersionConflict, match="another owner"):
+        adapter.commit_turn(s, b"evil", expected_version=1, owner_subject="intruder",
+                            events=[event(user, owner_subject="intruder")])
+    assert snapshot(raw, s, user) == before
+    # the same owner, and an unnamed owner (which clears it), are allowed
+    assert adapter.commit_turn(s, b"v2", expected_version=1, owner_subject="acme") == 2
+    assert adapter.commit_turn(s, b"v3", expected_version=2) == 3
+    assert adapter.state_store().load_owner(s) is None
+    # an unowned row may be claimed by a named owner
+    assert adapter.commit_turn(s, b"v4", expected_version=3, owner_subject="beta") == 4
+    assert adapter.state_store().load_full(s).owner_subject == "beta"
+
+
+def test_pending_and_ttl_through_commit_turn(redis_url, raw):
+    s = uid("s")
+    key = f"semvec:state:{s}"
+    with RedisBackendAdapter(redis_url, ttl_seconds=60) as adapter:
+        adapter.commit_turn(s, b"a", expected_version=None, pending_message="ask")
+        assert adapter.state_store().load_full(s).pending_message == "ask"
+        assert 0 < raw.ttl(key) <= 60
+    with RedisBackendAdapter(redis_url) as adapter:
+        adapter.commit_turn(s, b"b", expected_version=1, pending_message="")
+        assert adapter.state_store().load_full(s).pending_message is None
+        assert raw.ttl(key) == -1
+        assert raw.hget(key, "drift_exempt") == b"0"
+
+
+def test_sequences_stay_gap_free_after_rejected_turns(adapter):
+    s, user = uid("s"), uid("u")
+    adapter.commit_turn(s, b"v1", expected_version=None, events=[event(user), event(user)])
+    with pytest.raises(StateVersionConflict):
+        adapter.commit_turn(s, b"x", expected_version=7, events=[event(user)])
+    with pytest.raises(InvalidEvent):
+        adapter.commit_turn(s, b"x", expected_version=1,
+                            events=[event(user), MemoryEvent(event_id="", user_id=user, content="")])
+    adapter.commit_turn(s, b"v2", expected_version=1, owner_subject="a", events=[event(user)])
+    with pytest.raises(StateVersionConflict):
+        adapter.commit_turn(s, b"x", expected_version=2, owner_subject="b", events=[event(user)])
+    adapter.commit_turn(s, b"v3", expected_version=2, events=[event(user)])
+    assert [e.sequence for e in adapter.event_store().list_events(user)] == [1, 2, 3, 4]
+
+
+def test_sequences_are_per_user_within_one_turn(adapter):
+    s, alice, bob = uid("s"), uid("alice"), uid("bob")
+    adapter.commit_turn(s, b"v1", expected_version=None,
+                        events=[event(alice), event(bob), event(alice)])
+    assert [e.sequence for e in adapter.event_store().list_events(alice)] == [1, 2]
+    assert [e.sequence for e in adapter.event_store().list_events(bob)] == [1]
+
+
+def test_no_lost_update_under_concurrent_turns(adapter):
+    """8 threads x 200 successful turns (retrying on conflict) against ONE session."""
+    s, user = uid("s"), uid("u")
+    adapter.commit_turn(s, b"0", expected_version=None)
+    threads, turns = 8, 200
+    successes = [0] * threads
+    conflicts = [0] * threads
+    errors: list[BaseException] = []
+    store = adapter.state_store()
+
+    def worker(index: int) -> None:
+        try:
+            for n in range(turns):
+                while True:
+                    version = store.current_version(s)
+                    try:
+                        adapter.commit_turn(
+                            s, f"{index}:{n}".encode(), expected_version=version,
+                            events=[event(user, f"{index}:{n}")],
+                        )
+                    except StateVersionConflict:
+                        conflicts[index] += 1
+                        continue
+                    successes[index] += 1
+                    break
+        except BaseException as exc:  # noqa: BLE001 - surfaced below
+            errors.append(exc)
+
+    started = time.monotonic()
+    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(60)
+    elapsed = time.monotonic() - started
+    assert not errors, errors[:3]
+    total = sum(successes)
+    assert total == threads * turns
+    assert store.current_version(s) == 1 + total
+    events = adapter.event_store().list_events(user)
+    assert len(events) == total
+    assert [e.sequence for e in events] == list(range(1, total + 1))
+    assert len({e.content for e in events}) == total  # exactly one event per successful turn
+    assert elapsed < 15, f"took {elapsed:.1f}s"

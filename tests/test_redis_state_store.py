@@ -1,0 +1,267 @@
+"""Every state-store rule of the contract, on a real redis-server (see tests/fixtures)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from backends.contract import UNSCOPED, BackendAdapter, LoadedState, StateStoreProtocol
+from backends.errors import IntegrityError, StateVersionConflict
+from backends.redis import RedisBackendAdapter
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def adapter(redis_url):
+    with RedisBackendAdapter(redis_url) as adapter:
+        yield adapter
+
+
+@pytest.fixture
+def store(adapter):
+    return adapter.state_store()
+
+
+@pytest.fixture
+def raw(redis_server):
+    with redis_server.client() as client:
+        yield client
+
+
+def sid() -> str:
+    return f"s-{uuid.uuid4().hex}"
+
+
+def test_adapter_satisfies_the_contract(adapter):
+    assert isinstance(adapter, BackendAdapter)
+    assert isinstance(adapter.state_store(), StateStoreProtocol)
+    assert adapter.state_store() is adapter.state_store()
+    assert adapter.event_store() is adapter.event_store()
+    assert adapter.retrieval_backend() is None
+    assert RedisBackendAdapter.name == "redis"
+    assert RedisBackendAdapter.is_persistent is True
+
+
+def test_insert_writes_version_one_and_never_overwrites(store):
+    s = sid()
+    assert store.save(s, b"first", expected_version=None) == 1
+    with pytest.raises(StateVersionConflict):
+        store.save(s, b"second", expected_version=None)
+    assert store.load(s) == b"first"
+
+
+def test_update_only_on_exact_match_and_exactly_plus_one(store):
+    s = sid()
+    store.save(s, b"v1", expected_version=None)
+    assert store.save(s, b"v2", expected_version=1) == 2
+    for stale in (1, 3, 99):
+        with pytest.raises(StateVersionConflict):
+            store.save(s, b"lost", expected_version=stale)
+    assert store.load_full(s) == LoadedState(b"v2", 2, None, None)
+
+
+def test_update_of_a_missing_row_conflicts_and_creates_nothing(store):
+    s = sid()
+    with pytest.raises(StateVersionConflict):
+        store.save(s, b"x", expected_version=1)
+    assert store.load(s) is None
+
+
+def test_blob_is_opaque_bytes(store):
+    s = sid()
+    blob = bytes(range(256)) * 3 + b"\x00\r\n"
+    store.save(s, blob, expected_version=None)
+    assert store.load(s) == blob
+    store.save(s, b"", expected_version=1)
+    assert store.load(s) == b""
+
+
+def test_omitted_owner_clears_the_stored_owner(store):
+    s = sid()
+    store.save(s, b"a", expected_version=None, owner_subject="acme")
+    assert store.load_owner(s) == "acme"
+    store.save(s, b"b", expected_version=1)
+    assert store.load_owner(s) is None
+    assert store.load_full(s).owner_subject is None
+
+
+def test_owner_rule_on_update(store):
+    s = sid()
+    store.save(s, b"a", expected_version=None)
+    # a named owner may claim an unowned row
+    assert store.save(s, b"b", expected_version=1, owner_subject="acme/bot") == 2
+    # ... and update its own row
+    assert store.save(s, b"c", expected_version=2, owner_subject="acme/bot") == 3
+    # another owner is refused as a conflict, nothing changes
+    with pytest.raises(StateVersionConflict, match="another owner"):
+        store.save(s, b"evil", expected_version=3, owner_subject="other")
+    assert store.load_full(s) == LoadedState(b"c", 3, "acme/bot", None)
+
+
+def test_anonymous_sentinel_is_an_ordinary_owner(store):
+    s = sid()
+    store.save(s, b"a", expected_version=None, owner_subject="__anonymous__")
+    assert store.load(s, owner_subject=None) is None
+    assert store.load(s, owner_subject="__anonymous__") == b"a"
+    with pytest.raises(StateVersionConflict):
+        store.save(s, b"b", expected_version=1, owner_subject="acme")
+
+
+def test_empty_pending_message_is_stored_as_none(store, raw):
+    s = sid()
+    store.save(s, b"a", expected_version=None, pending_message="")
+    assert store.load_full(s).pending_message is None
+    store.save(s, b"b", expected_version=1, pending_message="waiting for tool")
+    assert store.load_full(s).pending_message == "waiting for tool"
+    store.save(s, b"c", expected_version=2)
+    assert store.load_full(s).pending_message is None
+    assert raw.hget(f"semvec:state:{s}", "pending") == b""
+
+
+@pytest.mark.parametrize("reader", ["load", "load_full", "load_owner", "current_version"])
+def test_three_state_owner_filter_on_reads(store, reader):
+    owned, unowned = sid(), sid()
+    store.save(owned, b"o", expected_version=None, owner_subject="acme")
+    store.save(unowned, b"u", expected_version=None)
+    read = getattr(store, reader)
+
+    def present(session_id, **kw):
+        result = read(session_id, **kw)
+        return result is not None
+
+    # omitted: unscoped, both visible (load_owner returns None for the unowned row)
+    assert present(owned)
+    assert read(owned, owner_subject=UNSCOPED) == read(owned)
+    # None: only unowned rows
+    assert not present(owned, owner_subject=None)
+    # exact owner only
+    assert present(owned, owner_subject="acme")
+    assert not present(owned, owner_subject="acme/bot")
+    assert not present(unowned, owner_subject="acme")
+    if reader != "load_owner":
+        assert present(unowned)
+        assert present(unowned, owner_subject=None)
+
+
+def test_three_state_owner_filter_on_delete(store):
+    owned, unowned = sid(), sid()
+    store.save(owned, b"o", expected_version=None, owner_subject="acme")
+    store.save(unowned, b"u", expected_version=None)
+    assert store.delete(owned, owner_subject=None) is False
+    assert store.delete(owned, owner_subject="other") is False
+    assert store.delete(unowned, owner_subject="acme") is False
+    assert store.load(owned) == b"o" and store.load(unowned) == b"u"
+    assert store.delete(owned, owner_subject="acme") is True
+    assert store.delete(unowned, owner_subject=None) is True
+    assert store.load(owned) is None and store.load(unowned) is None
+    s = sid()
+    store.save(s, b"x", expected_version=None, owner_subject="acme")
+    assert store.delete(s) is True  # unscoped
+    assert store.delete(s) is False
+
+
+def test_deleted_session_can_be_inserted_again(store):
+    s = sid()
+    store.save(s, b"a", expected_version=None)
+    store.save(s, b"b", expected_version=1)
+    assert store.delete(s)
+    assert store.save(s, b"c", expected_version=None) == 1
+
+
+def test_bad_filters_and_arguments_are_refused_before_any_write(store):
+    s = sid()
+    with pytest.raises(ValueError):
+        store.load(s, owner_subject="")
+    with pytest.raises(ValueError):
+        store.delete(s, owner_subject=5)
+    with pytest.raises(ValueError):
+        store.save(s, b"x", expected_version=0)
+    with pytest.raises(ValueError):
+        store.save(s, b"x", expected_version=True)
+    with pytest.raises(ValueError):
+        store.save(s, b"x", expected_version=None, owner_subject="")
+    with pytest.raises(TypeError):
+        store.save(s, "text", expected_version=None)
+    assert store.load(s) is None
+
+
+def test_hash_layout_matches_the_engine(store, raw):
+    s = sid()
+    store.save(s, b"blob", expected_version=None, owner_subject="acme/bot", pending_message="p")
+    assert raw.hgetall(f"semvec:state:{s}") == {
+        b"blob": b"blob",
+        b"version": b"1",
+        b"owner": b"acme/bot",
+        b"drift_exempt": b"0",
+        b"pending": b"p",
+    }
+    store.save(s, b"blob2", expected_version=1)
+    assert raw.hgetall(f"semvec:state:{s}")[b"owner"] == b""
+
+
+def test_drift_exempt_is_never_changed_by_a_save(store, raw):
+    s = sid()
+    store.save(s, b"a", expected_version=None)
+    raw.hset(f"semvec:state:{s}", "drift_exempt", "1")
+    store.save(s, b"b", expected_version=1, owner_subject="acme")
+    assert raw.hget(f"semvec:state:{s}", "drift_exempt") == b"1"
+
+
+def test_engine_written_row_is_readable_and_updatable(store, raw):
+    s = sid()
+    raw.hset(f"semvec:state:{s}", mapping={
+        "blob": b"SVB\x01engine", "version": "7", "owner": "", "drift_exempt": "1", "pending": "",
+    })
+    assert store.load_full(s) == LoadedState(b"SVB\x01engine", 7, None, None)
+    assert store.save(s, b"ours", expected_version=7, owner_subject="t") == 8
+    assert raw.hget(f"semvec:state:{s}", "drift_exempt") == b"1"
+
+
+def test_ttl_applied_on_each_write_and_zero_removes_it(redis_url, raw):
+    s = sid()
+    key = f"semvec:state:{s}"
+    with RedisBackendAdapter(redis_url, ttl_seconds=100) as with_ttl:
+        with_ttl.state_store().save(s, b"a", expected_version=None)
+        assert 0 < raw.ttl(key) <= 100
+        raw.expire(key, 5)
+        with_ttl.state_store().save(s, b"b", expected_version=1)
+        assert raw.ttl(key) > 5  # re-applied
+    with RedisBackendAdapter(redis_url, ttl_seconds=0) as no_ttl:
+        no_ttl.state_store().save(s, b"c", expected_version=2)
+        assert raw.ttl(key) == -1  # PERSIST: the earlier expiry is gone
+
+
+def test_ttl_from_environment(redis_url, raw, monkeypatch):
+    monkeypatch.setenv("SEMVEC_REDIS_SESSION_TTL_S", "250")
+    s = sid()
+    with RedisBackendAdapter(redis_url) as adapter:
+        assert adapter.settings.ttl_seconds == 250
+        adapter.state_store().save(s, b"a", expected_version=None)
+    assert 200 < raw.ttl(f"semvec:state:{s}") <= 250
+
+
+def test_wrong_key_type_is_an_integrity_error(store, raw):
+    s = sid()
+    raw.set(f"semvec:state:{s}", "not a hash")
+    with pytest.raises(IntegrityError):
+        store.load(s)
+    with pytest.raises(IntegrityError):
+        store.save(s, b"x", expected_version=1)
+    assert raw.get(f"semvec:state:{s}") == b"not a hash"
+
+
+def test_scripts_survive_a_script_flush(store, raw):
+    s = sid()
+    store.save(s, b"a", expected_version=None)
+    raw.script_flush()
+    assert store.save(s, b"b", expected_version=1) == 2  # NOSCRIPT -> load -> retry
+    assert store.delete(s)
+
+
+def test_close_is_idempotent(redis_url):
+    adapter = RedisBackendAdapter(redis_url)
+    adapter.state_store().save(sid(), b"a", expected_version=None)
+    adapter.close()
+    adapter.close()
