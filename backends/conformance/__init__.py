@@ -1,1 +1,55 @@
-"""Behavioural conformance suite for session backends (see issue: conformance)."""
+"""Behavioural conformance suite for session backends.
+
+Three ways in, one catalogue of cases:
+
+* ``run_conformance(adapter_factory, ...)`` returns a :class:`ConformanceReport`
+  (the CLI's ``semvecctl conformance run`` renders it; ``write_junit_xml`` exports it);
+* ``ConformanceSuite``, a mixin class for an author's own pytest suite (one pytest test
+  per case, so a failure names the case);
+* the ``pytest11`` plugin (``--semvec-conformance=...`` and a ``semvec_conformance``
+  fixture).
+
+This package is imported by every pytest run through the plugin, so it imports nothing
+until a name is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_EXPORTS = {
+    "run_conformance": "backends.conformance.runner",
+    "run_case": "backends.conformance.runner",
+    "plan": "backends.conformance.runner",
+    "ConformanceOptions": "backends.conformance.context",
+    "ConformanceReport": "backends.conformance.model",
+    "CaseResult": "backends.conformance.model",
+    "GroupResult": "backends.conformance.model",
+    "Status": "backends.conformance.model",
+    "Level": "backends.conformance.model",
+    "CORE_GROUPS": "backends.conformance.model",
+    "GROUP_ORDER": "backends.conformance.catalogue",
+    "GROUP_DOCS": "backends.conformance.catalogue",
+    "select_cases": "backends.conformance.catalogue",
+    "to_junit_xml": "backends.conformance.junit",
+    "write_junit_xml": "backends.conformance.junit",
+    "load_adapter_factory": "backends.conformance.loader",
+    "ConformanceSuite": "backends.conformance.suite",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'backends.conformance' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

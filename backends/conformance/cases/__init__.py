@@ -1,0 +1,1 @@
+"""Conformance cases, one module per group (imported on demand by the catalogue)."""

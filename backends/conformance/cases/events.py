@@ -1,0 +1,168 @@
+"""The event log: per-user gap-free sequences, strict retention, tenant isolation and
+record fidelity. Every user id is the run's own, so listing and deleting by user id
+touches nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+from backends.conformance.catalogue import applies, case
+from backends.conformance.context import CaseContext
+
+
+@applies("events")
+def _has_event_store(adapter) -> str | None:
+    if adapter.event_store() is None:
+        return "event_store() is None: this backend keeps no event log"
+    return None
+
+
+def _listed(ctx: CaseContext, user: str, **kwargs) -> list:
+    return ctx.call(f"list_events({user!r}, {kwargs})",
+                    lambda: ctx.require_events().list_events(user, **kwargs))
+
+
+def _refused(fn) -> bool:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - any refusal will do here
+        return True
+    return False
+
+
+@case("events")
+def sequence_gap_free(ctx: CaseContext) -> None:
+    """A user's events get sequences 1, 2, 3 ... in order, with no gap after refused turns."""
+    events = ctx.require_events()
+    sid, user = ctx.session(), ctx.user()
+    written: list[str] = []
+
+    def turn(expected, contents):
+        batch = [ctx.event(user, c, session_id=sid) for c in contents]
+        ctx.call(f"commit_turn with {len(batch)} events", lambda: ctx.adapter.commit_turn(
+            sid, f"v{len(written)}".encode(), expected_version=expected, events=batch))
+        written.extend(e.event_id for e in batch)
+
+    turn(None, ["one", "two"])
+    stale = [ctx.event(user, "stale", session_id=sid)]
+    ctx.expect_conflict("commit_turn with an event on a stale version",
+                        lambda: ctx.adapter.commit_turn(sid, b"stale", expected_version=7,
+                                                        events=stale))
+    bad = [ctx.event(user, "ok", session_id=sid),
+           replace(ctx.event(user, "bad", session_id=sid), embedding=(float("inf"),))]
+    ctx.expect(_refused(lambda: ctx.adapter.commit_turn(sid, b"bad", expected_version=1,
+                                                        events=bad)),
+               "commit_turn with an event whose embedding is infinite", "a refusal",
+               "it returned")
+    turn(1, ["three"])
+    appended = ctx.call("append", lambda: events.append(ctx.event(user, "four")))
+    written.append(appended.event_id)
+    ctx.expect_equal(appended.sequence, 4, "sequence returned by append after three events")
+    listed = _listed(ctx, user)
+    ctx.expect_equal([e.event_id for e in listed], written, "event ids in listed order")
+    ctx.expect_equal([e.sequence for e in listed], [1, 2, 3, 4],
+                     "sequences after two turns, two refused turns and an append")
+    ctx.expect_equal([e.content for e in listed], ["one", "two", "three", "four"],
+                     "contents in listed order")
+    after = _listed(ctx, user, after_sequence=2)
+    ctx.expect_equal([e.sequence for e in after], [3, 4], "list_events(after_sequence=2)")
+    limited = _listed(ctx, user, limit=2)
+    ctx.expect_equal([e.sequence for e in limited], [1, 2], "list_events(limit=2)")
+
+
+@case("events")
+def delete_older_than_is_strict(ctx: CaseContext) -> None:
+    """delete_older_than removes only events strictly older than the cutoff, of that user."""
+    events = ctx.require_events()
+    user, bystander = ctx.user("a"), ctx.user("b")
+    base = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=3)
+    stamps = [base, base + timedelta(hours=1), base + timedelta(hours=2)]
+    for who in (user, bystander):
+        for n, stamp in enumerate(stamps):
+            ctx.call("append", lambda: events.append(ctx.event(who, f"e{n}", created_at=stamp)))
+    deleted = ctx.call("delete_older_than(the second timestamp)",
+                       lambda: events.delete_older_than(stamps[1], user_id=user))
+    ctx.expect_equal(deleted, 1, "count deleted by a cutoff equal to the second event's time")
+    ctx.expect_equal([e.content for e in _listed(ctx, user)], ["e1", "e2"],
+                     "events left after the cutoff (the one at the cutoff stays)")
+    ctx.expect_equal([e.content for e in _listed(ctx, bystander)], ["e0", "e1", "e2"],
+                     "another user's events after a delete scoped to the first user")
+
+
+@case("events")
+def tenants_isolated(ctx: CaseContext) -> None:
+    """Two tenants with identical content and embeddings see only their own events."""
+    events = ctx.require_events()
+    user_a, user_b, user_anon = ctx.user("a"), ctx.user("b"), ctx.user("anon")
+    owner_a, owner_b = ctx.owner("tenant-a"), ctx.owner("tenant-b")
+    sid_a, sid_b = ctx.session("a"), ctx.session("b")
+    stamp = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=5)
+    same = {"content": "identical content", "embedding": (0.25, 0.5, -1.0),
+            "meta": {"k": "v"}, "created_at": stamp}
+    ctx.call("insert a", lambda: ctx.adapter.commit_turn(
+        sid_a, b"a", expected_version=None, owner_subject=owner_a,
+        events=[ctx.event(user_a, session_id=sid_a, owner_subject=owner_a, **same)]))
+    ctx.call("insert b", lambda: ctx.adapter.commit_turn(
+        sid_b, b"b", expected_version=None, owner_subject=owner_b,
+        events=[ctx.event(user_b, session_id=sid_b, owner_subject=owner_b, **same)]))
+    anon_event = ctx.call("append unowned", lambda: events.append(
+        ctx.event(user_anon, **same)))
+
+    def ids(user, **kw):
+        return [(e.user_id, e.owner_subject) for e in _listed(ctx, user, **kw)]
+
+    ctx.expect_equal(ids(user_a), [(user_a, owner_a)], "tenant a's events, unscoped")
+    ctx.expect_equal(ids(user_a, owner_subject=owner_a), [(user_a, owner_a)],
+                     "tenant a's events filtered by tenant a")
+    ctx.expect_equal(ids(user_a, owner_subject=owner_b), [],
+                     "tenant a's events filtered by tenant b")
+    ctx.expect_equal(ids(user_a, owner_subject=None), [],
+                     "tenant a's events filtered to unowned ones")
+    ctx.expect_equal(ids(user_anon, owner_subject=None), [(user_anon, None)],
+                     "an unowned event filtered to unowned ones")
+    ctx.expect_equal(ids(user_anon, owner_subject=owner_a), [],
+                     "an unowned event filtered by tenant a")
+    ctx.expect_equal(ids(user_b), [(user_b, owner_b)], "tenant b's events, unscoped")
+    ctx.expect_equal(_listed(ctx, user_a)[0].sequence, 1, "tenant a's own sequence")
+    ctx.expect_equal(_listed(ctx, user_b)[0].sequence, 1, "tenant b's own sequence")
+    ctx.call("delete a", lambda: events.delete_older_than(
+        stamp + timedelta(seconds=1), user_id=user_a))
+    ctx.expect_equal(ids(user_a), [], "tenant a's events after deleting them")
+    ctx.expect_equal(ids(user_b), [(user_b, owner_b)],
+                     "tenant b's events after tenant a's identical events were deleted")
+    got = ctx.call("get_event", lambda: events.get_event(anon_event.event_id))
+    ctx.expect(got is not None and got.user_id == user_anon, "get_event of the unowned event",
+               user_anon, None if got is None else got.user_id)
+
+
+@case("events")
+def record_fidelity(ctx: CaseContext) -> None:
+    """Every field of an event round-trips through list_events and get_event."""
+    events = ctx.require_events()
+    sid, user = ctx.session(), ctx.user()
+    owner = ctx.owner("tenant-a/agent-1")
+    stamp = datetime(2024, 2, 29, 23, 59, 58, tzinfo=timezone.utc)
+    original = ctx.event(
+        user, "ünïcode ✓ \"quoted\" \n newline", session_id=sid, owner_subject=owner,
+        created_at=stamp, embedding=(0.5, -0.25, 1.0, 0.0, 2.0),
+        meta={"nested": {"list": [1, 2.5, "x", None, True]}, "empty": {}},
+        source_event_id=f"{ctx.prefix}source")
+    ctx.call("commit_turn", lambda: ctx.adapter.commit_turn(
+        sid, b"t", expected_version=None, owner_subject=owner, events=[original]))
+    expected = original.with_sequence(1)
+    listed = _listed(ctx, user)
+    ctx.expect_equal(len(listed), 1, "number of events listed")
+    for label, got in (("list_events", listed[0]),
+                       ("get_event", ctx.call("get_event",
+                                              lambda: events.get_event(original.event_id)))):
+        ctx.expect(got is not None, label, "the event", "None")
+        for field in ("event_id", "user_id", "content", "source_event_id", "sequence",
+                      "owner_subject", "session_id"):
+            ctx.expect_equal(getattr(got, field), getattr(expected, field), f"{label} {field}")
+        ctx.expect_equal(got.created_at.astimezone(timezone.utc), stamp, f"{label} created_at")
+        ctx.expect_equal(tuple(float(x) for x in (got.embedding or ())), expected.embedding,
+                         f"{label} embedding")
+        ctx.expect_equal(dict(got.meta), dict(expected.meta), f"{label} meta")
+    ctx.expect_equal(ctx.call("get_event", lambda: events.get_event(f"{ctx.prefix}no-such")),
+                     None, "get_event of an unknown id")

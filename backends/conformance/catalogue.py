@@ -1,0 +1,125 @@
+"""The catalogue: which groups exist, in which order, and which cases each holds.
+
+A case is a plain function taking a :class:`CaseContext`; it raises
+:class:`CaseFailure` (expected vs actual) or :class:`NotApplicable`. A group's
+``applies`` probe looks at what the adapter offers and returns ``None`` when the group
+applies, or the reason it cannot.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+GROUP_ORDER = (
+    "contract",
+    "state",
+    "commit_turn",
+    "events",
+    "concurrency",
+    "health",
+    "retrieval",
+    "indexes",
+)
+
+GROUP_DOCS = {
+    "contract": "members, is_persistent, one state store, name, commit_turn's return type",
+    "state": "insert, compare-and-set, owner and pending rules, three-state reads/deletes",
+    "commit_turn": "state and events land together or not at all; owner check; refusals",
+    "events": "per-user gap-free sequences, strict delete_older_than, tenant isolation",
+    "concurrency": "racing writers: every version has exactly one winner",
+    "health": "check_health answers a bool, promptly, without raising",
+    "retrieval": "filters (session, owner) are applied before top-k",
+    "indexes": "ensure is idempotent; validate is read-only and passes after ensure",
+}
+
+_CASE_MODULES = {group: f"backends.conformance.cases.{group}" for group in GROUP_ORDER}
+
+
+@dataclass(frozen=True)
+class Case:
+    group: str
+    name: str
+    func: Callable[[Any], None]
+    doc: str
+
+    @property
+    def case_id(self) -> str:
+        return f"{self.group}.{self.name}"
+
+
+_REGISTERED: dict[str, list[Case]] = {}
+_APPLIES: dict[str, Callable[[Any], str | None]] = {}
+
+
+def case(group: str, name: str | None = None) -> Callable[[Callable[[Any], None]], Callable[[Any], None]]:
+    """Register a case function under ``group`` (name defaults to the function's)."""
+
+    def register(func: Callable[[Any], None]) -> Callable[[Any], None]:
+        doc = (func.__doc__ or "").strip().splitlines()[0] if func.__doc__ else ""
+        entry = Case(group, name or func.__name__, func, doc)
+        cases = _REGISTERED.setdefault(group, [])
+        if any(c.name == entry.name for c in cases):
+            raise ValueError(f"duplicate conformance case {entry.case_id}")
+        cases.append(entry)
+        return func
+
+    return register
+
+
+def applies(group: str) -> Callable[[Callable[[Any], str | None]], Callable[[Any], str | None]]:
+    """Register the applicability probe of ``group``."""
+
+    def register(func: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
+        _APPLIES[group] = func
+        return func
+
+    return register
+
+
+def _load(group: str) -> None:
+    if group not in _REGISTERED:
+        importlib.import_module(_CASE_MODULES[group])
+
+
+def group_cases(group: str) -> list[Case]:
+    if group not in GROUP_ORDER:
+        raise KeyError(group)
+    _load(group)
+    return list(_REGISTERED.get(group, ()))
+
+
+def group_applies(group: str, adapter: Any) -> str | None:
+    _load(group)
+    probe = _APPLIES.get(group)
+    return probe(adapter) if probe is not None else None
+
+
+def select_cases(only: Any = None) -> list[Case]:
+    """Cases in run order, restricted by ``only`` (group names and/or ``group.case``
+    ids; a string may hold several, comma-separated). Unknown names raise ValueError."""
+    wanted = _normalise_only(only)
+    selected: list[Case] = []
+    all_ids: set[str] = set()
+    for group in GROUP_ORDER:
+        for entry in group_cases(group):
+            all_ids.add(entry.case_id)
+            if wanted is None or group in wanted or entry.case_id in wanted:
+                selected.append(entry)
+    if wanted is not None:
+        unknown = sorted(w for w in wanted if w not in GROUP_ORDER and w not in all_ids)
+        if unknown:
+            raise ValueError(
+                f"unknown conformance group or case: {', '.join(unknown)} "
+                f"(groups: {', '.join(GROUP_ORDER)})"
+            )
+    return selected
+
+
+def _normalise_only(only: Any) -> set[str] | None:
+    if only is None:
+        return None
+    items = [only] if isinstance(only, str) else list(only)
+    wanted = {part.strip() for item in items for part in str(item).split(",") if part.strip()}
+    return {w.replace("-", "_") if w.replace("-", "_") in GROUP_ORDER else w for w in wanted} or None

@@ -1,0 +1,236 @@
+"""What a case works with: the adapter, ids under the run prefix, and checks.
+
+Every id a case uses comes from here, so everything a run creates carries the run's
+unique prefix and is remembered for cleanup. Cleanup removes exactly those ids (sessions
+by id, events by ``delete_older_than`` scoped to the run's own user ids) and nothing
+else: a case never reads, changes or deletes a row it did not create.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Iterable
+
+from backends.conformance.model import CaseFailure, NotApplicable
+from backends.contract import MemoryEvent, MemoryItem
+from backends.errors import is_state_version_conflict
+
+#: Far enough ahead that every event a case wrote is strictly older.
+_CLEANUP_HORIZON = timedelta(days=366)
+
+
+def new_run_prefix() -> str:
+    return f"semvec-conf-{uuid.uuid4().hex[:8]}-"
+
+
+def describe_exception(exc: BaseException) -> str:
+    text = str(exc)
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@dataclass
+class ConformanceOptions:
+    """Knobs of a run. Defaults are what the CLI and the mixins use."""
+
+    #: Writers racing in the concurrency cases.
+    writers: int = 8
+    #: Attempts per writer.
+    attempts: int = 12
+    #: check_health must answer within this many seconds.
+    health_timeout: float = 5.0
+    #: How long a retrieval case waits for a mirror to become queryable (eventual stores).
+    retrieval_wait: float = 30.0
+    #: Embedding width used by the retrieval cases.
+    retrieval_dimensions: int = 8
+    #: Let the ``indexes`` group create missing indexes (a store-wide change).
+    allow_provisioning: bool = False
+    #: Passed to the IndexManager calls.
+    index_dimensions: int | None = None
+
+
+@dataclass
+class CaseContext:
+    adapter: Any
+    prefix: str
+    case_slug: str
+    options: ConformanceOptions = field(default_factory=ConformanceOptions)
+    selected_name: str | None = None
+    factory: Callable[[], Any] | None = None
+    sessions: list[str] = field(default_factory=list)
+    users: list[str] = field(default_factory=list)
+    item_sessions: list[str] = field(default_factory=list)
+    _counter: Any = field(default_factory=lambda: itertools.count(1))
+
+    # -- the adapter's halves --------------------------------------------------------
+
+    @property
+    def store(self) -> Any:
+        return self.adapter.state_store()
+
+    @property
+    def events(self) -> Any:
+        return self.adapter.event_store()
+
+    def require_events(self) -> Any:
+        events = self.adapter.event_store()
+        if events is None:
+            raise NotApplicable("event_store() is None: this backend keeps no event log")
+        return events
+
+    # -- ids under the run prefix ----------------------------------------------------
+
+    def _name(self, kind: str, label: str) -> str:
+        return f"{self.prefix}{self.case_slug}-{kind}{next(self._counter)}-{label}"
+
+    def session(self, label: str = "s") -> str:
+        """A fresh session id, remembered for cleanup."""
+        sid = self._name("s", label)
+        self.sessions.append(sid)
+        return sid
+
+    def user(self, label: str = "u") -> str:
+        """A fresh event user id, remembered for cleanup."""
+        uid = self._name("u", label)
+        self.users.append(uid)
+        return uid
+
+    def owner(self, label: str = "tenant") -> str:
+        """A fresh owner string (a tenant, or ``tenant/agent`` when the label has a /)."""
+        return f"{self.prefix}{label}"
+
+    def event(
+        self,
+        user_id: str,
+        content: str = "event",
+        *,
+        session_id: str | None = None,
+        owner_subject: str | None = None,
+        created_at: datetime | None = None,
+        embedding: Iterable[float] | None = (0.5, -0.25, 1.0),
+        meta: dict[str, Any] | None = None,
+        source_event_id: str | None = None,
+    ) -> MemoryEvent:
+        return MemoryEvent(
+            event_id=self._name("e", "evt"),
+            user_id=user_id,
+            content=content,
+            created_at=created_at or datetime.now(timezone.utc).replace(microsecond=0),
+            embedding=tuple(embedding) if embedding is not None else None,
+            meta=dict(meta or {}),
+            source_event_id=source_event_id,
+            owner_subject=owner_subject,
+            session_id=session_id,
+        )
+
+    def item(self, item_id: str, text: str, embedding: Iterable[float], **kw: Any) -> MemoryItem:
+        return MemoryItem(item_id=f"{self.prefix}{item_id}", text=text,
+                          embedding=tuple(embedding), **kw)
+
+    def item_session(self, label: str = "items") -> str:
+        sid = self.session(label)
+        self.item_sessions.append(sid)
+        return sid
+
+    # -- checks ----------------------------------------------------------------------
+
+    def fail(self, check: str, expected: Any, actual: Any) -> None:
+        raise CaseFailure(check, expected, actual)
+
+    def expect(self, condition: bool, check: str, expected: Any, actual: Any) -> None:
+        if not condition:
+            raise CaseFailure(check, expected, actual)
+
+    def expect_equal(self, actual: Any, expected: Any, check: str) -> None:
+        if actual != expected:
+            raise CaseFailure(check, repr(expected), repr(actual))
+
+    def call(self, check: str, fn: Callable[[], Any]) -> Any:
+        """Run a step that must succeed; an exception fails the case naming the step."""
+        try:
+            return fn()
+        except CaseFailure:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any exception is the finding
+            raise CaseFailure(check, "success", f"raised {describe_exception(exc)}") from exc
+
+    def expect_conflict(self, check: str, fn: Callable[[], Any]) -> BaseException:
+        """The step must raise the contract's conflict type (any class named
+        StateVersionConflict); returning is the silent-data-loss bug."""
+        try:
+            result = fn()
+        except Exception as exc:  # noqa: BLE001
+            if is_state_version_conflict(exc):
+                return exc
+            raise CaseFailure(check, "StateVersionConflict",
+                              f"raised {describe_exception(exc)}") from exc
+        raise CaseFailure(check, "StateVersionConflict", f"returned {result!r}")
+
+    def expect_refusal(self, check: str, fn: Callable[[], Any], *,
+                       conflict_ok: bool = False) -> BaseException:
+        """The step must raise (any exception except a conflict, unless allowed)."""
+        try:
+            result = fn()
+        except Exception as exc:  # noqa: BLE001
+            if is_state_version_conflict(exc) and not conflict_ok:
+                raise CaseFailure(check, "a refusal that is not a version conflict",
+                                  f"raised {describe_exception(exc)}") from exc
+            return exc
+        raise CaseFailure(check, "an exception (nothing written)", f"returned {result!r}")
+
+    def expect_int_version(self, value: Any, expected: int, check: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise CaseFailure(check, f"int {expected}", f"{type(value).__name__} {value!r}")
+        if value != expected:
+            raise CaseFailure(check, f"version {expected}", f"version {value}")
+
+    # -- cleanup ---------------------------------------------------------------------
+
+    def cleanup(self) -> list[str]:
+        """Remove what this case created; return the problems (never raise)."""
+        problems: list[str] = []
+        if self.item_sessions:
+            mirror_purge = getattr(self.adapter, "purge_items", None)
+            for sid in self.item_sessions:
+                try:
+                    if callable(mirror_purge):
+                        mirror_purge(sid)
+                except Exception as exc:  # noqa: BLE001
+                    problems.append(f"purging items of {sid}: {describe_exception(exc)}")
+        if self.sessions:
+            try:
+                store = self.adapter.state_store()
+            except Exception as exc:  # noqa: BLE001
+                store = None
+                problems.append(f"state_store(): {describe_exception(exc)}")
+            for sid in self.sessions if store is not None else ():
+                try:
+                    store.delete(sid)
+                except Exception as exc:  # noqa: BLE001
+                    problems.append(f"deleting session {sid}: {describe_exception(exc)}")
+        if self.users:
+            try:
+                events = self.adapter.event_store()
+            except Exception as exc:  # noqa: BLE001
+                events = None
+                problems.append(f"event_store(): {describe_exception(exc)}")
+            if events is not None:
+                horizon = datetime.now(timezone.utc) + _CLEANUP_HORIZON
+                for uid in self.users:
+                    if not uid.startswith(self.prefix):  # never touch a foreign user
+                        continue
+                    try:
+                        events.delete_older_than(horizon, user_id=uid)
+                    except Exception as exc:  # noqa: BLE001
+                        problems.append(f"deleting events of {uid}: {describe_exception(exc)}")
+                    purge = getattr(events, "purge_user", None)
+                    if callable(purge):
+                        try:
+                            purge(uid)
+                        except Exception as exc:  # noqa: BLE001
+                            problems.append(f"purging user {uid}: {describe_exception(exc)}")
+        return problems

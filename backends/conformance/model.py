@@ -1,0 +1,215 @@
+"""Result types of a conformance run: per case, per group, and the whole report.
+
+Kept free of any adapter or driver import so the CLI, the JUnit writer and the pytest
+plugin can read a report without paying for anything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class Status:
+    """Outcome of one case (and, aggregated, of one group)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    NOT_APPLICABLE = "not-applicable"
+    SKIPPED = "skipped"
+
+    ALL = (PASSED, FAILED, ERROR, NOT_APPLICABLE, SKIPPED)
+    BAD = (FAILED, ERROR)
+
+
+class Level:
+    """How far a backend conforms.
+
+    FULL    every group that applies to the adapter passed (groups the adapter cannot
+            have, e.g. ``events`` without an event store, are not applicable and do not
+            count against it);
+    PARTIAL every core group passed (contract, state, commit_turn, concurrency,
+            health) but an optional capability it offers (events, retrieval, indexes)
+            failed, so the core session path is safe and the capability is not;
+    FAILED  a core group failed: the backend must not hold sessions.
+    """
+
+    FULL = "FULL"
+    PARTIAL = "PARTIAL"
+    FAILED = "FAILED"
+
+
+#: Groups whose failure makes a backend unfit to hold sessions at all.
+CORE_GROUPS = ("contract", "state", "commit_turn", "concurrency", "health")
+
+
+class CaseFailure(AssertionError):
+    """A behaviour the contract demands did not happen. ``check`` says what was being
+    checked; ``expected`` and ``actual`` say what should and did happen."""
+
+    def __init__(self, check: str, expected: Any, actual: Any) -> None:
+        self.check = check
+        self.expected = str(expected)
+        self.actual = str(actual)
+        super().__init__(f"{check}: expected {self.expected}, got {self.actual}")
+
+
+class NotApplicable(Exception):
+    """The adapter cannot have this behaviour (the reason says why); never a pass."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass
+class CaseResult:
+    group: str
+    case: str
+    status: str
+    duration: float = 0.0
+    message: str = ""
+    expected: str | None = None
+    actual: str | None = None
+    doc: str = ""
+
+    @property
+    def case_id(self) -> str:
+        return f"{self.group}.{self.case}"
+
+    @property
+    def ok(self) -> bool:
+        return self.status not in Status.BAD
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "case": self.case,
+            "status": self.status,
+            "duration": round(self.duration, 4),
+            "message": self.message,
+            "expected": self.expected,
+            "actual": self.actual,
+        }
+
+
+@dataclass
+class GroupResult:
+    name: str
+    status: str
+    reason: str = ""
+    cases: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def duration(self) -> float:
+        return sum(c.duration for c in self.cases)
+
+    def counts(self) -> dict[str, int]:
+        counts = {s: 0 for s in Status.ALL}
+        for case in self.cases:
+            counts[case.status] += 1
+        return counts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "reason": self.reason,
+            "duration": round(self.duration, 4),
+            "counts": self.counts(),
+            "cases": [c.to_dict() for c in self.cases],
+        }
+
+
+def group_status(cases: list[CaseResult]) -> str:
+    """A group fails if any case failed or errored, passes if at least one case passed
+    and none failed, and is not applicable when none of its cases could run."""
+    statuses = {c.status for c in cases}
+    if Status.ERROR in statuses or Status.FAILED in statuses:
+        return Status.FAILED
+    if Status.PASSED in statuses:
+        return Status.PASSED
+    if Status.SKIPPED in statuses:
+        return Status.SKIPPED
+    return Status.NOT_APPLICABLE
+
+
+def compute_level(groups: list[GroupResult]) -> str:
+    core_failed = any(g.name in CORE_GROUPS and g.status == Status.FAILED for g in groups)
+    if core_failed:
+        return Level.FAILED
+    if any(g.status == Status.FAILED for g in groups):
+        return Level.PARTIAL
+    if any(g.status == Status.SKIPPED for g in groups):
+        return Level.PARTIAL
+    return Level.FULL
+
+
+@dataclass
+class ConformanceReport:
+    backend: str
+    prefix: str
+    started_at: datetime
+    duration: float
+    groups: list[GroupResult]
+    selection: tuple[str, ...] | None = None
+    target: str = ""
+
+    @property
+    def level(self) -> str:
+        return compute_level(self.groups)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.cases)
+
+    @property
+    def cases(self) -> list[CaseResult]:
+        return [c for g in self.groups for c in g.cases]
+
+    def group(self, name: str) -> GroupResult:
+        for g in self.groups:
+            if g.name == name:
+                return g
+        raise KeyError(name)
+
+    def case(self, case_id: str) -> CaseResult:
+        for c in self.cases:
+            if c.case_id == case_id:
+                return c
+        raise KeyError(case_id)
+
+    @property
+    def failures(self) -> list[CaseResult]:
+        return [c for c in self.cases if not c.ok]
+
+    def counts(self) -> dict[str, int]:
+        counts = {s: 0 for s in Status.ALL}
+        for case in self.cases:
+            counts[case.status] += 1
+        return counts
+
+    def summary(self) -> str:
+        counts = self.counts()
+        parts = [f"{counts[s]} {s}" for s in Status.ALL if counts[s]]
+        subset = f" (subset: {', '.join(self.selection)})" if self.selection else ""
+        return (
+            f"conformance level {self.level} for backend {self.backend!r}{subset}: "
+            f"{', '.join(parts) or 'nothing ran'} in {self.duration:.2f}s"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "target": self.target,
+            "level": self.level,
+            "ok": self.ok,
+            "prefix": self.prefix,
+            "started_at": self.started_at.isoformat(),
+            "duration": round(self.duration, 4),
+            "selection": list(self.selection) if self.selection else None,
+            "counts": self.counts(),
+            "groups": [g.to_dict() for g in self.groups],
+        }

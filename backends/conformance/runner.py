@@ -1,0 +1,202 @@
+"""Run the catalogue against one adapter and collect a :class:`ConformanceReport`.
+
+Groups run in catalogue order. A group whose capability the adapter lacks is reported
+not applicable with the reason; every case cleans up what it created, and a cleanup
+problem turns a pass into an error (an operator must know when a run left rows behind).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import traceback
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable
+
+from backends.conformance.catalogue import GROUP_ORDER, Case, group_applies, select_cases
+from backends.conformance.context import (
+    CaseContext,
+    ConformanceOptions,
+    describe_exception,
+    new_run_prefix,
+)
+from backends.conformance.model import (
+    CaseFailure,
+    CaseResult,
+    ConformanceReport,
+    GroupResult,
+    NotApplicable,
+    Status,
+    group_status,
+)
+
+OnResult = Callable[[CaseResult], None]
+
+
+def _is_adapter(obj: Any) -> bool:
+    return not inspect.isclass(obj) and callable(getattr(obj, "state_store", None))
+
+
+def _where(exc: BaseException) -> str:
+    """The innermost frame, so an error in an adapter points at the adapter's line."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" (at {last.filename}:{last.lineno} in {last.name})"
+
+
+def run_case(adapter: Any, entry: Case, *, prefix: str, options: ConformanceOptions,
+             selected_name: str | None = None,
+             factory: Callable[[], Any] | None = None) -> CaseResult:
+    """Run one case and its cleanup; never raises (the outcome is in the result)."""
+    ctx = CaseContext(adapter=adapter, prefix=prefix, case_slug=entry.name.replace("_", "-"),
+                      options=options, selected_name=selected_name, factory=factory)
+    result = CaseResult(entry.group, entry.name, Status.PASSED, doc=entry.doc)
+    started = time.perf_counter()
+    try:
+        entry.func(ctx)
+    except CaseFailure as failure:
+        result.status = Status.FAILED
+        result.message = str(failure)
+        result.expected, result.actual = failure.expected, failure.actual
+    except NotApplicable as na:
+        result.status = Status.NOT_APPLICABLE
+        result.message = na.reason
+    except Exception as exc:  # noqa: BLE001 - an adapter may raise anything
+        result.status = Status.ERROR
+        result.message = f"unexpected {describe_exception(exc)}{_where(exc)}"
+    problems = ctx.cleanup()
+    problems += _leftovers(ctx)
+    if problems:
+        note = "cleanup: " + "; ".join(problems[:5])
+        if result.status in (Status.PASSED, Status.NOT_APPLICABLE):
+            result.status = Status.ERROR
+            result.message = note
+        else:
+            result.message = f"{result.message} [{note}]"
+    result.duration = time.perf_counter() - started
+    return result
+
+
+def _leftovers(ctx: CaseContext) -> list[str]:
+    """Sessions of the case that still exist after cleanup deleted them."""
+    if not ctx.sessions:
+        return []
+    try:
+        store = ctx.adapter.state_store()
+        left = [sid for sid in ctx.sessions if store.load_full(sid) is not None]
+    except Exception as exc:  # noqa: BLE001
+        return [f"checking cleanup: {describe_exception(exc)}"]
+    return [f"session {sid} still exists after delete" for sid in left]
+
+
+def plan(only: Any = None) -> list[Case]:
+    """The cases a run with ``only`` would execute, in order (for live displays)."""
+    return select_cases(only)
+
+
+def run_conformance(
+    adapter_factory: Any,
+    *,
+    selected_name: str | None = None,
+    only: str | Iterable[str] | None = None,
+    on_result: OnResult | None = None,
+    options: ConformanceOptions | None = None,
+    prefix: str | None = None,
+    target: str = "",
+) -> ConformanceReport:
+    """Certify an adapter.
+
+    ``adapter_factory`` is a zero-argument callable (an adapter class, a function) or an
+    adapter instance (then ``contract.close_is_idempotent`` is not applicable and the
+    adapter is not closed). ``selected_name`` is the name it was selected by (checked by
+    ``contract.name_matches_selection``); ``only`` restricts the run to groups or
+    ``group.case`` ids; ``on_result`` is called after each case.
+    """
+    options = options or ConformanceOptions()
+    cases = select_cases(only)
+    prefix = prefix or new_run_prefix()
+    started_at = datetime.now(timezone.utc)
+    started = time.perf_counter()
+    selection = tuple(sorted({str(o) for o in ([only] if isinstance(only, str) else only)})) \
+        if only is not None else None
+
+    factory: Callable[[], Any] | None
+    if _is_adapter(adapter_factory):
+        adapter, factory, owned = adapter_factory, None, False
+    else:
+        factory, owned = adapter_factory, True
+        try:
+            adapter = factory()
+        except Exception as exc:  # noqa: BLE001
+            message = f"building the adapter raised {describe_exception(exc)}"
+            results = [CaseResult(c.group, c.name, Status.ERROR, message=message, doc=c.doc)
+                       for c in cases]
+            for r in results:
+                if on_result:
+                    on_result(r)
+            return ConformanceReport(
+                backend=selected_name or getattr(factory, "name", "") or repr(factory),
+                prefix=prefix, started_at=started_at, duration=time.perf_counter() - started,
+                groups=_groups(results, {}), selection=selection, target=target)
+
+    backend = getattr(adapter, "name", None)
+    backend = backend if isinstance(backend, str) and backend else (selected_name or "?")
+    results: list[CaseResult] = []
+    reasons: dict[str, str] = {}
+    try:
+        for group in GROUP_ORDER:
+            group_cases = [c for c in cases if c.group == group]
+            if not group_cases:
+                continue
+            try:
+                reason = group_applies(group, adapter)
+                probe_error = None
+            except Exception as exc:  # noqa: BLE001
+                reason, probe_error = None, f"probing the group raised {describe_exception(exc)}"
+            for entry in group_cases:
+                if probe_error is not None:
+                    result = CaseResult(group, entry.name, Status.ERROR, message=probe_error,
+                                        doc=entry.doc)
+                elif reason is not None:
+                    reasons[group] = reason
+                    result = CaseResult(group, entry.name, Status.NOT_APPLICABLE,
+                                        message=reason, doc=entry.doc)
+                else:
+                    result = run_case(adapter, entry, prefix=prefix, options=options,
+                                      selected_name=selected_name, factory=factory)
+                results.append(result)
+                if on_result is not None:
+                    on_result(result)
+    finally:
+        if owned:
+            close = getattr(adapter, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:  # noqa: BLE001 - a close failure is contract's business
+                    pass
+    return ConformanceReport(
+        backend=backend,
+        prefix=prefix,
+        started_at=started_at,
+        duration=time.perf_counter() - started,
+        groups=_groups(results, reasons),
+        selection=selection,
+        target=target,
+    )
+
+
+def _groups(results: list[CaseResult], reasons: dict[str, str]) -> list[GroupResult]:
+    groups: list[GroupResult] = []
+    for name in GROUP_ORDER:
+        cases = [r for r in results if r.group == name]
+        if not cases:
+            continue
+        status = group_status(cases)
+        reason = reasons.get(name, "")
+        if not reason and status == Status.NOT_APPLICABLE:
+            reason = "; ".join(sorted({c.message for c in cases if c.message}))
+        groups.append(GroupResult(name, status, reason, cases))
+    return groups
