@@ -1,0 +1,310 @@
+"""``MongoBackendAdapter``: the contract plus every operator seam MongoDB can honour.
+
+Construction does no I/O: the driver client connects lazily, so the registry and the
+CLI can build an adapter (and read ``is_persistent``) cheaply. An injected ``client``
+(e.g. ``mongomock.MongoClient``) is the caller's to close.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Iterator, Sequence
+
+from backends.contract import (
+    UNSCOPED,
+    IndexAction,
+    IndexReport,
+    IndexSpec,
+    ItemSyncResult,
+    MemoryEvent,
+    MemoryItem,
+    OwnerFilter,
+    SessionSummary,
+    validate_turn_events,
+)
+from backends.errors import BackendConfigError, MissingDriver, UnsupportedOperation
+from backends.mongo.config import MongoSettings, redact_uri, resolve_settings
+from backends.mongo.errors import categorise, driver_errors
+from backends.mongo.topology import TRANSACTIONS_ADVICE, Topology, probe_topology
+
+
+def _import_pymongo() -> Any:
+    try:
+        import pymongo
+    except ImportError as exc:
+        raise MissingDriver("mongo", "mongo", "pymongo") from exc
+    return pymongo
+
+
+class MongoBackendAdapter:
+    """State, events, item mirror, indexes and server-side retrieval on MongoDB."""
+
+    name = "mongo"
+    is_persistent = True
+
+    def __init__(
+        self,
+        uri: str | None = None,
+        *,
+        client: Any = None,
+        database: str | None = None,
+        session_ttl_s: int | None = None,
+        item_sync: bool | None = None,
+        dimensions: int | None = None,
+        server_selection_timeout_ms: int | None = None,
+        connect_timeout_ms: int | None = None,
+        health_timeout_s: float = 2.0,
+        force_client_rrf: bool = False,
+    ) -> None:
+        pymongo = _import_pymongo()
+        self.settings: MongoSettings = resolve_settings(
+            uri,
+            database=database,
+            session_ttl_s=session_ttl_s,
+            item_sync=item_sync,
+            dimensions=dimensions,
+            server_selection_timeout_ms=server_selection_timeout_ms,
+            connect_timeout_ms=connect_timeout_ms,
+            have_client=client is not None,
+        )
+        self._owns_client = client is None
+        if client is None:
+            try:
+                client = pymongo.MongoClient(
+                    self.settings.uri,
+                    serverSelectionTimeoutMS=self.settings.server_selection_timeout_ms,
+                    connectTimeoutMS=self.settings.connect_timeout_ms,
+                    tz_aware=True,
+                    connect=False,
+                    appname="semvecctl",
+                )
+            except Exception as exc:  # noqa: BLE001
+                mapped = categorise(exc) or BackendConfigError("invalid MongoDB settings")
+                raise type(mapped)(f"{mapped} for {redact_uri(self.settings.uri or '')}") from exc
+        self._client = client
+        self._db = client[self.settings.database]
+        self._health_timeout_s = float(health_timeout_s)
+        self._force_client_rrf = bool(force_client_rrf)
+        self._closed = False
+        self._lock = threading.Lock()
+        self._topology: Topology | None = None
+        self._retrieval: Any = None
+
+        from backends.mongo.events import MongoEventStore
+        from backends.mongo.indexes import MongoIndexManager
+        from backends.mongo.items import MongoItemMirror
+        from backends.mongo.state import MongoStateStore
+
+        self._state = MongoStateStore(self._db, session_ttl_s=self.settings.session_ttl_s)
+        self._events = MongoEventStore(self._db, self._transaction_runner)
+        self._items = MongoItemMirror(self._db)
+        self._indexes = MongoIndexManager(
+            self._db,
+            session_ttl_s=self.settings.session_ttl_s,
+            item_sync=self.settings.item_sync,
+            dimensions=self.settings.dimensions,
+        )
+
+    def __repr__(self) -> str:
+        where = redact_uri(self.settings.uri) if self.settings.uri else "injected client"
+        return f"MongoBackendAdapter({where}, database={self.settings.database!r})"
+
+    # -- contract -------------------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    @property
+    def database(self) -> Any:
+        return self._db
+
+    def state_store(self) -> Any:
+        return self._state
+
+    def event_store(self) -> Any:
+        return self._events
+
+    def item_mirror(self) -> Any:
+        return self._items
+
+    def retrieval_backend(self) -> Any:
+        """Server-side retrieval, only when the item mirror is on (else in-process)."""
+        if not self.settings.item_sync:
+            return None
+        with self._lock:
+            if self._retrieval is None:
+                from backends.mongo.retrieval import MongoRetrievalBackend
+
+                self._retrieval = MongoRetrievalBackend(
+                    self._items, force_client_rrf=self._force_client_rrf
+                )
+            return self._retrieval
+
+    def topology(self) -> Topology:
+        """The deployment kind, asked once (``hello``) and cached."""
+        with self._lock:
+            if self._topology is None:
+                with driver_errors("topology"):
+                    self._topology = probe_topology(self._client)
+            return self._topology
+
+    def _transaction_runner(self) -> Callable[[Callable[[Any], Any]], Any] | None:
+        if not self.topology().transactions:
+            return None
+        return self._run_in_transaction
+
+    def _run_in_transaction(self, body: Callable[[Any], Any]) -> Any:
+        from pymongo import WriteConcern
+        from pymongo.read_concern import ReadConcern
+
+        with driver_errors("transaction"):
+            with self._client.start_session() as session:
+                return session.with_transaction(
+                    body,
+                    read_concern=ReadConcern("snapshot"),
+                    write_concern=WriteConcern("majority"),
+                )
+
+    def commit_turn(
+        self,
+        session_id: str,
+        blob: bytes,
+        *,
+        expected_version: int | None,
+        owner_subject: str | None = None,
+        pending_message: str | None = None,
+        events: Sequence[MemoryEvent] | None = None,
+    ) -> int:
+        """Without events: one compare-and-set. With events: ONE multi-document
+        transaction (state, counters, events), refused up front on a standalone."""
+        if not events:
+            return self._state.save(session_id, blob, expected_version=expected_version,
+                                    owner_subject=owner_subject, pending_message=pending_message)
+        from backends.mongo.state import check_save_args
+
+        checked = validate_turn_events(events)
+        check_save_args(session_id, blob, expected_version, owner_subject)
+        runner = self._transaction_runner()
+        if runner is None:
+            raise UnsupportedOperation(TRANSACTIONS_ADVICE)
+
+        def body(session: Any) -> int:
+            version = self._state.save(session_id, blob, expected_version=expected_version,
+                                       owner_subject=owner_subject,
+                                       pending_message=pending_message, session=session)
+            self._events.append_many(checked, session=session)
+            return version
+
+        return runner(body)
+
+    def check_health(self) -> bool:
+        """A ping bounded by ``health_timeout_s``; never raises."""
+        try:
+            with _deadline(self._health_timeout_s):
+                self._client.admin.command("ping")
+            return True
+        except Exception:  # noqa: BLE001 - health answers the question, never raises
+            return False
+
+    def health_details(self, timeout: float) -> dict[str, Any]:
+        details: dict[str, Any] = {
+            "backend": self.name,
+            "database": self.settings.database,
+            "item_sync": self.settings.item_sync,
+            "session_ttl_s": self.settings.session_ttl_s,
+        }
+        try:
+            with _deadline(timeout):
+                self._client.admin.command("ping")
+                topo = self.topology()
+                support = self._indexes.search_support()
+        except Exception as exc:  # noqa: BLE001
+            mapped = categorise(exc) or exc
+            details.update(reachable=False, error=type(mapped).__name__)
+            return details
+        details.update(
+            reachable=True,
+            topology=topo.kind,
+            transactions_supported=topo.transactions,
+            search_indexes_supported=support.supported,
+        )
+        if not support.supported:
+            details["search_indexes_detail"] = support.reason
+        return details
+
+    def close(self) -> None:
+        """Idempotent; closes the client only if this adapter created it."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> "MongoBackendAdapter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- seams: sessions ------------------------------------------------------------
+
+    def iter_sessions(self, *, owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
+                      batch_size: int = 500) -> Iterator[SessionSummary]:
+        return self._state.iter_sessions(owner_subject=owner_subject, match=match,
+                                         batch_size=batch_size)
+
+    def describe_session(self, session_id: str, *,
+                         owner_subject: OwnerFilter = UNSCOPED) -> SessionSummary | None:
+        return self._state.describe_session(session_id, owner_subject=owner_subject)
+
+    def restore_session(self, session_id: str, blob: bytes, *, version: int,
+                        owner_subject: str | None = None, pending_message: str | None = None,
+                        ttl_seconds: int | None = None) -> None:
+        self._state.restore_session(session_id, blob, version=version,
+                                    owner_subject=owner_subject, pending_message=pending_message,
+                                    ttl_seconds=ttl_seconds)
+
+    # -- seams: items ---------------------------------------------------------------
+
+    def sync_items(self, session_id: str, items: Sequence[MemoryItem], *,
+                   owner_subject: str | None = None) -> ItemSyncResult:
+        return self._items.sync_items(session_id, items, owner_subject=owner_subject)
+
+    def iter_live_items(self, session_id: str, *,
+                        owner_subject: OwnerFilter = UNSCOPED) -> Iterator[MemoryItem]:
+        return self._items.iter_live_items(session_id, owner_subject=owner_subject)
+
+    # -- seams: indexes -------------------------------------------------------------
+
+    def index_plan(self, *, dimensions: int | None = None) -> list[IndexSpec]:
+        return self._indexes.index_plan(dimensions=dimensions)
+
+    def ensure_indexes(self, *, dimensions: int | None = None, recreate: bool = False,
+                       apply: bool = True) -> list[IndexAction]:
+        return self._indexes.ensure_indexes(dimensions=dimensions, recreate=recreate, apply=apply)
+
+    def validate_indexes(self, *, dimensions: int | None = None) -> list[IndexReport]:
+        return self._indexes.validate_indexes(dimensions=dimensions)
+
+    def wait_for_search_indexes(self, timeout: float = 600.0, poll: float = 5.0,
+                                progress_cb: Callable[[dict[str, str]], None] | None = None,
+                                **kwargs: Any) -> Any:
+        return self._indexes.wait_for_search_indexes(timeout, poll, progress_cb, **kwargs)
+
+
+class _deadline:
+    """pymongo's client-side operation timeout, when the client honours it."""
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = max(0.05, float(seconds))
+        self._ctx: Any = None
+
+    def __enter__(self) -> None:
+        import pymongo
+
+        self._ctx = pymongo.timeout(self._seconds)
+        self._ctx.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._ctx.__exit__(*exc)

@@ -1,0 +1,126 @@
+"""Driver errors → the backend layer's categories, and identifier-free operation logs.
+
+A caller (the CLI, a health endpoint) must be able to tell "wrong password" from "host
+down" from "lost a race" without parsing driver text, and nothing we log or raise may
+carry ids, hosts, filters or driver messages, which can include any of those.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+from backends.errors import (
+    BackendAuthError,
+    BackendConfigError,
+    BackendError,
+    BackendUnreachable,
+    IntegrityError,
+    InvalidEvent,
+    StateVersionConflict,
+    UnsupportedOperation,
+)
+
+log = logging.getLogger("backends.mongo")
+
+#: Server codes meaning "who you are / what you may do" was refused.
+AUTH_CODES = frozenset({11, 13, 18, 8000, 31, 33})
+#: Server codes meaning the request itself was malformed.
+INVALID_CODES = frozenset({2, 9, 14, 17, 52, 121, 10334})
+#: Server codes meaning "not now": the write may be retried elsewhere.
+TRANSIENT_CODES = frozenset({6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436})
+
+_OURS = (
+    StateVersionConflict,
+    BackendError,
+)
+
+
+def categorise(exc: BaseException, *, events: bool = False) -> BackendError | None:
+    """The category exception for a driver error, or None if it is not a driver error."""
+    try:
+        from pymongo import errors as pe
+    except ImportError:  # pragma: no cover - the adapter cannot exist without pymongo
+        return None
+    code = getattr(exc, "code", None)
+    name = getattr(exc, "details", None) or {}
+    code_name = name.get("codeName") if isinstance(name, dict) else None
+    label = f" ({code_name})" if isinstance(code_name, str) and code_name.isidentifier() else ""
+    if isinstance(exc, (pe.ServerSelectionTimeoutError, pe.ConnectionFailure,
+                        pe.NetworkTimeout, pe.WaitQueueTimeoutError)):
+        return BackendUnreachable(
+            f"MongoDB is unreachable{label}: no server answered within the selection timeout"
+        )
+    if isinstance(exc, (pe.ConfigurationError, pe.InvalidURI, pe.InvalidName)):
+        if "auth" in type(exc).__name__.lower():
+            return BackendAuthError("MongoDB refused the credentials")
+        return BackendConfigError(f"MongoDB client configuration is invalid{label}")
+    if isinstance(exc, pe.OperationFailure) and code in AUTH_CODES:
+        return BackendAuthError(
+            f"MongoDB refused the credentials or privileges{label}; check the user's roles"
+        )
+    if isinstance(exc, pe.OperationFailure) and code in TRANSIENT_CODES:
+        return BackendUnreachable(f"MongoDB could not serve the request right now{label}")
+    if isinstance(exc, (pe.InvalidDocument, pe.DocumentTooLarge)) or (
+        isinstance(exc, pe.OperationFailure) and code in INVALID_CODES
+    ):
+        if events:
+            return InvalidEvent(f"MongoDB rejected an event document{label}")
+        return BackendConfigError(f"MongoDB rejected the request as invalid{label}")
+    if isinstance(exc, pe.ExecutionTimeout):
+        return BackendUnreachable(f"MongoDB did not finish in time{label}")
+    if isinstance(exc, pe.PyMongoError):
+        return BackendError(f"MongoDB operation failed{label}")
+    return None
+
+
+@contextmanager
+def driver_errors(operation: str, *, events: bool = False) -> Iterator[None]:
+    """Translate driver errors raised inside the block, keeping the original as cause,
+    and log one identifier-free line per failed operation."""
+    started = time.monotonic()
+    try:
+        yield
+    except _OURS:
+        raise
+    except Exception as exc:  # noqa: BLE001 - we re-raise everything we do not map
+        if in_transaction_retry(exc):
+            raise  # the driver's with_transaction retries these; it needs them untouched
+        mapped = categorise(exc, events=events)
+        log.warning(
+            "mongo op=%s outcome=error category=%s duration_ms=%d",
+            operation,
+            type(mapped).__name__ if mapped is not None else type(exc).__name__,
+            int((time.monotonic() - started) * 1000),
+        )
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
+def in_transaction_retry(exc: BaseException) -> bool:
+    has_label = getattr(exc, "has_error_label", None)
+    return callable(has_label) and (
+        has_label("TransientTransactionError") or has_label("UnknownTransactionCommitResult")
+    )
+
+
+def is_duplicate_key(exc: BaseException) -> bool:
+    from pymongo import errors as pe
+
+    if isinstance(exc, pe.DuplicateKeyError):
+        return True
+    if isinstance(exc, pe.BulkWriteError):
+        return any(err.get("code") == 11000 for err in exc.details.get("writeErrors", []))
+    return getattr(exc, "code", None) == 11000
+
+
+__all__ = [
+    "categorise",
+    "driver_errors",
+    "is_duplicate_key",
+    "IntegrityError",
+    "UnsupportedOperation",
+]

@@ -1,0 +1,148 @@
+"""The item mirror: a session's memory items as queryable documents in
+``semvec_memory_items``, for server-side retrieval.
+
+The engine exposes no mutation feed, so the mirror is kept by DIFF: the caller hands
+over the current items, we compare with what is stored and send only the adds,
+updates and soft evictions, in one unordered bulk write. Re-sending the same items
+changes nothing, so a retried sync is harmless. Evictions are soft (``evicted: true``)
+so a search index that lags behind never resurrects a row the consistent read drops.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Iterator, Mapping, Sequence
+
+from backends.contract import UNSCOPED, ItemSyncResult, MemoryItem, OwnerFilter
+from backends.mongo.errors import driver_errors
+from backends.mongo.names import ITEMS_COLLECTION
+from backends.mongo.state import as_utc, owner_clause, utcnow
+
+#: Fields whose change makes an item "updated" (timestamps are bookkeeping).
+CONTENT_FIELDS = ("owner_subject", "item_id", "embedding", "text", "tier", "tiers", "unit", "evicted")
+
+
+def item_doc_id(session_id: str, item_id: str) -> str:
+    return f"{session_id}:{item_id}"
+
+
+def _bson_time(value: datetime | None) -> datetime | None:
+    value = as_utc(value)
+    if value is None:
+        return None
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+def item_content(item: MemoryItem, owner_subject: str | None) -> dict[str, Any]:
+    return {
+        "owner_subject": owner_subject,
+        "item_id": item.item_id,
+        "embedding": [float(x) for x in item.embedding] if item.embedding is not None else None,
+        "text": item.text,
+        "tier": item.tier,
+        "tiers": list(item.tiers),
+        "unit": dict(item.unit),
+        "evicted": False,
+    }
+
+
+def item_from_document(doc: Mapping[str, Any]) -> MemoryItem:
+    embedding = doc.get("embedding")
+    return MemoryItem(
+        item_id=str(doc["item_id"]),
+        text=doc.get("text") or "",
+        embedding=tuple(float(x) for x in embedding) if embedding is not None else None,
+        tier=doc.get("tier"),
+        tiers=tuple(doc.get("tiers") or ()),
+        unit=dict(doc.get("unit") or {}),
+        evicted=bool(doc.get("evicted")),
+        created_at=as_utc(doc.get("created_at")),
+        updated_at=as_utc(doc.get("updated_at")),
+        owner_subject=doc.get("owner_subject"),
+        session_id=doc.get("session_id"),
+    )
+
+
+class MongoItemMirror:
+    """ItemMirror + LiveItemSource over ``semvec_memory_items``."""
+
+    def __init__(self, database: Any) -> None:
+        self._collection = database[ITEMS_COLLECTION]
+
+    @property
+    def collection(self) -> Any:
+        return self._collection
+
+    def plan_sync(self, session_id: str, items: Sequence[MemoryItem], *,
+                  owner_subject: str | None = None) -> tuple[list[Any], ItemSyncResult]:
+        """The bulk operations a sync would send, and the counts. Pure apart from one read."""
+        from pymongo import InsertOne, UpdateOne
+
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError("session_id must be a non-empty string")
+        wanted: dict[str, MemoryItem] = {}
+        for item in items:
+            if not isinstance(item, MemoryItem) or not item.item_id:
+                raise ValueError("items must be MemoryItem objects with an item_id")
+            wanted[item.item_id] = item  # last one wins, like the engine's tier walk
+        with driver_errors("items.read"):
+            stored = {doc["item_id"]: doc for doc in self._collection.find({"session_id": session_id})}
+        now = utcnow()
+        ops: list[Any] = []
+        added = updated = evicted = unchanged = 0
+        for item_id, item in wanted.items():
+            content = item_content(item, owner_subject)
+            touched = _bson_time(item.updated_at) or now
+            current = stored.get(item_id)
+            if current is None:
+                doc = {"_id": item_doc_id(session_id, item_id), "session_id": session_id, **content,
+                       "updated_at": touched, "created_at": _bson_time(item.created_at) or now}
+                ops.append(InsertOne(doc))
+                added += 1
+                continue
+            changed = {k: v for k, v in content.items() if current.get(k) != v}
+            if item.updated_at is not None and as_utc(current.get("updated_at")) != touched:
+                changed["updated_at"] = touched
+            if not changed:
+                unchanged += 1
+                continue
+            changed.setdefault("updated_at", touched)
+            ops.append(UpdateOne({"_id": current["_id"], "session_id": session_id}, {"$set": changed}))
+            updated += 1
+        for item_id, current in stored.items():
+            if item_id in wanted or current.get("evicted"):
+                continue
+            ops.append(UpdateOne({"_id": current["_id"], "session_id": session_id},
+                                 {"$set": {"evicted": True, "updated_at": now}}))
+            evicted += 1
+        return ops, ItemSyncResult(added=added, updated=updated, evicted=evicted, unchanged=unchanged)
+
+    def sync_items(self, session_id: str, items: Sequence[MemoryItem], *,
+                   owner_subject: str | None = None) -> ItemSyncResult:
+        ops, result = self.plan_sync(session_id, items, owner_subject=owner_subject)
+        if ops:
+            with driver_errors("items.sync"):
+                self._collection.bulk_write(ops, ordered=False)
+        return result
+
+    def iter_live_items(self, session_id: str, *,
+                        owner_subject: OwnerFilter = UNSCOPED) -> Iterator[MemoryItem]:
+        flt = {"session_id": session_id, "evicted": False, **owner_clause(owner_subject)}
+        with driver_errors("items.live"):
+            for doc in self._collection.find(flt).sort("item_id", 1):
+                yield item_from_document(doc)
+
+    def fetch_live(self, session_id: str, doc_ids: Sequence[str], *,
+                   owner_subject: OwnerFilter = UNSCOPED) -> dict[str, MemoryItem]:
+        """The consistent read: the named rows that are still live in this session and
+        scope right now. Anything a search index returned stale is simply absent."""
+        if not doc_ids:
+            return {}
+        flt = {"_id": {"$in": list(doc_ids)}, "session_id": session_id, "evicted": False,
+               **owner_clause(owner_subject)}
+        with driver_errors("items.consistent_read"):
+            return {str(doc["_id"]): item_from_document(doc) for doc in self._collection.find(flt)}
+
+    def delete_session_items(self, session_id: str) -> int:
+        with driver_errors("items.delete"):
+            return int(self._collection.delete_many({"session_id": session_id}).deleted_count)
