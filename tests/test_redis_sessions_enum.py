@@ -1,0 +1,150 @@
+"""Session enumeration and restore on a real redis-server (SCAN + pipelined reads)."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+import pytest
+
+from backends.contract import SessionEnumerator, SessionRestorer
+from backends.errors import StateVersionConflict
+from backends.redis import RedisBackendAdapter
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def adapter(redis_url):
+    with RedisBackendAdapter(redis_url) as adapter:
+        yield adapter
+
+
+@pytest.fixture
+def raw(redis_server):
+    with redis_server.client() as client:
+        yield client
+
+
+def tag() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def ids(summaries) -> list[str]:
+    return sorted(s.session_id for s in summaries)
+
+
+def test_adapter_offers_the_seams(adapter):
+    assert isinstance(adapter, SessionEnumerator)
+    assert isinstance(adapter, SessionRestorer)
+
+
+def test_lists_every_session_across_batches(adapter):
+    t = tag()
+    store = adapter.state_store()
+    expected = [f"{t}-{i:03d}" for i in range(120)]
+    for s in expected:
+        store.save(s, s.encode(), expected_version=None)
+    assert ids(adapter.iter_sessions(match=f"{t}-*", batch_size=7)) == expected
+
+
+def test_summary_fields(redis_url, raw):
+    t = tag()
+    with RedisBackendAdapter(redis_url, ttl_seconds=500) as adapter:
+        adapter.state_store().save(f"{t}-a", b"\x00blob", expected_version=None,
+                                   owner_subject="acme", pending_message="hold")
+        adapter.state_store().save(f"{t}-a", b"\x00blob2", expected_version=1,
+                                   owner_subject="acme", pending_message="hold")
+    (summary,) = RedisBackendAdapter(redis_url).iter_sessions(match=f"{t}-*")
+    assert summary.session_id == f"{t}-a"
+    assert summary.version == 2
+    assert summary.owner_subject == "acme"
+    assert summary.pending_message == "hold"
+    assert summary.blob_size == 6
+    assert summary.blob_sha256 == hashlib.sha256(b"\x00blob2").hexdigest()
+    assert 400 < summary.ttl_seconds <= 500
+    assert summary.extra["drift_exempt"] is False
+
+
+def test_hand_written_engine_hash_is_listed_and_described(adapter, redis_server):
+    t = tag()
+    session_id = f"{t}-engine"
+    redis_server.run_cli("HSET", f"semvec:state:{session_id}", "blob", "SVB1-native-snapshot",
+                         "version", "42", "owner", "tenant/agent", "drift_exempt", "1",
+                         "pending", "approve the refund?")
+    (listed,) = adapter.iter_sessions(match=f"{t}-*")
+    described = adapter.describe_session(session_id)
+    assert listed == described
+    assert described.version == 42
+    assert described.owner_subject == "tenant/agent"
+    assert described.pending_message == "approve the refund?"
+    assert described.blob_size == len(b"SVB1-native-snapshot")
+    assert described.blob_sha256 == hashlib.sha256(b"SVB1-native-snapshot").hexdigest()
+    assert described.ttl_seconds is None
+    assert described.extra["drift_exempt"] is True
+    assert adapter.state_store().load(session_id) == b"SVB1-native-snapshot"
+
+
+def test_owner_filter_is_three_state(adapter):
+    t = tag()
+    store = adapter.state_store()
+    store.save(f"{t}-owned", b"x", expected_version=None, owner_subject="acme")
+    store.save(f"{t}-other", b"x", expected_version=None, owner_subject="other")
+    store.save(f"{t}-none", b"x", expected_version=None)
+    m = f"{t}-*"
+    assert ids(adapter.iter_sessions(match=m)) == [f"{t}-none", f"{t}-other", f"{t}-owned"]
+    assert ids(adapter.iter_sessions(match=m, owner_subject=None)) == [f"{t}-none"]
+    assert ids(adapter.iter_sessions(match=m, owner_subject="acme")) == [f"{t}-owned"]
+    assert adapter.describe_session(f"{t}-owned", owner_subject="other") is None
+    assert adapter.describe_session(f"{t}-owned", owner_subject=None) is None
+    assert adapter.describe_session(f"{t}-none", owner_subject=None) is not None
+
+
+@pytest.mark.parametrize(
+    "pattern, expected",
+    [
+        ("{t}-a?c", ["{t}-abc", "{t}-aéc"]),
+        ("{t}-a[b]c", ["{t}-abc"]),
+        ("{t}-a[!b]c", ["{t}-aéc"]),
+        ("{t}-x*", ["{t}-x*y", "{t}-x?y", "{t}-x[y]", "{t}-x\\y"]),
+        ("{t}-x[*]y", ["{t}-x*y"]),
+        ("{t}-x\\y", ["{t}-x\\y"]),
+        ("{t}-x[[]y]", ["{t}-x[y]"]),
+    ],
+)
+def test_glob_match_follows_fnmatch_even_for_special_characters(adapter, pattern, expected):
+    t = tag()
+    store = adapter.state_store()
+    for s in ["abc", "aéc", "x*y", "x?y", "x[y]", "x\\y"]:
+        store.save(f"{t}-{s}", b"x", expected_version=None)
+    got = ids(adapter.iter_sessions(match=pattern.format(t=t)))
+    assert got == sorted(e.format(t=t) for e in expected)
+
+
+def test_enumeration_skips_foreign_keys_under_the_prefix(adapter, raw):
+    t = tag()
+    raw.set(f"semvec:state:{t}-string", "not a session")
+    raw.hset(f"semvec:state:{t}-noversion", "blob", "x")
+    adapter.state_store().save(f"{t}-real", b"x", expected_version=None)
+    raw.hset(f"semvec:events:e:{t}-real", "event_id", "not a session either")
+    assert ids(adapter.iter_sessions(match=f"{t}-*")) == [f"{t}-real"]
+
+
+def test_describe_missing_session(adapter):
+    assert adapter.describe_session(f"{tag()}-missing") is None
+
+
+def test_restore_at_a_version_never_overwrites(adapter, raw):
+    t = tag()
+    s = f"{t}-restored"
+    adapter.restore_session(s, b"snap", version=17, owner_subject="acme",
+                            pending_message="p", ttl_seconds=900)
+    state = adapter.state_store().load_full(s)
+    assert (state.blob, state.version, state.owner_subject, state.pending_message) == (
+        b"snap", 17, "acme", "p")
+    assert raw.hget(f"semvec:state:{s}", "drift_exempt") == b"0"
+    assert 800 < raw.ttl(f"semvec:state:{s}") <= 900
+    with pytest.raises(StateVersionConflict):
+        adapter.restore_session(s, b"other", version=1)
+    assert adapter.state_store().load(s) == b"snap"
+    assert adapter.state_store().save(s, b"next", expected_version=17, owner_subject="acme") == 18
