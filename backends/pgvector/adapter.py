@@ -1,0 +1,230 @@
+"""``PgVectorAdapter``: the pgvector backend as the registry attaches it.
+
+Advertised through the ``semvec.backends`` entry point (not in the shipped table), like a
+third-party plugin. Importing this module does not import psycopg: the driver is loaded
+when an adapter is constructed, so the registry can read ``is_persistent`` without it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator, Sequence
+
+from backends.contract import (
+    UNSCOPED,
+    IndexAction,
+    IndexReport,
+    IndexSpec,
+    ItemSyncResult,
+    MemoryEvent,
+    MemoryItem,
+    OwnerFilter,
+    SessionSummary,
+    validate_turn_events,
+)
+
+
+class PgVectorAdapter:
+    """State, events, item mirror and server-side retrieval on PostgreSQL + pgvector.
+
+    ``PgVectorAdapter(uri=None, **options)``: ``uri`` is ``postgresql://...`` (else
+    ``SEMVEC_PGVECTOR_URL``). Options: ``schema`` (also ``?schema=`` in the URI, else
+    ``SEMVEC_PGVECTOR_SCHEMA``, default ``public``), ``dimensions`` (else
+    ``SEMVEC_PGVECTOR_DIMENSIONS``, default 384), ``connect_timeout`` (s),
+    ``statement_timeout_ms``, ``pool_size``, ``create_tables`` (see
+    :mod:`backends.pgvector.schema`), ``search_mode`` (auto/exact/hnsw) and
+    ``exact_search_limit`` (see :mod:`backends.pgvector.retrieval`).
+    """
+
+    name = "pgvector"
+    is_persistent = True
+
+    def __init__(self, uri: str | None = None, **options: Any) -> None:
+        from backends.pgvector.config import PgVectorConfig
+        from backends.pgvector.driver import load_psycopg
+
+        search_mode = options.pop("search_mode", "auto")
+        exact_limit = options.pop("exact_search_limit", None)
+        self.config = PgVectorConfig.resolve(uri, options)
+        load_psycopg()  # MissingDriver now, not on first use
+
+        from backends.pgvector.database import Database
+        from backends.pgvector.events import PgVectorEventStore
+        from backends.pgvector.indexes import PgVectorIndexManager
+        from backends.pgvector.items import PgVectorItemMirror
+        from backends.pgvector.retrieval import (
+            DEFAULT_EXACT_SEARCH_LIMIT,
+            PgVectorRetrievalBackend,
+        )
+        from backends.pgvector.state import PgVectorStateStore
+
+        self._db = Database(self.config)
+        self._state = PgVectorStateStore(self._db)
+        self._events = PgVectorEventStore(self._db)
+        self._items = PgVectorItemMirror(self._db)
+        self._indexes = PgVectorIndexManager(self._db)
+        self._retrieval = PgVectorRetrievalBackend(
+            self._db, search_mode=search_mode,
+            exact_search_limit=DEFAULT_EXACT_SEARCH_LIMIT if exact_limit is None else exact_limit,
+        )
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"PgVectorAdapter({self.config.display_uri!r}, schema={self.config.schema!r})"
+
+    # -- the contract -----------------------------------------------------------------
+
+    def state_store(self):
+        return self._state
+
+    def event_store(self):
+        return self._events
+
+    def retrieval_backend(self):
+        return self._retrieval
+
+    def commit_turn(
+        self,
+        session_id: str,
+        blob: bytes,
+        *,
+        expected_version: int | None,
+        owner_subject: str | None = None,
+        pending_message: str | None = None,
+        events: Sequence[MemoryEvent] | None = None,
+    ) -> int:
+        """State and events in one transaction: a conflict or a bad event leaves both
+        untouched, and a rolled-back turn leaves no gap in any user's sequence."""
+        from backends.pgvector.events import append_in_transaction
+        from backends.pgvector.schema import STATE_GROUP
+        from backends.pgvector.state import check_save_args, save_in_transaction
+
+        check_save_args(session_id, blob, expected_version, owner_subject)
+        checked = validate_turn_events(events)
+
+        def work(conn: Any) -> int:
+            with conn.transaction():
+                version = save_in_transaction(
+                    conn, self._db.tables.state, session_id, blob,
+                    expected_version=expected_version, owner_subject=owner_subject,
+                    pending_message=pending_message,
+                )
+                append_in_transaction(conn, self._db, checked)
+                return version
+
+        return self._db.write(STATE_GROUP, work)
+
+    def check_health(self, timeout: float = 2.0) -> bool:
+        """``SELECT 1`` on a fresh connection bounded by ``timeout`` (connect and
+        statement); any failure is False, never an exception."""
+        try:
+            conn = self._db.pool.connect(connect_timeout=timeout,
+                                         statement_timeout_ms=max(1, int(timeout * 1000)))
+        except Exception:
+            return False
+        try:
+            return conn.execute("SELECT 1").fetchone() == (1,)
+        except Exception:
+            return False
+        finally:
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+    # -- operator seams ---------------------------------------------------------------
+
+    def iter_sessions(self, *, owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
+                      batch_size: int = 500) -> Iterator[SessionSummary]:
+        return self._state.iter_sessions(owner_subject=owner_subject, match=match,
+                                         batch_size=batch_size)
+
+    def describe_session(self, session_id: str, *,
+                         owner_subject: OwnerFilter = UNSCOPED) -> SessionSummary | None:
+        return self._state.describe_session(session_id, owner_subject=owner_subject)
+
+    def restore_session(self, session_id: str, blob: bytes, *, version: int,
+                        owner_subject: str | None = None, pending_message: str | None = None,
+                        ttl_seconds: int | None = None) -> None:
+        self._state.restore_session(session_id, blob, version=version,
+                                    owner_subject=owner_subject,
+                                    pending_message=pending_message, ttl_seconds=ttl_seconds)
+
+    def index_plan(self, *, dimensions: int | None = None) -> list[IndexSpec]:
+        return self._indexes.index_plan(dimensions=dimensions)
+
+    def ensure_indexes(self, *, dimensions: int | None = None, recreate: bool = False,
+                       apply: bool = True) -> list[IndexAction]:
+        return self._indexes.ensure_indexes(dimensions=dimensions, recreate=recreate, apply=apply)
+
+    def validate_indexes(self, *, dimensions: int | None = None) -> list[IndexReport]:
+        return self._indexes.validate_indexes(dimensions=dimensions)
+
+    def sync_items(self, session_id: str, items: Sequence[MemoryItem], *,
+                   owner_subject: str | None = None) -> ItemSyncResult:
+        return self._items.sync_items(session_id, items, owner_subject=owner_subject)
+
+    def iter_live_items(self, session_id: str, *,
+                        owner_subject: OwnerFilter = UNSCOPED) -> Iterator[MemoryItem]:
+        return self._items.iter_live_items(session_id, owner_subject=owner_subject)
+
+    def ensure_schema(self) -> None:
+        """Create the schema, extension and tables (with their keys) if missing; no
+        secondary indexes (that is ``ensure_indexes``)."""
+        from backends.pgvector.schema import ITEMS_GROUP, STATE_GROUP
+
+        self._db.provision(STATE_GROUP, explicit=True)
+        self._db.provision(ITEMS_GROUP, explicit=True)
+
+    def health_details(self, timeout: float) -> dict[str, Any]:
+        """Server version, pgvector presence/version, schema, tables present, latency.
+        Bounded by ``timeout``; failures are reported in the dict, not raised."""
+        from backends.pgvector.schema import (
+            COUNTERS_TABLE, EVENTS_TABLE, ITEMS_TABLE, STATE_TABLE, missing_tables,
+        )
+
+        details: dict[str, Any] = {"backend": self.name, "uri": self.config.display_uri,
+                                   "schema": self.config.schema,
+                                   "dimensions": self.config.dimensions}
+        started = time.perf_counter()
+        try:
+            conn = self._db.pool.connect(connect_timeout=timeout,
+                                         statement_timeout_ms=max(1, int(timeout * 1000)))
+        except Exception as exc:
+            details.update(reachable=False, error=str(exc))
+            return details
+        try:
+            server = conn.execute("SHOW server_version").fetchone()[0]
+            available = conn.execute(
+                "SELECT default_version, installed_version FROM pg_available_extensions"
+                " WHERE name = 'vector'"
+            ).fetchone()
+            tables = (STATE_TABLE, EVENTS_TABLE, COUNTERS_TABLE, ITEMS_TABLE)
+            missing = missing_tables(conn, self.config.schema, tables)
+            in_recovery = conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]
+            details.update(
+                reachable=True,
+                server_version=server,
+                read_only_replica=bool(in_recovery),
+                extension_available=available is not None,
+                extension_present=bool(available and available[1]),
+                pgvector_version=available[1] if available else None,
+                pgvector_default_version=available[0] if available else None,
+                tables={t: t not in missing for t in tables},
+                latency_ms=round((time.perf_counter() - started) * 1000, 2),
+            )
+        except Exception as exc:
+            details.update(reachable=False, error=str(exc).splitlines()[0] if str(exc) else
+                           type(exc).__name__)
+        finally:
+            try:
+                conn.close()
+            except Exception:
+                pass
+        return details
+
+    def close(self) -> None:
+        """Release the pool; idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._db.close()

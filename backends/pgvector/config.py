@@ -1,0 +1,121 @@
+"""Where the pgvector backend connects and how: URI, schema, dimensions, timeouts.
+
+Kept free of driver imports so the registry can read adapter attributes without psycopg.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from backends.errors import BackendConfigError
+
+ENV_URL = "SEMVEC_PGVECTOR_URL"
+ENV_DIMENSIONS = "SEMVEC_PGVECTOR_DIMENSIONS"
+ENV_SCHEMA = "SEMVEC_PGVECTOR_SCHEMA"
+DEFAULT_DIMENSIONS = 384
+MAX_DIMENSIONS = 16000  # pgvector's limit for the vector type (HNSW indexes stop at 2000)
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_SCHEMES = ("postgresql", "postgres")
+
+
+def redact(uri: str | None) -> str:
+    """The URI without secrets; prefers the shared helper, falls back to stripping them."""
+    try:
+        from backends.uris import redact_uri
+    except ImportError:  # pragma: no cover - the shared helper ships with the package
+        if not uri:
+            return ""
+        return re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", uri)
+    return redact_uri(uri)
+
+
+def _positive_int(name: str, value, *, upper: int | None = None) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise BackendConfigError(f"pgvector option {name} must be an integer, got {value!r}") from None
+    if isinstance(value, bool) or number < 1 or (upper is not None and number > upper):
+        limit = f" and at most {upper}" if upper else ""
+        raise BackendConfigError(f"pgvector option {name} must be at least 1{limit}, got {value!r}")
+    return number
+
+
+def _positive_float(name: str, value) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise BackendConfigError(f"pgvector option {name} must be a number, got {value!r}") from None
+    if not number > 0:
+        raise BackendConfigError(f"pgvector option {name} must be positive, got {value!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class PgVectorConfig:
+    """Resolved options. ``conninfo`` is what psycopg receives (our own ``schema`` query
+    parameter removed); ``display_uri`` is the redacted form used in every message."""
+
+    conninfo: str
+    display_uri: str
+    schema: str = "public"
+    dimensions: int = DEFAULT_DIMENSIONS
+    connect_timeout: float = 5.0
+    statement_timeout_ms: int = 30_000
+    pool_size: int = 4
+    create_tables: bool = True
+
+    @classmethod
+    def resolve(cls, uri: str | None, options: dict) -> "PgVectorConfig":
+        options = dict(options)
+        if uri is None:
+            uri = os.environ.get(ENV_URL) or None
+        if not uri:
+            raise BackendConfigError(
+                f"the pgvector backend needs a location: pass uri='postgresql://...' or set {ENV_URL}"
+            )
+        try:
+            parts = urlsplit(uri)
+        except ValueError as exc:
+            raise BackendConfigError(f"malformed pgvector URI {redact(uri)!r}: {exc}") from None
+        if parts.scheme.lower() not in _SCHEMES:
+            raise BackendConfigError(
+                f"pgvector URI must start with postgresql:// (got {redact(uri)!r})"
+            )
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        uri_schema = [value for key, value in query if key == "schema"]
+        kept = [(key, value) for key, value in query if key != "schema"]
+        conninfo = urlunsplit(
+            (parts.scheme, parts.netloc, parts.path, urlencode(kept, safe="/:,"), parts.fragment)
+        )
+        schema = options.pop("schema", None) or (uri_schema[-1] if uri_schema else None)
+        schema = schema or os.environ.get(ENV_SCHEMA) or "public"
+        if not _IDENT.match(schema):
+            raise BackendConfigError(
+                f"pgvector schema must be a plain identifier (letters, digits, _), got {schema!r}"
+            )
+        dims = options.pop("dimensions", None)
+        if dims is None:
+            dims = os.environ.get(ENV_DIMENSIONS) or DEFAULT_DIMENSIONS
+        config = cls(
+            conninfo=conninfo,
+            display_uri=redact(uri),
+            schema=schema,
+            dimensions=_positive_int("dimensions", dims, upper=MAX_DIMENSIONS),
+            connect_timeout=_positive_float("connect_timeout", options.pop("connect_timeout", 5.0)),
+            statement_timeout_ms=_positive_int(
+                "statement_timeout_ms", options.pop("statement_timeout_ms", 30_000)
+            ),
+            pool_size=_positive_int("pool_size", options.pop("pool_size", 4), upper=64),
+            create_tables=bool(options.pop("create_tables", True)),
+        )
+        if options:
+            raise BackendConfigError(
+                "unknown pgvector option(s): " + ", ".join(sorted(options))
+                + " (known: schema, dimensions, connect_timeout, statement_timeout_ms, "
+                "pool_size, create_tables)"
+            )
+        return config

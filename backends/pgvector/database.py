@@ -1,0 +1,98 @@
+"""What every pgvector store shares: the pool, the table names and lazy provisioning."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from backends.errors import BackendConfigError
+from backends.pgvector.config import PgVectorConfig
+from backends.pgvector.pool import ConnectionPool
+from backends.pgvector.schema import ITEMS_GROUP, Tables, ensure_group
+
+#: SQLSTATEs meaning "our table (or its schema) is not there": undefined_table,
+#: invalid_schema_name. Reads treat them as "nothing stored".
+_ABSENT_STATES = frozenset({"42P01", "3F000"})
+
+
+def is_absent_table_error(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if getattr(seen, "sqlstate", None) in _ABSENT_STATES:
+            return True
+        seen = seen.__cause__
+    return False
+
+
+class Database:
+    def __init__(self, config: PgVectorConfig) -> None:
+        self.config = config
+        self.tables = Tables(config.schema)
+        self.pool = ConnectionPool(config)
+        self._provisioned: set[str] = set()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def connection(self, *, vector: bool = False) -> Iterator[Any]:
+        with self.pool.connection(vector=vector) as conn:
+            yield conn
+
+    def provision(self, group: str, *, explicit: bool = False) -> None:
+        """Make sure the tables of ``group`` exist before a write (once per adapter).
+        ``explicit`` (an operator's ensure) creates them even with create_tables off."""
+        if group in self._provisioned:
+            return
+        with self._lock:
+            if group in self._provisioned:
+                return
+            with self.connection() as conn:
+                if not (self.config.create_tables or explicit):
+                    from backends.pgvector.schema import group_tables, missing_tables
+
+                    missing = missing_tables(conn, self.config.schema, group_tables(group))
+                    if missing:
+                        raise BackendConfigError(
+                            f"pgvector tables {', '.join(missing)} are missing in schema "
+                            f"{self.config.schema!r} and create_tables is off: run "
+                            f"'semvecctl indexes ensure --uri {self.config.display_uri} --yes'"
+                        )
+                else:
+                    executed = ensure_group(conn, self.tables, group, self.config.dimensions)
+                    if executed and group == ITEMS_GROUP:
+                        self.pool.forget_vector_registration()
+            self._provisioned.add(group)
+
+    def forget_provisioning(self) -> None:
+        with self._lock:
+            self._provisioned.clear()
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def write(self, group: str, work):
+        """Run ``work(conn)`` after provisioning ``group``; if the tables vanished since
+        (dropped by an operator), provision again and retry once."""
+        self.provision(group)
+        try:
+            with self.connection(vector=group == ITEMS_GROUP) as conn:
+                return work(conn)
+        except Exception as exc:
+            if not is_absent_table_error(exc):
+                raise
+            with self._lock:
+                self._provisioned.discard(group)
+        self.provision(group)
+        with self.connection(vector=group == ITEMS_GROUP) as conn:
+            return work(conn)
+
+    def read(self, work, absent, *, vector: bool = False):
+        """Run ``work(conn)``; a missing table or schema means nothing is stored, so the
+        read answers ``absent()`` instead of creating anything."""
+        try:
+            with self.connection(vector=vector) as conn:
+                return work(conn)
+        except Exception as exc:
+            if is_absent_table_error(exc):
+                return absent()
+            raise

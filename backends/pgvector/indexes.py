@@ -1,0 +1,315 @@
+"""Index manifest and explicit provisioning: ``plan``, ``ensure`` (the only path that
+creates indexes) and ``validate`` (read-only, from the catalogs).
+
+Drift is judged on what the planner depends on: access method, key columns, operator
+classes (``vector_cosine_ops`` — an HNSW index built with another class is never used
+for ``<=>``), sort direction, uniqueness, validity, and the dimension of the embedding
+column the vector index covers. Build options (m, ef_construction) are reported but are
+tuning, not drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from backends.contract import FieldDiff, IndexAction, IndexReport, IndexSpec
+from backends.pgvector.database import Database
+from backends.pgvector.schema import (
+    COUNTERS_TABLE,
+    EVENTS_TABLE,
+    ITEMS_GROUP,
+    ITEMS_TABLE,
+    STATE_GROUP,
+    STATE_TABLE,
+    ensure_group,
+    group_tables,
+    missing_tables,
+    qident,
+)
+
+HNSW_OPTIONS = {"m": 16, "ef_construction": 64}
+
+
+@dataclass(frozen=True)
+class _Key:
+    """One manifest entry in the shape the catalog query returns."""
+
+    name: str
+    table: str
+    kind: str
+    method: str
+    columns: tuple[str, ...]
+    opclasses: tuple[str, ...]
+    descending: tuple[bool, ...] = ()
+    unique: bool = False
+    constraint: str | None = None  # "primary key" / "unique" when the key is a constraint
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def desc(self) -> tuple[bool, ...]:
+        return self.descending or tuple(False for _ in self.columns)
+
+
+MANIFEST: tuple[_Key, ...] = (
+    _Key("semvec_session_state_pkey", STATE_TABLE, "unique", "btree", ("session_id",),
+         ("text_ops",), unique=True, constraint="primary key"),
+    _Key("compliance_event_counters_pkey", COUNTERS_TABLE, "unique", "btree", ("user_id",),
+         ("text_ops",), unique=True, constraint="primary key"),
+    _Key("compliance_events_pkey", EVENTS_TABLE, "unique", "btree", ("event_id",),
+         ("text_ops",), unique=True, constraint="primary key"),
+    _Key("ix_evt_user_seq", EVENTS_TABLE, "unique", "btree", ("user_id", "sequence"),
+         ("text_ops", "int8_ops"), unique=True, constraint="unique"),
+    _Key("ix_evt_user_time", EVENTS_TABLE, "btree", "btree", ("user_id", "created_at"),
+         ("text_ops", "timestamptz_ops")),
+    _Key("semvec_memory_items_pkey", ITEMS_TABLE, "unique", "btree", ("session_id", "item_id"),
+         ("text_ops", "text_ops"), unique=True, constraint="primary key"),
+    _Key("semvec_items_session_recency", ITEMS_TABLE, "btree", "btree",
+         ("session_id", "evicted", "updated_at"), ("text_ops", "bool_ops", "timestamptz_ops"),
+         descending=(False, False, True)),
+    _Key("semvec_items_vec", ITEMS_TABLE, "hnsw", "hnsw", ("embedding",),
+         ("vector_cosine_ops",), options=tuple(HNSW_OPTIONS.items())),
+    _Key("semvec_items_lex", ITEMS_TABLE, "gin", "gin", ("text_tsv",), ("tsvector_ops",)),
+)
+
+_CATALOG_SQL = """
+SELECT ic.relname, tc.relname, am.amname, ix.indisunique, ix.indisvalid,
+       ARRAY(SELECT a.attname FROM unnest(ix.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+             LEFT JOIN pg_attribute a ON a.attrelid = ix.indrelid AND a.attnum = k.attnum
+             ORDER BY k.ord),
+       ARRAY(SELECT oc.opcname FROM unnest(ix.indclass::oid[]) WITH ORDINALITY AS c(opc, ord)
+             JOIN pg_opclass oc ON oc.oid = c.opc ORDER BY c.ord),
+       ARRAY(SELECT (o.opt & 1) = 1 FROM unnest(ix.indoption::int2[]) WITH ORDINALITY AS o(opt, ord)
+             ORDER BY o.ord),
+       coalesce(ic.reloptions, '{}'),
+       pg_get_indexdef(ix.indexrelid),
+       EXISTS (SELECT 1 FROM pg_stat_progress_create_index p WHERE p.index_relid = ix.indexrelid),
+       con.contype
+FROM pg_index ix
+JOIN pg_class ic ON ic.oid = ix.indexrelid
+JOIN pg_class tc ON tc.oid = ix.indrelid
+JOIN pg_namespace n ON n.oid = tc.relnamespace
+JOIN pg_am am ON am.oid = ic.relam
+LEFT JOIN pg_constraint con ON con.conindid = ix.indexrelid AND con.conrelid = ix.indrelid
+WHERE n.nspname = %s AND tc.relname = ANY(%s)
+"""
+
+
+@dataclass(frozen=True)
+class _Found:
+    name: str
+    table: str
+    method: str
+    unique: bool
+    valid: bool
+    columns: tuple[str | None, ...]
+    opclasses: tuple[str, ...]
+    descending: tuple[bool, ...]
+    options: dict
+    definition: str
+    building: bool
+    constraint: str | None
+
+
+def _found(row: Any) -> _Found:
+    options = {}
+    for entry in row[8] or ():
+        key, _, value = str(entry).partition("=")
+        options[key] = value
+    contype = {"p": "primary key", "u": "unique"}.get(row[11]) if row[11] else None
+    return _Found(row[0], row[1], row[2], bool(row[3]), bool(row[4]), tuple(row[5]),
+                  tuple(row[6]), tuple(bool(x) for x in row[7]), options, row[9], bool(row[10]),
+                  contype)
+
+
+class PgVectorIndexManager:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._schema = db.config.schema
+
+    # -- plan -------------------------------------------------------------------------
+
+    def _dims(self, dimensions: int | None) -> int:
+        if dimensions is None:
+            return self._db.config.dimensions
+        if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:
+            raise ValueError("dimensions must be a positive int")
+        return dimensions
+
+    def _target(self, table: str) -> str:
+        return f"{self._schema}.{table}"
+
+    def index_plan(self, *, dimensions: int | None = None) -> list[IndexSpec]:
+        dims = self._dims(dimensions)
+        specs = []
+        for key in MANIFEST:
+            definition: dict[str, Any] = {
+                "method": key.method,
+                "columns": list(key.columns),
+                "opclasses": list(key.opclasses),
+                "unique": key.unique,
+                "sql": self._create_sql(key, dims),
+            }
+            if any(key.desc()):
+                definition["descending"] = list(key.desc())
+            if key.constraint:
+                definition["constraint"] = key.constraint
+            if key.options:
+                definition["options"] = dict(key.options)
+            if key.method == "hnsw":
+                definition["dimensions"] = dims
+                definition["column_type"] = f"vector({dims})"
+            specs.append(IndexSpec(key.name, self._target(key.table), key.kind, definition))
+        return specs
+
+    def _create_sql(self, key: _Key, dims: int) -> str:
+        table = f"{qident(self._schema)}.{qident(key.table)}"
+        if key.constraint:
+            what = "PRIMARY KEY" if key.constraint == "primary key" else "UNIQUE"
+            cols = ", ".join(qident(c) for c in key.columns)
+            return f"ALTER TABLE {table} ADD CONSTRAINT {qident(key.name)} {what} ({cols})"
+        parts = []
+        for column, opclass, desc in zip(key.columns, key.opclasses, key.desc()):
+            default_opclass = key.method == "btree"
+            part = qident(column) + ("" if default_opclass else f" {opclass}")
+            parts.append(part + (" DESC" if desc else ""))
+        sql = (f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {qident(key.name)} ON {table}"
+               f" USING {key.method} ({', '.join(parts)})")
+        if key.options:
+            sql += " WITH (" + ", ".join(f"{k} = {v}" for k, v in key.options) + ")"
+        return sql
+
+    # -- validate ---------------------------------------------------------------------
+
+    def _catalog(self, conn: Any) -> tuple[dict[str, _Found], list[str], str | None]:
+        tables = [STATE_TABLE, COUNTERS_TABLE, EVENTS_TABLE, ITEMS_TABLE]
+        found = {f.name: f for f in map(_found, conn.execute(_CATALOG_SQL, (self._schema, tables)))}
+        absent = missing_tables(conn, self._schema, tuple(tables))
+        column_type = None
+        if ITEMS_TABLE not in absent:
+            row = conn.execute(
+                "SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
+                " JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = %s AND c.relname = %s AND a.attname = 'embedding'"
+                " AND NOT a.attisdropped",
+                (self._schema, ITEMS_TABLE),
+            ).fetchone()
+            column_type = row[0] if row else None
+        return found, absent, column_type
+
+    def _judge(self, key: _Key, found: dict[str, _Found], absent: list[str],
+               column_type: str | None, dims: int) -> IndexReport:
+        target = self._target(key.table)
+        if key.table in absent:
+            return IndexReport(key.name, target, key.kind, "missing",
+                               detail=f"table {target} does not exist")
+        have = found.get(key.name)
+        if have is None:
+            return IndexReport(key.name, target, key.kind, "missing")
+        if have.table != key.table:
+            return IndexReport(key.name, target, key.kind, "drift",
+                               (FieldDiff("table", key.table, have.table),), have.definition)
+        diffs = []
+        if have.method != key.method:
+            diffs.append(FieldDiff("method", key.method, have.method))
+        if have.columns != key.columns:
+            diffs.append(FieldDiff("columns", list(key.columns), list(have.columns)))
+        if have.method == key.method and have.opclasses != key.opclasses:
+            diffs.append(FieldDiff("opclasses", list(key.opclasses), list(have.opclasses)))
+        if key.method == "btree" and have.descending != key.desc():
+            diffs.append(FieldDiff("descending", list(key.desc()), list(have.descending)))
+        if have.unique != key.unique:
+            diffs.append(FieldDiff("unique", key.unique, have.unique))
+        if key.method == "hnsw":
+            expected_type = f"vector({dims})"
+            if column_type != expected_type:
+                diffs.append(FieldDiff("dimensions", expected_type, column_type))
+        if have.building:
+            return IndexReport(key.name, target, key.kind, "pending", tuple(diffs),
+                               "index build in progress")
+        if not have.valid:
+            diffs.append(FieldDiff("valid", True, False))
+        detail = have.definition
+        if key.options:
+            tuning = {k: have.options.get(k, "default") for k, _ in key.options}
+            detail += f" (options: {tuning})"
+        return IndexReport(key.name, target, key.kind, "drift" if diffs else "ok",
+                           tuple(diffs), detail)
+
+    def validate_indexes(self, *, dimensions: int | None = None) -> list[IndexReport]:
+        """Read-only: one report per manifest entry, plus ``extra`` for unknown indexes
+        on our tables (informational)."""
+        dims = self._dims(dimensions)
+        with self._db.connection() as conn:
+            found, absent, column_type = self._catalog(conn)
+        reports = [self._judge(key, found, absent, column_type, dims) for key in MANIFEST]
+        known = {key.name for key in MANIFEST}
+        for extra in sorted(set(found) - known):
+            have = found[extra]
+            reports.append(IndexReport(extra, self._target(have.table), have.method, "extra",
+                                       detail=have.definition))
+        return reports
+
+    # -- ensure -----------------------------------------------------------------------
+
+    def ensure_indexes(
+        self,
+        *,
+        dimensions: int | None = None,
+        recreate: bool = False,
+        apply: bool = True,
+    ) -> list[IndexAction]:
+        """Create missing tables and indexes; with ``recreate``, rebuild drifted ones.
+        ``apply=False`` previews the same actions without touching anything. Indexes are
+        built CONCURRENTLY so provisioning a live table does not block its writers."""
+        dims = self._dims(dimensions)
+        actions: list[IndexAction] = []
+        with self._db.connection() as conn:
+            found, absent, column_type = self._catalog(conn)
+            for group in (STATE_GROUP, ITEMS_GROUP):
+                need = [t for t in group_tables(group) if t in absent]
+                if not need:
+                    continue
+                for table in need:
+                    actions.append(IndexAction(table, self._target(table), "table", "create",
+                                               "table with its keys", applied=apply))
+                if apply:
+                    ensure_group(conn, self._db.tables, group, dims)
+            if apply and absent:
+                self._db.pool.forget_vector_registration()
+                found, absent, column_type = self._catalog(conn)
+            for key in MANIFEST:
+                report = self._judge(key, found, absent, column_type, dims)
+                actions.append(self._ensure_one(conn, key, report, dims, recreate, apply))
+        return actions
+
+    def _ensure_one(self, conn: Any, key: _Key, report: IndexReport, dims: int,
+                    recreate: bool, apply: bool) -> IndexAction:
+        target = self._target(key.table)
+        if report.status in ("ok", "pending"):
+            detail = "build in progress" if report.status == "pending" else ""
+            return IndexAction(key.name, target, key.kind, "exists", detail)
+        if report.status == "missing":
+            if apply:
+                conn.execute(self._create_sql(key, dims))
+            return IndexAction(key.name, target, key.kind, "create", report.detail, applied=apply)
+        names = {d.field for d in report.differences}
+        summary = "; ".join(f"{d.field}: expected {d.expected}, found {d.actual}"
+                            for d in report.differences)
+        if "dimensions" in names:
+            return IndexAction(
+                key.name, target, key.kind, "mismatch",
+                f"{summary}; the embedding column's dimension cannot be changed by ensure"
+                " (re-embed the items into a new table, or pass the matching dimensions)",
+            )
+        if not recreate:
+            return IndexAction(key.name, target, key.kind, "mismatch",
+                               f"{summary}; left alone (use recreate to rebuild)")
+        if apply:
+            table = f"{qident(self._schema)}.{qident(key.table)}"
+            if key.constraint:
+                conn.execute(f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {qident(key.name)}")
+            conn.execute(
+                f"DROP INDEX CONCURRENTLY IF EXISTS {qident(self._schema)}.{qident(key.name)}"
+            )
+            conn.execute(self._create_sql(key, dims))
+        return IndexAction(key.name, target, key.kind, "recreate", summary, applied=apply)

@@ -1,0 +1,161 @@
+"""Table layout of the pgvector backend and the DDL that provisions it.
+
+Table creation policy (operators asked for no surprises):
+
+- reads never create anything: on a database without our tables a read answers "no such
+  session" / "no events" / "no items";
+- the write paths (save, commit_turn, append, sync_items, restore) create the tables they
+  need on first use, with ``CREATE ... IF NOT EXISTS`` under an advisory lock, because a
+  write into a store that was never provisioned is the first thing a new deployment does.
+  Pass ``create_tables=False`` to the adapter to forbid that; writes then fail with advice
+  to run ``semvecctl indexes ensure``;
+- secondary indexes (HNSW, GIN, b-trees) are created ONLY by ``indexes ensure``
+  (:mod:`backends.pgvector.indexes`). Keys that define correctness — primary keys and the
+  unique (user_id, sequence) — are part of the table DDL, since a table without them would
+  accept duplicate sessions or sequence numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+STATE_TABLE = "semvec_session_state"
+EVENTS_TABLE = "compliance_events"
+COUNTERS_TABLE = "compliance_event_counters"
+ITEMS_TABLE = "semvec_memory_items"
+TEXT_SEARCH_CONFIG = "simple"
+
+#: advisory-lock key serialising DDL across processes ("semvecdd" as an int64)
+_DDL_LOCK_KEY = 0x73656D7665636464
+
+STATE_GROUP = "state"  # session state + events + counters (no extension needed)
+ITEMS_GROUP = "items"  # the memory-item mirror (needs the vector extension)
+
+
+def qident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class Tables:
+    """Fully qualified, quoted table names for one schema."""
+
+    schema: str
+
+    def _q(self, table: str) -> str:
+        return f"{qident(self.schema)}.{qident(table)}"
+
+    @property
+    def state(self) -> str:
+        return self._q(STATE_TABLE)
+
+    @property
+    def events(self) -> str:
+        return self._q(EVENTS_TABLE)
+
+    @property
+    def counters(self) -> str:
+        return self._q(COUNTERS_TABLE)
+
+    @property
+    def items(self) -> str:
+        return self._q(ITEMS_TABLE)
+
+
+def state_ddl(t: Tables) -> list[str]:
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {t.state} (
+            session_id      text PRIMARY KEY,
+            version         bigint NOT NULL CHECK (version >= 1),
+            blob            bytea NOT NULL,
+            blob_sha256     text NOT NULL,
+            owner_subject   text,
+            pending_message text,
+            updated_at      timestamptz NOT NULL DEFAULT now()
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS {t.counters} (
+            user_id       text PRIMARY KEY,
+            last_sequence bigint NOT NULL
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS {t.events} (
+            event_id        text PRIMARY KEY,
+            user_id         text NOT NULL,
+            sequence        bigint NOT NULL CHECK (sequence >= 1),
+            owner_subject   text,
+            session_id      text,
+            created_at      timestamptz NOT NULL,
+            content         text NOT NULL,
+            embedding       jsonb,
+            meta            jsonb NOT NULL DEFAULT '{{}}'::jsonb,
+            source_event_id text,
+            CONSTRAINT ix_evt_user_seq UNIQUE (user_id, sequence)
+        )""",
+    ]
+
+
+def items_ddl(t: Tables, dimensions: int) -> list[str]:
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {t.items} (
+            session_id    text NOT NULL,
+            item_id       text NOT NULL,
+            owner_subject text,
+            embedding     vector({int(dimensions)}),
+            text          text NOT NULL DEFAULT '',
+            text_tsv      tsvector GENERATED ALWAYS AS
+                              (to_tsvector('{TEXT_SEARCH_CONFIG}'::regconfig, text)) STORED,
+            tier          text,
+            tiers         text[] NOT NULL DEFAULT '{{}}',
+            unit          jsonb NOT NULL DEFAULT '{{}}'::jsonb,
+            evicted       boolean NOT NULL DEFAULT false,
+            created_at    timestamptz NOT NULL DEFAULT now(),
+            updated_at    timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (session_id, item_id)
+        )""",
+    ]
+
+
+def group_tables(group: str) -> tuple[str, ...]:
+    if group == STATE_GROUP:
+        return (STATE_TABLE, COUNTERS_TABLE, EVENTS_TABLE)
+    return (ITEMS_TABLE,)
+
+
+def missing_tables(conn: Any, schema: str, names: tuple[str, ...]) -> list[str]:
+    """Names among ``names`` that do not exist in ``schema`` (one catalog query)."""
+    rows = conn.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relname = ANY(%s) AND c.relkind IN ('r', 'p')",
+        (schema, list(names)),
+    ).fetchall()
+    present = {row[0] for row in rows}
+    return [name for name in names if name not in present]
+
+
+def extension_version(conn: Any) -> str | None:
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    return row[0] if row else None
+
+
+def ensure_group(conn: Any, t: Tables, group: str, dimensions: int) -> list[str]:
+    """Create the schema, extension (items only) and tables of ``group`` if missing.
+
+    Runs in one transaction under an advisory lock, so concurrent first writers do not
+    race on the catalog. Returns the statements it executed (empty when all existed).
+    """
+    executed: list[str] = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK_KEY,))
+        if not missing_tables(conn, t.schema, group_tables(group)):
+            return executed
+        statements = [f"CREATE SCHEMA IF NOT EXISTS {qident(t.schema)}"]
+        if group == ITEMS_GROUP:
+            if extension_version(conn) is None:
+                statements.append("CREATE EXTENSION IF NOT EXISTS vector")
+            statements += items_ddl(t, dimensions)
+        else:
+            statements += state_ddl(t)
+        for statement in statements:
+            conn.execute(statement)
+            executed.append(statement)
+    return executed
