@@ -84,28 +84,31 @@ def redact_uri(uri: str | None) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-def uri_password(uri: str | None) -> str | None:
-    """The password embedded in ``uri``, if any (used to scrub free text)."""
+def uri_secrets(uri: str | None) -> list[str]:
+    """Every secret embedded in ``uri``: the password and secret query values."""
     if not uri:
-        return None
+        return []
     try:
         parts = urlsplit(uri)
+        password = parts.password
     except ValueError:
-        return None
-    if parts.password:
-        return parts.password
-    if parts.scheme in ("redis", "rediss") and parts.username and "@" in parts.netloc:
-        return parts.username
-    return None
+        return []
+    found: list[str] = []
+    if password:
+        found.append(password)
+    elif parts.scheme in ("redis", "rediss") and parts.username and "@" in parts.netloc:
+        found.append(parts.username)  # redis://secret@host: the bare userinfo is a password
+    found += [v for k, v in parse_qsl(parts.query, keep_blank_values=True)
+              if k.lower() in _SECRET_PARAMS and v]
+    return found
 
 
 def scrub(text: str, *uris: str | None) -> str:
     """Remove every secret of ``uris`` (and any inline URI credential) from ``text``."""
     for uri in uris:
-        secret = uri_password(uri)
         if uri:
             text = text.replace(uri, redact_uri(uri))
-        if secret and len(secret) >= 1:
+        for secret in uri_secrets(uri):
             text = text.replace(secret, REDACTED)
     return re.sub(r"([a-z][a-z0-9+.-]*://[^:/@\s]*):[^@/\s]+@", rf"\1:{REDACTED}@", text)
 

@@ -75,6 +75,9 @@ class RootGroup(TyperGroup):
         return int(code)
 
     def _run(self, args, prog_name, complete_var, **extra) -> int:
+        from semvecctl.commands.completions import enable_runtime_completion
+
+        enable_runtime_completion()
         try:
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
                               standalone_mode=False, **extra)

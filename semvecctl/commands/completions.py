@@ -32,15 +32,18 @@ class Shell(str, Enum):
 
 def completion_script(shell: str) -> str:
     """The completion script for ``shell``, exactly as committed under completions/."""
-    from typer._click.shell_completion import get_completion_class
+    from typer._completion_shared import get_completion_script
 
-    from semvecctl.app import app as root
+    return get_completion_script(prog_name=PROG_NAME, complete_var=COMPLETE_VAR,
+                                 shell=shell).rstrip("\n") + "\n"
 
-    command = typer.main.get_command(root)
-    cls = get_completion_class(shell)
-    if cls is None:  # pragma: no cover - the Shell enum only allows supported shells
-        raise ValueError(f"unsupported shell {shell}")
-    return cls(command, {}, PROG_NAME, COMPLETE_VAR).source().rstrip("\n") + "\n"
+
+def enable_runtime_completion() -> None:
+    """Register Typer's completion classes when a shell asks us to complete a word."""
+    if os.environ.get(COMPLETE_VAR):
+        from typer._completion_classes import completion_init
+
+        completion_init()
 
 
 def install_path(shell: str) -> Path:

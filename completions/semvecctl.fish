@@ -1,0 +1,1 @@
+complete --command semvecctl --no-files --arguments "(env _SEMVECCTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) semvecctl)" --condition "env _SEMVECCTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) semvecctl"

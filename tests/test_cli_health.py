@@ -1,0 +1,122 @@
+"""`semvecctl health`: a CI gate. Exit 0 healthy, 1 gate failed, 3 environment, 4 unreachable."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+
+from typer.testing import CliRunner
+
+from semvecctl.app import app
+
+
+def run(*args, env=None):
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_memory_is_healthy_by_default():
+    result = run("health", "-o", "json", env={"SEMVEC_SESSION_BACKEND": ""})
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["backend"] == "memory"
+    assert report["healthy"] is True and report["status"] == "healthy"
+    assert report["persistent"] is False
+
+
+def test_require_persistent_fails_on_memory():
+    result = run("health", "--backend", "memory", "--require-persistent", "-o", "json")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["gates"][0] == {"gate": "persistent", "passed": False,
+                                  "reason": "backend 'memory' keeps state only in this process"}
+    assert "gate persistent failed" in result.stderr
+
+
+def test_require_durable_fails_on_memory():
+    assert run("health", "--uri", "memory://", "--require-durable").exit_code == 1
+
+
+def test_unreachable_redis_exits_4_quickly_and_redacts():
+    started = time.monotonic()
+    result = run("health", "--uri", f"redis://admin:hunter2@127.0.0.1:{closed_port()}/0",
+                 "--timeout", "1", "-o", "json")
+    elapsed = time.monotonic() - started
+    assert result.exit_code == 4, result.stderr
+    assert elapsed < 2.5
+    report = json.loads(result.stdout)
+    assert report["healthy"] is False
+    assert "hunter2" not in result.stdout + result.stderr
+    assert report["uri"].startswith("redis://admin:***@127.0.0.1")
+
+
+def test_missing_driver_exits_3(monkeypatch):
+    monkeypatch.setitem(sys.modules, "redis", None)
+    result = run("health", "--backend", "redis")
+    assert result.exit_code == 3
+    assert "pip install 'semvecctl[redis]'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_malformed_uri_is_a_usage_error():
+    for bad in ("redis://host:notaport", "not-a-uri", "ftp://x/y", "redis://"):
+        result = run("health", "--uri", bad)
+        assert result.exit_code == 2, (bad, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in result.stderr
+
+
+def test_backend_contradicting_uri_is_a_usage_error():
+    result = run("health", "--backend", "mongo", "--uri", "redis://127.0.0.1:1")
+    assert result.exit_code == 2
+    assert "contradicts" in result.stderr
+
+
+def test_unknown_backend_falls_back_loudly():
+    result = run("health", "--backend", "reddis", "-o", "json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["backend"] == "memory"
+    assert "did you mean 'redis'" in result.stderr
+
+
+def test_adapter_factory_flag(tmp_path, monkeypatch):
+    (tmp_path / "sick_adapter_mod.py").write_text(
+        "from backends.memory import MemoryBackendAdapter\n"
+        "class Sick(MemoryBackendAdapter):\n"
+        "    name = 'sick'\n"
+        "    is_persistent = True\n"
+        "    def check_health(self):\n"
+        "        raise RuntimeError('probe exploded')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = run("health", "--adapter", "sick_adapter_mod:Sick", "-o", "json")
+    assert result.exit_code == 4
+    report = json.loads(result.stdout)
+    assert report["status"] == "error" and "probe exploded" in report["error"]
+    bad = run("health", "--adapter", "no_such_module_xyz:Thing")
+    assert bad.exit_code == 3 and "no_such_module_xyz" in bad.stderr
+
+
+def test_hung_probe_is_bounded_by_the_timeout(tmp_path, monkeypatch):
+    (tmp_path / "hung_adapter_mod.py").write_text(
+        "import time\n"
+        "from backends.memory import MemoryBackendAdapter\n"
+        "class Hung(MemoryBackendAdapter):\n"
+        "    name = 'hung'\n"
+        "    def check_health(self):\n"
+        "        time.sleep(30)\n"
+        "        return True\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    started = time.monotonic()
+    result = run("health", "--adapter", "hung_adapter_mod:Hung", "--timeout", "0.5", "-o", "json")
+    assert time.monotonic() - started < 2
+    assert result.exit_code == 4
+    assert json.loads(result.stdout)["status"] == "timed out"
