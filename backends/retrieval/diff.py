@@ -1,0 +1,410 @@
+"""``retrieve diff``: run one query (or many) in-process and server-side, line the two
+rankings up, measure their agreement and explain where they must differ.
+
+The explanations are never hard-coded per backend. They come from what the server-side
+retriever declares about itself:
+
+- ``inert_fields: frozenset[str]`` — RetrievalContext fields it ignores (contract);
+- ``signals: tuple[str, ...]`` (optional) — the signals it ranks on; ``"recency"`` in it
+  means it ranks partly on how recently an item was touched, which in-process cannot;
+- ``"memory"`` in ``inert_fields`` means it reads a mirror rather than the live items, so
+  it cannot see the current turn's mutations.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from backends.contract import MemoryItem, MemoryUnit, RetrievalContext
+from backends.retrieval.items import find_item, parse_vector
+from backends.retrieval.metrics import RankingAgreement, RankMove, compare_rankings, rank_moves
+
+__all__ = [
+    "SIDE_IN_PROCESS",
+    "SIDE_SERVER",
+    "QuerySpec",
+    "Note",
+    "DiffRow",
+    "QueryDiff",
+    "DiffReport",
+    "GateMiss",
+    "load_queries_jsonl",
+    "resolve_query",
+    "run_side",
+    "diff_query",
+    "diff_queries",
+    "divergence_notes",
+    "aggregate",
+    "evaluate_gates",
+]
+
+SIDE_IN_PROCESS = "in-process"
+SIDE_SERVER = "server"
+PRESENT_BOTH = "both"
+PRESENT_IN_PROCESS = "in-process only"
+PRESENT_SERVER = "server only"
+EXCERPT_CHARS = 60
+
+#: Per-query keys a queries file may set besides the query itself.
+QUERY_OVERRIDES = {"top_k": int, "use_bm25": bool, "bm25_fetch_k": int,
+                   "mmr_fetch_k": int, "mmr_lambda": float}
+_QUERY_KEYS = {"id", "query", "text", "vector", "embedding", "like"} | set(QUERY_OVERRIDES)
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """One query of a run: text and/or vector, or ``like`` an existing item."""
+
+    query_id: str
+    text: str | None = None
+    vector: tuple[float, ...] | None = None
+    like: str | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Note:
+    """One reason the two sides may disagree. ``code`` is stable for machines."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    """Rank ``rank`` on each side: item, excerpt, score and where else it appears."""
+
+    rank: int
+    in_process_item: str | None
+    in_process_text: str | None
+    in_process_score: float | None
+    in_process_presence: str | None
+    server_item: str | None
+    server_text: str | None
+    server_score: float | None
+    server_presence: str | None
+
+
+@dataclass
+class QueryDiff:
+    query_id: str
+    in_process: list[MemoryUnit]
+    server: list[MemoryUnit]
+    rows: list[DiffRow]
+    metrics: RankingAgreement
+    moves: list[RankMove]
+    notes: list[Note]
+    settings: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query_id,
+            "settings": self.settings,
+            "metrics": self.metrics.to_dict(),
+            "rows": [asdict(r) for r in self.rows],
+            "moves": [
+                {"item": m.item, "in_process_rank": m.rank_a, "server_rank": m.rank_b,
+                 "delta": m.delta, "side": _presence(m.side)}
+                for m in self.moves
+            ],
+            "notes": [asdict(n) for n in self.notes],
+        }
+
+
+@dataclass(frozen=True)
+class GateMiss:
+    query_id: str
+    metric: str
+    value: float
+    threshold: float
+
+
+@dataclass
+class DiffReport:
+    queries: list[QueryDiff]
+    aggregate: dict[str, Any]
+    server: str
+    misses: list[GateMiss] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.misses
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "aggregate": self.aggregate,
+            "queries": [q.to_dict() for q in self.queries],
+            "gate": {"passed": self.passed, "missed": [asdict(m) for m in self.misses]},
+        }
+
+
+def _presence(side: str) -> str:
+    return {"both": PRESENT_BOTH, "a_only": PRESENT_IN_PROCESS, "b_only": PRESENT_SERVER}[side]
+
+
+def _excerpt(text: str | None) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1] + "…"
+
+
+# -- queries ---------------------------------------------------------------------------
+
+
+def _query_spec(record: Mapping[str, Any], default_id: str) -> QuerySpec:
+    unknown = set(record) - _QUERY_KEYS
+    if unknown:
+        raise ValueError(f"unknown key(s) {sorted(unknown)}; allowed: {sorted(_QUERY_KEYS)}")
+    text = record.get("query", record.get("text"))
+    if text is not None and not isinstance(text, str):
+        raise ValueError("query text must be a string")
+    raw_vector = record.get("vector", record.get("embedding"))
+    vector = parse_vector(raw_vector, "vector") if raw_vector is not None else None
+    like = record.get("like")
+    if like is not None and (not isinstance(like, str) or not like):
+        raise ValueError("like must be an item id")
+    if like is not None and vector is not None:
+        raise ValueError("give either vector or like, not both")
+    if text is None and vector is None and like is None:
+        raise ValueError("a query needs text, a vector or like")
+    overrides = {}
+    for key, kind in QUERY_OVERRIDES.items():
+        if key in record:
+            value = record[key]
+            if kind is bool and not isinstance(value, bool):
+                raise ValueError(f"{key} must be true or false")
+            if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"{key} must be an integer")
+            overrides[key] = kind(value)
+    return QuerySpec(str(record.get("id") or default_id), text, vector, like, overrides)
+
+
+def load_queries_jsonl(path: str | Path) -> list[QuerySpec]:
+    """Queries, one JSON object a line: ``id``, ``query`` (text), ``vector`` or ``like``,
+    and optional ``top_k``, ``use_bm25``, ``bm25_fetch_k``, ``mmr_fetch_k``,
+    ``mmr_lambda``. Errors name the line."""
+    specs = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise ValueError("expected a JSON object")
+                specs.append(_query_spec(record, f"q{len(specs) + 1}"))
+            except ValueError as exc:
+                raise ValueError(f"{path}:{number}: {exc}") from None
+    if not specs:
+        raise ValueError(f"{path}: no queries")
+    return specs
+
+
+def resolve_query(
+    spec: QuerySpec, items: Sequence[MemoryItem]
+) -> tuple[tuple[float, ...] | None, str | None]:
+    """(vector, text) for a spec; ``like`` borrows the item's embedding and (unless the
+    spec has its own text) its text, so no embedding model is needed."""
+    if spec.like is None:
+        return spec.vector, spec.text
+    item = find_item(items, spec.like)
+    if item is None:
+        raise LookupError(f"item {spec.like!r} is not among the session's live items")
+    if item.embedding is None:
+        raise LookupError(f"item {spec.like!r} has no embedding to query with")
+    return tuple(float(x) for x in item.embedding), spec.text if spec.text is not None else item.text
+
+
+# -- running ---------------------------------------------------------------------------
+
+
+def run_side(
+    side: str, ctx: RetrievalContext, *, items: Sequence[MemoryItem] | None, server: Any
+) -> list[MemoryUnit]:
+    """Rank with one side. In-process reads ``items``; the server side gets the same
+    context, minus the live items and trace hook when it declares those inert."""
+    if side == SIDE_IN_PROCESS:
+        from backends.retrieval.inprocess import InProcessRetrievalBackend
+
+        return InProcessRetrievalBackend().search(replace(ctx, memory=tuple(items or ())))
+    if side == SIDE_SERVER:
+        if server is None:
+            raise LookupError("this backend has no server-side retrieval")
+        inert = frozenset(getattr(server, "inert_fields", frozenset()))
+        server_ctx = replace(
+            ctx,
+            memory=None if "memory" in inert else tuple(items or ()),
+            stage=None if "stage" in inert else ctx.stage,
+        )
+        return list(server.search(server_ctx))
+    raise ValueError(f"unknown side {side!r}; use {SIDE_IN_PROCESS!r} or {SIDE_SERVER!r}")
+
+
+def _settings(ctx: RetrievalContext) -> dict[str, Any]:
+    return {
+        "session": ctx.session_id,
+        "top_k": ctx.top_k,
+        "use_bm25": ctx.use_bm25,
+        "has_text": bool(ctx.query_text),
+        "has_vector": ctx.query_embedding is not None,
+        "bm25_fetch_k": ctx.bm25_fetch_k,
+        "mmr_fetch_k": ctx.mmr_fetch_k,
+        "rrf_k": ctx.rrf_k,
+        "rrf_weights": list(ctx.rrf_weights),
+    }
+
+
+_CTX_DEFAULTS = {f.name: f.default for f in fields(RetrievalContext) if f.default is not MISSING}
+
+
+def divergence_notes(
+    ctx: RetrievalContext,
+    server: Any,
+    *,
+    in_process: Sequence[MemoryUnit] = (),
+    server_units: Sequence[MemoryUnit] = (),
+    live_ids: set[str] | None = None,
+    items_origin: str = "live",
+) -> list[Note]:
+    """Why the two rankings may differ, from the server retriever's own declarations."""
+    notes: list[Note] = []
+    name = getattr(server, "name", type(server).__name__)
+    inert = sorted(getattr(server, "inert_fields", frozenset()))
+    signals = tuple(getattr(server, "signals", ()) or ())
+    for field_name in inert:
+        if field_name == "memory":
+            notes.append(Note("mirror-lag", (
+                f"{name} reads its item mirror, not the live items (memory is inert): the "
+                "mirror is written after each turn's state, so it cannot see the current "
+                "turn's memory changes; in-process reads the live items")))
+        elif field_name == "stage":
+            notes.append(Note("inert-field", f"{name} emits no trace stages (stage is inert)"))
+        else:
+            value = getattr(ctx, field_name, None)
+            set_by_caller = field_name in _CTX_DEFAULTS and value != _CTX_DEFAULTS[field_name]
+            detail = f" (you set {field_name}={value!r}; in-process honoured it)" if set_by_caller else ""
+            notes.append(Note("inert-field", f"{name} ignores {field_name}{detail}"))
+    if "recency" in signals:
+        notes.append(Note("recency-server-only", (
+            f"{name} also ranks on recency (updated_at); in-process has no recency term, "
+            "so server-side is a different ranking, not a subset")))
+    if ctx.use_bm25 and not (ctx.query_text and ctx.query_text.strip()):
+        notes.append(Note("bm25-without-text", "BM25 is on but the query has no text: the lexical signal is off on both sides"))
+    if items_origin != "live":
+        notes.append(Note("items-file", f"in-process ranked items from {items_origin}, not the store's live items"))
+    if live_ids is not None:
+        stale = [u.item_id for u in server_units if u.item_id not in live_ids]
+        if stale:
+            shown = ", ".join(stale[:5]) + (" …" if len(stale) > 5 else "")
+            notes.append(Note("not-live", (
+                f"{len(stale)} server result(s) are not among the in-process live items "
+                f"({shown}): mirror lag, an eviction since, or a different items source")))
+    if not in_process and live_ids is not None and not live_ids:
+        notes.append(Note("no-live-items", "in-process had no live items to rank"))
+    return notes
+
+
+def diff_query(
+    ctx: RetrievalContext,
+    *,
+    items: Sequence[MemoryItem],
+    server: Any,
+    query_id: str = "query",
+    p: float = 0.9,
+    k: int | None = None,
+    items_origin: str = "live",
+) -> QueryDiff:
+    """Both rankings of one query, lined up, measured and explained."""
+    left = run_side(SIDE_IN_PROCESS, ctx, items=items, server=server)
+    right = run_side(SIDE_SERVER, ctx, items=items, server=server)
+    left_ids = [u.item_id for u in left]
+    right_ids = [u.item_id for u in right]
+    left_set, right_set = set(left_ids), set(right_ids)
+    rows = []
+    for rank in range(1, max(len(left), len(right)) + 1):
+        a = left[rank - 1] if rank <= len(left) else None
+        b = right[rank - 1] if rank <= len(right) else None
+        rows.append(DiffRow(
+            rank=rank,
+            in_process_item=a.item_id if a else None,
+            in_process_text=_excerpt(a.text) if a else None,
+            in_process_score=float(a.score) if a else None,
+            in_process_presence=(PRESENT_BOTH if a.item_id in right_set else PRESENT_IN_PROCESS) if a else None,
+            server_item=b.item_id if b else None,
+            server_text=_excerpt(b.text) if b else None,
+            server_score=float(b.score) if b else None,
+            server_presence=(PRESENT_BOTH if b.item_id in left_set else PRESENT_SERVER) if b else None,
+        ))
+    live_ids = {
+        i.item_id for i in items
+        if not i.evicted and (i.session_id is None or i.session_id == ctx.session_id)
+    }
+    return QueryDiff(
+        query_id=query_id,
+        in_process=left,
+        server=right,
+        rows=rows,
+        metrics=compare_rankings(left_ids, right_ids, k=k or ctx.top_k, p=p),
+        moves=rank_moves(left_ids, right_ids),
+        notes=divergence_notes(ctx, server, in_process=left, server_units=right,
+                               live_ids=live_ids, items_origin=items_origin),
+        settings=_settings(ctx),
+    )
+
+
+def diff_queries(
+    base: RetrievalContext,
+    specs: Sequence[QuerySpec],
+    *,
+    items: Sequence[MemoryItem],
+    server: Any,
+    p: float = 0.9,
+    k: int | None = None,
+    items_origin: str = "live",
+    min_rbo: float | None = None,
+    min_jaccard: float | None = None,
+) -> DiffReport:
+    """Every query of a run, per-query and aggregate metrics, and the gate verdict."""
+    diffs = []
+    for spec in specs:
+        vector, text = resolve_query(spec, items)
+        ctx = replace(base, query_embedding=vector, query_text=text, **dict(spec.overrides))
+        diffs.append(diff_query(ctx, items=items, server=server, query_id=spec.query_id,
+                                p=p, k=k, items_origin=items_origin))
+    report = DiffReport(queries=diffs, aggregate=aggregate(diffs),
+                        server=getattr(server, "name", type(server).__name__))
+    report.misses = evaluate_gates(report.queries, min_rbo=min_rbo, min_jaccard=min_jaccard)
+    return report
+
+
+def aggregate(diffs: Sequence[QueryDiff]) -> dict[str, Any]:
+    """Mean and minimum of RBO, Jaccard, overlap and tau-b (tau over the queries where it
+    is defined), and the query with the lowest RBO."""
+    def stats(values: list[float]) -> tuple[float | None, float | None]:
+        return (sum(values) / len(values), min(values)) if values else (None, None)
+
+    out: dict[str, Any] = {"queries": len(diffs)}
+    for metric in ("rbo", "jaccard", "overlap", "kendall_tau_b"):
+        values = [getattr(d.metrics, metric) for d in diffs]
+        mean, low = stats([v for v in values if v is not None])
+        out[f"mean_{metric}"], out[f"min_{metric}"] = mean, low
+    out["tau_undefined"] = sum(1 for d in diffs if d.metrics.kendall_tau_b is None)
+    out["worst_query"] = min(diffs, key=lambda d: (d.metrics.rbo, d.query_id)).query_id if diffs else None
+    return out
+
+
+def evaluate_gates(
+    diffs: Sequence[QueryDiff], *, min_rbo: float | None = None, min_jaccard: float | None = None
+) -> list[GateMiss]:
+    """The queries whose RBO or Jaccard fall below a threshold (each miss named)."""
+    misses = []
+    for d in diffs:
+        if min_rbo is not None and d.metrics.rbo < min_rbo:
+            misses.append(GateMiss(d.query_id, "rbo", d.metrics.rbo, min_rbo))
+        if min_jaccard is not None and d.metrics.jaccard < min_jaccard:
+            misses.append(GateMiss(d.query_id, "jaccard", d.metrics.jaccard, min_jaccard))
+    return misses

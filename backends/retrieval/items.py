@@ -1,0 +1,113 @@
+"""Memory items from outside a store: a JSONL file for offline analysis, and the
+look-up of one item to query "like" it.
+
+One JSON object per line: ``item_id`` and ``text`` required; ``embedding`` (list of
+numbers), ``tier``, ``tiers``, ``unit``, ``evicted``, ``owner_subject``, ``session_id``,
+``created_at``/``updated_at`` (ISO 8601) optional. Blank lines and lines starting with
+``#`` are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from backends.contract import MemoryItem
+
+__all__ = ["item_from_record", "item_to_record", "load_items_jsonl", "find_item"]
+
+_KNOWN = {"item_id", "text", "embedding", "tier", "tiers", "unit", "evicted",
+          "owner_subject", "session_id", "created_at", "updated_at"}
+
+
+def _time(value: Any, name: str) -> datetime | None:
+    if value in (None, ""):
+        return None
+    if isinstance(value, datetime):
+        stamp = value
+    else:
+        try:
+            stamp = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"{name} is not an ISO 8601 timestamp: {value!r}") from None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+
+
+def parse_vector(value: Any, what: str = "embedding") -> tuple[float, ...]:
+    """A finite, non-empty list of numbers as a float tuple."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValueError(f"{what} must be a list of numbers")
+    try:
+        vector = tuple(float(x) for x in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a list of numbers") from None
+    if not vector:
+        raise ValueError(f"{what} must not be empty")
+    if any(math.isnan(x) or math.isinf(x) for x in vector):
+        raise ValueError(f"{what} must not contain NaN or infinity")
+    return vector
+
+
+def item_from_record(record: Mapping[str, Any]) -> MemoryItem:
+    """A MemoryItem from a mirror document or a JSONL object (unknown keys ignored)."""
+    item_id = record.get("item_id")
+    if not isinstance(item_id, str) or not item_id:
+        raise ValueError("item_id must be a non-empty string")
+    embedding = record.get("embedding")
+    return MemoryItem(
+        item_id=item_id,
+        text=str(record.get("text") or ""),
+        embedding=parse_vector(embedding) if embedding is not None else None,
+        tier=record.get("tier") or None,
+        tiers=tuple(record.get("tiers") or ()),
+        unit=dict(record.get("unit") or {}),
+        evicted=bool(record.get("evicted", False)),
+        created_at=_time(record.get("created_at"), "created_at"),
+        updated_at=_time(record.get("updated_at"), "updated_at"),
+        owner_subject=record.get("owner_subject") or None,
+        session_id=record.get("session_id") or None,
+    )
+
+
+def item_to_record(item: MemoryItem) -> dict[str, Any]:
+    """The JSONL shape of an item (the inverse of :func:`item_from_record`)."""
+    return {
+        "item_id": item.item_id,
+        "text": item.text,
+        "embedding": [float(x) for x in item.embedding] if item.embedding is not None else None,
+        "tier": item.tier,
+        "tiers": list(item.tiers),
+        "evicted": item.evicted,
+        "owner_subject": item.owner_subject,
+        "session_id": item.session_id,
+        "created_at": item.created_at.isoformat() if item.created_at else None,
+        "updated_at": item.updated_at.isoformat() if item.updated_at else None,
+    }
+
+
+def load_items_jsonl(path: str | Path) -> tuple[MemoryItem, ...]:
+    """Every item of a JSONL file; errors name the line."""
+    items = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise ValueError("expected a JSON object")
+                items.append(item_from_record(record))
+            except ValueError as exc:
+                raise ValueError(f"{path}:{number}: {exc}") from None
+    return tuple(items)
+
+
+def find_item(items: Sequence[MemoryItem], item_id: str) -> MemoryItem | None:
+    for item in items:
+        if item.item_id == item_id:
+            return item
+    return None
