@@ -1,0 +1,337 @@
+"""Test doubles for the conformance suite's own tests.
+
+``EventfulMemoryAdapter`` is a correct in-memory adapter WITH an event store (the shipped
+``memory`` backend keeps none), so the events and commit_turn groups can be exercised
+without a server. The ``Broken*`` adapters each break exactly one rule, so a test can
+check that the suite fails the case that names that rule.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from datetime import datetime
+from typing import Sequence
+
+from backends.contract import (
+    UNSCOPED,
+    MemoryEvent,
+    OwnerFilter,
+    owner_matches,
+    validate_event,
+    validate_owner_filter,
+    validate_turn_events,
+)
+from backends.errors import StateVersionConflict
+from backends.memory import MemoryBackendAdapter, MemoryStateStore, _Row
+
+
+class InMemoryEventStore:
+    """Per-user, gap-free, sequence-ordered log held in dicts (test-only)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._by_user: dict[str, list[MemoryEvent]] = {}
+        self._counters: dict[str, int] = {}
+        self._by_id: dict[str, MemoryEvent] = {}
+
+    def append(self, event: MemoryEvent) -> MemoryEvent:
+        validate_event(event)
+        with self._lock:
+            return self._append_validated(event)
+
+    def _append_validated(self, event: MemoryEvent) -> MemoryEvent:
+        if event.event_id in self._by_id:
+            raise ValueError(f"event id {event.event_id!r} exists")
+        seq = self._counters.get(event.user_id, 0) + 1
+        self._counters[event.user_id] = seq
+        stored = event.with_sequence(seq)
+        self._by_user.setdefault(event.user_id, []).append(stored)
+        self._by_id[event.event_id] = stored
+        return stored
+
+    def list_events(self, user_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
+                    after_sequence: int = 0, limit: int | None = None) -> list[MemoryEvent]:
+        validate_owner_filter(owner_subject)
+        with self._lock:
+            found = [e for e in self._by_user.get(user_id, [])
+                     if e.sequence > after_sequence and owner_matches(e.owner_subject, owner_subject)]
+        return found[:limit] if limit is not None else found
+
+    def get_event(self, event_id: str) -> MemoryEvent | None:
+        return self._by_id.get(event_id)
+
+    def delete_older_than(self, cutoff: datetime, *, user_id: str | None = None) -> int:
+        deleted = 0
+        with self._lock:
+            for user in [user_id] if user_id is not None else list(self._by_user):
+                keep = []
+                for event in self._by_user.get(user, []):
+                    if event.created_at < cutoff:
+                        self._by_id.pop(event.event_id, None)
+                        deleted += 1
+                    else:
+                        keep.append(event)
+                if user in self._by_user:
+                    self._by_user[user] = keep
+        return deleted
+
+    def purge_user(self, user_id: str) -> int:
+        with self._lock:
+            events = self._by_user.pop(user_id, [])
+            for event in events:
+                self._by_id.pop(event.event_id, None)
+            self._counters.pop(user_id, None)
+            return len(events)
+
+    def is_empty(self) -> bool:
+        return not any(self._by_user.values()) and not self._by_id and not self._counters
+
+
+class EventfulMemoryAdapter(MemoryBackendAdapter):
+    """A correct adapter with an event store: validate, then CAS, then append, under one lock."""
+
+    name = "eventful-memory"
+    is_persistent = False
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._events = InMemoryEventStore()
+        self._turn_lock = threading.Lock()
+
+    def event_store(self) -> InMemoryEventStore:
+        return self._events
+
+    def commit_turn(self, session_id: str, blob: bytes, *, expected_version: int | None,
+                    owner_subject: str | None = None, pending_message: str | None = None,
+                    events: Sequence[MemoryEvent] | None = None) -> int:
+        checked = validate_turn_events(events)
+        with self._turn_lock, self._events._lock:
+            version = self._store.save(session_id, blob, expected_version=expected_version,
+                                       owner_subject=owner_subject,
+                                       pending_message=pending_message)
+            for event in checked:
+                self._events._append_validated(event)
+            return version
+
+
+# ---------------------------------------------------------------------------------------
+# Broken adapters: each breaks one rule.
+# ---------------------------------------------------------------------------------------
+
+
+class _StaleReturnsStore(MemoryStateStore):
+    def save(self, session_id, blob, *, expected_version, owner_subject=None,
+             pending_message=None):
+        try:
+            return super().save(session_id, blob, expected_version=expected_version,
+                                owner_subject=owner_subject, pending_message=pending_message)
+        except StateVersionConflict:
+            current = self._rows.get(session_id)
+            if expected_version is not None and current is not None:
+                return current.version  # the silent lost update the spec warns about
+            raise
+
+
+class StaleReturnsAdapter(MemoryBackendAdapter):
+    """Returns the current version instead of raising on a version mismatch."""
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._store = _StaleReturnsStore()
+
+
+class _OverwritingStore(MemoryStateStore):
+    def save(self, session_id, blob, *, expected_version, owner_subject=None,
+             pending_message=None):
+        if expected_version is None:
+            with self._lock:
+                self._rows.pop(session_id, None)  # "upsert": the insert overwrites
+        return super().save(session_id, blob, expected_version=expected_version,
+                            owner_subject=owner_subject, pending_message=pending_message)
+
+
+class OverwritingInsertAdapter(MemoryBackendAdapter):
+    """An insert onto an existing session overwrites it."""
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._store = _OverwritingStore()
+
+
+class DroppingEventsAdapter(EventfulMemoryAdapter):
+    """Has an event store, but commit_turn writes the state and silently drops the events."""
+
+    def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
+                    pending_message=None, events=None):
+        return self._store.save(session_id, blob, expected_version=expected_version,
+                                owner_subject=owner_subject, pending_message=pending_message)
+
+
+class SilentMemoryAdapter(MemoryBackendAdapter):
+    """No event store, and commit_turn drops events instead of refusing the turn."""
+
+    def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
+                    pending_message=None, events=None):
+        return self._store.save(session_id, blob, expected_version=expected_version,
+                                owner_subject=owner_subject, pending_message=pending_message)
+
+
+class NoOwnerCheckAdapter(EventfulMemoryAdapter):
+    """commit_turn checks the version but not the owner (the engine's Redis script bug)."""
+
+    def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
+                    pending_message=None, events=None):
+        checked = validate_turn_events(events)
+        store = self._store
+        with self._turn_lock, store._lock:
+            current = store._rows.get(session_id)
+            if expected_version is None:
+                if current is not None:
+                    raise StateVersionConflict("exists")
+                version = 1
+            else:
+                if current is None or current.version != expected_version:
+                    raise StateVersionConflict("version moved")
+                version = expected_version + 1
+            store._rows[session_id] = _Row(bytes(blob), version, owner_subject,
+                                           pending_message or None)
+            for event in checked:
+                self._events.append(event)
+            return version
+
+
+class StateFirstAdapter(EventfulMemoryAdapter):
+    """Writes the state, then validates and appends events one by one (no rollback)."""
+
+    def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
+                    pending_message=None, events=None):
+        version = self._store.save(session_id, blob, expected_version=expected_version,
+                                   owner_subject=owner_subject, pending_message=pending_message)
+        for event in events or ():
+            self._events.append(event)  # validates each event only now
+        return version
+
+
+class _RacyStore(MemoryStateStore):
+    """Check-then-write without a lock, with a pause in between: a lost-update factory."""
+
+    def save(self, session_id, blob, *, expected_version, owner_subject=None,
+             pending_message=None):
+        current = self._rows.get(session_id)
+        if expected_version is None:
+            if current is not None:
+                raise StateVersionConflict("exists")
+            version = 1
+        else:
+            if current is None or current.version != expected_version:
+                raise StateVersionConflict("moved")
+            version = expected_version + 1
+        time.sleep(0.002)
+        self._rows[session_id] = _Row(bytes(blob), version, owner_subject, pending_message or None)
+        return version
+
+
+class RacyAdapter(MemoryBackendAdapter):
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._store = _RacyStore()
+
+
+class FreshStoreAdapter(MemoryBackendAdapter):
+    """state_store() hands out a new store per call."""
+
+    def state_store(self) -> MemoryStateStore:
+        fresh = MemoryStateStore()
+        fresh._rows = self._store._rows
+        fresh._lock = self._store._lock
+        return fresh
+
+
+class PropertyPersistenceAdapter(MemoryBackendAdapter):
+    """is_persistent computed per instance instead of declared on the class."""
+
+    @property  # type: ignore[override]
+    def is_persistent(self) -> bool:  # noqa: D401
+        return False
+
+
+class RaisingHealthAdapter(MemoryBackendAdapter):
+    def check_health(self) -> bool:
+        raise ConnectionError("store down")
+
+
+class TruthyHealthAdapter(MemoryBackendAdapter):
+    def check_health(self):  # returns 1, not True
+        return 1
+
+
+class BoolVersionAdapter(MemoryBackendAdapter):
+    """commit_turn returns True instead of the new version."""
+
+    def commit_turn(self, *args, **kwargs):
+        super().commit_turn(*args, **kwargs)
+        return True
+
+
+class _StickyDeleteStore(MemoryStateStore):
+    def delete(self, session_id, *, owner_subject=UNSCOPED):
+        return self._get(session_id, owner_subject) is not None  # says yes, deletes nothing
+
+
+class StickyDeleteAdapter(MemoryBackendAdapter):
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._store = _StickyDeleteStore()
+
+
+class IgnoresOwnerFilterAdapter(MemoryBackendAdapter):
+    """load_full ignores the owner filter (returns any row)."""
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        store = self._store
+        original = store.load_full
+
+        def load_full(session_id, *, owner_subject=UNSCOPED):
+            return original(session_id)
+
+        store.load_full = load_full  # type: ignore[method-assign]
+
+
+class GappyEventsAdapter(EventfulMemoryAdapter):
+    """Draws a sequence number before the compare-and-set, so a refused turn leaves a gap."""
+
+    def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
+                    pending_message=None, events=None):
+        checked = validate_turn_events(events)
+        with self._turn_lock, self._events._lock:
+            for event in checked:
+                self._events._counters[event.user_id] = self._events._counters.get(
+                    event.user_id, 0) + 1
+            base = {e.user_id: self._events._counters[e.user_id] - sum(
+                1 for x in checked if x.user_id == e.user_id) for e in checked}
+            version = self._store.save(session_id, blob, expected_version=expected_version,
+                                       owner_subject=owner_subject,
+                                       pending_message=pending_message)
+            for event in checked:
+                base[event.user_id] += 1
+                stored = replace(event, sequence=base[event.user_id])
+                self._events._by_user.setdefault(event.user_id, []).append(stored)
+                self._events._by_id[event.event_id] = stored
+            return version
+
+
+class InclusiveDeleteEventStore(InMemoryEventStore):
+    def delete_older_than(self, cutoff, *, user_id=None):
+        return super().delete_older_than(cutoff.replace(microsecond=1) if cutoff.microsecond == 0
+                                         else cutoff, user_id=user_id)
+
+
+class InclusiveDeleteAdapter(EventfulMemoryAdapter):
+    """delete_older_than also deletes events exactly at the cutoff."""
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._events = InclusiveDeleteEventStore()

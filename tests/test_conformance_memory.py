@@ -1,0 +1,183 @@
+"""The suite against correct adapters: the shipped ``memory`` backend and the in-memory
+adapter with an event store from tests/conformance_doubles.py; plus the runner's
+selection, applicability, level and callback behaviour."""
+
+from __future__ import annotations
+
+import pytest
+
+from backends.conformance import (
+    GROUP_ORDER,
+    ConformanceOptions,
+    Level,
+    Status,
+    plan,
+    run_conformance,
+    select_cases,
+)
+from backends.memory import MemoryBackendAdapter
+from tests.conformance_doubles import EventfulMemoryAdapter
+
+
+def test_memory_backend_is_full_with_events_not_applicable():
+    report = run_conformance(MemoryBackendAdapter, selected_name="memory")
+    assert report.level == Level.FULL, [c.message for c in report.failures]
+    statuses = {g.name: g.status for g in report.groups}
+    assert statuses == {
+        "contract": Status.PASSED,
+        "state": Status.PASSED,
+        "commit_turn": Status.PASSED,
+        "events": Status.NOT_APPLICABLE,
+        "concurrency": Status.PASSED,
+        "health": Status.PASSED,
+        "retrieval": Status.NOT_APPLICABLE,
+        "indexes": Status.NOT_APPLICABLE,
+    }
+    assert "keeps no event log" in report.group("events").reason
+    assert report.case("commit_turn.refuses_events_without_event_store").status == Status.PASSED
+    # a case that needs an event store is not applicable, never passed
+    assert report.case("commit_turn.state_and_events_land_together").status == \
+        Status.NOT_APPLICABLE
+
+
+def test_memory_run_leaves_the_store_empty():
+    adapter = MemoryBackendAdapter()
+    adapter.state_store().save("someone-else", b"keep", expected_version=None)
+    report = run_conformance(adapter)
+    assert report.ok
+    assert list(adapter.state_store()._rows) == ["someone-else"]
+    assert adapter.state_store().load("someone-else") == b"keep"
+
+
+def test_adapter_with_event_store_passes_every_group_but_retrieval_and_indexes():
+    adapter = EventfulMemoryAdapter()
+    report = run_conformance(adapter, selected_name="Eventful_Memory")
+    assert report.level == Level.FULL, [c.message for c in report.failures]
+    assert report.group("events").status == Status.PASSED
+    assert report.group("commit_turn").status == Status.PASSED
+    assert report.case("commit_turn.refuses_events_without_event_store").status == \
+        Status.NOT_APPLICABLE
+    assert adapter.state_store()._rows == {}
+    assert adapter.event_store().is_empty()
+
+
+def test_name_mismatch_fails_contract():
+    report = run_conformance(MemoryBackendAdapter, selected_name="redis",
+                             only="contract.name_matches_selection")
+    result = report.cases[0]
+    assert result.status == Status.FAILED
+    assert result.expected == "'redis' (folded)" and result.actual == "'memory'"
+    assert report.level == Level.FAILED
+
+
+@pytest.mark.parametrize("selected", ["memory", "MEMORY", " Mem-Ory ", "mem_o.ry"])
+def test_name_comparison_is_folded(selected):
+    report = run_conformance(MemoryBackendAdapter, selected_name=selected,
+                             only="contract.name_matches_selection")
+    assert report.cases[0].status == Status.PASSED
+
+
+def test_without_selected_name_the_name_case_is_not_applicable():
+    report = run_conformance(MemoryBackendAdapter, only="contract.name_matches_selection")
+    assert report.cases[0].status == Status.NOT_APPLICABLE
+
+
+def test_instance_instead_of_factory_makes_close_case_not_applicable():
+    report = run_conformance(MemoryBackendAdapter(), only="contract.close_is_idempotent")
+    assert report.cases[0].status == Status.NOT_APPLICABLE
+
+
+def test_only_selects_groups_and_cases_and_callback_sees_each():
+    seen = []
+    report = run_conformance(MemoryBackendAdapter, only="health,state.insert_creates_version_1",
+                             on_result=seen.append)
+    assert [c.case_id for c in report.cases] == [
+        "state.insert_creates_version_1", "health.answers_bool_promptly", "health.reports_up"]
+    assert [c.case_id for c in seen] == [c.case_id for c in report.cases]
+    assert report.selection == ("health,state.insert_creates_version_1",)
+    assert "subset" in report.summary()
+
+
+def test_unknown_only_is_refused():
+    with pytest.raises(ValueError, match="unknown conformance group or case: nope"):
+        run_conformance(MemoryBackendAdapter, only="nope")
+
+
+def test_plan_lists_every_group_in_order():
+    groups = [c.group for c in plan()]
+    assert list(dict.fromkeys(groups)) == list(GROUP_ORDER)
+    assert len({c.case_id for c in select_cases()}) == len(select_cases())
+
+
+def test_factory_that_raises_errors_every_case():
+    def factory():
+        raise RuntimeError("cannot connect")
+
+    report = run_conformance(factory, selected_name="x", only="contract")
+    assert all(c.status == Status.ERROR for c in report.cases)
+    assert "building the adapter raised RuntimeError: cannot connect" in report.cases[0].message
+    assert report.level == Level.FAILED
+
+
+def test_a_raising_step_fails_the_case_naming_the_step():
+    class Exploding(MemoryBackendAdapter):
+        def state_store(self):
+            raise KeyError("boom")
+
+    report = run_conformance(Exploding, only="state.insert_creates_version_1")
+    result = report.cases[0]
+    assert result.status == Status.FAILED
+    assert result.message.startswith("insert: expected success, got raised KeyError: 'boom'")
+    assert "cleanup: state_store(): KeyError" in result.message
+
+
+def test_unexpected_exception_in_case_code_is_an_error_with_location():
+    class WrongShape(MemoryBackendAdapter):
+        def __init__(self):
+            super().__init__()
+            self._store.load_full = lambda session_id, **kw: "not a LoadedState"
+
+    report = run_conformance(WrongShape, only="state.load_full_agrees")
+    result = report.cases[0]
+    assert result.status == Status.ERROR
+    assert "AttributeError" in result.message and "load_full_agrees" in result.message
+
+
+def test_hanging_health_check_fails_within_the_bound():
+    import threading
+
+    release = threading.Event()
+
+    class Hanging(MemoryBackendAdapter):
+        def check_health(self):
+            release.wait(10)
+            return True
+
+    try:
+        report = run_conformance(Hanging, only="health.answers_bool_promptly",
+                                 options=ConformanceOptions(health_timeout=0.2))
+    finally:
+        release.set()
+    result = report.cases[0]
+    assert result.status == Status.FAILED
+    assert result.expected == "an answer within 0.2s"
+    assert result.duration < 2
+
+
+def test_ids_carry_the_run_prefix():
+    class Recording(MemoryBackendAdapter):
+        pass
+
+    adapter = Recording()
+    seen: list[str] = []
+    store = adapter.state_store()
+    original = store.save
+
+    def save(session_id, *args, **kwargs):
+        seen.append(session_id)
+        return original(session_id, *args, **kwargs)
+
+    store.save = save
+    report = run_conformance(adapter, only="state", prefix="semvec-conf-test0000-")
+    assert report.ok
+    assert seen and all(s.startswith("semvec-conf-test0000-") for s in seen)
