@@ -1,0 +1,194 @@
+"""``semvecctl sessions list|inspect|delete``: see and remove stored sessions.
+
+Generic over the backend: listing needs the SessionEnumerator seam (a streaming scan),
+inspecting and deleting only need the state store every backend has.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import typer
+
+from semvecctl.application import current
+from semvecctl.connection import open_adapter, require_seam, resolve_connection
+from semvecctl.errors import CliError, usage_error
+from semvecctl.exit_codes import ExitCode
+from semvecctl.options import AdapterFactory, Backend, Output, StreamOutput, Uri, Yes
+from semvecctl.output import Column, OutputFormat, StreamFormat
+
+NAME = "sessions"
+HELP = "List, inspect and delete stored sessions (any backend that can enumerate)."
+
+app = typer.Typer(no_args_is_help=True, help=HELP)
+
+OwnerOpt = typer.Option(None, "--owner", help="Only sessions of this exact owner (tenant or tenant/agent).",
+                        show_default=False)
+UnownedOpt = typer.Option(False, "--unowned", help="Only sessions with no owner.")
+
+_LIST_COLUMNS = [
+    Column("SESSION", "session_id", style="bold"),
+    Column("VERSION", "version", justify="right"),
+    Column("OWNER", "owner_subject"),
+    Column("PENDING", lambda r: _short(r.get("pending_message"), 32)),
+    Column("BYTES", "blob_size", justify="right"),
+    Column("SHA256", lambda r: r["blob_sha256"][:12]),
+    Column("TTL", lambda r: "-" if r.get("ttl_seconds") is None else f"{r['ttl_seconds']}s",
+           justify="right"),
+]
+
+
+def _short(text: Optional[str], width: int) -> Optional[str]:
+    if text is None or len(text) <= width:
+        return text
+    return text[: width - 1] + "…"
+
+
+def owner_filter(owner: Optional[str], unowned: bool) -> Any:
+    """The three-state filter from the flags: neither = all, --unowned = None, --owner = exact."""
+    from backends.contract import UNSCOPED
+
+    if owner is not None and unowned:
+        raise usage_error("--owner and --unowned exclude each other")
+    if unowned:
+        return None
+    if owner is not None:
+        if not owner.strip():
+            raise usage_error("--owner needs a non-empty owner (use --unowned for sessions without one)")
+        return owner
+    return UNSCOPED
+
+
+def summary_row(summary: Any) -> dict[str, Any]:
+    row = {
+        "session_id": summary.session_id,
+        "version": summary.version,
+        "owner_subject": summary.owner_subject,
+        "pending_message": summary.pending_message,
+        "blob_size": summary.blob_size,
+        "blob_sha256": summary.blob_sha256,
+        "ttl_seconds": summary.ttl_seconds,
+    }
+    if summary.updated_at is not None:
+        row["updated_at"] = summary.updated_at.isoformat()
+    if summary.extra:
+        row.update({str(k): v for k, v in summary.extra.items()})
+    return row
+
+
+@app.command("list")
+def list_sessions(
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    owner: Optional[str] = OwnerOpt,
+    unowned: bool = UnownedOpt,
+    match: Optional[str] = typer.Option(None, "--match", "-m", help="Only session ids matching this glob (*, ?, [..])."),
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="Stop after this many sessions."),
+    batch_size: int = typer.Option(500, "--batch-size", min=1, max=10000, help="Sessions read per round trip."),
+    output: StreamOutput = StreamFormat.table,
+) -> None:
+    """Stream the sessions a backend holds (blobs are summarised, never printed)."""
+    import itertools
+
+    from backends.contract import SessionEnumerator
+
+    out = current().output
+    scope = owner_filter(owner, unowned)
+    spec = resolve_connection(backend, uri, adapter)
+    with open_adapter(spec) as adapter_obj:
+        require_seam(adapter_obj, SessionEnumerator, "session listing")
+        summaries = adapter_obj.iter_sessions(owner_subject=scope, match=match, batch_size=batch_size)
+        if limit is not None:
+            summaries = itertools.islice(summaries, limit)
+        count = out.stream((summary_row(s) for s in summaries), output, _LIST_COLUMNS)
+    out.info(f"{count} session(s)")
+
+
+def _read_consistently(adapter_obj: Any, session_id: str, scope: Any) -> tuple[Any, Any]:
+    """The row and its summary at the SAME version (retrying if a writer got in between)."""
+    from backends.contract import SessionEnumerator
+
+    store = adapter_obj.state_store()
+    enumerates = isinstance(adapter_obj, SessionEnumerator)
+    for _ in range(5):
+        state = store.load_full(session_id, owner_subject=scope)
+        if state is None:
+            return None, None
+        summary = adapter_obj.describe_session(session_id, owner_subject=scope) if enumerates else None
+        if summary is None and enumerates:
+            continue  # deleted (or re-owned) between the two reads: look again
+        if summary is None or summary.version == state.version:
+            return state, summary
+    raise CliError(f"session {session_id!r} keeps changing under us; try again", ExitCode.CHECK_FAILED)
+
+
+@app.command("inspect")
+def inspect_session(
+    session_id: str = typer.Argument(..., help="The session id."),
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    owner: Optional[str] = OwnerOpt,
+    unowned: bool = UnownedOpt,
+    output: Output = OutputFormat.table,
+) -> None:
+    """Version, owner, pending message, blob size/sha256, TTL and what the blob is."""
+    from backends.blobinfo import describe_blob
+
+    out = current().output
+    scope = owner_filter(owner, unowned)
+    spec = resolve_connection(backend, uri, adapter)
+    with open_adapter(spec) as adapter_obj:
+        state, summary = _read_consistently(adapter_obj, session_id, scope)
+        if state is None:
+            raise CliError(f"no session {session_id!r}" + ("" if owner is None and not unowned
+                                                           else " with that owner"),
+                           ExitCode.CHECK_FAILED)
+        blob = describe_blob(state.blob)
+        report: dict[str, Any] = {
+            "session_id": session_id,
+            "backend": adapter_obj.name,
+            "version": state.version,
+            "owner_subject": state.owner_subject,
+            "pending_message": state.pending_message,
+            "blob_size": blob.size,
+            "blob_sha256": blob.sha256,
+            "blob_kind": blob.kind,
+            "blob_detail": blob.detail,
+            "ttl_seconds": summary.ttl_seconds if summary else None,
+        }
+        if summary is not None:
+            if summary.updated_at is not None:
+                report["updated_at"] = summary.updated_at.isoformat()
+            report.update({str(k): v for k, v in summary.extra.items()})
+        report.update(blob.facts)
+    rows = [{"field": k, "value": v} for k, v in report.items()]
+    out.emit(report, output, columns=[Column("FIELD", "field", style="bold"), Column("VALUE", "value")],
+             rows=rows)
+
+
+@app.command("delete")
+def delete_session(
+    session_id: str = typer.Argument(..., help="The session id."),
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    owner: Optional[str] = typer.Option(None, "--owner", help="Delete only if the session belongs to this owner.",
+                                        show_default=False),
+    unowned: bool = typer.Option(False, "--unowned", help="Delete only if the session has no owner."),
+    yes: Yes = False,
+) -> None:
+    """Delete one session (scoped by --owner / --unowned when given); asks first."""
+    out = current().output
+    scope = owner_filter(owner, unowned)
+    spec = resolve_connection(backend, uri, adapter)
+    with open_adapter(spec) as adapter_obj:
+        scoped = "" if owner is None and not unowned else (
+            f" owned by {owner!r}" if owner is not None else " without an owner")
+        out.confirm(f"delete session {session_id!r}{scoped} from {spec.display_uri}", yes=yes)
+        deleted = adapter_obj.state_store().delete(session_id, owner_subject=scope)
+    if not deleted:
+        out.error(f"no session {session_id!r}{scoped}: nothing deleted")
+        raise typer.Exit(ExitCode.CHECK_FAILED)
+    out.success(f"deleted session {session_id!r}")
