@@ -116,7 +116,9 @@ class PgVectorAdapter:
 
     def check_health(self, timeout: float = 2.0) -> bool:
         """``SELECT 1`` on a fresh connection bounded by ``timeout`` (connect and
-        statement); any failure is False, never an exception."""
+        statement); any failure (or a closed adapter) is False, never an exception."""
+        if self._closed:
+            return False
         try:
             conn = self._db.pool.connect(connect_timeout=timeout,
                                          statement_timeout_ms=max(1, int(timeout * 1000)))
