@@ -1,0 +1,228 @@
+"""Mongo event store, counters and commit_turn atomicity.
+
+Runs in-process against ``mongomock`` (a fake). mongomock has no transactions, so:
+the standalone refusal path runs on plain mongomock; the transaction path runs on
+``TransactionalFakeClient`` (mongomock behind a replica-set ``hello``, whose
+``with_transaction`` restores a snapshot on failure, like an abort). The real
+transaction path is exercised by tests/test_mongo_integration.py.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tests.fixtures.mongo import (  # noqa: F401
+    TransactionalFakeClient,
+    command_log,
+    db_name,
+    make_adapter,
+    mongo_client,
+)
+
+from backends.contract import MemoryEvent
+from backends.errors import InvalidEvent, StateVersionConflict, UnsupportedOperation
+
+
+def uid() -> str:
+    return f"u-{uuid.uuid4().hex[:8]}"
+
+
+def event(user: str, n: int | str = 0, **kw) -> MemoryEvent:
+    return MemoryEvent(event_id=f"e-{uuid.uuid4().hex[:10]}-{n}", user_id=user,
+                       content=f"content {n}", **kw)
+
+
+@pytest.fixture
+def txn_adapter(db_name):
+    from backends.mongo import MongoBackendAdapter
+
+    client = TransactionalFakeClient()
+    adapter = MongoBackendAdapter(client=client, database=db_name)
+    yield adapter, client
+    adapter.close()
+    client.close()
+
+
+# -- event store on its own -------------------------------------------------------------
+
+
+def test_append_assigns_gap_free_sequences_per_user(make_adapter):
+    store = make_adapter().event_store()
+    a, b = uid(), uid()
+    seqs = [store.append(event(a, i)).sequence for i in range(3)]
+    assert seqs == [1, 2, 3]
+    assert store.append(event(b)).sequence == 1
+    listed = store.list_events(a)
+    assert [e.sequence for e in listed] == [1, 2, 3]
+    assert [e.sequence for e in store.list_events(a, after_sequence=1, limit=1)] == [2]
+    assert store.list_events(a, limit=0) == []
+
+
+def test_event_round_trip_and_layout(make_adapter):
+    adapter = make_adapter()
+    store = adapter.event_store()
+    user = uid()
+    created = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
+    original = event(user, "x", created_at=created, embedding=(0.5, -1.0), meta={"k": [1, "v"]},
+                     source_event_id="src", owner_subject="t1", session_id="s1")
+    stored = store.append(original)
+    got = store.get_event(original.event_id)
+    assert got == stored and got.sequence == 1 and got.created_at == created
+    doc = adapter.database["compliance_events"].find_one({"_id": original.event_id})
+    assert {"event_id", "user_id", "owner_subject", "session_id", "created_at", "content",
+            "embedding", "meta", "source_event_id", "sequence"} <= set(doc)
+    counter = adapter.database["compliance_event_counters"].find_one({"_id": user})
+    assert counter["seq"] == 1
+    assert store.get_event("nope") is None
+
+
+def test_list_events_owner_filter(make_adapter):
+    store = make_adapter().event_store()
+    user = uid()
+    store.append(event(user, 1, owner_subject="t1"))
+    store.append(event(user, 2))
+    assert [e.sequence for e in store.list_events(user, owner_subject="t1")] == [1]
+    assert [e.sequence for e in store.list_events(user, owner_subject=None)] == [2]
+    assert len(store.list_events(user)) == 2
+
+
+def test_invalid_event_refused_before_any_write(make_adapter):
+    adapter = make_adapter()
+    user = uid()
+    with pytest.raises(InvalidEvent):
+        adapter.event_store().append(MemoryEvent("", user, "x"))
+    with pytest.raises(InvalidEvent):
+        adapter.event_store().append(event(user, sequence=4))
+    assert adapter.database["compliance_event_counters"].find_one({"_id": user}) is None
+
+
+def test_duplicate_event_id_gives_the_number_back(make_adapter):
+    store = make_adapter().event_store()
+    user = uid()
+    first = store.append(event(user))
+    with pytest.raises(InvalidEvent, match="already recorded"):
+        store.append(MemoryEvent(first.event_id, user, "again"))
+    assert store.append(event(user)).sequence == 2  # no gap
+
+
+def test_delete_older_than_is_strict(make_adapter):
+    store = make_adapter().event_store()
+    user, other = uid(), uid()
+    base = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    for i in range(4):
+        store.append(event(user, i, created_at=base + timedelta(hours=i)))
+    store.append(event(other, created_at=base))
+    assert store.delete_older_than(base + timedelta(hours=2), user_id=user) == 2
+    assert [e.sequence for e in store.list_events(user)] == [3, 4]
+    assert len(store.list_events(other)) == 1
+    with pytest.raises(ValueError):
+        store.delete_older_than(datetime(2026, 1, 1))
+
+
+# -- commit_turn -----------------------------------------------------------------------
+
+
+def test_commit_turn_without_events_is_a_cas(make_adapter):
+    adapter = make_adapter()
+    s = f"s-{uuid.uuid4().hex[:8]}"
+    assert adapter.commit_turn(s, b"a", expected_version=None) == 1
+    assert adapter.commit_turn(s, b"b", expected_version=1, owner_subject="t1") == 2
+    with pytest.raises(StateVersionConflict):
+        adapter.commit_turn(s, b"c", expected_version=1)
+    with pytest.raises(StateVersionConflict):
+        adapter.commit_turn(s, b"c", expected_version=2, owner_subject="t2")
+
+
+def test_standalone_refuses_events_and_writes_nothing(make_adapter):
+    adapter = make_adapter()
+    s, user = f"s-{uuid.uuid4().hex[:8]}", uid()
+    adapter.commit_turn(s, b"a", expected_version=None)
+    with pytest.raises(UnsupportedOperation, match="replica set"):
+        adapter.commit_turn(s, b"b", expected_version=1, events=[event(user)])
+    assert adapter.state_store().load_full(s).version == 1
+    assert adapter.event_store().list_events(user) == []
+    assert adapter.database["compliance_event_counters"].count_documents({}) == 0
+    assert adapter.topology().kind == "standalone"
+
+
+def test_invalid_events_refused_before_topology_or_write(make_adapter):
+    adapter = make_adapter()
+    with pytest.raises(InvalidEvent):
+        adapter.commit_turn("s", b"a", expected_version=None, events=["not an event"])
+    with pytest.raises(InvalidEvent, match="twice"):
+        ev = event(uid())
+        adapter.commit_turn("s", b"a", expected_version=None, events=[ev, ev])
+    assert adapter.state_store().load("s") is None
+
+
+@pytest.mark.parametrize("hello, kind, txn", [
+    ({"isWritablePrimary": True}, "standalone", False),
+    ({"isWritablePrimary": True, "setName": "rs0"}, "replica set", True),
+    ({"isWritablePrimary": True, "msg": "isdbgrid"}, "sharded", True),
+])
+def test_topology_from_hello(hello, kind, txn):
+    from backends.mongo.topology import topology_from_hello
+
+    topo = topology_from_hello(hello)
+    assert (topo.kind, topo.transactions) == (kind, txn)
+
+
+def test_topology_probe_uses_hello_and_is_cached(make_adapter, command_log):
+    command_log.hello = {"isWritablePrimary": True, "setName": "rs0"}
+    adapter = make_adapter()
+    assert adapter.topology().transactions is True
+    adapter.topology()
+    assert [c for c in command_log.commands if "hello" in c] == [{"hello": 1}]
+
+
+def test_transaction_path_writes_state_counters_events_together(txn_adapter):
+    adapter, client = txn_adapter
+    s, user = f"s-{uuid.uuid4().hex[:8]}", uid()
+    events = [event(user, 1), event(user, 2), event(uid(), 3)]
+    assert adapter.commit_turn(s, b"a", expected_version=None, owner_subject="t1",
+                               events=events) == 1
+    assert client.committed == 1
+    # every operation inside the transaction carried the session
+    inside = [op for op in client.ops if op[1] in ("insert_one", "find_one_and_update", "insert_many")]
+    assert inside and all(with_session for _, _, with_session in inside)
+    txn = client.transactions[0]
+    assert txn["write_concern"].document == {"w": "majority"}
+    assert txn["read_concern"].level == "snapshot"
+    assert [e.sequence for e in adapter.event_store().list_events(user)] == [1, 2]
+
+
+def test_transaction_rolls_back_state_and_events_on_conflict(txn_adapter):
+    adapter, client = txn_adapter
+    s, user = f"s-{uuid.uuid4().hex[:8]}", uid()
+    adapter.commit_turn(s, b"a", expected_version=None, events=[event(user, 1)])
+    with pytest.raises(StateVersionConflict):
+        adapter.commit_turn(s, b"b", expected_version=5, events=[event(user, 2)])
+    assert client.aborted == 1
+    assert adapter.state_store().load(s) == b"a"
+    assert [e.sequence for e in adapter.event_store().list_events(user)] == [1]
+    # the rolled-back turn left no gap
+    adapter.commit_turn(s, b"c", expected_version=1, events=[event(user, 3)])
+    assert [e.sequence for e in adapter.event_store().list_events(user)] == [1, 2]
+
+
+def test_transaction_rolls_back_state_when_an_event_insert_fails(txn_adapter):
+    adapter, client = txn_adapter
+    s, user = f"s-{uuid.uuid4().hex[:8]}", uid()
+    first = event(user, 1)
+    adapter.commit_turn(s, b"a", expected_version=None, events=[first])
+    with pytest.raises(InvalidEvent):
+        adapter.commit_turn(s, b"b", expected_version=1,
+                            events=[MemoryEvent(first.event_id, user, "dup")])
+    assert adapter.state_store().load_full(s).version == 1
+    counter = adapter.database["compliance_event_counters"].find_one({"_id": user})
+    assert counter["seq"] == 1
+
+
+def test_append_uses_a_transaction_on_a_replica_set(txn_adapter):
+    adapter, client = txn_adapter
+    user = uid()
+    assert adapter.event_store().append(event(user)).sequence == 1
+    assert client.committed == 1
