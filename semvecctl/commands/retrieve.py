@@ -1,0 +1,368 @@
+"""``semvecctl retrieve run|diff``: rank a session's memory in-process or server-side,
+and show how and how much the two disagree before server-side retrieval is switched on.
+
+Exit codes: 0 ok; 1 a ``--min-rbo`` / ``--min-jaccard`` gate was missed; 2 bad input
+(query, vector, files); 3 the backend cannot do what was asked (no server-side retrieval,
+no live-item enumeration); 4 unreachable.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from semvecctl.application import current
+from semvecctl.connection import open_adapter, resolve_connection
+from semvecctl.errors import CliError, environment_error, usage_error
+from semvecctl.exit_codes import ExitCode
+from semvecctl.options import AdapterFactory, Backend, Output, Uri
+from semvecctl.output import Column, OutputFormat
+
+NAME = "retrieve"
+HELP = "Rank a session's memory in-process or server-side, and diff the two rankings."
+app = typer.Typer(no_args_is_help=True, help=HELP)
+
+
+class Side(str, Enum):
+    in_process = "in-process"
+    server = "server"
+
+
+# -- shared options ----------------------------------------------------------------------
+
+Session = Annotated[str, typer.Option("--session", "-s", help="Session id whose memory to rank.")]
+Owner = Annotated[Optional[str], typer.Option(
+    "--owner", help="Only items of this owner (tenant or tenant/agent). Default: unscoped.",
+    show_default=False)]
+Unowned = Annotated[bool, typer.Option("--unowned", help="Only items with no owner.")]
+Query = Annotated[Optional[str], typer.Option(
+    "--query", "-q", help="Query text (used by BM25 / lexical search).", show_default=False)]
+QueryVector = Annotated[Optional[str], typer.Option(
+    "--query-vector", help="Query embedding: a JSON array, or a file holding one.",
+    show_default=False)]
+Like = Annotated[Optional[str], typer.Option(
+    "--like", help="Query with a stored item's embedding and text (no embedding model needed).",
+    show_default=False)]
+TopK = Annotated[int, typer.Option("--top-k", "-k", min=1, help="Results to return.")]
+Bm25 = Annotated[bool, typer.Option("--bm25/--no-bm25", help="Use the lexical signal (BM25 / $search).")]
+Bm25FetchK = Annotated[int, typer.Option("--bm25-fetch-k", min=0, help="Candidate width when BM25 is on.")]
+MmrFetchK = Annotated[int, typer.Option(
+    "--mmr-fetch-k", min=0, help="MMR diversity over this many candidates (when above --top-k).")]
+MmrLambda = Annotated[float, typer.Option("--mmr-lambda", min=0.0, max=1.0, help="MMR relevance weight.")]
+RrfK = Annotated[int, typer.Option("--rrf-k", min=0, help="Reciprocal-rank fusion constant k.")]
+RrfWeights = Annotated[str, typer.Option("--rrf-weights", help="Fusion weights dense,bm25.")]
+Items = Annotated[Optional[Path], typer.Option(
+    "--items", help="Read the in-process side's items from this JSONL file instead of the store.",
+    show_default=False, dir_okay=False)]
+
+
+def _owner_filter(owner: str | None, unowned: bool) -> Any:
+    from backends.contract import UNSCOPED
+
+    if owner is not None and unowned:
+        raise usage_error("--owner and --unowned exclude each other")
+    if unowned:
+        return None
+    if owner is not None:
+        if not owner:
+            raise usage_error("--owner must not be empty (use --unowned for items with no owner)")
+        return owner
+    return UNSCOPED
+
+
+def _parse_vector(value: str) -> tuple[float, ...]:
+    from backends.retrieval.items import parse_vector
+
+    text = value.strip()
+    if not text.startswith("["):
+        path = Path(value)
+        if not path.is_file():
+            raise usage_error(f"--query-vector is neither a JSON array nor a readable file: {value!r}")
+        text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+        if isinstance(data, dict):
+            data = data.get("embedding", data.get("vector"))
+        return parse_vector(data, "--query-vector")
+    except (ValueError, TypeError) as exc:
+        raise usage_error(f"--query-vector: {exc}") from None
+
+
+def _rrf_weights(value: str) -> tuple[float, float]:
+    try:
+        parts = tuple(float(x) for x in value.split(","))
+    except ValueError:
+        parts = ()
+    if len(parts) != 2 or any(p < 0 for p in parts):
+        raise usage_error(f"--rrf-weights expects two non-negative numbers 'dense,bm25', got {value!r}")
+    return parts  # type: ignore[return-value]
+
+
+def _load_items(adapter: Any, session: str, owner: Any, items_file: Path | None,
+                needed: bool) -> tuple[tuple, str]:
+    """The in-process side's items and where they came from."""
+    from backends.contract import LiveItemSource
+    from backends.retrieval.items import load_items_jsonl
+
+    if items_file is not None:
+        try:
+            return load_items_jsonl(items_file), str(items_file)
+        except ValueError as exc:
+            raise usage_error(f"--items: {exc}") from None
+    if isinstance(adapter, LiveItemSource):
+        return tuple(adapter.iter_live_items(session, owner_subject=owner)), "live"
+    if needed:
+        raise environment_error(
+            f"enumerating live memory items is not supported by backend "
+            f"{getattr(adapter, 'name', '?')!r}; pass --items FILE.jsonl for the in-process side")
+    return (), "none"
+
+
+def _context(session, owner, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda, rrf_k,
+             rrf_weights):
+    from backends.contract import RetrievalContext
+
+    return RetrievalContext(
+        session_id=session, top_k=top_k, owner_subject=owner, use_bm25=bm25,
+        bm25_fetch_k=bm25_fetch_k, mmr_fetch_k=mmr_fetch_k, mmr_lambda=mmr_lambda,
+        rrf_k=rrf_k, rrf_weights=_rrf_weights(rrf_weights))
+
+
+def _single_spec(query: str | None, query_vector: str | None, like: str | None):
+    from backends.retrieval.diff import QuerySpec
+
+    if query_vector is not None and like is not None:
+        raise usage_error("give --query-vector or --like, not both")
+    if query is None and query_vector is None and like is None:
+        raise usage_error("nothing to search for: give --query, --query-vector or --like")
+    vector = _parse_vector(query_vector) if query_vector is not None else None
+    return QuerySpec("query", text=query, vector=vector, like=like)
+
+
+def _no_server(adapter: Any) -> CliError:
+    return environment_error(
+        f"backend {getattr(adapter, 'name', '?')!r} has no server-side retrieval "
+        "(retrieval_backend() is None): it always retrieves in-process, so there is "
+        "nothing to diff against")
+
+
+def _unit_row(rank: int, unit: Any) -> dict[str, Any]:
+    from backends.retrieval.diff import _excerpt
+
+    return {"rank": rank, "item_id": unit.item_id, "score": float(unit.score),
+            "tier": unit.tier, "text": _excerpt(unit.text)}
+
+
+# -- run -------------------------------------------------------------------------------
+
+
+@app.command("run")
+def run(
+    session: Session,
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    query: Query = None,
+    query_vector: QueryVector = None,
+    like: Like = None,
+    top_k: TopK = 5,
+    bm25: Bm25 = False,
+    bm25_fetch_k: Bm25FetchK = 20,
+    mmr_fetch_k: MmrFetchK = 0,
+    mmr_lambda: MmrLambda = 0.5,
+    rrf_k: RrfK = 60,
+    rrf_weights: RrfWeights = "1,1",
+    side: Side = typer.Option(Side.in_process, "--side", help="Which retriever ranks.",
+                              case_sensitive=False),
+    items: Items = None,
+    owner: Owner = None,
+    unowned: Unowned = False,
+    output: Output = OutputFormat.table,
+) -> None:
+    """Rank a session's memory with one retriever and print the top-k."""
+    from dataclasses import replace
+
+    from backends.retrieval.diff import resolve_query, run_side
+
+    out = current().output
+    owner_filter = _owner_filter(owner, unowned)
+    spec = _single_spec(query, query_vector, like)
+    ctx = _context(session, owner_filter, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
+                   rrf_k, rrf_weights)
+    connection = resolve_connection(backend, uri, adapter)
+    with open_adapter(connection) as adapter_obj:
+        server = adapter_obj.retrieval_backend() if side is Side.server else None
+        if side is Side.server and server is None:
+            raise environment_error(
+                f"backend {adapter_obj.name!r} has no server-side retrieval "
+                "(retrieval_backend() is None); use --side in-process")
+        need_items = side is Side.in_process or like is not None
+        live, origin = _load_items(adapter_obj, session, owner_filter, items, need_items)
+        try:
+            vector, text = resolve_query(spec, live)
+            ctx = replace(ctx, query_embedding=vector, query_text=text)
+            units = run_side(side.value, ctx, items=live, server=server)
+        except (ValueError, LookupError) as exc:
+            raise usage_error(str(exc).strip("'\"")) from None
+        retriever = "in-process" if server is None else getattr(server, "name", "server")
+        report = {
+            "backend": adapter_obj.name,
+            "side": side.value,
+            "retriever": retriever,
+            "session": session,
+            "items": origin,
+            "results": [_unit_row(r, u) for r, u in enumerate(units, 1)],
+        }
+    rows = report["results"]
+    out.emit(report, output, rows=rows, columns=[
+        Column("#", "rank", justify="right"), Column("ITEM", "item_id", style="bold"),
+        Column("SCORE", "score", justify="right"), Column("TIER", "tier"),
+        Column("TEXT", "text", max_width=60)])
+    if output is OutputFormat.table:
+        out.info(f"{len(rows)} result(s) from {retriever} ({side.value}) for session {session}")
+
+
+# -- diff ------------------------------------------------------------------------------
+
+
+def _diff_table(report: Any, single: bool) -> None:
+    out = current().output
+    if single:
+        query = report.queries[0]
+        out.table([
+            Column("#", "rank", justify="right"),
+            Column("IN-PROCESS", "in_process_item", style="bold"),
+            Column("SCORE", "in_process_score", justify="right"),
+            Column("WHERE", "in_process_presence"),
+            Column("TEXT", "in_process_text", max_width=28),
+            Column("SERVER", "server_item", style="bold"),
+            Column("SCORE", "server_score", justify="right"),
+            Column("WHERE", "server_presence"),
+            Column("TEXT", "server_text", max_width=28),
+        ], query.rows, title=f"in-process vs {report.server}")
+        m = query.metrics
+        out.write("")
+        out.table([Column("METRIC", "metric"), Column("VALUE", "value", justify="right")], [
+            {"metric": f"overlap@{m.k}", "value": m.overlap},
+            {"metric": f"jaccard@{m.k}", "value": m.jaccard},
+            {"metric": f"rbo (p={m.p:g})", "value": m.rbo},
+            {"metric": "kendall tau-b (common items)", "value": m.kendall_tau_b},
+            {"metric": "common / in-process only / server only",
+             "value": f"{m.common} / {m.only_a} / {m.only_b}"},
+        ])
+        notes = query.notes
+    else:
+        out.table([
+            Column("QUERY", "query", style="bold"),
+            Column("RBO", "rbo", justify="right"),
+            Column("JACCARD", "jaccard", justify="right"),
+            Column("OVERLAP", "overlap", justify="right"),
+            Column("TAU-B", "tau", justify="right"),
+            Column("COMMON", "common", justify="right"),
+            Column("GATE", "gate"),
+        ], _query_rows(report), title=f"in-process vs {report.server}, per query")
+        agg = report.aggregate
+        out.write("")
+        out.table([Column("AGGREGATE", "name"), Column("MEAN", "mean", justify="right"),
+                   Column("MIN", "min", justify="right")], [
+            {"name": name, "mean": agg[f"mean_{key}"], "min": agg[f"min_{key}"]}
+            for name, key in (("rbo", "rbo"), ("jaccard", "jaccard"), ("overlap", "overlap"),
+                              ("kendall tau-b", "kendall_tau_b"))
+        ])
+        seen: dict[str, Any] = {}
+        for q in report.queries:
+            for note in q.notes:
+                seen.setdefault(note.message, note)
+        notes = list(seen.values())
+    if notes:
+        out.write("")
+        out.write("Why they can differ:")
+        for note in notes:
+            out.write(f"  - [{note.code}] {note.message}")
+
+
+def _query_rows(report: Any) -> list[dict[str, Any]]:
+    missed: dict[str, list[str]] = {}
+    for miss in report.misses:
+        missed.setdefault(miss.query_id, []).append(miss.metric)
+    return [{
+        "query": q.query_id, "rbo": q.metrics.rbo, "jaccard": q.metrics.jaccard,
+        "overlap": q.metrics.overlap, "tau": q.metrics.kendall_tau_b, "common": q.metrics.common,
+        "gate": ("missed " + ", ".join(missed[q.query_id])) if q.query_id in missed else "ok",
+    } for q in report.queries]
+
+
+@app.command("diff")
+def diff(
+    session: Session,
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    query: Query = None,
+    query_vector: QueryVector = None,
+    like: Like = None,
+    queries: Optional[Path] = typer.Option(
+        None, "--queries", help="Run every query of this JSONL file (id, query, vector | like, "
+        "top_k, use_bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda).", show_default=False,
+        dir_okay=False),
+    top_k: TopK = 5,
+    bm25: Bm25 = False,
+    bm25_fetch_k: Bm25FetchK = 20,
+    mmr_fetch_k: MmrFetchK = 0,
+    mmr_lambda: MmrLambda = 0.5,
+    rrf_k: RrfK = 60,
+    rrf_weights: RrfWeights = "1,1",
+    items: Items = None,
+    owner: Owner = None,
+    unowned: Unowned = False,
+    min_rbo: Optional[float] = typer.Option(
+        None, "--min-rbo", min=0.0, max=1.0, help="Exit 1 if any query's RBO is below this.",
+        show_default=False),
+    min_jaccard: Optional[float] = typer.Option(
+        None, "--min-jaccard", min=0.0, max=1.0,
+        help="Exit 1 if any query's Jaccard@k is below this.", show_default=False),
+    rbo_p: float = typer.Option(0.9, "--rbo-p", min=0.01, max=0.99,
+                                help="RBO persistence p (weight on the top ranks)."),
+    output: Output = OutputFormat.table,
+) -> None:
+    """Run the same query in-process and server-side; show both rankings side by side,
+    the agreement metrics and the reasons they can differ. With --min-rbo/--min-jaccard
+    it is a CI gate (exit 1 when a query misses)."""
+    from backends.retrieval.diff import diff_queries, load_queries_jsonl
+
+    out = current().output
+    owner_filter = _owner_filter(owner, unowned)
+    if queries is not None:
+        if query is not None or query_vector is not None or like is not None:
+            raise usage_error("--queries replaces --query/--query-vector/--like; give one or the other")
+        try:
+            specs = load_queries_jsonl(queries)
+        except ValueError as exc:
+            raise usage_error(f"--queries: {exc}") from None
+    else:
+        specs = [_single_spec(query, query_vector, like)]
+    ctx = _context(session, owner_filter, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
+                   rrf_k, rrf_weights)
+    connection = resolve_connection(backend, uri, adapter)
+    with open_adapter(connection) as adapter_obj:
+        server = adapter_obj.retrieval_backend()
+        if server is None:
+            raise _no_server(adapter_obj)
+        live, origin = _load_items(adapter_obj, session, owner_filter, items, True)
+        try:
+            report = diff_queries(ctx, specs, items=live, server=server, p=rbo_p,
+                                  items_origin=origin, min_rbo=min_rbo, min_jaccard=min_jaccard)
+        except (ValueError, LookupError) as exc:
+            raise usage_error(str(exc).strip("'\"")) from None
+        data = {"backend": adapter_obj.name, "session": session, "items": origin,
+                **report.to_dict()}
+    out.emit(data, output, table=lambda: _diff_table(report, queries is None))
+    if report.misses:
+        for miss in report.misses:
+            out.error(f"gate missed: query {miss.query_id!r} {miss.metric} "
+                      f"{miss.value:.4f} < {miss.threshold:g}")
+        raise typer.Exit(ExitCode.CHECK_FAILED)
