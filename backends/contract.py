@@ -47,7 +47,9 @@ __all__ = [
     "owner_matches",
     "validate_event",
     "validate_owner_filter",
+    "validate_turn_events",
     "normalise_pending",
+    "Reranker",
 ]
 
 
@@ -450,16 +452,9 @@ class BackendAdapter(Protocol):
     def check_health(self) -> bool: ...
 
 
-#: Members the registry checks on every adapter, and whether each must be callable.
-REQUIRED_ADAPTER_MEMBERS: tuple[tuple[str, bool], ...] = (
-    ("name", False),
-    ("is_persistent", False),
-    ("state_store", True),
-    ("event_store", True),
-    ("retrieval_backend", True),
-    ("commit_turn", True),
-    ("check_health", True),
-)
+#: Members the registry checks on every adapter (defined beside the registry, which must
+#: stay cheap to import).
+from backends.registry import REQUIRED_ADAPTER_MEMBERS  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
-from backends.contract import REQUIRED_ADAPTER_MEMBERS
 from backends.errors import (
     BackendConfigError,
     ContestedBackend,
@@ -38,6 +37,18 @@ ENV_VAR = "SEMVEC_SESSION_BACKEND"
 DEFAULT_BACKEND = "memory"
 
 log = logging.getLogger(__name__)
+
+#: Members every adapter must have (name, must be callable). Kept here rather than in
+#: ``backends.contract`` so that listing backends does not pay for building the protocols.
+REQUIRED_ADAPTER_MEMBERS: tuple[tuple[str, bool], ...] = (
+    ("name", False),
+    ("is_persistent", False),
+    ("state_store", True),
+    ("event_store", True),
+    ("retrieval_backend", True),
+    ("commit_turn", True),
+    ("check_health", True),
+)
 
 
 class UnknownBackendWarning(UserWarning):
@@ -134,6 +145,26 @@ def driver_available(module: str | None) -> bool:
         return False
 
 
+def _distribution_identity(dist: Any) -> tuple[str, str]:
+    """Name and version from the METADATA header lines, without the email parser."""
+    if dist is None:
+        return "<unknown>", "?"
+    try:
+        text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    except OSError:
+        text = ""
+    name = version = None
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        if key.lower() == "name" and name is None:
+            name = value.strip()
+        elif key.lower() == "version" and version is None:
+            version = value.strip()
+    return name or "<unknown>", version or "?"
+
+
 def discover_installed(entry_points: Iterable[Any] | None = None) -> list[InstalledBackend]:
     """Read the ``semvec.backends`` group from metadata. Imports no plugin module."""
     if entry_points is None:
@@ -142,9 +173,7 @@ def discover_installed(entry_points: Iterable[Any] | None = None) -> list[Instal
         entry_points = _entry_points(group=ENTRY_POINT_GROUP)
     found: dict[tuple[str, str, str], InstalledBackend] = {}
     for ep in entry_points:
-        dist = getattr(ep, "dist", None)
-        dist_name = dist.metadata["Name"] if dist is not None else "<unknown>"
-        dist_version = dist.version if dist is not None else "?"
+        dist_name, dist_version = _distribution_identity(getattr(ep, "dist", None))
         item = InstalledBackend(ep.name, ep.value, dist_name or "<unknown>", dist_version or "?")
         found.setdefault((item.folded, item.distribution.lower(), item.target), item)
     return sorted(found.values(), key=lambda b: (b.folded, b.distribution.lower()))

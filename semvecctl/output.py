@@ -107,15 +107,14 @@ class Output:
             sys.stdout.write("\n")
         sys.stdout.flush()
 
+    _STYLES = {"dim": "2", "green": "32", "yellow": "33", "bold red": "1;31"}
+
     def _message(self, prefix: str, text: str, style: str) -> None:
         line = self._scrub(f"{prefix}{text}")
         if self._isatty(sys.stderr) and not self.no_color:
-            from rich.markup import escape
-
-            self._console(sys.stderr).print(f"[{style}]{escape(line)}[/]")
-        else:
-            sys.stderr.write(line + "\n")
-            sys.stderr.flush()
+            line = f"\x1b[{self._STYLES.get(style, '0')}m{line}\x1b[0m"
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
 
     def info(self, text: str) -> None:
         self._message("", text, "dim")
@@ -156,27 +155,22 @@ class Output:
             self.table(columns or [], rows if rows is not None else data, title=title)
 
     def table(self, columns: Sequence[Column], rows: Iterable[Any], *, title: str | None = None) -> int:
-        from rich.table import Table
-
-        tbl = Table(title=title, box=None, header_style="bold", pad_edge=False,
-                    show_edge=False, title_justify="left")
-        for col in columns:
-            tbl.add_column(col.header, style=col.style, justify=col.justify,
-                           max_width=col.max_width, overflow="fold")
-        count = 0
-        for row in rows:
-            tbl.add_row(*(self._scrub(col.cell(row)) for col in columns))
-            count += 1
-        if self._isatty(sys.stdout):
-            self._console(sys.stdout).print(tbl)
-        else:  # plain text for pipes: no padding at line ends
-            import io
-
-            buffer = io.StringIO()
-            console = self._console(buffer)
-            console.print(tbl)
-            self.write("\n".join(line.rstrip() for line in buffer.getvalue().splitlines()))
-        return count
+        """Aligned plain-text columns (kubectl style); bold header only on a colour TTY."""
+        cells = [[col.cell(row) for col in columns] for row in rows]
+        widths = [len(col.header) for col in columns]
+        for row in cells:
+            for i, value in enumerate(row):
+                widths[i] = max(widths[i], *(len(part) for part in value.splitlines() or [""]))
+        bold = self._isatty(sys.stdout) and not self.no_color
+        lines = []
+        if title:
+            lines.append(title)
+        header = "  ".join(c.header.ljust(widths[i]) for i, c in enumerate(columns)).rstrip()
+        lines.append(f"\x1b[1m{header}\x1b[0m" if bold else header)
+        for row in cells:
+            lines.append("  ".join(v.ljust(widths[i]) for i, v in enumerate(row)).rstrip())
+        self.write("\n".join(lines))
+        return len(cells)
 
     def stream(self, rows: Iterable[Any], fmt: str | Enum, columns: Sequence[Column]) -> int:
         """Render a possibly huge stream: jsonl and table print as rows arrive."""

@@ -1,0 +1,138 @@
+"""The `memory` backend: every save/load/delete rule of the contract, in-process."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from backends.contract import UNSCOPED, BackendAdapter, LoadedState, MemoryEvent, SessionEnumerator
+from backends.errors import StateVersionConflict
+from backends.memory import MemoryBackendAdapter
+
+
+@pytest.fixture
+def adapter():
+    return MemoryBackendAdapter()
+
+
+@pytest.fixture
+def store(adapter):
+    return adapter.state_store()
+
+
+def test_adapter_shape(adapter):
+    assert isinstance(adapter, BackendAdapter)
+    assert isinstance(adapter, SessionEnumerator)
+    assert MemoryBackendAdapter.is_persistent is False
+    assert adapter.state_store() is adapter.state_store()
+    assert adapter.event_store() is None and adapter.retrieval_backend() is None
+    assert adapter.check_health() is True
+
+
+def test_insert_never_overwrites(store):
+    assert store.save("s", b"a", expected_version=None) == 1
+    with pytest.raises(StateVersionConflict):
+        store.save("s", b"b", expected_version=None)
+    assert store.load("s") == b"a"
+
+
+def test_compare_and_set_advances_by_exactly_one(store):
+    store.save("s", b"a", expected_version=None)
+    assert store.save("s", b"b", expected_version=1) == 2
+    for stale in (1, 3):
+        with pytest.raises(StateVersionConflict):
+            store.save("s", b"c", expected_version=stale)
+    with pytest.raises(StateVersionConflict):
+        store.save("missing", b"c", expected_version=1)
+    assert store.load_full("s") == LoadedState(b"b", 2, None, None)
+
+
+def test_row_written_whole(store):
+    store.save("s", b"a", expected_version=None, owner_subject="t1", pending_message="hi")
+    store.save("s", b"b", expected_version=1)
+    assert store.load_full("s") == LoadedState(b"b", 2, None, None)
+    store.save("s", b"c", expected_version=2, pending_message="")
+    assert store.load_full("s").pending_message is None
+
+
+def test_three_state_owner_filter(store):
+    store.save("owned", b"1", expected_version=None, owner_subject="t1/agent")
+    store.save("anon", b"2", expected_version=None)
+    assert store.load("owned") == b"1"
+    assert store.load("owned", owner_subject=None) is None
+    assert store.load("owned", owner_subject="t1/agent") == b"1"
+    assert store.load("owned", owner_subject="t1") is None
+    assert store.load("anon", owner_subject=None) == b"2"
+    assert store.load("anon", owner_subject="t1") is None
+    assert store.current_version("owned", owner_subject="t2") is None
+    assert store.load_owner("owned") == "t1/agent"
+    assert store.delete("owned", owner_subject=None) is False
+    assert store.delete("owned", owner_subject="t2") is False
+    assert store.delete("owned", owner_subject="t1/agent") is True
+    assert store.delete("anon", owner_subject=UNSCOPED) is True
+
+
+def test_owner_rule_on_save(store):
+    store.save("s", b"a", expected_version=None)
+    assert store.save("s", b"b", expected_version=1, owner_subject="t1") == 2  # adopt unowned
+    with pytest.raises(StateVersionConflict):
+        store.save("s", b"c", expected_version=2, owner_subject="t2")
+    assert store.load_full("s").owner_subject == "t1"
+
+
+def test_commit_turn_refuses_events(adapter):
+    event = MemoryEvent(event_id="e1", user_id="u1", content="x")
+    with pytest.raises(ValueError, match="no event log"):
+        adapter.commit_turn("s", b"a", expected_version=None, events=[event])
+    assert adapter.state_store().load("s") is None
+    assert adapter.commit_turn("s", b"a", expected_version=None) == 1
+
+
+def test_concurrent_writers_have_one_winner_per_version(store):
+    store.save("race", b"0", expected_version=None)
+    wins: list[int] = []
+    lock = threading.Lock()
+
+    def writer():
+        for _ in range(200):
+            while True:
+                version = store.current_version("race")
+                try:
+                    new = store.save("race", b"x", expected_version=version)
+                except StateVersionConflict:
+                    continue
+                with lock:
+                    wins.append(new)
+                break
+
+    threads = [threading.Thread(target=writer) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(wins) == list(range(2, 1602))
+    assert store.current_version("race") == 1601
+
+
+def test_enumeration_filters(adapter):
+    store = adapter.state_store()
+    store.save("a-1", b"x", expected_version=None, owner_subject="t1")
+    store.save("a-2", b"yy", expected_version=None)
+    store.save("b-1", b"z", expected_version=None, owner_subject="t1")
+    assert [s.session_id for s in adapter.iter_sessions(match="a-*")] == ["a-1", "a-2"]
+    assert [s.session_id for s in adapter.iter_sessions(owner_subject="t1")] == ["a-1", "b-1"]
+    assert [s.session_id for s in adapter.iter_sessions(owner_subject=None)] == ["a-2"]
+    summary = adapter.describe_session("a-2")
+    assert summary.blob_size == 2 and len(summary.blob_sha256) == 64
+
+
+def test_bad_arguments(store):
+    with pytest.raises(ValueError):
+        store.load("s", owner_subject="")
+    with pytest.raises(ValueError):
+        store.save("", b"x", expected_version=None)
+    with pytest.raises(ValueError):
+        store.save("s", b"x", expected_version=True)
+    with pytest.raises(TypeError):
+        store.save("s", "text", expected_version=None)
