@@ -1,0 +1,86 @@
+"""Mixin for a backend author's own pytest suite: one pytest test per conformance case.
+
+    from backends.conformance import ConformanceSuite
+
+    class TestMyBackend(ConformanceSuite):
+        conformance_name = "pgvector"          # optional: the entry-point key
+
+        @pytest.fixture
+        def adapter(self, my_server):
+            adapter = MyAdapter(my_server.url)
+            yield adapter
+            adapter.close()
+
+A failing case fails the test named after it (``test_state__insert_never_overwrites``)
+with the expected-vs-actual message; a case the adapter cannot have is skipped as
+"not applicable", never passed. An optional ``conformance_factory`` fixture (a
+zero-argument callable) enables ``contract.close_is_idempotent``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from backends.conformance.catalogue import Case, group_applies, select_cases
+from backends.conformance.context import ConformanceOptions, new_run_prefix
+from backends.conformance.model import Status
+from backends.conformance.runner import run_case
+
+MARKER = "semvec_conformance"
+
+
+def check_case(adapter: Any, entry: Case, *, selected_name: str | None = None,
+               options: ConformanceOptions | None = None, factory: Any = None) -> None:
+    """Run one case the pytest way: fail with its message, skip when not applicable."""
+    reason = group_applies(entry.group, adapter)
+    if reason is not None:
+        pytest.skip(f"not applicable: {reason}")
+    result = run_case(adapter, entry, prefix=new_run_prefix(),
+                      options=options or ConformanceOptions(),
+                      selected_name=selected_name, factory=factory)
+    if result.status == Status.NOT_APPLICABLE:
+        pytest.skip(f"not applicable: {result.message}")
+    if result.status == Status.FAILED:
+        pytest.fail(f"{entry.case_id}: {result.message}", pytrace=False)
+    if result.status == Status.ERROR:
+        pytest.fail(f"{entry.case_id} errored: {result.message}", pytrace=False)
+
+
+def _make_test(entry: Case):
+    def test(self, adapter, request):  # noqa: ANN001 - pytest signature
+        only = getattr(self, "conformance_only", None)
+        if only is not None and entry not in select_cases(only):
+            pytest.skip(f"not selected by conformance_only={only!r}")
+        try:
+            factory = request.getfixturevalue("conformance_factory")
+        except pytest.FixtureLookupError:
+            factory = None
+        check_case(adapter, entry, selected_name=getattr(self, "conformance_name", None),
+                   options=getattr(self, "conformance_options", None), factory=factory)
+
+    test.__name__ = f"test_{entry.group}__{entry.name}"
+    test.__doc__ = entry.doc
+    return pytest.mark.semvec_conformance(test)
+
+
+class ConformanceSuite:
+    """Subclass as ``Test...`` and provide an ``adapter`` fixture."""
+
+    #: The name the adapter is selected by (checked, folded); None skips that case.
+    conformance_name: str | None = None
+    #: Restrict to groups / ``group.case`` ids (same syntax as ``--only``).
+    conformance_only: Any = None
+    #: Knobs (writers, health timeout, provisioning ...).
+    conformance_options: ConformanceOptions | None = None
+
+    @pytest.fixture
+    def adapter(self):  # pragma: no cover - the subclass overrides it
+        pytest.fail("define an `adapter` fixture on your ConformanceSuite subclass",
+                    pytrace=False)
+
+
+for _entry in select_cases():
+    setattr(ConformanceSuite, f"test_{_entry.group}__{_entry.name}", _make_test(_entry))
+del _entry
