@@ -151,7 +151,9 @@ def _register() -> None:
 
     for module_name, _, _ in GROUPS:
         module = __import__(f"semvecctl.commands.{module_name}", fromlist=["app"])
-        command = getattr(module, "app")
+        command = getattr(module, "app", None)
+        if command is None:  # a module that only adds commands to another group
+            continue
         group_name = getattr(module, "NAME", module_name)
         help_text = getattr(module, "HELP", None)
         if isinstance(command, typer.Typer):

@@ -2,8 +2,9 @@
 
 Each module here defines ``app`` (a ``typer.Typer`` for a group, or a plain function for a
 single command such as ``health``), ``NAME`` (what the operator types) and ``HELP`` (one
-line). Modules are found by listing this package, so adding a group touches no shared
-file; ``ORDER`` only fixes where known groups appear in ``--help``.
+line). A module without ``app`` only adds commands to another group when imported.
+Modules are found by listing this package, so adding a group touches no shared file;
+``ORDER`` only fixes where known groups appear in ``--help``.
 """
 
 from __future__ import annotations
