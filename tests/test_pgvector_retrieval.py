@@ -1,0 +1,223 @@
+"""Server-side retrieval in SQL on a real PostgreSQL + pgvector.
+
+Filters (session, owner, not evicted) must apply before the top-k, so a tenant never sees
+another's items and a small session still gets k results out of a large table.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from backends.contract import UNSCOPED, MemoryItem, RetrievalBackend, RetrievalContext
+
+pytestmark = pytest.mark.postgres
+
+DIMS = 8
+BASE = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+def vec(rng: random.Random) -> tuple[float, ...]:
+    return tuple(rng.uniform(-1, 1) for _ in range(DIMS))
+
+
+def items_for(n: int, seed: int = 1, prefix: str = "i", words=None) -> list[MemoryItem]:
+    rng = random.Random(seed)
+    words = words or ["alpha", "beta", "gamma", "delta", "omega"]
+    return [
+        MemoryItem(
+            item_id=f"{prefix}{k:04d}",
+            text=f"{rng.choice(words)} {rng.choice(words)} note {k}",
+            embedding=vec(rng),
+            updated_at=BASE + timedelta(minutes=k),
+        )
+        for k in range(n)
+    ]
+
+
+def cosine_distance(a, b) -> float:
+    dot = sum(x * y for x, y in zip(a, b))
+    return 1 - dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
+
+
+@pytest.fixture
+def adapter(pgvector_adapter_factory):
+    return pgvector_adapter_factory(dimensions=DIMS)
+
+
+def test_retriever_declares_itself(adapter):
+    backend = adapter.retrieval_backend()
+    assert isinstance(backend, RetrievalBackend)
+    assert backend.name == "pgvector-server"
+    assert backend.signals == ("semantic", "lexical", "recency")
+    assert isinstance(backend.inert_fields, frozenset)
+    assert backend.inert_fields <= set(RetrievalContext.__dataclass_fields__)
+    assert "rrf_k" not in backend.inert_fields and "stage" not in backend.inert_fields
+
+
+def test_two_tenants_with_identical_content_never_see_each_other(adapter):
+    same = items_for(30, seed=7)
+    adapter.sync_items("tenant-a-session", same, owner_subject="tenant-a")
+    adapter.sync_items("tenant-b-session", same, owner_subject="tenant-b")
+    query = same[3].embedding
+    for session, owner in (("tenant-a-session", "tenant-a"), ("tenant-b-session", "tenant-b")):
+        ctx = RetrievalContext(session_id=session, query_embedding=query, query_text="alpha",
+                               use_bm25=True, top_k=10, owner_subject=owner)
+        got = adapter.retrieval_backend().search(ctx)
+        assert len(got) == 10
+        assert {u.session_id for u in got} == {session}
+        assert {u.owner_subject for u in got} == {owner}
+    # the right session with the wrong owner finds nothing
+    wrong = RetrievalContext(session_id="tenant-a-session", query_embedding=query, top_k=10,
+                             owner_subject="tenant-b")
+    assert adapter.retrieval_backend().search(wrong) == []
+
+
+def test_owner_filter_is_three_state_within_one_session(adapter):
+    content = items_for(6, seed=3)
+    adapter.sync_items("shared", content, owner_subject="acme")
+    # a second writer mirrors the same content under other ids with no owner
+    with adapter._db.connection() as conn:  # direct insert: sync owns the whole session
+        conn.execute(
+            "INSERT INTO semvec_memory_items (session_id, item_id, owner_subject, embedding, text,"
+            " updated_at) SELECT session_id, 'u-' || item_id, NULL, embedding, text, updated_at"
+            " FROM semvec_memory_items WHERE session_id = 'shared'"
+        )
+    search = adapter.retrieval_backend().search
+    q = content[0].embedding
+    acme = search(RetrievalContext(session_id="shared", query_embedding=q, top_k=20,
+                                   owner_subject="acme"))
+    none = search(RetrievalContext(session_id="shared", query_embedding=q, top_k=20,
+                                   owner_subject=None))
+    both = search(RetrievalContext(session_id="shared", query_embedding=q, top_k=20,
+                                   owner_subject=UNSCOPED))
+    assert len(acme) == 6 and {u.owner_subject for u in acme} == {"acme"}
+    assert len(none) == 6 and {u.owner_subject for u in none} == {None}
+    assert len(both) == 12
+
+
+@pytest.mark.parametrize("mode", ["hnsw", "auto", "exact"])
+def test_a_tiny_session_in_a_big_table_still_gets_k_results(pgvector_adapter_factory, mode):
+    adapter = pgvector_adapter_factory(dimensions=DIMS, search_mode=mode)
+    adapter.ensure_indexes()  # the HNSW index exists, so the planner may use it
+    rng = random.Random(11)
+    target = items_for(25, seed=5, prefix="t")
+    # a crowd of other sessions sitting right next to the query vector
+    q = target[0].embedding
+    with adapter._db.connection(vector=True) as conn:
+        from pgvector import Vector
+
+        rows = []
+        for n in range(4000):
+            near = [x + rng.uniform(-0.01, 0.01) for x in q]
+            rows.append((f"crowd-{n % 40}", f"c{n}", Vector(near), "alpha crowd"))
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO semvec_memory_items (session_id, item_id, embedding, text)"
+                " VALUES (%s, %s, %s, %s)", rows)
+        conn.execute("ANALYZE semvec_memory_items")
+    adapter.sync_items("target", target)
+    ctx = RetrievalContext(session_id="target", query_embedding=q, top_k=10)
+    got = adapter.retrieval_backend().search(ctx)
+    assert len(got) == 10
+    assert {u.session_id for u in got} == {"target"}
+    assert adapter.retrieval_backend().last_plan == ("hnsw" if mode == "hnsw" else "exact")
+    # semantic ranks agree with exact cosine order over the session's items
+    exact = sorted(target, key=lambda it: (cosine_distance(it.embedding, q), it.item_id))
+    sem_ranked = sorted((u for u in got if "semantic" in u.meta["ranks"]),
+                        key=lambda u: u.meta["ranks"]["semantic"])
+    assert [u.item_id for u in sem_ranked][:5] == [it.item_id for it in exact][:5]
+
+
+def test_evicted_items_are_never_returned(adapter):
+    content = items_for(12, seed=2)
+    adapter.sync_items("s", content)
+    adapter.sync_items("s", content[:4])  # the rest are soft-evicted
+    got = adapter.retrieval_backend().search(
+        RetrievalContext(session_id="s", query_embedding=content[8].embedding, top_k=10))
+    assert {u.item_id for u in got} == {it.item_id for it in content[:4]}
+
+
+def test_fusion_matches_the_shared_rrf_over_semantic_and_recency(adapter):
+    from backends.retrieval import rrf_fuse
+    from backends.pgvector.retrieval import DEFAULT_WEIGHTS
+
+    content = items_for(40, seed=9)
+    adapter.sync_items("s", content)
+    q = vec(random.Random(99))
+    ctx = RetrievalContext(session_id="s", query_embedding=q, top_k=8, rrf_k=30)
+    got = adapter.retrieval_backend().search(ctx)
+    width = 8
+    semantic = sorted(content, key=lambda it: (cosine_distance(it.embedding, q), it.item_id))[:width]
+    recency = sorted(content, key=lambda it: it.updated_at, reverse=True)[:width]
+    expected = rrf_fuse([semantic, recency],
+                        [DEFAULT_WEIGHTS["semantic"], DEFAULT_WEIGHTS["recency"]], k=30)
+    assert [u.item_id for u in got] == [f.key for f in expected][:8]
+    for unit, fused in zip(got, expected):
+        assert unit.score == pytest.approx(fused.score, rel=1e-6)
+
+
+def test_lexical_signal_rescues_a_rare_token_only_when_bm25_is_on(adapter):
+    content = items_for(60, seed=4)
+    rare = MemoryItem(item_id="rare", text="the zyxwvut protocol handshake",
+                      embedding=tuple([-1.0] * DIMS), updated_at=BASE + timedelta(days=1))
+    adapter.sync_items("s", [*content, rare])
+    q = tuple([1.0] * DIMS)  # semantically the opposite of the rare (but newest) item
+    search = adapter.retrieval_backend().search
+    on = search(RetrievalContext(session_id="s", query_embedding=q, query_text="zyxwvut handshake?",
+                                 use_bm25=True, top_k=10))
+    off = search(RetrievalContext(session_id="s", query_embedding=q, query_text="zyxwvut handshake?",
+                                  use_bm25=False, top_k=10))
+    assert "rare" in [u.item_id for u in on]
+    assert on[[u.item_id for u in on].index("rare")].meta["ranks"]["lexical"] == 1
+    assert "rare" not in [u.item_id for u in off]
+    assert all("lexical" not in u.meta["ranks"] for u in off)
+
+
+def test_text_only_and_recency_only_queries(adapter):
+    content = items_for(10, seed=8, words=["apple"])
+    adapter.sync_items("s", content)
+    search = adapter.retrieval_backend().search
+    recent = search(RetrievalContext(session_id="s", top_k=3))
+    assert [u.item_id for u in recent] == ["i0009", "i0008", "i0007"]
+    text_only = search(RetrievalContext(session_id="s", query_text="note 4", use_bm25=True,
+                                        top_k=3, bm25_fetch_k=5))
+    assert text_only[0].item_id == "i0004"
+
+
+def test_shared_narrowing_stage_runs_mmr_and_reranker(adapter):
+    content = items_for(30, seed=6)
+    adapter.sync_items("s", content)
+    search = adapter.retrieval_backend().search
+    q = content[0].embedding
+    mmr = search(RetrievalContext(session_id="s", query_embedding=q, top_k=4, mmr_fetch_k=12))
+    assert len(mmr) == 4 and all(u.embedding is not None for u in mmr)
+    reranked = search(RetrievalContext(
+        session_id="s", query_embedding=q, query_text="x", top_k=3,
+        reranker=lambda text, units: [-ord(u.item_id[-1]) for u in units]))
+    assert len(reranked) == 3
+    assert all("pre_rerank_score" in u.meta for u in reranked)
+
+
+def test_stage_callback_sees_retrieve_fuse_and_narrowing(adapter):
+    adapter.sync_items("s", items_for(5))
+    seen = []
+    adapter.retrieval_backend().search(RetrievalContext(
+        session_id="s", query_embedding=items_for(1)[0].embedding, top_k=2,
+        stage=lambda name, payload: seen.append(name)))
+    assert seen == ["retrieve", "fuse", "slice"]
+
+
+def test_wrong_query_dimension_is_refused(adapter):
+    adapter.sync_items("s", items_for(3))
+    with pytest.raises(ValueError, match="dimensions"):
+        adapter.retrieval_backend().search(
+            RetrievalContext(session_id="s", query_embedding=(1.0, 2.0)))
+
+
+def test_search_on_an_unprovisioned_database_is_empty(adapter):
+    assert adapter.retrieval_backend().search(
+        RetrievalContext(session_id="s", query_embedding=tuple([0.1] * DIMS))) == []
