@@ -1,0 +1,157 @@
+"""pgvector index manifest: plan, ensure (the only mutating path) and read-only validate."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from backends.contract import IndexManager
+
+pytestmark = pytest.mark.postgres
+
+EXPECTED = {
+    "semvec_session_state_pkey", "compliance_event_counters_pkey", "compliance_events_pkey",
+    "ix_evt_user_seq", "ix_evt_user_time", "semvec_memory_items_pkey",
+    "semvec_items_session_recency", "semvec_items_vec", "semvec_items_lex",
+}
+
+
+@pytest.fixture
+def adapter(pgvector_adapter_factory):
+    return pgvector_adapter_factory(dimensions=16)
+
+
+def sql(url: str, statement: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(statement)
+
+
+def by_name(reports):
+    return {r.name: r for r in reports}
+
+
+def test_plan_lists_the_manifest(adapter):
+    assert isinstance(adapter, IndexManager)
+    plan = {spec.name: spec for spec in adapter.index_plan()}
+    assert set(plan) == EXPECTED
+    vec = plan["semvec_items_vec"]
+    assert vec.kind == "hnsw" and vec.definition["opclasses"] == ["vector_cosine_ops"]
+    assert vec.definition["dimensions"] == 16
+    assert adapter.index_plan(dimensions=768)[-2].definition["column_type"] == "vector(768)"
+    assert plan["semvec_items_lex"].definition["method"] == "gin"
+
+
+def test_validate_on_an_empty_database_reports_missing_and_creates_nothing(adapter, pgvector_url):
+    reports = adapter.validate_indexes()
+    assert {r.status for r in reports} == {"missing"}
+    assert not any(r.ok for r in reports)
+    with psycopg.connect(pgvector_url) as conn:
+        assert conn.execute("SELECT to_regclass('semvec_memory_items')").fetchone() == (None,)
+
+
+def test_preview_changes_nothing_then_ensure_then_validate_ok(adapter, pgvector_url):
+    preview = adapter.ensure_indexes(apply=False)
+    assert {a.action for a in preview} == {"create"}
+    assert not any(a.applied for a in preview)
+    assert {r.status for r in adapter.validate_indexes()} == {"missing"}
+
+    applied = adapter.ensure_indexes()
+    tables = [a.name for a in applied if a.kind == "table"]
+    assert set(tables) == {"semvec_session_state", "compliance_event_counters",
+                           "compliance_events", "semvec_memory_items"}
+    reports = adapter.validate_indexes()
+    assert all(r.ok for r in reports), [(r.name, r.status, r.differences) for r in reports]
+    assert {r.name for r in reports if r.status == "ok"} == EXPECTED
+    # idempotent
+    assert {a.action for a in adapter.ensure_indexes()} == {"exists"}
+
+
+def test_a_dropped_index_is_reported_missing_by_name(adapter, pgvector_url):
+    adapter.ensure_indexes()
+    sql(pgvector_url, "DROP INDEX semvec_items_lex")
+    reports = by_name(adapter.validate_indexes())
+    assert reports["semvec_items_lex"].status == "missing"
+    assert [r.name for r in reports.values() if not r.ok] == ["semvec_items_lex"]
+    actions = by_name(adapter.ensure_indexes())
+    assert actions["semvec_items_lex"].action == "create"
+    assert all(r.ok for r in adapter.validate_indexes())
+
+
+def test_wrong_operator_class_is_drift_and_ensure_leaves_it_unless_recreate(adapter, pgvector_url):
+    adapter.ensure_indexes()
+    sql(pgvector_url, "DROP INDEX semvec_items_vec")
+    sql(pgvector_url, "CREATE INDEX semvec_items_vec ON semvec_memory_items"
+                      " USING hnsw (embedding vector_l2_ops)")
+    report = by_name(adapter.validate_indexes())["semvec_items_vec"]
+    assert report.status == "drift"
+    assert [(d.field, d.expected, d.actual) for d in report.differences] == [
+        ("opclasses", ["vector_cosine_ops"], ["vector_l2_ops"])
+    ]
+    assert by_name(adapter.ensure_indexes())["semvec_items_vec"].action == "mismatch"
+    assert by_name(adapter.validate_indexes())["semvec_items_vec"].status == "drift"
+    preview = by_name(adapter.ensure_indexes(recreate=True, apply=False))["semvec_items_vec"]
+    assert preview.action == "recreate" and not preview.applied
+    assert by_name(adapter.ensure_indexes(recreate=True))["semvec_items_vec"].applied
+    assert by_name(adapter.validate_indexes())["semvec_items_vec"].status == "ok"
+
+
+def test_wrong_method_is_drift(adapter, pgvector_url):
+    adapter.ensure_indexes()
+    sql(pgvector_url, "DROP INDEX semvec_items_vec")
+    sql(pgvector_url, "CREATE INDEX semvec_items_vec ON semvec_memory_items"
+                      " USING ivfflat (embedding vector_cosine_ops) WITH (lists = 1)")
+    diffs = by_name(adapter.validate_indexes())["semvec_items_vec"].differences
+    assert ("method", "hnsw", "ivfflat") in [(d.field, d.expected, d.actual) for d in diffs]
+
+
+def test_wrong_embedding_dimension_is_drift_ensure_cannot_fix(adapter, pgvector_adapter_factory):
+    adapter.ensure_indexes()  # vector(16)
+    other = pgvector_adapter_factory(dimensions=32)
+    report = by_name(other.validate_indexes())["semvec_items_vec"]
+    assert report.status == "drift"
+    assert ("dimensions", "vector(32)", "vector(16)") in [
+        (d.field, d.expected, d.actual) for d in report.differences
+    ]
+    action = by_name(other.ensure_indexes(recreate=True))["semvec_items_vec"]
+    assert action.action == "mismatch" and not action.applied
+    # asking validate about the deployed dimension says ok
+    assert by_name(other.validate_indexes(dimensions=16))["semvec_items_vec"].status == "ok"
+
+
+def test_wrong_sort_direction_and_extra_indexes(adapter, pgvector_url):
+    adapter.ensure_indexes()
+    sql(pgvector_url, "DROP INDEX semvec_items_session_recency")
+    sql(pgvector_url, "CREATE INDEX semvec_items_session_recency ON semvec_memory_items"
+                      " (session_id, evicted, updated_at)")
+    sql(pgvector_url, "CREATE INDEX my_own_index ON semvec_memory_items (tier)")
+    reports = by_name(adapter.validate_indexes())
+    assert reports["semvec_items_session_recency"].status == "drift"
+    assert reports["semvec_items_session_recency"].differences[0].field == "descending"
+    assert reports["my_own_index"].status == "extra" and reports["my_own_index"].ok
+
+
+def test_a_dropped_unique_key_is_missing_and_ensure_restores_it(adapter, pgvector_url):
+    adapter.ensure_indexes()
+    sql(pgvector_url, "ALTER TABLE compliance_events DROP CONSTRAINT ix_evt_user_seq")
+    assert by_name(adapter.validate_indexes())["ix_evt_user_seq"].status == "missing"
+    adapter.ensure_indexes()
+    assert by_name(adapter.validate_indexes())["ix_evt_user_seq"].status == "ok"
+
+
+def test_ensure_in_a_named_schema(pgvector_adapter_factory):
+    adapter = pgvector_adapter_factory(schema="ops", dimensions=16)
+    adapter.ensure_indexes()
+    reports = adapter.validate_indexes()
+    assert all(r.ok for r in reports)
+    assert {r.target.split(".")[0] for r in reports} == {"ops"}
+
+
+def test_server_uses_the_indexes_for_retrieval(adapter, pgvector_url):
+    """The manifest serves the queries: the HNSW index answers a cosine top-k."""
+    adapter.ensure_indexes()
+    with psycopg.connect(pgvector_url, autocommit=True) as conn:
+        conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN SELECT item_id FROM semvec_memory_items ORDER BY embedding <=> "
+            "array_fill(0.1, ARRAY[16])::vector LIMIT 5"))
+    assert "semvec_items_vec" in plan
