@@ -278,9 +278,11 @@ def divergence_notes(
     for field_name in inert:
         if field_name == "memory":
             notes.append(Note("mirror-lag", (
-                f"{name} reads its item mirror, not the live items (memory is inert): the "
-                "mirror is written after each turn's state, so it cannot see the current "
-                "turn's memory changes; in-process reads the live items")))
+                f"{name} reads an item mirror, not the live memory (memory is inert): the "
+                "mirror is written after each turn's state, so on a live turn it cannot see "
+                "that turn's own memory changes, which in-process retrieval can"
+                + (" (not measured here: this diff reads both sides from the store)"
+                   if items_origin == "live" else ""))))
         elif field_name == "stage":
             notes.append(Note("inert-field", f"{name} emits no trace stages (stage is inert)"))
         else:
