@@ -26,6 +26,7 @@ __all__ = [
     "SIDE_IN_PROCESS",
     "SIDE_SERVER",
     "QuerySpec",
+    "excerpt",
     "Note",
     "DiffRow",
     "QueryDiff",
@@ -146,7 +147,7 @@ def _presence(side: str) -> str:
     return {"both": PRESENT_BOTH, "a_only": PRESENT_IN_PROCESS, "b_only": PRESENT_SERVER}[side]
 
 
-def _excerpt(text: str | None) -> str:
+def excerpt(text: str | None) -> str:
     flat = " ".join((text or "").split())
     return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1] + "…"
 
@@ -333,11 +334,11 @@ def diff_query(
         rows.append(DiffRow(
             rank=rank,
             in_process_item=a.item_id if a else None,
-            in_process_text=_excerpt(a.text) if a else None,
+            in_process_text=excerpt(a.text) if a else None,
             in_process_score=float(a.score) if a else None,
             in_process_presence=(PRESENT_BOTH if a.item_id in right_set else PRESENT_IN_PROCESS) if a else None,
             server_item=b.item_id if b else None,
-            server_text=_excerpt(b.text) if b else None,
+            server_text=excerpt(b.text) if b else None,
             server_score=float(b.score) if b else None,
             server_presence=(PRESENT_BOTH if b.item_id in left_set else PRESENT_SERVER) if b else None,
         ))

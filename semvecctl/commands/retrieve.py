@@ -151,10 +151,10 @@ def _no_server(adapter: Any) -> CliError:
 
 
 def _unit_row(rank: int, unit: Any) -> dict[str, Any]:
-    from backends.retrieval.diff import _excerpt
+    from backends.retrieval.diff import excerpt
 
     return {"rank": rank, "item_id": unit.item_id, "score": float(unit.score),
-            "tier": unit.tier, "text": _excerpt(unit.text)}
+            "tier": unit.tier, "text": excerpt(unit.text)}
 
 
 # -- run -------------------------------------------------------------------------------
@@ -223,7 +223,7 @@ def run(
         Column("SCORE", "score", justify="right"), Column("TIER", "tier"),
         Column("TEXT", "text", max_width=60)])
     if output is OutputFormat.table:
-        out.info(f"{len(rows)} result(s) from {retriever} ({side.value}) for session {session}")
+        out.info(f"{len(rows)} result(s) from the {retriever} retriever for session {session}")
 
 
 # -- diff ------------------------------------------------------------------------------
