@@ -94,7 +94,7 @@ def test_only_selects_groups_and_cases_and_callback_sees_each():
     assert [c.case_id for c in report.cases] == [
         "state.insert_creates_version_1", "health.answers_bool_promptly", "health.reports_up"]
     assert [c.case_id for c in seen] == [c.case_id for c in report.cases]
-    assert report.selection == ("health,state.insert_creates_version_1",)
+    assert report.selection == ("health", "state.insert_creates_version_1")
     assert "subset" in report.summary()
 
 

@@ -119,8 +119,11 @@ def run_conformance(
     prefix = prefix or new_run_prefix()
     started_at = datetime.now(timezone.utc)
     started = time.perf_counter()
-    selection = tuple(sorted({str(o) for o in ([only] if isinstance(only, str) else only)})) \
-        if only is not None else None
+    selection = None
+    if only is not None:
+        items = [only] if isinstance(only, str) else list(only)
+        selection = tuple(dict.fromkeys(
+            p.strip() for item in items for p in str(item).split(",") if p.strip()))
 
     factory: Callable[[], Any] | None
     if _is_adapter(adapter_factory):

@@ -1,0 +1,241 @@
+"""``semvecctl conformance``: certify a backend against the contract.
+
+What authors run before they ship and operators run before they trust a live store. The
+cases themselves live in ``backends.conformance``; this module picks the adapter, shows
+progress (a live table, on a TTY only), renders the report and sets the exit status
+(1 when any case failed or errored).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from semvecctl.application import current
+from semvecctl.errors import CliError, usage_error
+from semvecctl.exit_codes import ExitCode
+from semvecctl.options import AdapterFactory, Backend, Output, Uri
+from semvecctl.output import Column, OutputFormat
+
+NAME = "conformance"
+HELP = "Certify a backend against the contract: cases per capability, a level, JUnit XML."
+app = typer.Typer(no_args_is_help=True, help=HELP)
+
+_MARKS = {"passed": "ok", "failed": "FAIL", "error": "ERROR", "not-applicable": "n/a",
+          "skipped": "skip"}
+
+
+def _split_only(only: Optional[list[str]]) -> Optional[list[str]]:
+    if not only:
+        return None
+    parts = [p.strip() for item in only for p in item.split(",") if p.strip()]
+    return parts or None
+
+
+def _selected_name(spec: Any, backend_flag: Optional[str]) -> Optional[str]:
+    """The name the adapter must answer to: the one it was selected by."""
+    if spec.adapter_factory:
+        return backend_flag  # only when the author also named it
+    return spec.backend
+
+
+def _refuse_fallback(spec: Any) -> None:
+    """An unknown name would silently certify ``memory``: refuse instead."""
+    if spec.adapter_factory:
+        return
+    from backends.registry import Registry
+
+    resolution = Registry().resolve(spec.backend)
+    if resolution.fell_back:
+        hint = (f"; did you mean {', '.join(repr(c) for c in resolution.close_matches)}?"
+                if resolution.close_matches else "")
+        raise usage_error(f"unknown backend {spec.backend!r}: conformance does not certify "
+                          f"'memory' in its place{hint}")
+
+
+def _factory_for(spec: Any):
+    """Build adapters for the run. ``--adapter`` targets are called directly (no
+    registry contract check) so that a missing member is reported by the contract
+    group, case by case, instead of aborting the run."""
+    from semvecctl.connection import build_adapter, load_factory
+
+    if not spec.adapter_factory:
+        return lambda: build_adapter(spec)
+    from backends.registry import _accepts
+
+    target = load_factory(spec.adapter_factory)
+    kwargs = {"uri": spec.uri} if spec.uri else {}
+    kwargs.update(spec.options)
+    kwargs = {k: v for k, v in kwargs.items() if _accepts(target, k)}
+    return lambda: target(**kwargs)
+
+
+def _preflight(adapter: Any, spec: Any, timeout: float) -> None:
+    """Exit 4 when the store cannot be reached: nothing would be certified."""
+    from backends.probe import call_with_timeout
+
+    check = getattr(adapter, "check_health", None)
+    if not callable(check):
+        return  # the contract group reports it
+    outcome = call_with_timeout(check, timeout)
+    if outcome.timed_out or (outcome.error is None and outcome.value is False):
+        what = "did not answer" if outcome.timed_out else "answered False"
+        raise CliError(
+            f"backend {getattr(adapter, 'name', spec.backend)!r} at {spec.display_uri} is "
+            f"unreachable (check_health {what}); nothing was certified", ExitCode.UNREACHABLE)
+
+
+class _LiveTable:
+    """A table on stderr redrawn as each case finishes (TTY only)."""
+
+    def __init__(self, out: Any, cases: list[Any]) -> None:
+        from rich.live import Live
+
+        self._rows = {c.case_id: (c.group, c.name, "…", "") for c in cases}
+        self._live = Live(self._render(), console=out._console(sys.stderr),
+                          transient=True, auto_refresh=False)
+
+    def _render(self):
+        from rich.table import Table
+
+        table = Table(box=None, pad_edge=False, show_edge=False)
+        for header in ("GROUP", "CASE", "STATUS", "TIME"):
+            table.add_column(header)
+        for group, name, status, seconds in self._rows.values():
+            style = {"FAIL": "bold red", "ERROR": "bold red", "ok": "green"}.get(status, "dim")
+            table.add_row(group, name, f"[{style}]{status}[/]", seconds)
+        return table
+
+    def __enter__(self) -> "_LiveTable":
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._live.__exit__(*exc)
+
+    def update(self, result: Any) -> None:
+        self._rows[result.case_id] = (result.group, result.case, _MARKS[result.status],
+                                      f"{result.duration:.2f}s")
+        self._live.update(self._render(), refresh=True)
+
+
+def _render_table(out: Any, report: Any) -> None:
+    out.table(
+        [Column("GROUP", "group"), Column("CASE", "case"),
+         Column("STATUS", lambda r: _MARKS[r.status]),
+         Column("TIME", lambda r: f"{r.duration:.2f}s", justify="right"),
+         Column("DETAIL", lambda r: "" if r.status == "passed" else r.message)],
+        report.cases,
+        title=f"conformance of backend {report.backend!r}"
+              + (f" at {report.target}" if report.target else ""),
+    )
+    out.write("")
+    out.table([Column("GROUP", "name"), Column("STATUS", "status"),
+               Column("CASES", lambda g: len(g.cases)), Column("NOTE", "reason")],
+              report.groups)
+    failures = report.failures
+    if failures:
+        out.write("")
+        lines = ["failures:"]
+        for case in failures:
+            lines.append(f"  {case.case_id} [{case.status}]")
+            if case.expected is not None:
+                check = case.message.split(": expected ", 1)[0]
+                lines += [f"    check:    {check}", f"    expected: {case.expected}",
+                          f"    actual:   {case.actual}"]
+            else:
+                lines.append(f"    {case.message}")
+        out.write("\n".join(lines))
+    out.write("")
+    out.write(f"level: {report.level}")
+
+
+@app.command("run")
+def run(
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    only: Optional[list[str]] = typer.Option(
+        None, "--only", help="Run only these groups or group.case ids (repeat or comma-separate).",
+        show_default=False),
+    junit: Optional[Path] = typer.Option(
+        None, "--junit", help="Also write JUnit XML here (one testsuite per group).",
+        show_default=False, dir_okay=False),
+    writers: int = typer.Option(8, "--writers", min=2, help="Threads racing in the concurrency cases."),
+    health_timeout: float = typer.Option(5.0, "--health-timeout", min=0.01,
+                                         help="Seconds check_health may take."),
+    allow_provisioning: bool = typer.Option(
+        False, "--allow-provisioning",
+        help="Let the indexes group create missing indexes (changes the store for everyone)."),
+    output: Output = OutputFormat.table,
+) -> None:
+    """Run the conformance cases against one backend; exit 1 if any case fails."""
+    from backends.conformance import ConformanceOptions, plan, run_conformance, write_junit_xml
+
+    from semvecctl.connection import resolve_connection
+
+    out = current().output
+    only_list = _split_only(only)
+    try:
+        cases = plan(only_list)
+    except ValueError as exc:
+        raise usage_error(str(exc)) from None
+    spec = resolve_connection(backend, uri, adapter)
+    if spec.origin == "default":
+        raise usage_error("name the backend to certify: --backend NAME, --uri URI or "
+                          "--adapter module:factory")
+    _refuse_fallback(spec)
+    factory = _factory_for(spec)
+    first = factory()  # construction errors (driver missing, bad URI) exit 3 here
+    _preflight(first, spec, health_timeout)
+    pending = [first]
+
+    def adapters() -> Any:
+        return pending.pop() if pending else factory()
+
+    options = ConformanceOptions(writers=writers, health_timeout=health_timeout,
+                                 allow_provisioning=allow_provisioning)
+    kwargs = dict(selected_name=_selected_name(spec, backend), only=only_list,
+                  options=options, target=spec.display_uri if spec.uri else "")
+    if out._isatty(sys.stderr) and output == OutputFormat.table:
+        with _LiveTable(out, cases) as live:
+            report = run_conformance(adapters, on_result=live.update, **kwargs)
+    else:
+        report = run_conformance(adapters, **kwargs)
+
+    if junit is not None:
+        write_junit_xml(report, junit)
+    if output == OutputFormat.table:
+        _render_table(out, report)
+    else:
+        out.emit(report.to_dict(), output)
+    if junit is not None:
+        out.info(f"JUnit XML written to {junit}")
+    if report.ok:
+        out.success(report.summary())
+    else:
+        out.error(report.summary())
+        raise typer.Exit(ExitCode.CHECK_FAILED)
+
+
+@app.command("list")
+def list_cases(
+    only: Optional[list[str]] = typer.Option(None, "--only", show_default=False,
+                                             help="Groups or group.case ids."),
+    output: Output = OutputFormat.table,
+) -> None:
+    """List the groups and cases (what --only accepts) without touching any store."""
+    from backends.conformance import GROUP_DOCS, plan
+
+    try:
+        cases = plan(_split_only(only))
+    except ValueError as exc:
+        raise usage_error(str(exc)) from None
+    rows = [{"group": c.group, "case": c.name, "id": c.case_id, "checks": c.doc} for c in cases]
+    if output == OutputFormat.table:
+        current().output.table([Column("ID", "id"), Column("CHECKS", "checks")], rows)
+    else:
+        current().output.emit({"groups": GROUP_DOCS, "cases": rows}, output)
