@@ -170,6 +170,10 @@ class PgVectorAdapter:
                         owner_subject: OwnerFilter = UNSCOPED) -> Iterator[MemoryItem]:
         return self._items.iter_live_items(session_id, owner_subject=owner_subject)
 
+    def purge_items(self, session_id: str) -> int:
+        """Hard-delete a session's mirrored items (sync only ever soft-evicts)."""
+        return self._items.purge_items(session_id)
+
     def ensure_schema(self) -> None:
         """Create the schema, extension and tables (with their keys) if missing; no
         secondary indexes (that is ``ensure_indexes``)."""

@@ -148,3 +148,17 @@ class PgVectorEventStore:
             return conn.execute(sql, args).rowcount
 
         return self._db.read(work, lambda: 0)
+
+    def purge_user(self, user_id: str) -> int:
+        """Remove a user's events AND sequence counter (erasure); the user's next event
+        starts again at 1. Returns the number of events removed."""
+
+        def work(conn: Any) -> int:
+            with conn.transaction():
+                removed = conn.execute(
+                    f"DELETE FROM {self._t.events} WHERE user_id = %s", (user_id,)
+                ).rowcount
+                conn.execute(f"DELETE FROM {self._t.counters} WHERE user_id = %s", (user_id,))
+                return removed
+
+        return self._db.read(work, lambda: 0)

@@ -201,3 +201,14 @@ class PgVectorItemMirror:
             return [item_from_row(r) for r in rows]
 
         return iter(self._db.read(work, list, vector=True))
+
+    def purge_items(self, session_id: str) -> int:
+        """Hard-delete every mirrored item of a session (evicted ones too); returns the
+        number of rows removed. For session deletion and test cleanup, not for sync."""
+
+        def work(conn: Any) -> int:
+            return conn.execute(
+                f"DELETE FROM {self._table} WHERE session_id = %s", (session_id,)
+            ).rowcount
+
+        return self._db.read(work, lambda: 0)
