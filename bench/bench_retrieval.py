@@ -22,15 +22,6 @@ import numpy as np
 from backends.retrieval import InProcessRetrievalBackend, MemoryItem, RetrievalContext
 
 
-def timed(fn, repeats):
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1000, min(samples) * 1000
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=100_000)
@@ -74,9 +65,6 @@ def main() -> None:
     backend.search(ctx(True))
     build_bm25 = (time.perf_counter() - start) * 1000
 
-    floor_med, floor_min = timed(floor, args.queries)
-    off_med, off_min = timed(lambda: backend.search(ctx(False)), args.queries)
-    on_med, on_min = timed(lambda: backend.search(ctx(True)), args.queries)
     as_list = list(memory)
 
     def list_query():
@@ -85,9 +73,22 @@ def main() -> None:
                                         query_embedding=queries[k], top_k=args.top_k))
 
     list_query()  # builds the list's own cache entry
-    list_med, list_min = timed(list_query, args.queries)
-    floor_med2, floor_min2 = timed(floor, args.queries)
-    floor_med, floor_min = min(floor_med, floor_med2), min(floor_min, floor_min2)
+    # Interleave the variants round by round, so load from other processes on this shared
+    # machine hits all of them alike instead of skewing whichever ran during a spike.
+    variants = {"floor": floor, "off": lambda: backend.search(ctx(False)),
+                "list": list_query, "on": lambda: backend.search(ctx(True))}
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(args.queries):
+        for name, fn in variants.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append((time.perf_counter() - start) * 1000)
+    med = {n: statistics.median(v) for n, v in samples.items()}
+    low = {n: min(v) for n, v in samples.items()}
+    floor_med, floor_min = med["floor"], low["floor"]
+    off_med, off_min = med["off"], low["off"]
+    list_med, list_min = med["list"], low["list"]
+    on_med, on_min = med["on"], low["on"]
 
     print(f"items={args.items} dims={args.dims} top_k={args.top_k} queries={args.queries} "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
