@@ -377,3 +377,20 @@ def test_duplicate_key_on_insert_is_a_conflict(store, monkeypatch):
                         _raising_collection(pe.DuplicateKeyError("E11000 dup", code=11000)))
     with pytest.raises(StateVersionConflict):
         store.save(sid(), b"x", expected_version=None)
+
+
+def test_timeouts_in_the_uri_win_over_defaults():
+    from backends.mongo import MongoBackendAdapter
+
+    adapter = MongoBackendAdapter("mongodb://db.invalid/?serverSelectionTimeoutMS=1234")
+    try:
+        assert adapter.client.options.server_selection_timeout == 1.234
+        assert adapter.client.options.pool_options.connect_timeout == 5.0
+    finally:
+        adapter.close()
+    explicit = MongoBackendAdapter("mongodb://db.invalid/?serverSelectionTimeoutMS=1234",
+                                   server_selection_timeout_ms=300)
+    try:
+        assert explicit.client.options.server_selection_timeout == 0.3
+    finally:
+        explicit.close()

@@ -72,8 +72,8 @@ class MongoBackendAdapter:
             try:
                 client = pymongo.MongoClient(
                     self.settings.uri,
-                    serverSelectionTimeoutMS=self.settings.server_selection_timeout_ms,
-                    connectTimeoutMS=self.settings.connect_timeout_ms,
+                    **_timeouts_not_in_uri(self.settings, server_selection_timeout_ms,
+                                           connect_timeout_ms),
                     tz_aware=True,
                     connect=False,
                     appname="semvecctl",
@@ -291,6 +291,21 @@ class MongoBackendAdapter:
                                 progress_cb: Callable[[dict[str, str]], None] | None = None,
                                 **kwargs: Any) -> Any:
         return self._indexes.wait_for_search_indexes(timeout, poll, progress_cb, **kwargs)
+
+
+def _timeouts_not_in_uri(settings: MongoSettings, explicit_selection: int | None,
+                         explicit_connect: int | None) -> dict[str, int]:
+    """Bounded timeouts by default, but a timeout the operator put in the URI wins over
+    our default (keyword arguments would silently override it)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    in_uri = {k.lower() for k, _ in parse_qsl(urlsplit(settings.uri or "").query)}
+    out: dict[str, int] = {}
+    if explicit_selection is not None or "serverselectiontimeoutms" not in in_uri:
+        out["serverSelectionTimeoutMS"] = settings.server_selection_timeout_ms
+    if explicit_connect is not None or "connecttimeoutms" not in in_uri:
+        out["connectTimeoutMS"] = settings.connect_timeout_ms
+    return out
 
 
 class _deadline:

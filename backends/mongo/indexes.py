@@ -278,10 +278,12 @@ class MongoIndexManager:
         progress_cb: Callable[[dict[str, str]], None] | None = None,
         *,
         dimensions: int | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> SearchIndexWait:
         """Poll until every planned search index is READY and queryable, or ``timeout``."""
+        sleep = sleep or time.sleep
+        clock = clock or time.monotonic
         wanted = [e for e in self.manifest(dimensions) if isinstance(e, SearchIndex)]
         if not wanted:
             return SearchIndexWait(True, {})

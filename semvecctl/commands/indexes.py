@@ -1,0 +1,240 @@
+"""``semvecctl indexes plan|ensure|validate``: explicit index provisioning.
+
+Generic over the ``IndexManager`` seam, so any backend that provisions indexes (mongo,
+pgvector, a third-party one) plugs in; a backend without the seam has nothing to
+provision, which is a fine answer (exit 0). ``ensure`` is the only command that writes,
+and it previews unless told to apply; ``validate`` only reads and exits like
+``kubectl diff``: 0 all match, 1 drift, 2+ errors.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from semvecctl.application import current
+from semvecctl.connection import open_adapter, resolve_connection
+from semvecctl.exit_codes import ExitCode
+from semvecctl.options import AdapterFactory, Backend, Output, Uri, Yes
+from semvecctl.output import Column, OutputFormat
+
+NAME = "indexes"
+HELP = "Plan, ensure (create what is missing) and validate (read-only) a backend's indexes."
+app = typer.Typer(no_args_is_help=True, help=HELP)
+
+Dimensions = Annotated[
+    Optional[int],
+    typer.Option("--dimensions", "-d", min=1, show_default=False,
+                 help="Embedding dimension for vector indexes (default: the backend's configuration, "
+                      "or inferred from stored items)."),
+]
+
+#: ensure outcomes that leave the backend short of what it needs
+_UNRESOLVED_ACTIONS = ("mismatch", "unsupported", "skip")
+
+
+def _nothing_to_provision(adapter: Any, output: OutputFormat, spec: Any, key: str) -> None:
+    name = getattr(adapter, "name", "?")
+    current().output.info(f"nothing to provision for backend {name}")
+    if output != OutputFormat.table:
+        current().output.emit({"backend": name, "uri": spec.display_uri, "ok": True,
+                               key: [], "note": f"nothing to provision for backend {name}"}, output)
+
+
+def _action_row(action: Any, definitions: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": action.name,
+        "target": action.target,
+        "kind": action.kind,
+        "action": action.action,
+        "applied": action.applied,
+        "detail": action.detail,
+        "definition": definitions.get((action.target, action.name)),
+    }
+
+
+_ACTION_COLUMNS = [
+    Column("INDEX", "name", style="bold"),
+    Column("TARGET", "target"),
+    Column("KIND", "kind"),
+    Column("ACTION", "action"),
+    Column("DETAIL", "detail"),
+]
+
+
+@app.command("plan")
+def plan(
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    dimensions: Dimensions = None,
+    recreate: bool = typer.Option(False, "--recreate", help="Plan as if ensure --recreate were given."),
+    output: Output = OutputFormat.table,
+) -> None:
+    """Show what `indexes ensure` would do. Reads only; never writes."""
+    from backends.contract import IndexManager
+
+    out = current().output
+    spec = resolve_connection(backend, uri, adapter)
+    with open_adapter(spec) as adapter_obj:
+        if not isinstance(adapter_obj, IndexManager):
+            _nothing_to_provision(adapter_obj, output, spec, "indexes")
+            return
+        definitions = {(s.target, s.name): s.definition
+                       for s in adapter_obj.index_plan(dimensions=dimensions)}
+        actions = adapter_obj.ensure_indexes(dimensions=dimensions, recreate=recreate, apply=False)
+        rows = [_action_row(a, definitions) for a in actions]
+        out.emit({"backend": adapter_obj.name, "uri": spec.display_uri, "indexes": rows},
+                 output, columns=_ACTION_COLUMNS, rows=rows)
+    pending = [r for r in rows if r["action"] in ("create", "update", "recreate")]
+    out.info(f"{len(pending)} change(s) would be made; nothing was written"
+             if pending else "nothing to change")
+
+
+@app.command("ensure")
+def ensure(
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    dimensions: Dimensions = None,
+    recreate: bool = typer.Option(False, "--recreate",
+                                  help="Drop and rebuild (or update in place) indexes whose options differ."),
+    wait: bool = typer.Option(False, "--wait", help="Wait until every search index is READY and queryable."),
+    timeout: float = typer.Option(600.0, "--timeout", "-t", min=0.0, help="Seconds --wait waits at most."),
+    poll: float = typer.Option(5.0, "--poll", min=0.01, help="Seconds between --wait status checks."),
+    yes: Yes = False,
+    output: Output = OutputFormat.table,
+) -> None:
+    """Create missing indexes, change TTLs in place, report mismatches (rebuilt only with
+    --recreate). Previews unless --yes is given or a terminal confirms."""
+    from backends.contract import IndexManager
+
+    out = current().output
+    spec = resolve_connection(backend, uri, adapter)
+    with open_adapter(spec) as adapter_obj:
+        if not isinstance(adapter_obj, IndexManager):
+            _nothing_to_provision(adapter_obj, output, spec, "indexes")
+            return
+        definitions = {(s.target, s.name): s.definition
+                       for s in adapter_obj.index_plan(dimensions=dimensions)}
+        preview = adapter_obj.ensure_indexes(dimensions=dimensions, recreate=recreate, apply=False)
+        changes = [a for a in preview if a.action in ("create", "update", "recreate")]
+        applied = False
+        if changes:
+            if not yes and not out.can_prompt():
+                rows = [_action_row(a, definitions) for a in preview]
+                out.emit({"backend": adapter_obj.name, "uri": spec.display_uri, "applied": False,
+                          "indexes": rows}, output, columns=_ACTION_COLUMNS, rows=rows)
+                out.info(f"preview only: {len(changes)} change(s) not applied (no terminal to "
+                         "confirm); rerun with --yes to apply")
+                return
+            verb = "rebuild or change" if any(a.action == "recreate" for a in changes) else "apply"
+            out.confirm(f"{verb} {len(changes)} index change(s) on backend {adapter_obj.name} "
+                        f"at {spec.display_uri}", yes=yes)
+            actions = adapter_obj.ensure_indexes(dimensions=dimensions, recreate=recreate, apply=True)
+            applied = True
+        else:
+            actions = preview
+        rows = [_action_row(a, definitions) for a in actions]
+        wait_states: dict[str, str] | None = None
+        wait_ok = True
+        if wait:
+            wait_ok, wait_states = _wait(adapter_obj, dimensions, timeout, poll)
+        report = {"backend": adapter_obj.name, "uri": spec.display_uri, "applied": applied,
+                  "indexes": rows}
+        if wait_states is not None:
+            report["search_indexes"] = wait_states
+        out.emit(report, output, columns=_ACTION_COLUMNS, rows=rows)
+    unresolved = [r for r in rows if r["action"] in _UNRESOLVED_ACTIONS]
+    for row in unresolved:
+        out.warn(f"{row['name']} ({row['target']}): {row['action']}: {row['detail']}")
+    if unresolved or not wait_ok:
+        raise typer.Exit(ExitCode.CHECK_FAILED)
+    if applied:
+        out.success(f"{sum(1 for r in rows if r['applied'])} index change(s) applied")
+    else:
+        out.info("nothing to change")
+
+
+def _wait(adapter_obj: Any, dimensions: int | None, timeout: float,
+          poll: float) -> tuple[bool, dict[str, str]]:
+    out = current().output
+    waiter = getattr(adapter_obj, "wait_for_search_indexes", None)
+    if not callable(waiter):
+        out.info(f"backend {adapter_obj.name} builds its indexes synchronously: nothing to wait for")
+        return True, {}
+    last: dict[str, str] = {}
+
+    def progress(states: dict[str, str]) -> None:
+        nonlocal last
+        if states != last:
+            out.info("search indexes: " + ", ".join(f"{n} {s}" for n, s in sorted(states.items())))
+            last = dict(states)
+
+    result = waiter(timeout, poll, progress, dimensions=dimensions)
+    if getattr(result, "unsupported", False):
+        out.warn("cannot wait: this deployment has no Atlas Search")
+        return False, dict(result.states)
+    if not result.ready:
+        out.error(f"search indexes not ready after {timeout:g}s: " + ", ".join(
+            f"{n} {s}" for n, s in sorted(result.states.items()) if s != "ready"))
+        return False, dict(result.states)
+    out.success("every search index is READY and queryable")
+    return True, dict(result.states)
+
+
+def _report_row(report: Any) -> dict[str, Any]:
+    return {
+        "name": report.name,
+        "target": report.target,
+        "kind": report.kind,
+        "state": report.status,
+        "ok": report.ok,
+        "detail": report.detail,
+        "differences": [{"field": d.field, "expected": d.expected, "actual": d.actual}
+                        for d in report.differences],
+    }
+
+
+def _differences_cell(row: dict[str, Any]) -> str:
+    parts = [f"{d['field']}: want {d['expected']!r}, have {d['actual']!r}" for d in row["differences"]]
+    if row["detail"] and not parts:
+        parts.append(row["detail"])
+    return "; ".join(parts) or "-"
+
+
+@app.command("validate")
+def validate(
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    dimensions: Dimensions = None,
+    output: Output = OutputFormat.table,
+) -> None:
+    """Compare the server's indexes with the plan, option by option. Read-only.
+    Exit 0 when everything matches, 1 on drift (missing, differing options, not
+    queryable), 2 or more on errors."""
+    from backends.contract import IndexManager
+
+    out = current().output
+    spec = resolve_connection(backend, uri, adapter)
+    with open_adapter(spec) as adapter_obj:
+        if not isinstance(adapter_obj, IndexManager):
+            _nothing_to_provision(adapter_obj, output, spec, "indexes")
+            return
+        reports = adapter_obj.validate_indexes(dimensions=dimensions)
+        rows = [_report_row(r) for r in reports]
+        ok = all(r["ok"] for r in rows)
+        out.emit({"backend": adapter_obj.name, "uri": spec.display_uri, "ok": ok, "indexes": rows},
+                 output,
+                 columns=[Column("INDEX", "name", style="bold"), Column("TARGET", "target"),
+                          Column("KIND", "kind"), Column("STATE", "state"),
+                          Column("DIFFERENCES", _differences_cell)],
+                 rows=rows)
+    if not ok:
+        bad = [r for r in rows if not r["ok"]]
+        out.error(f"{len(bad)} of {len(rows)} index(es) do not match: "
+                  + ", ".join(f"{r['name']} {r['state']}" for r in bad))
+        raise typer.Exit(ExitCode.CHECK_FAILED)
+    out.success(f"all {len(rows)} index(es) match")

@@ -1,0 +1,222 @@
+"""`semvecctl indexes ...` and `semvecctl sessions ...` on the Mongo backend.
+
+The adapter runs over ``mongomock`` (a fake: no real MongoDB here), injected with
+``--adapter tests.fixtures.mongo:cli_adapter`` as CONTRIBUTING.md describes; Atlas search
+indexes come from the fake registry in tests/fixtures/mongo.py.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.fixtures.mongo import (  # noqa: F401
+    cli_mongo,
+    command_log,
+    db_name,
+    mongo_client,
+    search_registry,
+)
+
+from semvecctl.app import app
+
+HOOK = ["--adapter", "tests.fixtures.mongo:cli_adapter"]
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def index_rows(result):
+    return {r["name"]: r for r in json.loads(result.stdout)["indexes"]}
+
+
+@pytest.fixture
+def mongo(cli_mongo, search_registry, command_log):
+    cli_mongo["options"] = {"item_sync": True, "session_ttl_s": 3600}
+    return cli_mongo
+
+
+def test_plan_writes_nothing(mongo, search_registry):
+    result = run("indexes", "plan", *HOOK, "--dimensions", "16", "-o", "json")
+    assert result.exit_code == 0, result.output
+    rows = index_rows(result)
+    assert rows["semvec_items_vec"]["action"] == "create"
+    assert rows["semvec_items_vec"]["definition"]["definition"]["fields"][0]["numDimensions"] == 16
+    assert rows["semvec_session_ttl"]["definition"] == {
+        "keys": [["updated_at", 1]], "options": {"expireAfterSeconds": 3600}}
+    assert not any(r["applied"] for r in rows.values())
+    assert [c for c in search_registry.calls if c[0] != "list"] == []
+    assert "nothing was written" in result.stderr
+
+
+def test_ensure_without_yes_and_no_tty_only_previews(mongo, search_registry):
+    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "-o", "json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["applied"] is False
+    assert "rerun with --yes" in result.stderr
+    assert [c for c in search_registry.calls if c[0] != "list"] == []
+    check = run("indexes", "validate", *HOOK, "--dimensions", "16", "-o", "json")
+    assert check.exit_code == 1
+    assert {r["state"] for r in index_rows(check).values()} == {"missing"}
+
+
+def test_ensure_then_validate_clean(mongo):
+    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["applied"] is True
+    assert {r["action"] for r in index_rows(result).values()} == {"create"}
+    check = run("indexes", "validate", *HOOK, "--dimensions", "16", "-o", "json")
+    assert check.exit_code == 0, check.output
+    payload = json.loads(check.stdout)
+    assert payload["ok"] is True and payload["backend"] == "mongo"
+    assert all(r["state"] == "ok" and r["differences"] == [] for r in payload["indexes"])
+    again = run("indexes", "ensure", *HOOK, "--dimensions", "16")
+    assert again.exit_code == 0 and "nothing to change" in again.stderr
+
+
+def test_validate_drift_lists_fields_and_exits_1(mongo, search_registry, mongo_client, db_name):
+    assert run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes").exit_code == 0
+    coll = mongo_client[db_name]["semvec_memory_items"]
+    entry = search_registry.of(coll)["semvec_items_vec"]
+    entry["latestDefinition"]["fields"][0]["similarity"] = "euclidean"
+    search_registry.set_status(coll, "semvec_items_lex", "BUILDING", False)
+    mongo["options"]["session_ttl_s"] = 60
+    result = run("indexes", "validate", *HOOK, "--dimensions", "16", "-o", "json")
+    assert result.exit_code == 1, result.output
+    rows = index_rows(result)
+    assert rows["semvec_items_vec"]["state"] == "drift"
+    assert rows["semvec_items_vec"]["differences"] == [
+        {"field": "fields.embedding.similarity", "expected": "cosine", "actual": "euclidean"}]
+    assert rows["semvec_items_lex"]["state"] == "pending"
+    assert rows["semvec_session_ttl"]["differences"] == [
+        {"field": "expireAfterSeconds", "expected": 60, "actual": 3600}]
+    assert rows["ix_evt_user"]["state"] == "ok"
+    table = run("indexes", "validate", *HOOK, "--dimensions", "16")
+    assert table.exit_code == 1
+    assert "want 'cosine', have 'euclidean'" in table.stdout
+
+
+def test_ensure_reports_mismatch_and_recreate_fixes_it(mongo, search_registry, mongo_client, db_name):
+    assert run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes").exit_code == 0
+    coll = mongo_client[db_name]["semvec_memory_items"]
+    search_registry.of(coll)["semvec_items_vec"]["latestDefinition"]["fields"][0]["numDimensions"] = 8
+    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes", "-o", "json")
+    assert result.exit_code == 1
+    assert index_rows(result)["semvec_items_vec"]["action"] == "mismatch"
+    assert "--recreate" in result.stderr
+    fixed = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes", "--recreate", "-o", "json")
+    assert fixed.exit_code == 0, fixed.output
+    assert index_rows(fixed)["semvec_items_vec"]["action"] == "recreate"
+    assert run("indexes", "validate", *HOOK, "--dimensions", "16").exit_code == 0
+
+
+def test_ensure_ttl_change_uses_collmod(mongo, command_log):
+    assert run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes").exit_code == 0
+    mongo["options"]["session_ttl_s"] = 120
+    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert index_rows(result)["semvec_session_ttl"]["action"] == "update"
+    assert {"collMod": "semvec_session_state",
+            "index": {"name": "semvec_session_ttl", "expireAfterSeconds": 120}} in command_log.commands
+
+
+def test_ensure_wait_follows_search_builds(mongo, search_registry, mongo_client, db_name, monkeypatch):
+    search_registry.initial_status, search_registry.initial_queryable = "BUILDING", False
+    import time as time_module
+
+    def fake_sleep(seconds):
+        coll = mongo_client[db_name]["semvec_memory_items"]
+        for name in ("semvec_items_vec", "semvec_items_lex"):
+            search_registry.set_status(coll, name, "READY", True)
+
+    monkeypatch.setattr(time_module, "sleep", fake_sleep)
+    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes", "--wait",
+                 "--timeout", "30", "--poll", "0.01", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["search_indexes"] == {"semvec_items_vec": "ready",
+                                                            "semvec_items_lex": "ready"}
+    assert "BUILDING (not queryable)" in result.stderr
+
+
+def test_ensure_wait_timeout_exits_1(mongo, search_registry):
+    search_registry.initial_status, search_registry.initial_queryable = "BUILDING", False
+    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes", "--wait",
+                 "--timeout", "0", "--poll", "0.01")
+    assert result.exit_code == 1
+    assert "not ready after" in result.stderr
+
+
+def test_no_atlas_search_is_said_plainly(cli_mongo, command_log):
+    cli_mongo["options"] = {"item_sync": True}
+    result = run("indexes", "validate", *HOOK, "--dimensions", "16", "-o", "json")
+    assert result.exit_code == 1
+    rows = index_rows(result)
+    assert rows["semvec_items_vec"]["state"] == "unsupported"
+    assert "no Atlas Search" in rows["semvec_items_vec"]["detail"]
+
+
+def test_backend_without_indexes_has_nothing_to_provision():
+    for command in ("plan", "ensure", "validate"):
+        result = run("indexes", command, "--uri", "memory://")
+        assert result.exit_code == 0, result.output
+        assert "nothing to provision for backend memory" in result.stderr
+    result = run("indexes", "validate", "--uri", "memory://", "-o", "json")
+    assert json.loads(result.stdout)["indexes"] == []
+
+
+@pytest.mark.redis
+def test_redis_has_nothing_to_provision(redis_url):
+    for command in ("plan", "ensure", "validate"):
+        result = run("indexes", command, "--uri", redis_url)
+        assert result.exit_code == 0, result.output
+        assert "nothing to provision for backend redis" in result.stderr
+
+
+def test_unreachable_mongo_exits_4():
+    result = run("indexes", "validate", "--uri", "mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=200")
+    assert result.exit_code == 4, result.output
+
+
+# -- sessions on Mongo, through the enumeration seam -------------------------------
+
+
+def test_sessions_list_inspect_delete(cli_mongo, mongo_client, db_name):
+    from tests.fixtures.mongo import cli_adapter
+
+    adapter = cli_adapter()
+    store = adapter.state_store()
+    prefix = uuid.uuid4().hex[:6]
+    store.save(f"{prefix}-a", b"alpha", expected_version=None, owner_subject="t1")
+    store.save(f"{prefix}-b", b"beta!", expected_version=None)
+    store.save(f"{prefix}-a", b"alpha2", expected_version=1, owner_subject="t1",
+               pending_message="waiting")
+
+    listed = run("sessions", "list", *HOOK, "-o", "json")
+    assert listed.exit_code == 0, listed.output
+    rows = {r["session_id"]: r for r in json.loads(listed.stdout)}
+    assert rows[f"{prefix}-a"]["version"] == 2 and rows[f"{prefix}-a"]["blob_size"] == 6
+    assert rows[f"{prefix}-b"]["owner_subject"] is None
+    owned = run("sessions", "list", *HOOK, "--owner", "t1", "-o", "jsonl")
+    assert [json.loads(line)["session_id"] for line in owned.stdout.splitlines()] == [f"{prefix}-a"]
+    unowned = run("sessions", "list", *HOOK, "--unowned", "--match", f"{prefix}-*", "-o", "json")
+    assert [r["session_id"] for r in json.loads(unowned.stdout)] == [f"{prefix}-b"]
+
+    inspected = run("sessions", "inspect", f"{prefix}-a", *HOOK, "-o", "json")
+    assert inspected.exit_code == 0, inspected.output
+    report = json.loads(inspected.stdout)
+    assert report["version"] == 2 and report["pending_message"] == "waiting"
+    assert report["blob_size"] == 6 and report["backend"] == "mongo"
+
+    refused = run("sessions", "delete", f"{prefix}-a", *HOOK)
+    assert refused.exit_code != 0  # no TTY and no --yes
+    wrong_owner = run("sessions", "delete", f"{prefix}-a", *HOOK, "--owner", "t2", "--yes")
+    assert wrong_owner.exit_code == 1
+    deleted = run("sessions", "delete", f"{prefix}-a", *HOOK, "--owner", "t1", "--yes")
+    assert deleted.exit_code == 0, deleted.output
+    assert store.load(f"{prefix}-a") is None
+    adapter.close()
