@@ -335,3 +335,30 @@ class InclusiveDeleteAdapter(EventfulMemoryAdapter):
     def __init__(self, uri: str | None = None) -> None:
         super().__init__(uri)
         self._events = InclusiveDeleteEventStore()
+
+
+class RefusesAfterWritingAdapter(EventfulMemoryAdapter):
+    """Claims the deployment cannot do turns with events, but only after saving the state."""
+
+    def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
+                    pending_message=None, events=None):
+        from backends.errors import UnsupportedOperation
+
+        version = self._store.save(session_id, blob, expected_version=expected_version,
+                                   owner_subject=owner_subject, pending_message=pending_message)
+        if events:
+            raise UnsupportedOperation("no transactions here")
+        return version
+
+
+class RefusesEventTurnsAdapter(EventfulMemoryAdapter):
+    """A deployment that refuses turns with events up front (a standalone MongoDB)."""
+
+    def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
+                    pending_message=None, events=None):
+        from backends.errors import UnsupportedOperation
+
+        if events:
+            raise UnsupportedOperation("this deployment cannot write a turn with events")
+        return super().commit_turn(session_id, blob, expected_version=expected_version,
+                                   owner_subject=owner_subject, pending_message=pending_message)

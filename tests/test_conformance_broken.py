@@ -34,6 +34,10 @@ BROKEN = [
                  id="commit-turn-skips-owner-check"),
     pytest.param(doubles.StateFirstAdapter, "commit_turn.malformed_event_changes_nothing",
                  "state after the refused turn", Level.FAILED, id="state-before-event-failure"),
+    pytest.param(doubles.RefusesAfterWritingAdapter,
+                 "commit_turn.state_and_events_land_together",
+                 "state after the deployment refused the turn", Level.FAILED,
+                 id="refuses-event-turn-after-writing-state"),
     pytest.param(doubles.RacyAdapter, "concurrency.racing_saves",
                  "acknowledged to several writers", Level.FAILED, id="racy-compare-and-set"),
     pytest.param(doubles.FreshStoreAdapter, "contract.state_store_same_instance",
@@ -110,3 +114,16 @@ def test_sticky_delete_turns_cleanup_into_an_error():
     result = report.cases[0]
     assert result.status == Status.ERROR
     assert "still exists after delete" in result.message
+
+
+def test_deployment_refusing_event_turns_up_front_is_not_applicable_not_failed():
+    """Refusing (UnsupportedOperation, nothing written) is the honest answer of a store
+    without transactions: the event-turn cases are not applicable, the rest must pass."""
+    report = run_conformance(doubles.RefusesEventTurnsAdapter)
+    assert report.level == Level.FULL, [c.message for c in report.failures]
+    na = report.case("commit_turn.state_and_events_land_together")
+    assert na.status == Status.NOT_APPLICABLE
+    assert "refuses turns with events" in na.message
+    assert report.case("events.sequence_gap_free").status == Status.NOT_APPLICABLE
+    assert report.case("events.delete_older_than_is_strict").status == Status.PASSED
+    assert report.case("commit_turn.owner_check").status == Status.PASSED

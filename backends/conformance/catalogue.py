@@ -37,12 +37,20 @@ GROUP_DOCS = {
 _CASE_MODULES = {group: f"backends.conformance.cases.{group}" for group in GROUP_ORDER}
 
 
+#: Groups whose cases are optional capabilities: a deployment that refuses one with
+#: UnsupportedOperation (e.g. turns with events on a standalone MongoDB) makes the case
+#: not applicable rather than failed.
+CAPABILITY_GROUPS = ("events", "retrieval", "indexes")
+
+
 @dataclass(frozen=True)
 class Case:
     group: str
     name: str
     func: Callable[[Any], None]
     doc: str
+    #: UnsupportedOperation from the adapter means "not applicable here", not a failure.
+    refusal_is_na: bool = False
 
     @property
     def case_id(self) -> str:
@@ -53,12 +61,18 @@ _REGISTERED: dict[str, list[Case]] = {}
 _APPLIES: dict[str, Callable[[Any], str | None]] = {}
 
 
-def case(group: str, name: str | None = None) -> Callable[[Callable[[Any], None]], Callable[[Any], None]]:
-    """Register a case function under ``group`` (name defaults to the function's)."""
+def case(group: str, name: str | None = None, *, needs_event_turns: bool = False
+         ) -> Callable[[Callable[[Any], None]], Callable[[Any], None]]:
+    """Register a case function under ``group`` (name defaults to the function's).
+
+    ``needs_event_turns`` marks a case that cannot run where the deployment refuses
+    turns with events (UnsupportedOperation): it is then not applicable.
+    """
 
     def register(func: Callable[[Any], None]) -> Callable[[Any], None]:
         doc = (func.__doc__ or "").strip().splitlines()[0] if func.__doc__ else ""
-        entry = Case(group, name or func.__name__, func, doc)
+        entry = Case(group, name or func.__name__, func, doc,
+                     refusal_is_na=needs_event_turns or group in CAPABILITY_GROUPS)
         cases = _REGISTERED.setdefault(group, [])
         if any(c.name == entry.name for c in cases):
             raise ValueError(f"duplicate conformance case {entry.case_id}")

@@ -57,9 +57,14 @@ def run_case(adapter: Any, entry: Case, *, prefix: str, options: ConformanceOpti
     try:
         entry.func(ctx)
     except CaseFailure as failure:
-        result.status = Status.FAILED
-        result.message = str(failure)
-        result.expected, result.actual = failure.expected, failure.actual
+        refusal = _unsupported(failure)
+        if refusal is not None and entry.refusal_is_na:
+            result.status = Status.NOT_APPLICABLE
+            result.message = f"the deployment refuses it ({failure.check}): {refusal}"
+        else:
+            result.status = Status.FAILED
+            result.message = str(failure)
+            result.expected, result.actual = failure.expected, failure.actual
     except NotApplicable as na:
         result.status = Status.NOT_APPLICABLE
         result.message = na.reason
@@ -77,6 +82,16 @@ def run_case(adapter: Any, entry: Case, *, prefix: str, options: ConformanceOpti
             result.message = f"{result.message} [{note}]"
     result.duration = time.perf_counter() - started
     return result
+
+
+def _unsupported(failure: CaseFailure) -> str | None:
+    """The adapter's UnsupportedOperation behind a failed step, if that is what it was."""
+    from backends.errors import UnsupportedOperation
+
+    cause = failure.__cause__
+    if isinstance(cause, UnsupportedOperation):
+        return describe_exception(cause)
+    return None
 
 
 def _leftovers(ctx: CaseContext) -> list[str]:

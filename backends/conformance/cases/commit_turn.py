@@ -7,6 +7,7 @@ from dataclasses import replace
 from backends.conformance.catalogue import case
 from backends.conformance.context import CaseContext
 from backends.conformance.model import NotApplicable
+from backends.errors import UnsupportedOperation
 
 
 def _state(ctx: CaseContext, sid: str):
@@ -42,7 +43,7 @@ def insert_and_update(ctx: CaseContext) -> None:
                      "state after the turns (pending cleared by the second turn)")
 
 
-@case("commit_turn")
+@case("commit_turn", needs_event_turns=True)
 def state_and_events_land_together(ctx: CaseContext) -> None:
     """A turn with events writes the new state and every event."""
     events = ctx.require_events()
@@ -52,15 +53,26 @@ def state_and_events_land_together(ctx: CaseContext) -> None:
                                                        owner_subject=owner))
     turn = [ctx.event(user, f"turn event {n}", session_id=sid, owner_subject=owner)
             for n in range(3)]
-    version = ctx.call("commit_turn with three events", lambda: ctx.adapter.commit_turn(
-        sid, b"t2", expected_version=1, owner_subject=owner, events=turn))
+    try:
+        version = ctx.adapter.commit_turn(sid, b"t2", expected_version=1, owner_subject=owner,
+                                          events=turn)
+    except UnsupportedOperation as refusal:
+        # A deployment may refuse turns with events (no transactions): then it must have
+        # written nothing of the turn.
+        ctx.expect_equal(_state(ctx, sid), (b"t1", 1, owner, None),
+                         "state after the deployment refused the turn")
+        ctx.expect_equal(_event_ids(ctx, events, user), [],
+                         "events after the deployment refused the turn")
+        raise NotApplicable(f"the deployment refuses turns with events: {refusal}") from None
+    except Exception as exc:  # noqa: BLE001
+        ctx.fail("commit_turn with three events", "success", f"raised {type(exc).__name__}: {exc}")
     ctx.expect_int_version(version, 2, "commit_turn with events")
     ctx.expect_equal(_state(ctx, sid), (b"t2", 2, owner, None), "state after the turn")
     ctx.expect_equal(_event_ids(ctx, events, user), [e.event_id for e in turn],
                      "events listed after the turn")
 
 
-@case("commit_turn")
+@case("commit_turn", needs_event_turns=True)
 def conflicting_turn_writes_no_event(ctx: CaseContext) -> None:
     """A turn that loses compare-and-set (stale, insert-over, missing) writes no event."""
     events = ctx.require_events()
@@ -134,14 +146,27 @@ def owner_check(ctx: CaseContext) -> None:
     owner, intruder = ctx.owner("tenant-a"), ctx.owner("tenant-b")
     ctx.call("insert", lambda: ctx.adapter.commit_turn(sid, b"mine", expected_version=None,
                                                        owner_subject=owner))
-    turn = ([ctx.event(user, "intruder's turn", session_id=sid, owner_subject=intruder)]
-            if events is not None else None)
     ctx.expect_conflict("commit_turn naming another owner on the right version",
                         lambda: ctx.adapter.commit_turn(sid, b"taken", expected_version=1,
-                                                        owner_subject=intruder, events=turn))
+                                                        owner_subject=intruder))
     ctx.expect_equal(_state(ctx, sid), (b"mine", 1, owner, None),
                      "state after the refused takeover")
     if events is not None:
+        turn = [ctx.event(user, "intruder's turn", session_id=sid, owner_subject=intruder)]
+        try:
+            ctx.adapter.commit_turn(sid, b"taken", expected_version=1, owner_subject=intruder,
+                                    events=turn)
+        except Exception as exc:  # noqa: BLE001
+            from backends.errors import UnsupportedOperation, is_state_version_conflict
+
+            if not (is_state_version_conflict(exc) or isinstance(exc, UnsupportedOperation)):
+                ctx.fail("commit_turn with events naming another owner", "StateVersionConflict",
+                         f"raised {type(exc).__name__}: {exc}")
+        else:
+            ctx.fail("commit_turn with events naming another owner", "StateVersionConflict",
+                     "it returned")
+        ctx.expect_equal(_state(ctx, sid), (b"mine", 1, owner, None),
+                         "state after the refused takeover with events")
         ctx.expect_equal(_event_ids(ctx, events, user), [],
                          "events after the refused takeover")
     free = ctx.session("free")
