@@ -333,3 +333,35 @@ def test_inert_fields_really_are_ignored(adapter, session, monkeypatch):
         memory=[MemoryItem("zzz", "live only")], stage=lambda *a: calls.append(a)))
     assert [(u.item_id, u.score) for u in plain] == [(u.item_id, u.score) for u in tweaked]
     assert calls == []
+
+
+def test_no_atlas_search_is_a_refusal_with_advice(adapter, session):
+    """On a deployment without Atlas Search (here: mongomock) search refuses plainly."""
+    from backends.errors import UnsupportedOperation
+
+    adapter.sync_items(session, items("a"))
+    with pytest.raises(UnsupportedOperation, match="SEMVEC_MONGO_ITEM_SYNC off") as info:
+        adapter.retrieval_backend().search(RetrievalContext(session_id=session,
+                                                            query_embedding=[1.0, 0.0]))
+    assert info.value.__cause__ is not None
+
+
+def test_server_without_vector_search_stage_refuses(adapter, session, monkeypatch):
+    from pymongo.errors import OperationFailure
+
+    from backends.errors import UnsupportedOperation
+
+    backend = adapter.retrieval_backend()
+
+    def aggregate(pipeline, **kwargs):
+        raise OperationFailure("Unrecognized pipeline stage name: '$vectorSearch'", code=40324)
+
+    monkeypatch.setattr(backend._collection, "aggregate", aggregate)
+    with pytest.raises(UnsupportedOperation):
+        backend.search(RetrievalContext(session_id=session, query_embedding=[1.0, 0.0]))
+
+
+def test_purge_items_removes_the_mirror_rows(adapter, session):
+    adapter.sync_items(session, items("a", "b"))
+    assert adapter.purge_items(session) == 2
+    assert list(adapter.iter_live_items(session)) == []

@@ -271,6 +271,10 @@ class MongoBackendAdapter:
                    owner_subject: str | None = None) -> ItemSyncResult:
         return self._items.sync_items(session_id, items, owner_subject=owner_subject)
 
+    def purge_items(self, session_id: str) -> int:
+        """Remove a session's mirrored items outright (cleanup, not eviction)."""
+        return self._items.delete_session_items(session_id)
+
     def iter_live_items(self, session_id: str, *,
                         owner_subject: OwnerFilter = UNSCOPED) -> Iterator[MemoryItem]:
         return self._items.iter_live_items(session_id, owner_subject=owner_subject)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 from backends.errors import (
     BackendAuthError,
@@ -77,9 +77,12 @@ def categorise(exc: BaseException, *, events: bool = False) -> BackendError | No
 
 
 @contextmanager
-def driver_errors(operation: str, *, events: bool = False) -> Iterator[None]:
+def driver_errors(operation: str, *, events: bool = False,
+                  on_duplicate: Callable[[], BaseException] | None = None) -> Iterator[None]:
     """Translate driver errors raised inside the block, keeping the original as cause,
-    and log one identifier-free line per failed operation."""
+    and log one identifier-free line per failed operation. ``on_duplicate`` builds the
+    exception a duplicate key means here (a lost insert race is an outcome, not an
+    error, so it is logged at debug level)."""
     started = time.monotonic()
     try:
         yield
@@ -88,6 +91,10 @@ def driver_errors(operation: str, *, events: bool = False) -> Iterator[None]:
     except Exception as exc:  # noqa: BLE001 - we re-raise everything we do not map
         if in_transaction_retry(exc):
             raise  # the driver's with_transaction retries these; it needs them untouched
+        if on_duplicate is not None and is_duplicate_key(exc):
+            log.debug("mongo op=%s outcome=duplicate_key duration_ms=%d", operation,
+                      int((time.monotonic() - started) * 1000))
+            raise on_duplicate() from exc
         mapped = categorise(exc, events=events)
         log.warning(
             "mongo op=%s outcome=error category=%s duration_ms=%d",
@@ -98,6 +105,23 @@ def driver_errors(operation: str, *, events: bool = False) -> Iterator[None]:
         if mapped is None:
             raise
         raise mapped from exc
+
+
+#: Codes a server gives for Atlas-only stages or search-index commands it cannot run.
+NO_SEARCH_CODES = frozenset({59, 115, 31082, 40324, 6047401})
+_NO_SEARCH_WORDS = ("atlas", "search index", "listsearchindexes", "additional configuration",
+                    "unrecognized pipeline stage", "$vectorsearch", "$search")
+
+
+def is_no_atlas_search(exc: BaseException) -> bool:
+    """True when the server (or an in-process fake) says it has no Atlas Search."""
+    if isinstance(exc, NotImplementedError):
+        return True
+    code = getattr(exc, "code", None)
+    if code in NO_SEARCH_CODES:
+        return True
+    text = str(getattr(exc, "details", None) or exc).lower()
+    return code is not None and any(w in text for w in _NO_SEARCH_WORDS)
 
 
 def in_transaction_retry(exc: BaseException) -> bool:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from backends.contract import UNSCOPED, MemoryEvent, OwnerFilter, validate_event
 from backends.errors import InvalidEvent
-from backends.mongo.errors import driver_errors, is_duplicate_key
+from backends.mongo.errors import driver_errors
 from backends.mongo.names import COUNTERS_COLLECTION, EVENTS_COLLECTION
 from backends.mongo.state import as_utc, owner_clause
 
@@ -23,6 +23,10 @@ from backends.mongo.state import as_utc, owner_clause
 def _bson_time(value: datetime) -> datetime:
     value = value.astimezone(timezone.utc)
     return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+def _already_recorded() -> InvalidEvent:
+    return InvalidEvent("an event with this event_id is already recorded")
 
 
 def event_document(event: MemoryEvent) -> dict[str, Any]:
@@ -89,14 +93,9 @@ class MongoEventStore:
                 stamped[index] = events[index].with_sequence(first + offset)
         done = [e for e in stamped if e is not None]
         if done:
-            try:
-                with driver_errors("events.insert", events=True):
-                    self._events.insert_many([event_document(e) for e in done], ordered=True,
-                                             session=session)
-            except Exception as exc:
-                if is_duplicate_key(exc) or is_duplicate_key(exc.__cause__ or exc):
-                    raise InvalidEvent("an event with this event_id is already recorded") from exc
-                raise
+            with driver_errors("events.insert", events=True, on_duplicate=_already_recorded):
+                self._events.insert_many([event_document(e) for e in done], ordered=True,
+                                         session=session)
         return done
 
     def append(self, event: MemoryEvent) -> MemoryEvent:
@@ -110,16 +109,14 @@ class MongoEventStore:
         sequence = self._reserve(event.user_id, 1, None)
         stamped = event.with_sequence(sequence)
         try:
-            with driver_errors("events.insert", events=True):
+            with driver_errors("events.insert", events=True, on_duplicate=_already_recorded):
                 self._events.insert_one(event_document(stamped))
-        except Exception as exc:
+        except BaseException:
             # Hand the number back, but only if nobody reserved after us: a gap is
             # better than two events sharing a sequence.
             with driver_errors("events.counter_release", events=True):
                 self._counters.update_one({"_id": event.user_id, "seq": sequence},
                                           {"$inc": {"seq": -1}})
-            if is_duplicate_key(exc) or is_duplicate_key(exc.__cause__ or exc):
-                raise InvalidEvent("an event with this event_id is already recorded") from exc
             raise
         return stamped
 

@@ -20,7 +20,7 @@ from backends.mongo.compare import (
     only_ttl_differs,
     search_readiness,
 )
-from backends.mongo.errors import driver_errors
+from backends.mongo.errors import driver_errors, is_no_atlas_search
 from backends.mongo.manifest import (
     MANAGED_COLLECTIONS,
     OWNED_PREFIXES,
@@ -31,12 +31,6 @@ from backends.mongo.manifest import (
 from backends.mongo.names import ITEMS_COLLECTION
 
 NO_ATLAS_SEARCH = "unsupported: this deployment has no Atlas Search"
-
-#: Error codes a server gives for search-index commands it cannot run.
-_NO_SEARCH_CODES = frozenset({59, 115, 31082, 40324, 6047401})
-_NO_SEARCH_WORDS = ("atlas", "search index", "listsearchindexes", "additional configuration",
-                    "unrecognized pipeline stage")
-
 
 @dataclass(frozen=True)
 class SearchSupport:
@@ -51,14 +45,6 @@ class SearchIndexWait:
     ready: bool
     states: dict[str, str] = field(default_factory=dict)
     unsupported: bool = False
-
-
-def _is_no_search_error(exc: BaseException) -> bool:
-    code = getattr(exc, "code", None)
-    if code in _NO_SEARCH_CODES:
-        return True
-    text = str(getattr(exc, "details", None) or exc).lower()
-    return getattr(exc, "code", None) is not None and any(w in text for w in _NO_SEARCH_WORDS)
 
 
 class MongoIndexManager:
@@ -113,7 +99,7 @@ class MongoIndexManager:
         except OperationFailure as exc:
             if getattr(exc, "code", None) == 26:  # collection does not exist yet
                 return SearchSupport(True), {}
-            if _is_no_search_error(exc):
+            if is_no_atlas_search(exc):
                 return SearchSupport(False, NO_ATLAS_SEARCH), {}
             with driver_errors("indexes.list_search"):
                 raise

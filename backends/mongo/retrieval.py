@@ -17,7 +17,8 @@ import threading
 from typing import Any, Mapping, Sequence
 
 from backends.contract import UNSCOPED, MemoryUnit, OwnerFilter, RetrievalContext
-from backends.mongo.errors import driver_errors
+from backends.errors import UnsupportedOperation
+from backends.mongo.errors import driver_errors, is_no_atlas_search
 from backends.mongo.names import LEXICAL_SEARCH_INDEX, VECTOR_SEARCH_INDEX
 from backends.retrieval import apply_narrowing, fetch_width, rrf_fuse
 from backends.retrieval.fusion import DEFAULT_RRF_K
@@ -138,6 +139,26 @@ def fuse_client_side(rankings: Mapping[str, Sequence[str]], limit: int) -> list[
     return [(str(f.key), f.score, dict(zip(names, f.ranks))) for f in fused]
 
 
+NO_SERVER_RETRIEVAL = (
+    "server-side retrieval needs Atlas Search ($vectorSearch, $search), which this deployment "
+    "does not have; use MongoDB Atlas or the mongodb/mongodb-atlas-local image, or turn "
+    "SEMVEC_MONGO_ITEM_SYNC off to retrieve in-process"
+)
+
+
+class _refuse_without_atlas_search:
+    """Inside the generic error mapping: "no Atlas Search here" becomes a refusal with
+    advice, not an obscure backend error."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if isinstance(exc, Exception) and is_no_atlas_search(exc):
+            raise UnsupportedOperation(NO_SERVER_RETRIEVAL) from exc
+        return False
+
+
 class MongoRetrievalBackend:
     """RetrievalBackend ranking server-side on MongoDB Atlas."""
 
@@ -228,7 +249,7 @@ class MongoRetrievalBackend:
                         limit: int) -> list[tuple[str, float, dict[str, int | None]]]:
         rankings: dict[str, list[str]] = {}
         for name, pipeline in pipelines.items():
-            with driver_errors(f"retrieval.{name}"):
+            with driver_errors(f"retrieval.{name}"), _refuse_without_atlas_search():
                 docs = self._collection.aggregate([*pipeline, {"$project": {"_id": 1}}])
                 rankings[name] = [str(d["_id"]) for d in docs]
         self.last_fusion = "client"

@@ -22,7 +22,7 @@ from backends.contract import (
     validate_owner_filter,
 )
 from backends.errors import IntegrityError, StateVersionConflict
-from backends.mongo.errors import driver_errors, is_duplicate_key
+from backends.mongo.errors import driver_errors
 from backends.mongo.names import STATE_COLLECTION
 
 #: Everything but the blob: what reads that do not need it fetch.
@@ -75,6 +75,10 @@ def glob_to_regex(pattern: str) -> str:
         i += 1
     out.append("$")
     return "".join(out)
+
+
+def _exists(session_id: str) -> StateVersionConflict:
+    return StateVersionConflict(f"session {session_id!r} already exists")
 
 
 def check_save_args(session_id: Any, blob: Any, expected_version: Any, owner_subject: Any) -> None:
@@ -148,13 +152,8 @@ class MongoStateStore:
         doc = state_document(session_id, blob, new_version, owner_subject, pending_message)
         kwargs = {"session": session} if session is not None else {}
         if expected_version is None:
-            try:
-                with driver_errors("state.insert"):
-                    self._collection.insert_one(doc, **kwargs)
-            except Exception as exc:
-                if is_duplicate_key(exc) or is_duplicate_key(exc.__cause__ or exc):
-                    raise StateVersionConflict(f"session {session_id!r} already exists") from None
-                raise
+            with driver_errors("state.insert", on_duplicate=lambda: _exists(session_id)):
+                self._collection.insert_one(doc, **kwargs)
             return 1
         flt: dict[str, Any] = {"_id": session_id, "version": expected_version}
         if owner_subject is not None:
@@ -197,13 +196,8 @@ class MongoStateStore:
         per-session on MongoDB (the idle TTL index applies to every session)."""
         check_save_args(session_id, blob, version, owner_subject)
         doc = state_document(session_id, blob, version, owner_subject, pending_message)
-        try:
-            with driver_errors("state.restore"):
-                self._collection.insert_one(doc)
-        except Exception as exc:
-            if is_duplicate_key(exc) or is_duplicate_key(exc.__cause__ or exc):
-                raise StateVersionConflict(f"session {session_id!r} already exists") from None
-            raise
+        with driver_errors("state.restore", on_duplicate=lambda: _exists(session_id)):
+            self._collection.insert_one(doc)
 
     def delete(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> bool:
         flt = {"_id": session_id, **owner_clause(owner_subject)}
