@@ -1,0 +1,88 @@
+"""Writing an archive: a streaming encoder and an atomic, private output file.
+
+The writer keeps only the running digest and a count, so an export's memory does not grow
+with the number of sessions. ``atomic_output`` gives the all-or-nothing file: a temp file
+in the target's directory (mode 0600 from creation), fsync, then rename; on any exception
+(KeyboardInterrupt included) the temp file is removed and the target name never appears.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import IO, Iterator
+
+from backends.archive.format import ArchiveHeader, SessionRecord, canonical, session_to_record
+
+
+class ArchiveWriter:
+    """Encode header, sessions and trailer onto a binary stream."""
+
+    def __init__(self, stream: IO[bytes], header: ArchiveHeader) -> None:
+        self._stream = stream
+        self._chain = hashlib.sha256()
+        self.count = 0
+        self.items = 0
+        self._closed = False
+        self._emit(canonical(header.to_record()))
+
+    def _emit(self, line: bytes) -> None:
+        self._chain.update(line + b"\n")
+        self._stream.write(line + b"\n")
+
+    def add(self, record: SessionRecord) -> None:
+        if self._closed:
+            raise ValueError("archive already finished")
+        self.count += 1
+        self.items += len(record.items or ())
+        self._emit(canonical(session_to_record(record, self.count)))
+
+    def finish(self) -> str:
+        """Write the trailer; returns the chain digest."""
+        digest = self._chain.hexdigest()
+        self._stream.write(canonical({"kind": "trailer", "count": self.count, "digest": digest}) + b"\n")
+        self._closed = True
+        return digest
+
+
+def is_gzip_name(path: str | os.PathLike[str]) -> bool:
+    return str(path).lower().endswith(".gz")
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+    """A binary stream that becomes ``path`` only when the block completes.
+
+    Gzip-compressed when the name ends in ``.gz``. The file is created 0600 (mkstemp), so
+    an archive full of session state is never readable by others, not even briefly.
+    """
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=directory)
+    raw = os.fdopen(fd, "wb")
+    try:
+        if is_gzip_name(target):
+            # mtime=0 and no file name: the same sessions give the same bytes
+            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped:
+                yield zipped  # type: ignore[misc]
+        else:
+            yield raw
+        raw.flush()
+        os.fsync(raw.fileno())
+        raw.close()
+        os.replace(tmp_name, target)
+        with contextlib.suppress(OSError):  # make the rename itself durable
+            dir_fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+    except BaseException:
+        raw.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise

@@ -1,0 +1,43 @@
+"""Moving sessions between backends without losing or silently changing any: export to
+an archive, import from one (verify, plan, apply, read back), and copy (both, staged).
+
+Usable without the CLI::
+
+    from backends.migrate import export_to_path, SessionImporter, ArchiveFile
+    export_to_path(redis_adapter, "backup.jsonl.gz", source_uri=redact_uri(url))
+    importer = SessionImporter(pg_adapter, ArchiveFile("backup.jsonl.gz"), on_conflict="skip")
+    importer.verify(); importer.apply(); assert importer.verify_target().ok
+"""
+
+from backends.migrate.copy import staged_copy, verify_copy
+from backends.migrate.errors import ImportConflict
+from backends.migrate.export import (
+    ExportResult,
+    check_exportable,
+    export_to_path,
+    export_to_stream,
+    staged_export,
+    write_archive,
+)
+from backends.migrate.importer import ImportResult, PlanRow, PlanTotals, SessionImporter
+from backends.migrate.sources import ArchiveFile, StagedStream
+from backends.migrate.verify import VerifyReport
+
+__all__ = [
+    "ArchiveFile",
+    "ExportResult",
+    "ImportConflict",
+    "ImportResult",
+    "PlanRow",
+    "PlanTotals",
+    "SessionImporter",
+    "StagedStream",
+    "VerifyReport",
+    "check_exportable",
+    "export_to_path",
+    "export_to_stream",
+    "staged_copy",
+    "staged_export",
+    "verify_copy",
+    "write_archive",
+]

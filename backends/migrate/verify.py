@@ -1,0 +1,106 @@
+"""After a write, read the target back and compare it with what should be there.
+
+The comparison is per session: blob sha256, owner, pending message, version (when the
+target could preserve it) and, when items travelled, the live item ids and texts (and
+embeddings within float32 rounding: pgvector stores float4). Sessions the import
+skipped because they already existed are counted apart, not as mismatches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from backends.contract import UNSCOPED, LiveItemSource
+
+MAX_EXAMPLES = 20
+
+
+@dataclass
+class VerifyReport:
+    compared: int = 0
+    matched: int = 0
+    skipped: int = 0
+    mismatched: int = 0
+    examples: list[str] = field(default_factory=list)
+    source_count: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatched == 0
+
+    def note(self, reason: str) -> None:
+        self.mismatched += 1
+        if len(self.examples) < MAX_EXAMPLES:
+            self.examples.append(reason)
+
+
+@dataclass(frozen=True)
+class Expected:
+    session_id: str
+    blob_sha256: str
+    version: int
+    owner_subject: str | None
+    pending_message: str | None
+    items: Sequence[Any] | None = None  # MemoryItem; None = not compared
+
+
+def _same_embedding(a: Sequence[float] | None, b: Sequence[float] | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if len(a) != len(b):
+        return False
+    return all(math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-7) for x, y in zip(a, b))
+
+
+def item_difference(expected: Sequence[Any], actual: Sequence[Any]) -> str | None:
+    want = {i.item_id: i for i in expected}
+    have = {i.item_id: i for i in actual}
+    if set(want) != set(have):
+        missing = sorted(set(want) - set(have))
+        extra = sorted(set(have) - set(want))
+        return f"live items differ (missing {missing[:3]}, unexpected {extra[:3]})"
+    for item_id, item in want.items():
+        other = have[item_id]
+        if (item.text, item.tier, tuple(item.tiers), dict(item.unit)) != (
+                other.text, other.tier, tuple(other.tiers), dict(other.unit)):
+            return f"item {item_id!r} differs"
+        if not _same_embedding(item.embedding, other.embedding):
+            return f"item {item_id!r} has a different embedding"
+    return None
+
+
+def compare(target: Any, expected: Expected, *, versions_preserved: bool) -> str | None:
+    """The first difference between the target's session and ``expected``, or None."""
+    sid = expected.session_id
+    state = target.state_store().load_full(sid, owner_subject=UNSCOPED)
+    if state is None:
+        return f"{sid!r}: missing on the target"
+    if hashlib.sha256(state.blob).hexdigest() != expected.blob_sha256:
+        return f"{sid!r}: blob sha256 differs"
+    if state.owner_subject != expected.owner_subject:
+        return f"{sid!r}: owner differs"
+    if (state.pending_message or None) != (expected.pending_message or None):
+        return f"{sid!r}: pending message differs"
+    if versions_preserved and state.version != expected.version:
+        return f"{sid!r}: version {state.version} on the target, {expected.version} expected"
+    if expected.items is not None and isinstance(target, LiveItemSource):
+        diff = item_difference(expected.items, list(target.iter_live_items(sid)))
+        if diff:
+            return f"{sid!r}: {diff}"
+    return None
+
+
+def check(report: VerifyReport, target: Any, expected: Expected, *, skipped: set[str],
+          versions_preserved: bool) -> None:
+    report.compared += 1
+    if expected.session_id in skipped:
+        report.skipped += 1
+        return
+    reason = compare(target, expected, versions_preserved=versions_preserved)
+    if reason is None:
+        report.matched += 1
+    else:
+        report.note(reason)
