@@ -89,6 +89,7 @@ class ConformanceItem(pytest.Item):
         return self.path, None, f"semvec conformance {self.case.case_id}: {self.case.doc}"
 
 
+@pytest.hookimpl(tryfirst=True)  # before -k / -m deselection sees the item list
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
     spec = config.getoption(_OPTION)

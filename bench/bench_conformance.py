@@ -1,0 +1,86 @@
+"""Wall time of a full conformance run against memory and a private local redis-server
+(goal: < 20 s against local Redis), plus the slowest cases. Bounded: a few runs each.
+
+    python bench/bench_conformance.py [--runs 5] [--redis-url redis://...]
+
+Without --redis-url a throw-away redis-server (from PATH) is started on a free port in a
+temporary directory, without persistence, and stopped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def private_redis():
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("redis-server not on PATH: pass --redis-url")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    workdir = Path(tempfile.mkdtemp(prefix="semvec-bench-conf-"))
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(workdir)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def bench(label: str, factory, name: str, runs: int) -> None:
+    from backends.conformance import run_conformance
+
+    walls, slowest = [], {}
+    for _ in range(runs):
+        started = time.perf_counter()
+        report = run_conformance(factory, selected_name=name)
+        walls.append(time.perf_counter() - started)
+        if not report.ok:
+            raise SystemExit(f"{label}: {report.summary()}")
+        for case in report.cases:
+            slowest[case.case_id] = max(slowest.get(case.case_id, 0.0), case.duration)
+    top = sorted(slowest.items(), key=lambda kv: -kv[1])[:3]
+    print(f"{label:24} level {report.level:7} {len(report.cases)} cases  "
+          f"median {statistics.median(walls) * 1000:8.1f} ms  max {max(walls) * 1000:8.1f} ms")
+    print("  slowest: " + ", ".join(f"{cid} {d * 1000:.1f} ms" for cid, d in top))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--redis-url")
+    args = parser.parse_args()
+    from backends.memory import MemoryBackendAdapter
+    from backends.redis import RedisBackendAdapter
+
+    bench("memory", MemoryBackendAdapter, "memory", args.runs)
+    if args.redis_url:
+        bench("redis (given)", lambda: RedisBackendAdapter(args.redis_url), "redis", args.runs)
+    else:
+        with private_redis() as url:
+            bench("redis (local, private)", lambda: RedisBackendAdapter(url), "redis", args.runs)
+    print("note: shared 2-core machine; figures are indicative, not stable")
+
+
+if __name__ == "__main__":
+    main()
