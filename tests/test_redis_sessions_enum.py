@@ -148,3 +148,12 @@ def test_restore_at_a_version_never_overwrites(adapter, raw):
         adapter.restore_session(s, b"other", version=1)
     assert adapter.state_store().load(s) == b"snap"
     assert adapter.state_store().save(s, b"next", expected_version=17, owner_subject="acme") == 18
+
+
+def test_enumeration_survives_a_script_flush(adapter, raw):
+    t = tag()
+    adapter.state_store().save(f"{t}-a", b"x", expected_version=None)
+    raw.script_flush()
+    assert ids(adapter.iter_sessions(match=f"{t}-*")) == [f"{t}-a"]
+    raw.script_flush()
+    assert adapter.describe_session(f"{t}-a").version == 1

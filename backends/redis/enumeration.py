@@ -1,5 +1,8 @@
 """Stream session summaries with SCAN + one pipelined read per batch (never KEYS).
 
+Each batch is one round trip: an HMGET per session and a single script call for the
+batch's TTLs (a PTTL per key would double what the client packs and parses).
+
 Memory stays flat whatever the number of sessions: one batch of keys and blobs is held at
 a time. SCAN may report a key twice while the server resizes its table; we do not keep a
 set of every id seen to filter that out, because that set would grow with the keyspace.
@@ -10,15 +13,20 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import math
+from types import MappingProxyType
 from typing import Any, Iterator
 
 from backends.contract import UNSCOPED, OwnerFilter, SessionSummary, owner_matches, validate_owner_filter
 from backends.redis import keys
 from backends.redis.failures import redis_errors
+from backends.redis.scripts import script
 from backends.redis.state_store import optional_text
 
 _FIELDS = (keys.F_BLOB, keys.F_VERSION, keys.F_OWNER, keys.F_PENDING, keys.F_DRIFT_EXEMPT)
 _PREFIX = keys.STATE_PREFIX.encode("utf-8")
+# shared read-only extras: one dict per session would be garbage for nothing
+_DRIFT_EXEMPT = MappingProxyType({"drift_exempt": True})
+_NOT_DRIFT_EXEMPT = MappingProxyType({"drift_exempt": False})
 
 
 def _summary(session_id: str, values: Any, pttl: Any) -> SessionSummary | None:
@@ -43,16 +51,26 @@ def _summary(session_id: str, values: Any, pttl: Any) -> SessionSummary | None:
         blob_size=len(blob),
         blob_sha256=hashlib.sha256(blob).hexdigest(),
         ttl_seconds=ttl,
-        extra={"drift_exempt": drift == b"1"},
+        extra=_DRIFT_EXEMPT if drift == b"1" else _NOT_DRIFT_EXEMPT,
     )
 
 
-def _read_batch(client: Any, raw_keys: list[bytes]) -> list[Any]:
+def _read_batch(client: Any, raw_keys: list[bytes]) -> tuple[list[Any], list[Any]]:
+    """One round trip: an HMGET per key, then the batch's TTLs from one script call."""
+    from redis.exceptions import NoScriptError
+
+    ttl_script = script("pttl_many")
     pipe = client.pipeline(transaction=False)
     for key in raw_keys:
         pipe.hmget(key, _FIELDS)
-        pipe.pttl(key)
-    return pipe.execute(raise_on_error=False)
+    pipe.evalsha(ttl_script.sha, len(raw_keys), *raw_keys)
+    replies = pipe.execute(raise_on_error=False)
+    ttls = replies.pop()
+    if isinstance(ttls, NoScriptError):  # first use on this server, or flushed meanwhile
+        ttls = ttl_script(client, raw_keys, [])
+    elif isinstance(ttls, Exception):
+        raise ttls
+    return replies, ttls
 
 
 def iter_sessions(
@@ -73,12 +91,12 @@ def iter_sessions(
     while True:
         with redis_errors(where):
             cursor, raw_keys = client.scan(cursor, match=pattern, count=batch_size)
-            replies = _read_batch(client, raw_keys) if raw_keys else []
+            values, ttls = _read_batch(client, raw_keys) if raw_keys else ([], [])
         for i, raw_key in enumerate(raw_keys):
             session_id = raw_key[len(_PREFIX):].decode("utf-8", errors="replace")
             if match is not None and not fnmatch.fnmatchcase(session_id, match):
                 continue
-            summary = _summary(session_id, replies[2 * i], replies[2 * i + 1])
+            summary = _summary(session_id, values[i], ttls[i])
             if summary is not None and owner_matches(summary.owner_subject, owner_subject):
                 yield summary
         if cursor == 0:
@@ -90,7 +108,7 @@ def describe_session(
 ) -> SessionSummary | None:
     validate_owner_filter(owner_subject)
     with redis_errors(where):
-        values, pttl = _read_batch(client, [keys.state_key(session_id).encode("utf-8")])
+        (values,), (pttl,) = _read_batch(client, [keys.state_key(session_id).encode("utf-8")])
     if isinstance(values, Exception):
         with redis_errors(where):
             raise values
