@@ -155,3 +155,17 @@ def test_server_uses_the_indexes_for_retrieval(adapter, pgvector_url):
             "EXPLAIN SELECT item_id FROM semvec_memory_items ORDER BY embedding <=> "
             "array_fill(0.1, ARRAY[16])::vector LIMIT 5"))
     assert "semvec_items_vec" in plan
+
+
+def test_unconfigured_dimensions_follow_the_deployed_column(adapter, pgvector_url, monkeypatch):
+    from backends.pgvector import PgVectorAdapter
+
+    monkeypatch.delenv("SEMVEC_PGVECTOR_DIMENSIONS", raising=False)
+    adapter.ensure_indexes()  # vector(16)
+    unconfigured = PgVectorAdapter(pgvector_url)
+    try:
+        assert all(r.ok for r in unconfigured.validate_indexes())
+        assert unconfigured.index_plan()[-2].definition["dimensions"] == 16
+        assert unconfigured.health_details(2.0)["embedding_column"] == "vector(16)"
+    finally:
+        unconfigured.close()

@@ -191,7 +191,8 @@ class PgVectorAdapter:
 
         details: dict[str, Any] = {"backend": self.name, "uri": self.config.display_uri,
                                    "schema": self.config.schema,
-                                   "dimensions": self.config.dimensions}
+                                   "dimensions": self.config.dimensions,
+                                   "dimensions_configured": self.config.dimensions_explicit}
         started = time.perf_counter()
         try:
             conn = self._db.pool.connect(connect_timeout=timeout,
@@ -208,6 +209,12 @@ class PgVectorAdapter:
             tables = (STATE_TABLE, EVENTS_TABLE, COUNTERS_TABLE, ITEMS_TABLE)
             missing = missing_tables(conn, self.config.schema, tables)
             in_recovery = conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]
+            column = conn.execute(
+                "SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
+                " JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = %s AND c.relname = %s AND a.attname = 'embedding'"
+                " AND NOT a.attisdropped", (self.config.schema, ITEMS_TABLE),
+            ).fetchone()
             details.update(
                 reachable=True,
                 server_version=server,
@@ -217,6 +224,7 @@ class PgVectorAdapter:
                 pgvector_version=available[1] if available else None,
                 pgvector_default_version=available[0] if available else None,
                 tables={t: t not in missing for t in tables},
+                embedding_column=column[0] if column else None,
                 latency_ms=round((time.perf_counter() - started) * 1000, 2),
             )
         except Exception as exc:

@@ -67,6 +67,9 @@ class PgVectorConfig:
     statement_timeout_ms: int = 30_000
     pool_size: int = 4
     create_tables: bool = True
+    #: False when neither dimensions= nor the environment set it: an existing items
+    #: table's embedding column then decides (see Database.dimensions)
+    dimensions_explicit: bool = True
 
     @classmethod
     def resolve(cls, uri: str | None, options: dict) -> "PgVectorConfig":
@@ -99,7 +102,10 @@ class PgVectorConfig:
             )
         dims = options.pop("dimensions", None)
         if dims is None:
-            dims = os.environ.get(ENV_DIMENSIONS) or DEFAULT_DIMENSIONS
+            dims = os.environ.get(ENV_DIMENSIONS) or None
+        explicit = dims is not None
+        if dims is None:
+            dims = DEFAULT_DIMENSIONS
         config = cls(
             conninfo=conninfo,
             display_uri=redact(uri),
@@ -111,6 +117,7 @@ class PgVectorConfig:
             ),
             pool_size=_positive_int("pool_size", options.pop("pool_size", 4), upper=64),
             create_tables=bool(options.pop("create_tables", True)),
+            dimensions_explicit=explicit,
         )
         if options:
             raise BackendConfigError(

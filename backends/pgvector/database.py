@@ -32,6 +32,32 @@ class Database:
         self.pool = ConnectionPool(config)
         self._provisioned: set[str] = set()
         self._lock = threading.Lock()
+        self._deployed_dimensions: int | None = None
+
+    @property
+    def dimensions(self) -> int:
+        """The embedding width in force: the configured one when it was given, else the
+        deployed items table's ``vector(n)``, else the default."""
+        if self.config.dimensions_explicit:
+            return self.config.dimensions
+        if self._deployed_dimensions is None:
+            self._deployed_dimensions = self.deployed_dimensions()
+        return self._deployed_dimensions or self.config.dimensions
+
+    def deployed_dimensions(self) -> int | None:
+        """``n`` of the items table's ``vector(n)`` column, or None when there is none."""
+        from backends.pgvector.schema import ITEMS_TABLE
+
+        def work(conn: Any) -> int | None:
+            row = conn.execute(
+                "SELECT a.atttypmod FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s"
+                " AND c.relname = %s AND a.attname = 'embedding' AND NOT a.attisdropped",
+                (self.config.schema, ITEMS_TABLE),
+            ).fetchone()
+            return int(row[0]) if row and row[0] and row[0] > 0 else None
+
+        return self.read(work, lambda: None)
 
     @contextmanager
     def connection(self, *, vector: bool = False) -> Iterator[Any]:
@@ -58,7 +84,7 @@ class Database:
                             f"'semvecctl indexes ensure --uri {self.config.display_uri} --yes'"
                         )
                 else:
-                    executed = ensure_group(conn, self.tables, group, self.config.dimensions)
+                    executed = ensure_group(conn, self.tables, group, self.dimensions)
                     if executed and group == ITEMS_GROUP:
                         self.pool.forget_vector_registration()
             self._provisioned.add(group)

@@ -130,7 +130,7 @@ class PgVectorIndexManager:
 
     def _dims(self, dimensions: int | None) -> int:
         if dimensions is None:
-            return self._db.config.dimensions
+            return self._db.dimensions
         if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:
             raise ValueError("dimensions must be a positive int")
         return dimensions

@@ -118,7 +118,7 @@ class PgVectorItemMirror:
         if owner_subject is not None and (not isinstance(owner_subject, str) or not owner_subject):
             raise ValueError("owner_subject must be None or a non-empty string")
         items = list(items)
-        _check_items(items, self._db.config.dimensions)
+        _check_items(items, self._db.dimensions)
 
         def work(conn: Any) -> ItemSyncResult:
             with conn.transaction():

@@ -68,7 +68,7 @@ class PgVectorRetrievalBackend:
         from backends.retrieval import apply_narrowing, fetch_width
 
         width = fetch_width(ctx)
-        dims = self._db.config.dimensions
+        dims = self._db.dimensions
         query_vec = None
         if ctx.query_embedding is not None:
             query_vec = [float(x) for x in ctx.query_embedding]
