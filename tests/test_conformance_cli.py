@@ -128,3 +128,14 @@ def test_redis_credentials_never_printed(redis_server):
     assert result.exit_code == 4, result.output
     assert "unreachable" in result.stderr
     assert "s3cr3t-pw" not in result.stdout + result.stderr
+
+
+@pytest.mark.postgres
+def test_pgvector_uri_passes_every_group_with_provisioning(pgvector_url):
+    result = invoke("run", "--uri", pgvector_url, "--allow-provisioning",
+                    "-o", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["level"] == "FULL"
+    statuses = {g["name"]: g["status"] for g in data["groups"]}
+    assert statuses["retrieval"] == "passed" and statuses["indexes"] == "passed", statuses

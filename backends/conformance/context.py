@@ -45,8 +45,9 @@ class ConformanceOptions:
     health_timeout: float = 5.0
     #: How long a retrieval case waits for a mirror to become queryable (eventual stores).
     retrieval_wait: float = 30.0
-    #: Embedding width used by the retrieval cases.
-    retrieval_dimensions: int = 8
+    #: Embedding width used by the retrieval cases (None: the adapter's configured
+    #: ``dimensions`` when it exposes one, else 8).
+    retrieval_dimensions: int | None = None
     #: Let the ``indexes`` group create missing indexes (a store-wide change).
     allow_provisioning: bool = False
     #: Passed to the IndexManager calls.

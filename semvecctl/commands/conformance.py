@@ -170,6 +170,9 @@ def run(
     allow_provisioning: bool = typer.Option(
         False, "--allow-provisioning",
         help="Let the indexes group create missing indexes (changes the store for everyone)."),
+    dimensions: Optional[int] = typer.Option(
+        None, "--dimensions", min=2, show_default=False,
+        help="Embedding width for the retrieval and indexes groups (default: the backend's)."),
     output: Output = OutputFormat.table,
 ) -> None:
     """Run the conformance cases against one backend; exit 1 if any case fails."""
@@ -197,7 +200,8 @@ def run(
         return pending.pop() if pending else factory()
 
     options = ConformanceOptions(writers=writers, health_timeout=health_timeout,
-                                 allow_provisioning=allow_provisioning)
+                                 allow_provisioning=allow_provisioning,
+                                 retrieval_dimensions=dimensions, index_dimensions=dimensions)
     kwargs = dict(selected_name=_selected_name(spec, backend), only=only_list,
                   options=options, target=spec.display_uri if spec.uri else "")
     if out._isatty(sys.stderr) and output == OutputFormat.table:

@@ -27,6 +27,15 @@ def _can_retrieve(adapter) -> str | None:
     return None
 
 
+def _configured_dimensions(adapter) -> int | None:
+    """The embedding width the store was configured for, when the adapter says."""
+    for holder in (adapter, getattr(adapter, "settings", None), getattr(adapter, "config", None)):
+        value = getattr(holder, "dimensions", None) if holder is not None else None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 2:
+            return value
+    return None
+
+
 def _unit(dims: int, axis: int, lean: float = 0.0) -> tuple[float, ...]:
     """A unit vector on ``axis``, leaning towards the next axis by ``lean`` (0 = exact)."""
     vec = [0.0] * dims
@@ -39,7 +48,7 @@ def _unit(dims: int, axis: int, lean: float = 0.0) -> tuple[float, ...]:
 @case("retrieval")
 def filter_before_top_k(ctx: CaseContext) -> None:
     """Another tenant's closer, identical items never crowd a tenant's own out of top-k."""
-    dims = ctx.options.retrieval_dimensions
+    dims = ctx.options.retrieval_dimensions or _configured_dimensions(ctx.adapter) or 8
     retriever = ctx.adapter.retrieval_backend()
     owner_a, owner_b = ctx.owner("tenant-a"), ctx.owner("tenant-b")
     sid_a, sid_b = ctx.item_session("a"), ctx.item_session("b")
