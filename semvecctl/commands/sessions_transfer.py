@@ -1,0 +1,347 @@
+"""``semvecctl sessions export|import|copy``: backups and migrations between backends.
+
+Adds three commands to the ``sessions`` group (this module has no ``app`` of its own). The
+work is done by :mod:`backends.migrate` and :mod:`backends.archive`; this module parses
+flags, renders previews and maps refusals to exit codes:
+
+- 0: done (a preview with nothing in the way, an import or copy applied and read back).
+- 1: a check failed: the archive is damaged (truncated, reordered, duplicated, tampered,
+  trailer disagrees), sessions already exist with ``--on-conflict error``, or the
+  read-back after writing found a difference. A damaged archive writes nothing.
+- 2: usage: bad flags, the archive file does not exist.
+- 3: environment: the file is not a sessions archive or has a format version this
+  semvecctl cannot read (the message says what to upgrade); the backend lacks what the
+  command needs (enumeration to export, an item source for ``--with-items``, version
+  restore for ``--keep-versions``).
+- 4: a backend is unreachable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any, Iterator, Optional
+
+import typer
+
+from semvecctl.application import current
+from semvecctl.commands.sessions import OwnerOpt, UnownedOpt, owner_filter
+from semvecctl.commands.sessions import app as sessions_app
+from semvecctl.connection import open_adapter, resolve_connection
+from semvecctl.errors import CliError, usage_error
+from semvecctl.exit_codes import ExitCode
+from semvecctl.options import AdapterFactory, Backend, StreamOutput, Uri, Yes
+from semvecctl.output import Column, StreamFormat
+
+MatchOpt = typer.Option(None, "--match", "-m", help="Only session ids matching this glob (*, ?, [..]).",
+                        show_default=False)
+WithItemsOpt = typer.Option(False, "--with-items",
+                            help="Also carry each session's live memory items (needs an item mirror on the source).")
+ApplyOpt = typer.Option(False, "--apply", help="Write to the target (default: preview only).")
+OnConflictOpt = typer.Option("error", "--on-conflict",
+                             help="A session that already exists on the target: 'error' refuses the whole import "
+                                  "before any write, 'skip' leaves it as it is. Nothing is ever overwritten.")
+KeepVersionsOpt = typer.Option(False, "--keep-versions",
+                               help="Require archived versions to be preserved (fail if the target cannot restore them).")
+BatchOpt = typer.Option(500, "--batch-size", min=1, max=10000, help="Sessions enumerated per round trip.")
+
+_PLAN_COLUMNS = [
+    Column("SESSION", "session_id", style="bold"),
+    Column("VERSION", "version", justify="right"),
+    Column("OWNER", "owner_subject"),
+    Column("ACTION", "action"),
+    Column("ITEMS", "items", justify="right"),
+    Column("DETAIL", "detail"),
+]
+
+
+@contextlib.contextmanager
+def archive_errors() -> Iterator[None]:
+    """Archive refusals as one-line CLI errors: damaged = 1, unsupported = 3."""
+    from backends.archive import ArchiveDamaged, ArchiveUnsupported
+
+    try:
+        yield
+    except ArchiveDamaged as exc:
+        raise CliError(f"archive check failed: {exc}", ExitCode.CHECK_FAILED) from None
+    except ArchiveUnsupported as exc:
+        raise CliError(str(exc), ExitCode.ENVIRONMENT) from None
+
+
+def _on_conflict(value: str) -> str:
+    value = value.strip().lower()
+    if value not in ("error", "skip"):
+        raise usage_error(f"--on-conflict must be 'error' or 'skip', not {value!r}")
+    return value
+
+
+def _source_label(spec: Any) -> str:
+    if spec.adapter_factory and not spec.uri:
+        return f"adapter {spec.adapter_factory}"
+    return spec.display_uri
+
+
+def _progress(label: str, total: int | None = None):
+    out = current().output
+    return lambda items: out.progress(items, total=total, label=label)
+
+
+# --------------------------------------------------------------------------------------
+# export
+# --------------------------------------------------------------------------------------
+
+
+@sessions_app.command("export")
+def export_sessions(
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    owner: Optional[str] = OwnerOpt,
+    unowned: bool = UnownedOpt,
+    match: Optional[str] = MatchOpt,
+    with_items: bool = WithItemsOpt,
+    out_path: str = typer.Option("-", "--out", "-O", help="Archive file (gzip when it ends in .gz), or - for stdout."),
+    batch_size: int = BatchOpt,
+    yes: Yes = False,
+) -> None:
+    """Write sessions to a versioned, checksummed archive (JSON Lines).
+
+    Streams (memory does not grow with the number of sessions). The file is created
+    private (0600) and appears only once complete: an interrupted export leaves nothing
+    under the target name.
+    """
+    from backends.migrate import check_exportable, export_to_path, export_to_stream
+
+    app = current()
+    out = app.output
+    scope = owner_filter(owner, unowned)
+    to_stdout = out_path == "-"
+    if to_stdout and out._isatty(sys.stdout):
+        raise usage_error("refusing to write an archive to a terminal: pass --out FILE or redirect stdout")
+    if not to_stdout:
+        directory = os.path.dirname(os.path.abspath(out_path))
+        if not os.path.isdir(directory):
+            raise usage_error(f"directory {directory} does not exist (from --out)")
+        if os.path.isdir(out_path):
+            raise usage_error(f"--out {out_path} is a directory; name a file")
+    spec = resolve_connection(backend, uri, adapter)
+    with open_adapter(spec) as source:
+        check_exportable(source, with_items=with_items)
+        if not to_stdout and os.path.exists(out_path):
+            out.confirm(f"overwrite the existing file {out_path}", yes=yes)
+        options = dict(source_uri=_source_label(spec), owner_subject=scope, match=match,
+                       with_items=with_items, batch_size=batch_size,
+                       progress=_progress("exporting"))
+        if to_stdout:
+            result = export_to_stream(source, sys.stdout.buffer, **options)
+        else:
+            result = export_to_path(source, out_path, **options)
+    where = "stdout" if to_stdout else out_path
+    items = f" and {result.items} item(s)" if with_items else ""
+    out.success(f"exported {result.count} session(s){items} from {source.name} "
+                f"({_source_label(spec)}) to {where}; digest {result.digest[:16]}…")
+    if result.vanished:
+        out.info(f"{result.vanished} session(s) disappeared while exporting and are not in the archive")
+    if result.duplicates_dropped:
+        out.info(f"{result.duplicates_dropped} session(s) were enumerated twice and written once")
+
+
+# --------------------------------------------------------------------------------------
+# import (and the part of copy that is the same)
+# --------------------------------------------------------------------------------------
+
+
+def _describe_archive(summary: Any) -> str:
+    h = summary.header
+    items = f", {summary.items} item(s)" if summary.sessions_with_items else ""
+    return (f"archive verified: {summary.count} session(s){items} exported from {h.source_backend} "
+            f"({h.source_uri}) at {h.created_at} by semvecctl {h.tool_version}")
+
+
+def _plan_row(row: Any) -> dict[str, Any]:
+    return {"session_id": row.session_id, "version": row.version, "owner_subject": row.owner_subject,
+            "action": row.action, "items": row.items, "detail": row.detail}
+
+
+def _preview(importer: Any, output: StreamFormat, verb: str) -> None:
+    """Render the plan; exit 1 when --apply would refuse because of conflicts."""
+    out = current().output
+    fmt = output.value
+    rows = (_plan_row(r) for r in importer.plan())
+    if fmt in ("json", "yaml"):
+        listed = list(rows)
+        t = importer.totals
+        out.emit({"applied": False, "archive_sessions": importer.summary.count,
+                  "create": t.create, "skip": t.skip, "conflict": t.conflict,
+                  "notes": importer.notes(), "sessions": listed}, fmt)
+    else:
+        out.stream(rows, fmt, _PLAN_COLUMNS)
+    t = importer.totals
+    out.info(f"preview: {t.create} to create, {t.skip} to skip, {t.conflict} in conflict; "
+             f"nothing was written (rerun with --apply to {verb})")
+    if t.conflict:
+        out.error(f"{t.conflict} session(s) already exist on the target (first: {t.first_conflict!r}); "
+                  "--apply would refuse: use --on-conflict skip to leave them as they are")
+        raise typer.Exit(ExitCode.CHECK_FAILED)
+
+
+def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: str,
+                  extra: dict[str, Any] | None = None) -> None:
+    out = current().output
+    document = {
+        "applied": True, "created": result.created, "skipped": result.skipped,
+        "versions_preserved": result.versions_preserved, "items_synced": result.items_synced,
+        "items_not_imported": result.items_not_imported,
+        "verified": {"compared": report.compared, "matched": report.matched,
+                     "skipped": report.skipped, "mismatched": report.mismatched,
+                     "examples": report.examples},
+        **(extra or {}),
+    }
+    if output.value in ("json", "yaml", "jsonl"):
+        out.emit(document, output.value)
+    items = f", {result.items_synced} item(s) synced" if result.items_synced else ""
+    versions = "versions preserved" if result.versions_preserved else "created at version 1"
+    out.success(f"wrote {result.created} session(s) to {target_name} ({versions}){items}; "
+                f"{result.skipped} skipped (already there, left unchanged)")
+    if result.items_not_imported:
+        out.warn(f"{result.items_not_imported} item(s) not imported: the target has no item mirror")
+    if not report.ok:
+        for example in report.examples:
+            out.error(f"read-back mismatch: {example}")
+        raise CliError(f"read-back found {report.mismatched} session(s) that differ from the source",
+                       ExitCode.CHECK_FAILED)
+    out.info(f"read back {report.matched} session(s): blobs, owners, pending messages"
+             + (", versions" if result.versions_preserved else "") + " match")
+
+
+def _run_import(importer: Any, *, apply: bool, output: StreamFormat, verb: str,
+                extra_report: Any = None) -> None:
+    out = current().output
+    with archive_errors():
+        summary = importer.verify()
+        out.info(_describe_archive(summary))
+        importer.check_capabilities()
+        for note in importer.notes():
+            out.warn(note)
+        if not apply:
+            _preview(importer, output, verb)
+            return
+        result = importer.apply(progress=_progress("importing", summary.count))
+        report = importer.verify_target() if extra_report is None else extra_report(result)
+    _report_apply(result, report, output, importer.target_name,
+                  {"source_count": report.source_count} if report.source_count is not None else None)
+
+
+@contextlib.contextmanager
+def _archive_source(path: str) -> Iterator[Any]:
+    from backends.migrate import ArchiveFile, StagedStream
+
+    if path == "-":
+        import shutil
+        import tempfile
+
+        with tempfile.TemporaryFile() as staged:
+            shutil.copyfileobj(sys.stdin.buffer, staged, 1 << 20)
+            yield StagedStream(staged, "stdin")
+        return
+    if not os.path.exists(path):
+        raise usage_error(f"no such archive file: {path}")
+    if os.path.isdir(path):
+        raise usage_error(f"{path} is a directory, not an archive file")
+    yield ArchiveFile(path)
+
+
+@sessions_app.command("import")
+def import_sessions(
+    archive: str = typer.Argument(..., help="Archive file written by 'sessions export' (or - for stdin)."),
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    apply: bool = ApplyOpt,
+    on_conflict: str = OnConflictOpt,
+    keep_versions: bool = KeepVersionsOpt,
+    output: StreamOutput = StreamFormat.table,
+) -> None:
+    """Import an archive into a backend: preview by default, --apply to write.
+
+    Every checksum and the trailer are verified before the first write; existing
+    sessions are never overwritten; versions are preserved where the target can restore
+    them (it says where it cannot); everything written is read back and compared.
+    """
+    from backends.migrate import SessionImporter
+
+    policy = _on_conflict(on_conflict)
+    spec = resolve_connection(backend, uri, adapter)
+    with _archive_source(archive) as source, open_adapter(spec) as target:
+        importer = SessionImporter(target, source, on_conflict=policy, keep_versions=keep_versions)
+        _run_import(importer, apply=apply, output=output, verb="import")
+
+
+# --------------------------------------------------------------------------------------
+# copy
+# --------------------------------------------------------------------------------------
+
+
+@sessions_app.command("copy")
+def copy_sessions(
+    from_uri: Optional[str] = typer.Option(None, "--from", help="Source URI (its scheme implies the backend).",
+                                           show_default=False),
+    to_uri: Optional[str] = typer.Option(None, "--to", help="Target URI (its scheme implies the backend).",
+                                         show_default=False),
+    from_adapter: Optional[str] = typer.Option(None, "--from-adapter", show_default=False,
+                                               help="Source adapter from Python code: module:factory.",
+                                               rich_help_panel="Backend authors"),
+    to_adapter: Optional[str] = typer.Option(None, "--to-adapter", show_default=False,
+                                             help="Target adapter from Python code: module:factory.",
+                                             rich_help_panel="Backend authors"),
+    owner: Optional[str] = OwnerOpt,
+    unowned: bool = UnownedOpt,
+    match: Optional[str] = MatchOpt,
+    with_items: bool = WithItemsOpt,
+    apply: bool = ApplyOpt,
+    on_conflict: str = OnConflictOpt,
+    keep_versions: bool = KeepVersionsOpt,
+    batch_size: int = BatchOpt,
+    output: StreamOutput = StreamFormat.table,
+) -> None:
+    """Copy sessions from one backend to another (export piped into import, no file).
+
+    Same guarantees as export + import (staged in a private temp file, verified before
+    the first write, preview unless --apply, never overwrites), then a final pass reads
+    the source again and compares counts and blob digests with the target.
+    """
+    from backends.migrate import staged_copy, verify_copy
+
+    out = current().output
+    if not (from_uri or from_adapter):
+        raise usage_error("name the source with --from URI (or --from-adapter module:factory)")
+    if not (to_uri or to_adapter):
+        raise usage_error("name the target with --to URI (or --to-adapter module:factory)")
+    if from_uri and to_uri and from_uri == to_uri and not (from_adapter or to_adapter):
+        raise usage_error("--from and --to name the same store; nothing to copy")
+    policy = _on_conflict(on_conflict)
+    scope = owner_filter(owner, unowned)
+    source_spec = resolve_connection(None, from_uri, from_adapter)
+    target_spec = resolve_connection(None, to_uri, to_adapter)
+    with open_adapter(source_spec) as source, open_adapter(target_spec) as target:
+        out.info(f"copying from {source.name} ({_source_label(source_spec)}) to {target.name} "
+                 f"({_source_label(target_spec)})")
+        with archive_errors(), staged_copy(
+            source, target, source_uri=_source_label(source_spec), owner_subject=scope,
+            match=match, with_items=with_items, batch_size=batch_size,
+            progress=_progress("reading source"), on_conflict=policy, keep_versions=keep_versions,
+        ) as (importer, exported):
+            if exported.vanished:
+                out.info(f"{exported.vanished} session(s) disappeared from the source while reading")
+
+            def read_back(result: Any) -> Any:
+                report = verify_copy(source, target, result, owner_subject=scope, match=match,
+                                     with_items=with_items, batch_size=batch_size)
+                expected = result.created + result.skipped
+                if report.source_count != expected:
+                    out.warn(f"the source now holds {report.source_count} matching session(s); "
+                             f"{expected} were copied or skipped (it changed during the copy)")
+                return report
+
+            _run_import(importer, apply=apply, output=output, verb="copy", extra_report=read_back)
