@@ -138,3 +138,16 @@ def test_plugin_import_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == ""
+
+
+def test_option_never_prints_uri_credentials(pytester):
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    pytester.makepyfile(test_nothing="def test_other():\n    pass\n")
+    result = pytester.runpytest(f"--semvec-conformance=redis://u:hunter2-secret@127.0.0.1:{port}/0",
+                                "--semvec-conformance-only=health", "-p", "no:cacheprovider")
+    assert "hunter2-secret" not in result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=2, failed=1)  # test_other, the prompt bool, reports_up

@@ -80,8 +80,11 @@ class ConformanceItem(pytest.Item):
         try:
             adapter = self.target.adapter()
         except Exception as exc:  # noqa: BLE001 - reported once per case, briefly
-            pytest.fail(f"building the adapter from {self.target.spec!r} failed: "
-                        f"{type(exc).__name__}: {exc}", pytrace=False)
+            from backends.uris import redact_uri, scrub
+
+            shown = redact_uri(self.target.spec) if "://" in self.target.spec else self.target.spec
+            pytest.fail(scrub(f"building the adapter from {shown!r} failed: "
+                              f"{type(exc).__name__}: {exc}", self.target.spec), pytrace=False)
         check_case(adapter, self.case, selected_name=self.target.selected_name,
                    factory=self.target.factory)
 
