@@ -233,6 +233,8 @@ def test_health(adapter, postgres_server):
     assert details["extension_present"] is True
     assert details["pgvector_version"].startswith("0.8")
     assert details["server_version"]
+    # the test server trades durability for speed, and health says so
+    assert details["durable"] is False and "fsync=off" in details["durability_reason"]
 
 
 def test_unreachable_server_maps_to_backend_unreachable_without_credentials():

@@ -215,6 +215,18 @@ class PgVectorAdapter:
                 " WHERE n.nspname = %s AND c.relname = %s AND a.attname = 'embedding'"
                 " AND NOT a.attisdropped", (self.config.schema, ITEMS_TABLE),
             ).fetchone()
+            settings = dict(conn.execute(
+                "SELECT name, setting FROM pg_settings WHERE name IN"
+                " ('fsync', 'synchronous_commit', 'full_page_writes')"
+            ).fetchall())
+            risky = [f"{name}={value}" for name, value in sorted(settings.items())
+                     if value == "off"]
+            details.update(
+                durable=not risky,
+                durability_reason=("" if not risky else
+                                   "acknowledged writes can be lost on a crash: " + ", ".join(risky)),
+                settings=settings,
+            )
             details.update(
                 reachable=True,
                 server_version=server,
