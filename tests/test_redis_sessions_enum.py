@@ -157,3 +157,14 @@ def test_enumeration_survives_a_script_flush(adapter, raw):
     assert ids(adapter.iter_sessions(match=f"{t}-*")) == [f"{t}-a"]
     raw.script_flush()
     assert adapter.describe_session(f"{t}-a").version == 1
+
+
+def test_enumeration_on_a_dead_server_is_unreachable():
+    from backends.errors import BackendUnreachable
+    from tests.fixtures.redis_server import closed_port
+
+    adapter = RedisBackendAdapter(f"redis://127.0.0.1:{closed_port()}/0", timeout=0.5, retries=0)
+    with pytest.raises(BackendUnreachable):
+        list(adapter.iter_sessions())
+    with pytest.raises(BackendUnreachable):
+        adapter.describe_session("x")
