@@ -181,3 +181,24 @@ def test_ids_carry_the_run_prefix():
     report = run_conformance(adapter, only="state", prefix="semvec-conf-test0000-")
     assert report.ok
     assert seen and all(s.startswith("semvec-conf-test0000-") for s in seen)
+
+
+def test_a_hung_case_is_abandoned_as_an_error_and_the_run_goes_on():
+    import threading
+
+    release = threading.Event()
+
+    class HangsOnInsert(MemoryBackendAdapter):
+        def commit_turn(self, *args, **kwargs):
+            release.wait(10)
+            return super().commit_turn(*args, **kwargs)
+
+    try:
+        report = run_conformance(HangsOnInsert, only="commit_turn.insert_and_update,health",
+                                 options=ConformanceOptions(case_timeout=0.3))
+    finally:
+        release.set()
+    hung = report.case("commit_turn.insert_and_update")
+    assert hung.status == Status.ERROR
+    assert "did not finish within 0.3s" in hung.message
+    assert report.group("health").status == Status.PASSED

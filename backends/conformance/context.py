@@ -52,6 +52,9 @@ class ConformanceOptions:
     allow_provisioning: bool = False
     #: Passed to the IndexManager calls.
     index_dimensions: int | None = None
+    #: A case (and, separately, its cleanup) that runs longer is abandoned as an error,
+    #: so one hung adapter call cannot hang the whole run.
+    case_timeout: float = 120.0
 
 
 @dataclass

@@ -29,6 +29,7 @@ from backends.conformance.model import (
     Status,
     group_status,
 )
+from backends.probe import call_with_timeout
 
 OnResult = Callable[[CaseResult], None]
 
@@ -54,25 +55,36 @@ def run_case(adapter: Any, entry: Case, *, prefix: str, options: ConformanceOpti
                       options=options, selected_name=selected_name, factory=factory)
     result = CaseResult(entry.group, entry.name, Status.PASSED, doc=entry.doc)
     started = time.perf_counter()
-    try:
-        entry.func(ctx)
-    except CaseFailure as failure:
-        refusal = _unsupported(failure)
+    outcome = call_with_timeout(entry.func, options.case_timeout, ctx)
+    error = outcome.error
+    if outcome.timed_out:
+        result.status = Status.ERROR
+        result.message = (f"did not finish within {options.case_timeout:g}s "
+                          "(a hung adapter call?); abandoned")
+    elif isinstance(error, CaseFailure):
+        refusal = _unsupported(error)
         if refusal is not None and entry.refusal_is_na:
             result.status = Status.NOT_APPLICABLE
-            result.message = f"the deployment refuses it ({failure.check}): {refusal}"
+            result.message = f"the deployment refuses it ({error.check}): {refusal}"
         else:
             result.status = Status.FAILED
-            result.message = str(failure)
-            result.expected, result.actual = failure.expected, failure.actual
-    except NotApplicable as na:
+            result.message = str(error)
+            result.expected, result.actual = error.expected, error.actual
+    elif isinstance(error, NotApplicable):
         result.status = Status.NOT_APPLICABLE
-        result.message = na.reason
-    except Exception as exc:  # noqa: BLE001 - an adapter may raise anything
+        result.message = error.reason
+    elif error is not None:
+        if not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit: not ours
+            raise error
         result.status = Status.ERROR
-        result.message = f"unexpected {describe_exception(exc)}{_where(exc)}"
-    problems = ctx.cleanup()
-    problems += _leftovers(ctx)
+        result.message = f"unexpected {describe_exception(error)}{_where(error)}"
+    tidy = call_with_timeout(lambda: ctx.cleanup() + _leftovers(ctx), options.case_timeout)
+    if tidy.timed_out:
+        problems = [f"did not finish within {options.case_timeout:g}s"]
+    elif tidy.error is not None:
+        problems = [describe_exception(tidy.error)]
+    else:
+        problems = tidy.value
     if problems:
         note = "cleanup: " + "; ".join(problems[:5])
         if result.status in (Status.PASSED, Status.NOT_APPLICABLE):
