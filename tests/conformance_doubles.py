@@ -56,7 +56,8 @@ class InMemoryEventStore:
         validate_owner_filter(owner_subject)
         with self._lock:
             found = [e for e in self._by_user.get(user_id, [])
-                     if e.sequence > after_sequence and owner_matches(e.owner_subject, owner_subject)]
+                     if e.sequence > after_sequence
+                     and owner_matches(e.owner_subject, owner_subject)]
         return found[:limit] if limit is not None else found
 
     def get_event(self, event_id: str) -> MemoryEvent | None:

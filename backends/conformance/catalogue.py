@@ -136,4 +136,5 @@ def _normalise_only(only: Any) -> set[str] | None:
         return None
     items = [only] if isinstance(only, str) else list(only)
     wanted = {part.strip() for item in items for part in str(item).split(",") if part.strip()}
-    return {w.replace("-", "_") if w.replace("-", "_") in GROUP_ORDER else w for w in wanted} or None
+    folded = {w.replace("-", "_") if w.replace("-", "_") in GROUP_ORDER else w for w in wanted}
+    return folded or None

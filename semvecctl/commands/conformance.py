@@ -164,7 +164,8 @@ def run(
     junit: Optional[Path] = typer.Option(
         None, "--junit", help="Also write JUnit XML here (one testsuite per group).",
         show_default=False, dir_okay=False),
-    writers: int = typer.Option(8, "--writers", min=2, help="Threads racing in the concurrency cases."),
+    writers: int = typer.Option(8, "--writers", min=2,
+                                help="Threads racing in the concurrency cases."),
     health_timeout: float = typer.Option(5.0, "--health-timeout", min=0.01,
                                          help="Seconds check_health may take."),
     allow_provisioning: bool = typer.Option(

@@ -9,7 +9,12 @@ from backends.conformance.catalogue import case
 from backends.conformance.context import CaseContext, describe_exception
 from backends.conformance.model import NotApplicable
 from backends.conformance.names import fold_name
-from backends.contract import REQUIRED_ADAPTER_MEMBERS, EventStore, RetrievalBackend, StateStoreProtocol
+from backends.contract import (
+    REQUIRED_ADAPTER_MEMBERS,
+    EventStore,
+    RetrievalBackend,
+    StateStoreProtocol,
+)
 
 _STATE_METHODS = ("save", "load", "load_full", "load_owner", "current_version", "delete")
 _EVENT_METHODS = ("append", "list_events", "get_event", "delete_older_than")
@@ -63,7 +68,8 @@ def optional_halves(ctx: CaseContext) -> None:
         missing = [m for m in _EVENT_METHODS if not callable(getattr(events, m, None))]
         ctx.expect(not missing, "event store methods", ", ".join(_EVENT_METHODS),
                    "missing or not callable: " + ", ".join(missing))
-        ctx.expect(isinstance(events, EventStore), "isinstance(events, EventStore)", "True", "False")
+        ctx.expect(isinstance(events, EventStore), "isinstance(events, EventStore)",
+                   "True", "False")
     retriever = ctx.call("retrieval_backend()", ctx.adapter.retrieval_backend)
     if retriever is not None:
         ctx.expect(isinstance(retriever, RetrievalBackend),
