@@ -102,7 +102,7 @@ def test_owner_filter_is_three_state_within_one_session(adapter):
 @pytest.mark.parametrize("mode", ["hnsw", "auto", "exact"])
 def test_a_tiny_session_in_a_big_table_still_gets_k_results(pgvector_adapter_factory, mode):
     adapter = pgvector_adapter_factory(dimensions=DIMS, search_mode=mode)
-    adapter.ensure_indexes()  # the HNSW index exists, so the planner may use it
+    adapter.ensure_schema()
     rng = random.Random(11)
     target = items_for(25, seed=5, prefix="t")
     # a crowd of other sessions sitting right next to the query vector
@@ -118,6 +118,8 @@ def test_a_tiny_session_in_a_big_table_still_gets_k_results(pgvector_adapter_fac
             cur.executemany(
                 "INSERT INTO semvec_memory_items (session_id, item_id, embedding, text)"
                 " VALUES (%s, %s, %s, %s)", rows)
+    adapter.ensure_indexes()  # the HNSW index exists, so the planner may use it
+    with adapter._db.connection() as conn:
         conn.execute("ANALYZE semvec_memory_items")
     adapter.sync_items("target", target)
     ctx = RetrievalContext(session_id="target", query_embedding=q, top_k=10)
@@ -221,3 +223,37 @@ def test_wrong_query_dimension_is_refused(adapter):
 def test_search_on_an_unprovisioned_database_is_empty(adapter):
     assert adapter.retrieval_backend().search(
         RetrievalContext(session_id="s", query_embedding=tuple([0.1] * DIMS))) == []
+
+
+def test_why_iterative_scan_is_on_a_filtered_hnsw_scan_shrinks_without_it(pgvector_adapter_factory):
+    """Pins the pgvector behaviour the HNSW plan relies on: with the index forced, a
+    selective session filter returns fewer than k rows unless iterative scan is on."""
+    from pgvector import Vector
+
+    adapter = pgvector_adapter_factory(dimensions=DIMS)
+    adapter.ensure_schema()
+    rng = random.Random(3)
+    q = vec(rng)
+    with adapter._db.connection(vector=True) as conn:
+        rows = [("crowd", f"c{n}", Vector([x + rng.uniform(-0.01, 0.01) for x in q]), "x")
+                for n in range(3000)]
+        rows += [("small", f"s{n}", Vector(list(vec(rng))), "y") for n in range(30)]
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO semvec_memory_items (session_id, item_id, embedding, text)"
+                            " VALUES (%s, %s, %s, %s)", rows)
+    adapter.ensure_indexes()
+    with adapter._db.connection(vector=True) as conn:
+        conn.execute("ANALYZE semvec_memory_items")
+        counts = {}
+        for setting in ("off", "relaxed_order"):
+            with conn.transaction():
+                conn.execute(f"SET LOCAL hnsw.iterative_scan = {setting}")
+                conn.execute("SET LOCAL enable_sort = off")  # make the planner take HNSW
+                plan = "\n".join(r[0] for r in conn.execute(
+                    "EXPLAIN SELECT item_id FROM semvec_memory_items WHERE session_id = 'small'"
+                    " ORDER BY embedding <=> %s LIMIT 10", (Vector(list(q)),)))
+                assert "semvec_items_vec" in plan
+                counts[setting] = len(conn.execute(
+                    "SELECT item_id FROM semvec_memory_items WHERE session_id = 'small'"
+                    " ORDER BY embedding <=> %s LIMIT 10", (Vector(list(q)),)).fetchall())
+    assert counts["off"] < 10 and counts["relaxed_order"] == 10

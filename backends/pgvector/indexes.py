@@ -264,23 +264,34 @@ class PgVectorIndexManager:
         dims = self._dims(dimensions)
         actions: list[IndexAction] = []
         with self._db.connection() as conn:
-            found, absent, column_type = self._catalog(conn)
-            for group in (STATE_GROUP, ITEMS_GROUP):
-                need = [t for t in group_tables(group) if t in absent]
-                if not need:
-                    continue
-                for table in need:
-                    actions.append(IndexAction(table, self._target(table), "table", "create",
-                                               "table with its keys", applied=apply))
-                if apply:
-                    ensure_group(conn, self._db.tables, group, dims)
-            if apply and absent:
-                self._db.pool.forget_vector_registration()
-                found, absent, column_type = self._catalog(conn)
-            for key in MANIFEST:
-                report = self._judge(key, found, absent, column_type, dims)
-                actions.append(self._ensure_one(conn, key, report, dims, recreate, apply))
+            if apply:
+                # an HNSW build over a large table outlives any sane statement timeout
+                conn.execute("SET statement_timeout = 0")
+            try:
+                self._ensure_all(conn, actions, dims, recreate, apply)
+            finally:
+                if apply and not conn.closed:
+                    conn.execute(f"SET statement_timeout = {self._db.config.statement_timeout_ms}")
         return actions
+
+    def _ensure_all(self, conn: Any, actions: list[IndexAction], dims: int, recreate: bool,
+                    apply: bool) -> None:
+        found, absent, column_type = self._catalog(conn)
+        for group in (STATE_GROUP, ITEMS_GROUP):
+            need = [t for t in group_tables(group) if t in absent]
+            if not need:
+                continue
+            for table in need:
+                actions.append(IndexAction(table, self._target(table), "table", "create",
+                                           "table with its keys", applied=apply))
+            if apply:
+                ensure_group(conn, self._db.tables, group, dims)
+        if apply and absent:
+            self._db.pool.forget_vector_registration()
+            found, absent, column_type = self._catalog(conn)
+        for key in MANIFEST:
+            report = self._judge(key, found, absent, column_type, dims)
+            actions.append(self._ensure_one(conn, key, report, dims, recreate, apply))
 
     def _ensure_one(self, conn: Any, key: _Key, report: IndexReport, dims: int,
                     recreate: bool, apply: bool) -> IndexAction:
