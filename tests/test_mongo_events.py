@@ -226,3 +226,13 @@ def test_append_uses_a_transaction_on_a_replica_set(txn_adapter):
     user = uid()
     assert adapter.event_store().append(event(user)).sequence == 1
     assert client.committed == 1
+
+
+def test_health_details_durability_follows_topology(make_adapter, txn_adapter):
+    standalone = make_adapter().health_details(1.0)
+    assert standalone["topology"] == "standalone" and standalone["durable"] is False
+    assert "replica set" in standalone["durability_reason"]
+    adapter, _ = txn_adapter
+    replicated = adapter.health_details(1.0)
+    assert replicated["topology"] == "replica set" and replicated["durable"] is True
+    assert replicated["transactions_supported"] is True

@@ -72,7 +72,8 @@ def test_document_layout(adapter, session):
                                       updated_at=created)], owner_subject="t/agent")
     doc = adapter.database["semvec_memory_items"].find_one({"_id": f"{session}:a"})
     assert set(doc) == {"_id", "session_id", "owner_subject", "item_id", "embedding", "text",
-                        "tier", "tiers", "unit", "evicted", "updated_at", "created_at"}
+                        "tier", "tiers", "unit", "evicted", "updated_at", "created_at",
+                        "content_sha256"}
     assert doc["session_id"] == session and doc["owner_subject"] == "t/agent"
     assert doc["embedding"] == [1.0, 0.0, 0.5] and doc["evicted"] is False
     assert doc["tiers"] == ["long_term", "x"]
@@ -99,7 +100,8 @@ def test_one_unordered_bulk_write(adapter, session, monkeypatch):
     assert kinds == ["InsertOne", "UpdateOne", "UpdateOne"]
     update_a = next(op for op in ops if isinstance(op, UpdateOne) and op._filter["_id"].endswith(":a"))
     assert update_a._filter == {"_id": f"{session}:a", "session_id": session}
-    assert set(update_a._doc["$set"]) == {"text", "updated_at"}
+    assert update_a._doc["$set"]["text"] == "new"
+    assert {"text", "embedding", "content_sha256", "updated_at"} <= set(update_a._doc["$set"])
     evict_b = next(op for op in ops if isinstance(op, UpdateOne) and op._filter["_id"].endswith(":b"))
     assert set(evict_b._doc["$set"]) == {"evicted", "updated_at"} and evict_b._doc["$set"]["evicted"] is True
     assert isinstance(next(op for op in ops if isinstance(op, InsertOne)), InsertOne)
@@ -135,3 +137,46 @@ def test_rejects_bad_input(adapter):
         adapter.sync_items("", [item("a")])
     with pytest.raises(ValueError):
         adapter.sync_items("s", [{"item_id": "a"}])
+
+
+def test_resync_reads_digests_not_embeddings(adapter, session, monkeypatch):
+    """A re-sync moves ids and digests over the wire, not every stored vector."""
+    mirror = adapter.item_mirror()
+    adapter.sync_items(session, [item("a"), item("b")])
+    projections = []
+    real = mirror.collection.find
+
+    def spy(flt=None, projection=None, *args, **kwargs):
+        projections.append(projection)
+        return real(flt, projection, *args, **kwargs)
+
+    monkeypatch.setattr(mirror.collection, "find", spy)
+    assert adapter.sync_items(session, [item("a"), item("b")]) == ItemSyncResult(unchanged=2)
+    assert projections == [{"_id": 1, "item_id": 1, "content_sha256": 1, "evicted": 1,
+                            "updated_at": 1}]
+
+
+def test_rows_without_digest_are_compared_field_by_field(adapter, session):
+    """Rows written elsewhere (the engine) carry no digest: compared whole, then backfilled."""
+    coll = adapter.database["semvec_memory_items"]
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    for item_id, text in (("a", "text a"), ("b", "old b")):
+        coll.insert_one({"_id": f"{session}:{item_id}", "session_id": session, "owner_subject": None,
+                         "item_id": item_id, "embedding": [1.0, 0.0, 0.5], "text": text,
+                         "tier": None, "tiers": [], "unit": {}, "evicted": False,
+                         "updated_at": now, "created_at": now})
+    result = adapter.sync_items(session, [item("a"), item("b", "new b")])
+    assert result == ItemSyncResult(updated=1, unchanged=1)
+    assert coll.find_one({"_id": f"{session}:a"})["content_sha256"]  # backfilled
+    assert coll.find_one({"_id": f"{session}:a"})["updated_at"].replace(tzinfo=timezone.utc) == now
+    assert coll.find_one({"_id": f"{session}:b"})["text"] == "new b"
+    assert adapter.sync_items(session, [item("a"), item("b", "new b")]) == ItemSyncResult(unchanged=2)
+
+
+def test_updated_at_from_the_engine_is_mirrored(adapter, session):
+    t1 = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
+    t2 = datetime(2026, 5, 1, 13, 0, tzinfo=timezone.utc)
+    adapter.sync_items(session, [item("a", updated_at=t1)])
+    assert adapter.sync_items(session, [item("a", updated_at=t1)]) == ItemSyncResult(unchanged=1)
+    assert adapter.sync_items(session, [item("a", updated_at=t2)]) == ItemSyncResult(updated=1)
+    assert next(adapter.iter_live_items(session)).updated_at == t2

@@ -228,6 +228,13 @@ class MongoBackendAdapter:
             topology=topo.kind,
             transactions_supported=topo.transactions,
             search_indexes_supported=support.supported,
+            durable=topo.transactions,
+            durability_reason=(
+                "replicated: writes can be acknowledged by a majority"
+                if topo.transactions else
+                "standalone server: a single copy of every session, lost with its disk; "
+                "run a replica set"
+            ),
         )
         if not support.supported:
             details["search_indexes_detail"] = support.reason

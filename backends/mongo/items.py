@@ -10,6 +10,9 @@ so a search index that lags behind never resurrects a row the consistent read dr
 
 from __future__ import annotations
 
+import hashlib
+import json
+from array import array
 from datetime import datetime
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -18,8 +21,22 @@ from backends.mongo.errors import driver_errors
 from backends.mongo.names import ITEMS_COLLECTION
 from backends.mongo.state import as_utc, owner_clause, utcnow
 
-#: Fields whose change makes an item "updated" (timestamps are bookkeeping).
-CONTENT_FIELDS = ("owner_subject", "item_id", "embedding", "text", "tier", "tiers", "unit", "evicted")
+
+#: sha256 of an item's content (everything but timestamps and eviction), so a sync can
+#: tell "unchanged" without reading the stored embedding back.
+CONTENT_DIGEST_FIELD = "content_sha256"
+DIGEST_PROJECTION = {"_id": 1, "item_id": 1, CONTENT_DIGEST_FIELD: 1, "evicted": 1, "updated_at": 1}
+
+
+def content_digest(content: Mapping[str, Any]) -> str:
+    """Canonical JSON of the scalar fields plus the raw float64 bytes of the embedding
+    (formatting 384 floats as text would cost more than the read it saves)."""
+    body = {k: v for k, v in content.items() if k not in ("evicted", "embedding")}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str, allow_nan=True)
+    digest = hashlib.sha256(text.encode("utf-8"))
+    embedding = content.get("embedding")
+    digest.update(b"\x00none" if embedding is None else b"\x00" + array("d", embedding).tobytes())
+    return digest.hexdigest()
 
 
 def item_doc_id(session_id: str, item_id: str) -> str:
@@ -75,7 +92,7 @@ class MongoItemMirror:
 
     def plan_sync(self, session_id: str, items: Sequence[MemoryItem], *,
                   owner_subject: str | None = None) -> tuple[list[Any], ItemSyncResult]:
-        """The bulk operations a sync would send, and the counts. Pure apart from one read."""
+        """The bulk operations a sync would send, and the counts. Reads only."""
         from pymongo import InsertOne, UpdateOne
 
         if not isinstance(session_id, str) or not session_id:
@@ -85,29 +102,42 @@ class MongoItemMirror:
             if not isinstance(item, MemoryItem) or not item.item_id:
                 raise ValueError("items must be MemoryItem objects with an item_id")
             wanted[item.item_id] = item  # last one wins, like the engine's tier walk
-        with driver_errors("items.read"):
-            stored = {doc["item_id"]: doc for doc in self._collection.find({"session_id": session_id})}
+        stored = self._stored_view(session_id, wanted)
         now = utcnow()
         ops: list[Any] = []
         added = updated = evicted = unchanged = 0
         for item_id, item in wanted.items():
             content = item_content(item, owner_subject)
+            digest = content_digest(content)
             touched = _bson_time(item.updated_at) or now
             current = stored.get(item_id)
             if current is None:
                 doc = {"_id": item_doc_id(session_id, item_id), "session_id": session_id, **content,
-                       "updated_at": touched, "created_at": _bson_time(item.created_at) or now}
+                       CONTENT_DIGEST_FIELD: digest, "updated_at": touched,
+                       "created_at": _bson_time(item.created_at) or now}
                 ops.append(InsertOne(doc))
                 added += 1
                 continue
-            changed = {k: v for k, v in content.items() if current.get(k) != v}
-            if item.updated_at is not None and as_utc(current.get("updated_at")) != touched:
+            selector = {"_id": current["_id"], "session_id": session_id}
+            moved = item.updated_at is not None and as_utc(current.get("updated_at")) != touched
+            if current.get(CONTENT_DIGEST_FIELD) is not None:
+                same = current[CONTENT_DIGEST_FIELD] == digest and not current.get("evicted")
+                changed = {} if same else {**content, CONTENT_DIGEST_FIELD: digest}
+            else:
+                # written without a digest (e.g. by the engine): compare field by field,
+                # and record the digest so the next sync can skip the embeddings.
+                changed = {k: v for k, v in content.items() if current.get(k) != v}
+                if changed:
+                    changed[CONTENT_DIGEST_FIELD] = digest
+                elif not moved:
+                    ops.append(UpdateOne(selector, {"$set": {CONTENT_DIGEST_FIELD: digest}}))
+            if moved:
                 changed["updated_at"] = touched
             if not changed:
                 unchanged += 1
                 continue
             changed.setdefault("updated_at", touched)
-            ops.append(UpdateOne({"_id": current["_id"], "session_id": session_id}, {"$set": changed}))
+            ops.append(UpdateOne(selector, {"$set": changed}))
             updated += 1
         for item_id, current in stored.items():
             if item_id in wanted or current.get("evicted"):
@@ -116,6 +146,20 @@ class MongoItemMirror:
                                  {"$set": {"evicted": True, "updated_at": now}}))
             evicted += 1
         return ops, ItemSyncResult(added=added, updated=updated, evicted=evicted, unchanged=unchanged)
+
+    def _stored_view(self, session_id: str, wanted: Mapping[str, MemoryItem]) -> dict[str, dict[str, Any]]:
+        """What is stored for the session, WITHOUT embeddings where a digest stands in for
+        the content: a re-sync then moves ids and digests, not every vector again. Rows
+        without a digest (written elsewhere) are read whole, in a second query."""
+        with driver_errors("items.read"):
+            stored = {doc["item_id"]: doc for doc in self._collection.find(
+                {"session_id": session_id}, DIGEST_PROJECTION)}
+            legacy = [doc["_id"] for item_id, doc in stored.items()
+                      if doc.get(CONTENT_DIGEST_FIELD) is None and item_id in wanted]
+            if legacy:
+                for doc in self._collection.find({"_id": {"$in": legacy}, "session_id": session_id}):
+                    stored[doc["item_id"]] = doc
+        return stored
 
     def sync_items(self, session_id: str, items: Sequence[MemoryItem], *,
                    owner_subject: str | None = None) -> ItemSyncResult:
