@@ -202,3 +202,14 @@ def test_a_hung_case_is_abandoned_as_an_error_and_the_run_goes_on():
     assert hung.status == Status.ERROR
     assert "did not finish within 0.3s" in hung.message
     assert report.group("health").status == Status.PASSED
+
+
+def test_report_carries_the_capability_report():
+    report = run_conformance(EventfulMemoryAdapter, only="health")
+    caps = report.capabilities
+    assert caps["is_persistent"] is False
+    assert caps["event_store"] == "InMemoryEventStore"
+    assert caps["retrieval_backend"] is None
+    assert "SessionEnumerator" in caps["seams"] and "IndexManager" not in caps["seams"]
+    assert caps["cleanup_hooks"] == ["purge_user"]
+    assert report.to_dict()["capabilities"] == caps

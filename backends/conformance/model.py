@@ -156,6 +156,8 @@ class ConformanceReport:
     groups: list[GroupResult]
     selection: tuple[str, ...] | None = None
     target: str = ""
+    #: What the adapter declares and offers (persistence, halves, operator seams).
+    capabilities: dict[str, Any] = field(default_factory=dict)
 
     @property
     def level(self) -> str:
@@ -210,6 +212,7 @@ class ConformanceReport:
             "started_at": self.started_at.isoformat(),
             "duration": round(self.duration, 4),
             "selection": list(self.selection) if self.selection else None,
+            "capabilities": dict(self.capabilities),
             "counts": self.counts(),
             "groups": [g.to_dict() for g in self.groups],
         }

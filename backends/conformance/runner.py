@@ -171,6 +171,7 @@ def run_conformance(
                 prefix=prefix, started_at=started_at, duration=time.perf_counter() - started,
                 groups=_groups(results, {}), selection=selection, target=target)
 
+    capabilities = describe_capabilities(adapter)
     backend = getattr(adapter, "name", None)
     backend = backend if isinstance(backend, str) and backend else (selected_name or "?")
     results: list[CaseResult] = []
@@ -215,7 +216,38 @@ def run_conformance(
         groups=_groups(results, reasons),
         selection=selection,
         target=target,
+        capabilities=capabilities,
     )
+
+
+def describe_capabilities(adapter: Any) -> dict[str, Any]:
+    """The capability report: what the adapter declares and which seams it offers.
+    Never raises (a member that raises is reported as the error)."""
+    from backends import contract
+
+    caps: dict[str, Any] = {}
+    declared = inspect.getattr_static(type(adapter), "is_persistent", None)
+    caps["is_persistent"] = declared if isinstance(declared, bool) else repr(declared)
+    for member in ("event_store", "retrieval_backend"):
+        try:
+            value = getattr(adapter, member)()
+            caps[member] = None if value is None else type(value).__name__
+        except Exception as exc:  # noqa: BLE001
+            caps[member] = f"error: {describe_exception(exc)}"
+    caps["seams"] = [name for name in ("SessionEnumerator", "IndexManager", "LiveItemSource",
+                                       "ItemMirror", "SessionRestorer", "HealthDetails")
+                     if isinstance(adapter, getattr(contract, name))]
+    caps["cleanup_hooks"] = [hook for hook, owner in (("purge_items", adapter),
+                                                      ("purge_user", _events_or_none(adapter)))
+                             if callable(getattr(owner, hook, None))]
+    return caps
+
+
+def _events_or_none(adapter: Any) -> Any:
+    try:
+        return adapter.event_store()
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _groups(results: list[CaseResult], reasons: dict[str, str]) -> list[GroupResult]:

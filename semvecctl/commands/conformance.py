@@ -149,6 +149,13 @@ def _render_table(out: Any, report: Any) -> None:
             else:
                 lines.append(f"    {case.message}")
         out.write("\n".join(lines))
+    caps = report.capabilities
+    if caps:
+        out.write("")
+        out.write(f"capabilities: persistent={caps.get('is_persistent')} "
+                  f"event_store={caps.get('event_store') or 'none'} "
+                  f"retrieval_backend={caps.get('retrieval_backend') or 'none (in-process)'} "
+                  f"seams={', '.join(caps.get('seams') or []) or 'none'}")
     out.write("")
     out.write(f"level: {report.level}")
 
