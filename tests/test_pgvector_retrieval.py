@@ -257,3 +257,11 @@ def test_why_iterative_scan_is_on_a_filtered_hnsw_scan_shrinks_without_it(pgvect
                     "SELECT item_id FROM semvec_memory_items WHERE session_id = 'small'"
                     " ORDER BY embedding <=> %s LIMIT 10", (Vector(list(q)),)).fetchall())
     assert counts["off"] < 10 and counts["relaxed_order"] == 10
+
+
+@pytest.mark.parametrize("version, ok", [("0.8.0", True), ("0.8.6", True), ("1.0", True),
+                                         ("0.7.4", False), ("0.5.1", False), (None, False)])
+def test_iterative_scan_needs_pgvector_0_8(version, ok):
+    from backends.pgvector.retrieval import supports_iterative_scan
+
+    assert supports_iterative_scan(version) is ok

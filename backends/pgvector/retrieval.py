@@ -17,7 +17,9 @@ Exact vs approximate: for a session with at most ``exact_search_limit`` live ite
 semantic CTE orders by an expression the HNSW index cannot serve, so the planner scans
 the session's rows through the b-tree and sorts them: exact. Larger sessions use HNSW with
 ``hnsw.iterative_scan = relaxed_order`` (pgvector >= 0.8), which keeps scanning the graph
-until the filtered LIMIT is met, and re-sort the candidates by true distance.
+until the filtered LIMIT is met, and re-sort the candidates by true distance. Without
+iterative scans (pgvector < 0.8) a filtered HNSW scan can come back short, so every
+search takes the exact plan there. bench/bench_pgvector.py measures both plans.
 """
 
 from __future__ import annotations
@@ -39,6 +41,15 @@ DEFAULT_EXACT_SEARCH_LIMIT = 5000
 _MAX_SCAN_TUPLES = 100_000
 
 SEARCH_MODES = ("auto", "exact", "hnsw")
+
+
+def supports_iterative_scan(version: str | None) -> bool:
+    """``hnsw.iterative_scan`` arrived in pgvector 0.8.0."""
+    try:
+        major, minor = (int(part) for part in (version or "").split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (0, 8)
 
 
 class PgVectorRetrievalBackend:
@@ -63,6 +74,7 @@ class PgVectorRetrievalBackend:
         self.weights = dict(DEFAULT_WEIGHTS if weights is None else weights)
         #: which plan the last search used ("exact" / "hnsw"), for tests and benchmarks
         self.last_plan: str | None = None
+        self._iterative_scan: bool | None = None  # pgvector >= 0.8, probed once
 
     def search(self, ctx: RetrievalContext) -> list[MemoryUnit]:
         from backends.retrieval import apply_narrowing, fetch_width
@@ -107,6 +119,14 @@ class PgVectorRetrievalBackend:
     # -- SQL --------------------------------------------------------------------------
 
     def _plan_exact(self, conn: Any, session_id: str, owner_sql: str, owner_params: tuple) -> bool:
+        if self._iterative_scan is None:
+            from backends.pgvector.schema import extension_version
+
+            self._iterative_scan = supports_iterative_scan(extension_version(conn))
+        if not self._iterative_scan:
+            # without iterative scans a filtered HNSW scan can silently return fewer
+            # than k rows, so older pgvector always gets the exact plan
+            return True
         if self.search_mode != "auto":
             return self.search_mode == "exact"
         (live,) = conn.execute(
