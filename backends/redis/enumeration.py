@@ -19,7 +19,7 @@ from typing import Any, Iterator
 from backends.contract import UNSCOPED, OwnerFilter, SessionSummary, owner_matches, validate_owner_filter
 from backends.redis import keys
 from backends.redis.failures import redis_errors
-from backends.redis.scripts import script
+from backends.redis.scripts import bulk, script
 from backends.redis.state_store import optional_text
 
 _FIELDS = (keys.F_BLOB, keys.F_VERSION, keys.F_OWNER, keys.F_PENDING, keys.F_DRIFT_EXEMPT)
@@ -55,24 +55,18 @@ def _summary(session_id: str, values: Any, pttl: Any) -> SessionSummary | None:
     )
 
 
-def _bulk(value: bytes) -> bytes:
-    return b"$%d\r\n%b\r\n" % (len(value), value)
+_HMGET_HEAD = b"*%d\r\n" % (2 + len(_FIELDS)) + bulk(b"HMGET")
+_HMGET_TAIL = b"".join(bulk(f.encode("utf-8")) for f in _FIELDS)
 
 
-_HMGET_HEAD = b"*%d\r\n" % (2 + len(_FIELDS)) + _bulk(b"HMGET")
-_HMGET_TAIL = b"".join(_bulk(f.encode("utf-8")) for f in _FIELDS)
-
-
-def _pack_batch(raw_keys: list[bytes], ttl_sha: str) -> bytes:
+def _pack_batch(raw_keys: list[bytes]) -> bytes:
     """The RESP bytes of one HMGET per key plus one EVALSHA of the TTL script.
 
     Packed here rather than by redis-py's pipeline: the command shape is fixed, and
     generic per-argument packing is what dominates listing time on the client.
     """
-    parts = [_HMGET_HEAD + _bulk(key) + _HMGET_TAIL for key in raw_keys]
-    count = str(len(raw_keys)).encode()
-    parts.append(b"*%d\r\n" % (3 + len(raw_keys)) + _bulk(b"EVALSHA") + _bulk(ttl_sha.encode())
-                 + _bulk(count) + b"".join(_bulk(key) for key in raw_keys))
+    parts = [_HMGET_HEAD + bulk(key) + _HMGET_TAIL for key in raw_keys]
+    parts.append(script("pttl_many").pack(raw_keys, ()))
     return b"".join(parts)
 
 
@@ -88,7 +82,7 @@ def _read_batch(client: Any, raw_keys: list[bytes]) -> tuple[list[Any], list[Any
     pool = client.connection_pool
     connection = pool.get_connection()
     try:
-        connection.send_packed_command([_pack_batch(raw_keys, ttl_script.sha)])
+        connection.send_packed_command([_pack_batch(raw_keys)])
         values: list[Any] = []
         for _ in raw_keys:
             try:
