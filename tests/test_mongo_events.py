@@ -236,3 +236,20 @@ def test_health_details_durability_follows_topology(make_adapter, txn_adapter):
     replicated = adapter.health_details(1.0)
     assert replicated["topology"] == "replica set" and replicated["durable"] is True
     assert replicated["transactions_supported"] is True
+
+
+@pytest.mark.parametrize("transactional", [False, True])
+def test_purge_user_erases_events_and_counter(make_adapter, txn_adapter, transactional):
+    adapter = txn_adapter[0] if transactional else make_adapter()
+    store = adapter.event_store()
+    user, other = uid(), uid()
+    for i in range(3):
+        store.append(event(user, i))
+    store.append(event(other))
+    assert store.purge_user(user) == 3
+    assert store.list_events(user) == []
+    assert adapter.database["compliance_event_counters"].find_one({"_id": user}) is None
+    assert store.append(event(user)).sequence == 1  # starts again
+    assert len(store.list_events(other)) == 1
+    if transactional:
+        assert txn_adapter[1].committed >= 5

@@ -153,3 +153,21 @@ class MongoEventStore:
             flt["user_id"] = user_id
         with driver_errors("events.delete_older_than"):
             return int(self._events.delete_many(flt).deleted_count)
+
+    def purge_user(self, user_id: str) -> int:
+        """Erase a user: their events AND their sequence counter, so a next event starts
+        again at 1. In one transaction where the deployment has them; on a standalone the
+        events go first, so an interruption never leaves events behind a reset counter."""
+        if not isinstance(user_id, str) or not user_id:
+            raise ValueError("user_id must be a non-empty string")
+
+        def purge(session: Any) -> int:
+            kwargs = {"session": session} if session is not None else {}
+            with driver_errors("events.purge_user"):
+                removed = self._events.delete_many({"user_id": user_id}, **kwargs).deleted_count
+                self._counters.delete_one({"_id": user_id}, **kwargs)
+            return int(removed)
+
+        runner = self._transaction_runner()
+        return runner(purge) if runner is not None else purge(None)
+
