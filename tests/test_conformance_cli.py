@@ -140,3 +140,34 @@ def test_pgvector_uri_passes_every_group_with_provisioning(pgvector_url):
     assert data["level"] == "FULL"
     statuses = {g["name"]: g["status"] for g in data["groups"]}
     assert statuses["retrieval"] == "passed" and statuses["indexes"] == "passed", statuses
+
+
+def test_live_table_on_a_tty(monkeypatch):
+    from semvecctl.commands import conformance as command
+
+    monkeypatch.setattr(command, "_stderr_is_tty", lambda: True)
+    seen = []
+    original = command._LiveTable.update
+
+    def update(self, result):
+        seen.append(result.case_id)
+        original(self, result)
+
+    monkeypatch.setattr(command._LiveTable, "update", update)
+    result = invoke("run", "--backend", "memory", "--only", "health,concurrency")
+    assert result.exit_code == 0, result.output
+    assert seen == ["concurrency.racing_saves", "concurrency.racing_commit_turns",
+                    "concurrency.racing_inserts", "health.answers_bool_promptly",
+                    "health.reports_up"]
+    assert "level: FULL" in result.stdout
+
+
+def test_no_live_table_without_a_tty(monkeypatch):
+    from semvecctl.commands import conformance as command
+
+    def boom(*args, **kwargs):
+        raise AssertionError("live table built without a TTY")
+
+    monkeypatch.setattr(command, "_LiveTable", boom)
+    result = invoke("run", "--backend", "memory", "--only", "health")
+    assert result.exit_code == 0, result.output

@@ -92,11 +92,12 @@ class _LiveTable:
     """A table on stderr redrawn as each case finishes (TTY only)."""
 
     def __init__(self, out: Any, cases: list[Any]) -> None:
+        from rich.console import Console
         from rich.live import Live
 
         self._rows = {c.case_id: (c.group, c.name, "…", "") for c in cases}
-        self._live = Live(self._render(), console=out._console(sys.stderr),
-                          transient=True, auto_refresh=False)
+        console = Console(file=sys.stderr, no_color=out.no_color, highlight=False)
+        self._live = Live(self._render(), console=console, transient=True, auto_refresh=False)
 
     def _render(self):
         from rich.table import Table
@@ -120,6 +121,13 @@ class _LiveTable:
         self._rows[result.case_id] = (result.group, result.case, _MARKS[result.status],
                                       f"{result.duration:.2f}s")
         self._live.update(self._render(), refresh=True)
+
+
+def _stderr_is_tty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _render_table(out: Any, report: Any) -> None:
@@ -212,7 +220,7 @@ def run(
                                  retrieval_dimensions=dimensions, index_dimensions=dimensions)
     kwargs = dict(selected_name=_selected_name(spec, backend), only=only_list,
                   options=options, target=spec.display_uri if spec.uri else "")
-    if out._isatty(sys.stderr) and output == OutputFormat.table:
+    if _stderr_is_tty() and output == OutputFormat.table:
         with _LiveTable(out, cases) as live:
             report = run_conformance(adapters, on_result=live.update, **kwargs)
     else:
