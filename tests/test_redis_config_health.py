@@ -321,3 +321,41 @@ def test_fixture_skips_or_fails_without_a_server(tmp_path, require, outcome):
     )
     assert f"1 {outcome}" in result.stdout or (outcome == "failed" and "1 error" in result.stdout), \
         result.stdout[-2000:]
+
+
+@pytest.mark.parametrize(
+    "error, category",
+    [
+        ("redis.exceptions:ConnectionError", BackendUnreachable),
+        ("redis.exceptions:TimeoutError", BackendUnreachable),
+        ("redis.exceptions:AuthenticationError", BackendAuthError),
+        ("redis.exceptions:NoPermissionError", BackendAuthError),
+    ],
+)
+def test_driver_errors_map_to_categories(error, category):
+    import importlib
+
+    from backends.redis.failures import translate
+
+    module, name = error.split(":")
+    exc = getattr(importlib.import_module(module), name)("boom")
+    assert isinstance(translate(exc, "redis://h"), category)
+
+
+@pytest.mark.parametrize(
+    "text, category",
+    [
+        ("NOAUTH Authentication required.", "BackendAuthError"),
+        ("WRONGPASS invalid username-password pair", "BackendAuthError"),
+        ("WRONGTYPE Operation against a key holding the wrong kind of value", "IntegrityError"),
+        ("CROSSSLOT Keys in request don't hash to the same slot", "UnsupportedOperation"),
+        ("ERR semvec commit_turn: malformed ttl", "IntegrityError"),
+        ("ERR something else", "BackendError"),
+    ],
+)
+def test_error_replies_map_to_categories(text, category):
+    from redis.exceptions import ResponseError
+
+    from backends.redis.failures import translate
+
+    assert type(translate(ResponseError(text), "redis://h")).__name__ == category

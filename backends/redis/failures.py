@@ -15,6 +15,7 @@ from backends.errors import (
     BackendError,
     BackendUnreachable,
     IntegrityError,
+    UnsupportedOperation,
 )
 
 
@@ -28,6 +29,11 @@ def translate(exc: BaseException, where: str) -> BaseException:
         text = str(exc)
         if text.startswith(("NOAUTH", "WRONGPASS", "NOPERM")):
             return BackendAuthError(f"Redis at {where} refused our credentials or privileges")
+        if text.startswith(("CROSSSLOT", "MOVED", "ASK ", "CLUSTERDOWN")):
+            return UnsupportedOperation(
+                f"Redis at {where} is a cluster: a turn's keys span hash slots, which one "
+                "script cannot touch atomically; use a standalone or replicated Redis"
+            )
         if text.startswith("WRONGTYPE") or "semvec" in text:
             return IntegrityError(f"unexpected data in Redis at {where}: {text}")
         if isinstance(exc, rx.ReadOnlyError):

@@ -146,6 +146,8 @@ def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
         "latency_ms": round(latency, 2),
         "server_version": info.get("redis_version"),
         "mode": info.get("redis_mode", "standalone"),
+        # one script touches a session and its users' event keys: not possible across slots
+        "supported_topology": info.get("redis_mode", "standalone") != "cluster",
         "role": info.get("role"),
         **durability_verdict(info, settings.ttl_seconds),
     }
