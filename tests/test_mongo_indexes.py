@@ -398,3 +398,11 @@ def test_field_diff_is_the_contract_type(adapter, search_registry):
     _install(adapter, search_registry, "semvec_items_vec", "vectorSearch", _vec(numDimensions=3))
     report = by_name(adapter.validate_indexes())["semvec_items_vec"]
     assert report.differences == (FieldDiff("fields.embedding.numDimensions", 384, 3),)
+
+
+def test_search_index_creation_makes_sure_the_collection_exists(make_adapter, search_registry):
+    adapter = make_adapter(dimensions=4)
+    assert "semvec_memory_items" not in adapter.database.list_collection_names()
+    adapter._indexes._ensure_collection("semvec_memory_items")
+    assert "semvec_memory_items" in adapter.database.list_collection_names()
+    adapter._indexes._ensure_collection("semvec_memory_items")  # idempotent

@@ -232,6 +232,7 @@ class MongoIndexManager:
         if actual is None:
             if apply:
                 with driver_errors("indexes.create_search"):
+                    self._ensure_collection(entry.collection)
                     coll.create_search_index(search_index_model(entry))
             return act("create", "built asynchronously: use --wait to follow it", apply)
         diffs = compare_search_definition(entry, actual.get("type"),
@@ -254,6 +255,16 @@ class MongoIndexManager:
                     coll.update_search_index(entry.name, dict(entry.definition))
         how = "dropped and recreated" if type_changed else "definition updated in place"
         return act("recreate", f"differs in {listing}; {how}", apply)
+
+    def _ensure_collection(self, name: str) -> None:
+        """createSearchIndexes needs an existing collection (regular indexes do not)."""
+        from pymongo.errors import CollectionInvalid
+
+        if name not in self._db.list_collection_names(filter={"name": name}):
+            try:
+                self._db.create_collection(name)
+            except CollectionInvalid:
+                pass  # created concurrently: fine
 
     # -- waiting for asynchronous builds --------------------------------------------
 
