@@ -406,3 +406,21 @@ def test_search_index_creation_makes_sure_the_collection_exists(make_adapter, se
     adapter._indexes._ensure_collection("semvec_memory_items")
     assert "semvec_memory_items" in adapter.database.list_collection_names()
     adapter._indexes._ensure_collection("semvec_memory_items")  # idempotent
+
+
+@pytest.mark.parametrize("code, message, expected", [
+    (31082, "Using Atlas Search Database Commands and the $listSearchIndexes aggregation "
+            "stage requires additional configuration.", True),
+    (40324, "Unrecognized pipeline stage name: '$vectorSearch'", True),
+    (6047401, "$vectorSearch stage is only allowed on MongoDB Atlas", True),
+    (None, "Search index commands are only supported with Atlas.", True),
+    (6, "PlanExecutor error during aggregation :: caused by :: Error connecting to mongot", False),
+    (13, "not authorized on semvec to execute command", False),
+])
+def test_no_atlas_search_detection(code, message, expected):
+    from pymongo.errors import OperationFailure
+
+    from backends.mongo.errors import is_no_atlas_search
+
+    exc = OperationFailure(message, code=code if code is not None else 0)
+    assert is_no_atlas_search(exc) is expected

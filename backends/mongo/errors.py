@@ -17,10 +17,8 @@ from backends.errors import (
     BackendConfigError,
     BackendError,
     BackendUnreachable,
-    IntegrityError,
     InvalidEvent,
     StateVersionConflict,
-    UnsupportedOperation,
 )
 
 log = logging.getLogger("backends.mongo")
@@ -109,8 +107,9 @@ def driver_errors(operation: str, *, events: bool = False,
 
 #: Codes a server gives for Atlas-only stages or search-index commands it cannot run.
 NO_SEARCH_CODES = frozenset({59, 115, 31082, 40324, 6047401})
-_NO_SEARCH_WORDS = ("atlas", "search index", "listsearchindexes", "additional configuration",
-                    "unrecognized pipeline stage", "$vectorsearch", "$search")
+_NO_SEARCH_WORDS = ("only supported with atlas", "only allowed on mongodb atlas",
+                    "requires additional configuration", "unrecognized pipeline stage",
+                    "search index commands")
 
 
 def is_no_atlas_search(exc: BaseException) -> bool:
@@ -144,7 +143,7 @@ def is_duplicate_key(exc: BaseException) -> bool:
 __all__ = [
     "categorise",
     "driver_errors",
+    "in_transaction_retry",
     "is_duplicate_key",
-    "IntegrityError",
-    "UnsupportedOperation",
+    "is_no_atlas_search",
 ]
