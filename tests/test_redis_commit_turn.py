@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 
 import pytest
 

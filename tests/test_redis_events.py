@@ -11,6 +11,7 @@ import pytest
 from backends.contract import EventStore, MemoryEvent
 from backends.errors import InvalidEvent
 from backends.redis import RedisBackendAdapter
+from backends.redis.keys import EVENT_FIELDS
 
 pytestmark = pytest.mark.redis
 
@@ -71,6 +72,7 @@ def test_hash_is_readable_field_by_field_in_the_documented_layout(events, raw):
     fields = {k.decode(): v.decode() for k, v in raw.hgetall(key).items()}
     assert set(fields) == {"event_id", "user_id", "owner_subject", "session_id", "created_at",
                            "content", "embedding", "meta", "source_event_id", "sequence"}
+    assert set(fields) == set(EVENT_FIELDS)
     assert fields["event_id"] == e.event_id
     assert fields["user_id"] == user
     assert fields["owner_subject"] == "acme"
