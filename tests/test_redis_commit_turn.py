@@ -245,3 +245,20 @@ def test_no_lost_update_under_concurrent_turns(adapter):
     assert [e.sequence for e in events] == list(range(1, total + 1))
     assert len({e.content for e in events}) == total  # exactly one event per successful turn
     assert elapsed < 15, f"took {elapsed:.1f}s"
+
+
+def test_scripts_reload_after_a_flush_and_reconnect_after_a_restart(redis_server, redis_url, raw):
+    if not redis_server.managed:
+        pytest.skip("external server cannot be restarted")
+    s, user = uid("s"), uid("u")
+    adapter = RedisBackendAdapter(redis_url, timeout=1)
+    assert adapter.commit_turn(s, b"v1", expected_version=None, events=[event(user)]) == 1
+    raw.script_flush()
+    assert adapter.commit_turn(s, b"v2", expected_version=1, events=[event(user)]) == 2
+    assert adapter.event_store().append(event(user)).sequence == 3
+    # the pooled connection is now stale; the server comes back empty and without scripts
+    redis_server.stop()
+    redis_server.start()
+    assert adapter.commit_turn(s, b"again", expected_version=None, events=[event(user)]) == 1
+    assert [e.sequence for e in adapter.event_store().list_events(user)] == [1]
+    adapter.close()
