@@ -73,6 +73,8 @@ def test_defaults():
         ("postgresql://localhost/db", {"schema": "bad-name;drop"}, "schema"),
         ("postgresql://localhost/db", {"colour": "blue"}, "colour"),
         ("postgresql://u:topsecret@localhost/db", {"pool_size": 0}, "pool_size"),
+        ("postgresql://localhost/db", {"search_mode": "fast"}, "search_mode"),
+        ("postgresql://localhost/db", {"exact_search_limit": -1}, "exact_search_limit"),
     ],
 )
 def test_bad_configuration_is_refused_without_leaking_secrets(uri, options, message):

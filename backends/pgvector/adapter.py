@@ -58,6 +58,17 @@ class PgVectorAdapter:
         )
         from backends.pgvector.state import PgVectorStateStore
 
+        from backends.errors import BackendConfigError
+        from backends.pgvector.retrieval import SEARCH_MODES
+
+        if search_mode not in SEARCH_MODES:
+            raise BackendConfigError(
+                f"pgvector option search_mode must be one of {', '.join(SEARCH_MODES)},"
+                f" got {search_mode!r}")
+        if exact_limit is not None and (isinstance(exact_limit, bool)
+                                        or not isinstance(exact_limit, int) or exact_limit < 0):
+            raise BackendConfigError(
+                f"pgvector option exact_search_limit must be a non-negative int, got {exact_limit!r}")
         self._db = Database(self.config)
         self._state = PgVectorStateStore(self._db)
         self._events = PgVectorEventStore(self._db)
