@@ -7,7 +7,7 @@ import os
 
 from backends.conformance.catalogue import case
 from backends.conformance.context import CaseContext
-from backends.contract import LoadedState
+from backends.contract import ANONYMOUS_OWNER, LoadedState
 
 
 def _full(ctx: CaseContext, sid: str, **owner) -> LoadedState | None:
@@ -279,3 +279,21 @@ def session_id_fidelity(ctx: CaseContext) -> None:
         got = ctx.call(f"load {sid!r}", lambda: ctx.store.load(sid))
         ctx.expect_equal(bytes(got) if got is not None else None, f"blob-{n}".encode(),
                          f"load of session id {sid!r}")
+
+
+@case("state")
+def anonymous_owner_is_an_owner(ctx: CaseContext) -> None:
+    """The engine's '__anonymous__' owner is stored as an ordinary owner, not as none."""
+    sid = ctx.session()
+    ctx.call("insert owned by __anonymous__", lambda: ctx.store.save(
+        sid, b"anon", expected_version=None, owner_subject=ANONYMOUS_OWNER))
+    ctx.expect_equal(ctx.call("load_owner", lambda: ctx.store.load_owner(sid)), ANONYMOUS_OWNER,
+                     "stored owner of a row saved by '__anonymous__'")
+    ctx.expect_equal(ctx.call("load_full", lambda: ctx.store.load_full(sid, owner_subject=None)),
+                     None, "the '__anonymous__' row read with the owner filter None")
+    got = ctx.call("load", lambda: ctx.store.load(sid, owner_subject=ANONYMOUS_OWNER))
+    ctx.expect_equal(bytes(got) if got is not None else None, b"anon",
+                     "the '__anonymous__' row read as '__anonymous__'")
+    ctx.expect_conflict("update naming another owner of the '__anonymous__' row",
+                        lambda: ctx.store.save(sid, b"taken", expected_version=1,
+                                               owner_subject=ctx.owner("tenant-a")))
