@@ -20,6 +20,7 @@ from backends.archive import ArchiveHeader, ArchiveReader, ArchiveWriter, Sessio
 from backends.archive.seen import SeenFilter, confirmed_duplicates
 from backends.contract import UNSCOPED, LiveItemSource, OwnerFilter, SessionEnumerator
 from backends.errors import UnsupportedOperation
+from backends.migrate.batch_reads import batch_loader
 
 Progress = Callable[[Iterable[Any]], Iterable[Any]]
 
@@ -60,25 +61,43 @@ def make_header(adapter: Any, source_uri: str, *, with_items: bool, owner_subjec
                          with_items=with_items, filters=filters)
 
 
+#: sessions read per round trip (where the backend can batch reads)
+READ_CHUNK = 64
+
+
+def _chunks(iterable: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for value in iterable:
+        chunk.append(value)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
 def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilter = UNSCOPED,
                  match: str | None = None, with_items: bool = False,
                  batch_size: int = 500) -> Iterator[SessionRecord]:
-    """Full records for every enumerated session, read one at a time."""
-    store = adapter.state_store()
-    for summary in adapter.iter_sessions(owner_subject=owner_subject, match=match,
-                                         batch_size=batch_size):
-        state = store.load_full(summary.session_id, owner_subject=owner_subject)
-        if state is None:
-            result.vanished += 1
-            continue
-        items = None
-        if with_items:
-            items = tuple(adapter.iter_live_items(summary.session_id, owner_subject=owner_subject))
-        yield SessionRecord(
-            session_id=summary.session_id, version=state.version,
-            owner_subject=state.owner_subject, pending_message=state.pending_message,
-            blob=bytes(state.blob), ttl_seconds=summary.ttl_seconds, items=items,
-        )
+    """Full records for every enumerated session, in enumeration order, read a chunk of
+    64 at a time (see :mod:`backends.migrate.batch_reads`): memory is bounded by the chunk."""
+    load_many = batch_loader(adapter)
+    summaries = adapter.iter_sessions(owner_subject=owner_subject, match=match,
+                                      batch_size=batch_size)
+    for chunk in _chunks(summaries, READ_CHUNK):
+        states = load_many([s.session_id for s in chunk], owner_subject)
+        for summary, state in zip(chunk, states):
+            if state is None:  # deleted (or re-owned out of scope) since it was enumerated
+                result.vanished += 1
+                continue
+            items = None
+            if with_items:
+                items = tuple(adapter.iter_live_items(summary.session_id, owner_subject=owner_subject))
+            yield SessionRecord(
+                session_id=summary.session_id, version=state.version,
+                owner_subject=state.owner_subject, pending_message=state.pending_message,
+                blob=bytes(state.blob), ttl_seconds=summary.ttl_seconds, items=items,
+            )
 
 
 def write_archive(adapter: Any, stream: IO[bytes], *, source_uri: str,

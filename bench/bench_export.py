@@ -1,0 +1,135 @@
+"""Export throughput and peak memory: 100,000 sessions of 2 KB from a private Redis.
+
+    python bench/bench_export.py [--sessions 100000] [--small 10000] [--gzip]
+
+Seeds the engine's hash layout (``semvec:state:{id}``: blob, version, owner,
+drift_exempt, pending) with pipelined HSETs, then runs ``export_to_path`` at --small
+and at --sessions sessions under tracemalloc, printing sessions/s and the peak of
+Python allocations. Goal: the two peaks within 10% of each other (memory flat in the
+number of sessions). tracemalloc slows Python down, so one more untraced run gives
+the rate. Figures on a shared machine are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import redis  # noqa: E402
+
+from backends.migrate import export_to_path  # noqa: E402
+from backends.redis import RedisBackendAdapter  # noqa: E402
+
+BLOB_SIZE = 2048
+
+
+@contextmanager
+def private_redis() -> Iterator[str]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        sys.exit("redis-server not on PATH")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    workdir = tempfile.mkdtemp(prefix="semvec-bench-export-")
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", workdir, "--daemonize", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        client = redis.Redis.from_url(url)
+        for _ in range(200):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        client.close()
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def seed(url: str, start: int, stop: int) -> None:
+    """Sessions start..stop-1 in the engine layout, 1,000 HSETs per pipeline."""
+    client = redis.Redis.from_url(url)
+    pipe = client.pipeline(transaction=False)
+    for i in range(start, stop):
+        blob = (i.to_bytes(8, "big") * (BLOB_SIZE // 8))
+        pipe.hset(f"semvec:state:session-{i:07d}", mapping={
+            "blob": blob, "version": str(1 + i % 7), "owner": "tenant/agent" if i % 3 else "",
+            "drift_exempt": "0", "pending": "confirm?" if i % 11 == 0 else "",
+        })
+        if (i - start) % 1000 == 999:
+            pipe.execute()
+    pipe.execute()
+    client.close()
+
+
+def run_export(url: str, out: Path, traced: bool) -> tuple[int, float, int]:
+    with RedisBackendAdapter(url) as adapter:
+        if traced:
+            tracemalloc.start()
+            tracemalloc.reset_peak()
+        started = time.perf_counter()
+        result = export_to_path(adapter, out, source_uri="redis://bench")
+        elapsed = time.perf_counter() - started
+        peak = 0
+        if traced:
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+    os.unlink(out)
+    return result.count, elapsed, peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=100_000)
+    parser.add_argument("--small", type=int, default=10_000)
+    parser.add_argument("--gzip", action="store_true", help="write .jsonl.gz instead of .jsonl")
+    args = parser.parse_args()
+    suffix = ".jsonl.gz" if args.gzip else ".jsonl"
+    workdir = Path(tempfile.mkdtemp(prefix="semvec-bench-out-"))
+    try:
+        with private_redis() as url:
+            t0 = time.perf_counter()
+            seed(url, 0, args.small)
+            peaks = {}
+            for n in (args.small, args.sessions):
+                if n != args.small:
+                    seed(url, args.small, n)
+                count, elapsed, peak = run_export(url, workdir / f"a{suffix}", traced=True)
+                assert count == n, (count, n)
+                peaks[n] = peak
+                print(f"export {n:>7,} sessions x {BLOB_SIZE} B (tracemalloc on):  "
+                      f"{n / elapsed:8,.0f} sessions/s  {elapsed:6.1f} s  peak {peak / 1e6:6.2f} MB")
+            count, elapsed, _ = run_export(url, workdir / f"a{suffix}", traced=False)
+            print(f"export {count:>7,} sessions x {BLOB_SIZE} B (untraced):        "
+                  f"{count / elapsed:8,.0f} sessions/s  {elapsed:6.1f} s")
+            small, large = peaks[args.small], peaks[args.sessions]
+            growth = (large - small) / small * 100
+            verdict = "OK" if abs(growth) <= 10 else "MISSED"
+            print(f"peak memory {args.small:,} -> {args.sessions:,} sessions: {growth:+.1f}% "
+                  f"(goal within 10%: {verdict}); total bench time {time.perf_counter() - t0:.0f} s")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
