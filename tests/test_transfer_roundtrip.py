@@ -292,3 +292,42 @@ def test_cli_copy_pgvector_to_mongomock_with_items(pgvector, pgvector_url, share
     assert result.exit_code == 0, result.output
     assert "item(s) synced" in result.stderr
     assert_same_sessions(pgvector, shared_mongo, tag, with_items=True)
+
+
+def test_redis_batched_reads_agree_with_load_full_in_every_scope(redis):
+    from backends.contract import UNSCOPED
+    from backends.migrate.batch_reads import batch_loader
+
+    tag = uuid.uuid4().hex[:8]
+    seed(redis, tag)
+    ids = sorted(s.session_id for s in redis.iter_sessions(match=f"{tag}-*")) + [f"{tag}-missing"]
+    load_many = batch_loader(redis)
+    store = redis.state_store()
+    for scope in (UNSCOPED, None, "acme", "__anonymous__", "nobody"):
+        assert load_many(ids, scope) == [store.load_full(i, owner_subject=scope) for i in ids]
+
+
+def test_cli_copy_refuses_keep_versions_before_reading_the_source(shared_memory, redis_url):
+    seed(shared_memory, uuid.uuid4().hex[:8])
+    result = invoke("sessions", "copy", "--from", redis_url,
+                    "--to-adapter", "tests.transfer_doubles:norestore_shared", "--keep-versions", "--apply")
+    assert result.exit_code == 3 and "--keep-versions" in result.stderr
+    same = invoke("sessions", "copy", "--from", redis_url, "--to", redis_url)
+    assert same.exit_code == 2 and "same store" in same.stderr
+
+
+def test_cli_copy_owner_filter_and_conflicts(shared_memory, redis, redis_url):
+    tag = uuid.uuid4().hex[:8]
+    seed(shared_memory, tag)
+    redis.state_store().save(f"{tag}-b", b"already here", expected_version=None, owner_subject="acme")
+    args = ("sessions", "copy", "--from-adapter", "tests.transfer_doubles:memory_shared", "--to", redis_url,
+            "--owner", "acme")
+    preview = invoke(*args)
+    assert preview.exit_code == 1 and f"'{tag}-b'" in preview.stderr
+    refused = invoke(*args, "--apply")
+    assert refused.exit_code == 1 and "nothing was written" in refused.stderr
+    applied = invoke(*args, "--apply", "--on-conflict", "skip", "-o", "json")
+    assert applied.exit_code == 0, applied.output
+    assert '"created": 0' in applied.stdout and '"skipped": 1' in applied.stdout
+    assert redis.state_store().load(f"{tag}-b") == b"already here"
+    assert [s.session_id for s in redis.iter_sessions()] == [f"{tag}-b"]

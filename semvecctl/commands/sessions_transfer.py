@@ -311,7 +311,7 @@ def copy_sessions(
     the first write, preview unless --apply, never overwrites), then a final pass reads
     the source again and compares counts and blob digests with the target.
     """
-    from backends.migrate import staged_copy, verify_copy
+    from backends.migrate import SessionImporter, check_exportable, staged_copy, verify_copy
 
     out = current().output
     if not (from_uri or from_adapter):
@@ -325,6 +325,9 @@ def copy_sessions(
     source_spec = resolve_connection(None, from_uri, from_adapter)
     target_spec = resolve_connection(None, to_uri, to_adapter)
     with open_adapter(source_spec) as source, open_adapter(target_spec) as target:
+        # refuse what cannot be honoured before reading a single session
+        check_exportable(source, with_items=with_items)
+        SessionImporter(target, None, keep_versions=keep_versions).check_capabilities()
         out.info(f"copying from {source.name} ({_source_label(source_spec)}) to {target.name} "
                  f"({_source_label(target_spec)})")
         with archive_errors(), staged_copy(
