@@ -331,3 +331,20 @@ def test_cli_copy_owner_filter_and_conflicts(shared_memory, redis, redis_url):
     assert '"created": 0' in applied.stdout and '"skipped": 1' in applied.stdout
     assert redis.state_store().load(f"{tag}-b") == b"already here"
     assert [s.session_id for s in redis.iter_sessions()] == [f"{tag}-b"]
+
+
+def test_archive_changed_between_verify_and_apply_is_refused(memory, tmp_path):
+    from backends.archive import ArchiveDamaged
+
+    tag = uuid.uuid4().hex[:8]
+    seed(memory, tag)
+    path = tmp_path / "a.jsonl"
+    export_to_path(memory, path, source_uri="memory://")
+    target = MemoryBackendAdapter()
+    importer = SessionImporter(target, ArchiveFile(path))
+    importer.verify()
+    with open(path, "ab") as f:
+        f.write(b"\n")
+    with pytest.raises(ArchiveDamaged, match="changed after it was verified"):
+        importer.apply()
+    assert list(target.iter_sessions()) == []

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from enum import Enum
 from typing import Any, Iterator, Optional
 
 import typer
@@ -39,7 +40,14 @@ MatchOpt = typer.Option(None, "--match", "-m", help="Only session ids matching t
 WithItemsOpt = typer.Option(False, "--with-items",
                             help="Also carry each session's live memory items (needs an item mirror on the source).")
 ApplyOpt = typer.Option(False, "--apply", help="Write to the target (default: preview only).")
-OnConflictOpt = typer.Option("error", "--on-conflict",
+
+
+class OnConflict(str, Enum):
+    error = "error"
+    skip = "skip"
+
+
+OnConflictOpt = typer.Option(OnConflict.error, "--on-conflict", case_sensitive=False,
                              help="A session that already exists on the target: 'error' refuses the whole import "
                                   "before any write, 'skip' leaves it as it is. Nothing is ever overwritten.")
 KeepVersionsOpt = typer.Option(False, "--keep-versions",
@@ -69,11 +77,8 @@ def archive_errors() -> Iterator[None]:
         raise CliError(str(exc), ExitCode.ENVIRONMENT) from None
 
 
-def _on_conflict(value: str) -> str:
-    value = value.strip().lower()
-    if value not in ("error", "skip"):
-        raise usage_error(f"--on-conflict must be 'error' or 'skip', not {value!r}")
-    return value
+def _on_conflict(value: OnConflict | str) -> str:
+    return value.value if isinstance(value, OnConflict) else str(value)
 
 
 def _source_label(spec: Any) -> str:
@@ -259,7 +264,7 @@ def import_sessions(
     uri: Uri = None,
     adapter: AdapterFactory = None,
     apply: bool = ApplyOpt,
-    on_conflict: str = OnConflictOpt,
+    on_conflict: OnConflict = OnConflictOpt,
     keep_versions: bool = KeepVersionsOpt,
     output: StreamOutput = StreamFormat.table,
 ) -> None:
@@ -300,7 +305,7 @@ def copy_sessions(
     match: Optional[str] = MatchOpt,
     with_items: bool = WithItemsOpt,
     apply: bool = ApplyOpt,
-    on_conflict: str = OnConflictOpt,
+    on_conflict: OnConflict = OnConflictOpt,
     keep_versions: bool = KeepVersionsOpt,
     batch_size: int = BatchOpt,
     output: StreamOutput = StreamFormat.table,
