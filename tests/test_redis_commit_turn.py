@@ -133,17 +133,42 @@ def test_duplicate_ids_within_one_turn_are_refused(adapter, raw):
     assert snapshot(raw, s, user)["state"] == {}
 
 
-def test_a_wrongly_typed_index_key_refuses_the_turn_before_any_write(adapter, raw):
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        lambda raw, u: raw.set(f"semvec:events:t:{u}", "not a zset"),
+        lambda raw, u: raw.hset(f"semvec:events:u:{u}", "not", "a zset"),
+        lambda raw, u: raw.set(f"semvec:events:seq:{u}", "seven"),
+        lambda raw, u: raw.rpush(f"semvec:events:seq:{u}", "1"),
+    ],
+    ids=["time-index-string", "seq-index-hash", "counter-not-integer", "counter-list"],
+)
+def test_a_corrupt_event_key_refuses_the_turn_before_any_write(adapter, raw, corrupt):
     from backends.errors import IntegrityError
 
     s, user, other = uid("s"), uid("u"), uid("u")
-    raw.set(f"semvec:events:t:{other}", "corrupt")
-    adapter.commit_turn(s, b"v1", expected_version=None)
+    corrupt(raw, other)
+    adapter.commit_turn(s, b"v1", expected_version=None, events=[event(user)])
     before = snapshot(raw, s, user)
+    turn = [event(user), event(other)]
     with pytest.raises(IntegrityError):
-        adapter.commit_turn(s, b"v2", expected_version=1, events=[event(user), event(other)])
+        adapter.commit_turn(s, b"v2", expected_version=1, events=turn)
     assert snapshot(raw, s, user) == before
-    assert raw.get(f"semvec:events:seq:{other}") is None
+    assert not any(raw.exists(f"semvec:events:e:{e.event_id}") for e in turn)
+
+
+def test_a_state_key_of_another_type_refuses_the_turn(adapter, raw):
+    from backends.errors import IntegrityError
+
+    s, user = uid("s"), uid("u")
+    raw.set(f"semvec:state:{s}", "not a hash")
+    with pytest.raises(IntegrityError):
+        adapter.commit_turn(s, b"v2", expected_version=1, events=[event(user)])
+    with pytest.raises(StateVersionConflict):  # an insert never overwrites any key
+        adapter.commit_turn(s, b"v1", expected_version=None, events=[event(user)])
+    assert raw.get(f"semvec:state:{s}") == b"not a hash"
+    assert raw.get(f"semvec:events:seq:{user}") is None
+    assert not list(raw.scan_iter(match="semvec:events:e:*"))
 
 
 def test_owner_check_on_commit_turn(adapter, raw):

@@ -92,39 +92,34 @@ for i = 0, n - 1 do
   if t ~= 'none' and t ~= 'zset' then
     return fail('time index has the wrong type')
   end
-  t = key_type(KEYS[k + 3])
-  if t == 'string' then
-    local counter = redis.call('GET', KEYS[k + 3])
-    if not string.match(counter, '^%d+$') then
-      return fail('sequence counter is not an integer')
-    end
-  elseif t ~= 'none' then
+  local counter = redis.pcall('GET', KEYS[k + 3])  -- one call: type and value
+  if type(counter) == 'table' then
     return fail('sequence counter has the wrong type')
+  end
+  if counter and not string.match(counter, '^%d+$') then
+    return fail('sequence counter is not an integer')
   end
 end
 
 -- 3. The state row: compare-and-set with the owner rule.
-if mode ~= 'none' then
-  local t = key_type(KEYS[1])
-  if t ~= 'none' and t ~= 'hash' then
+if mode == 'insert' then
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    return {-4, ''}
+  end
+elseif mode == 'update' then
+  local current = redis.pcall('HMGET', KEYS[1], 'version', 'owner')  -- one call: type and row
+  if current['err'] then
     return fail('state key has the wrong type')
   end
-  if mode == 'insert' then
-    if t ~= 'none' then
-      return {-4, ''}
-    end
-  else
-    local current = redis.call('HMGET', KEYS[1], 'version', 'owner')
-    local stored_version, stored_owner = current[1], current[2] or ''
-    if not stored_version then
-      return {-1, ''}
-    end
-    if stored_version ~= ARGV[2] then
-      return {-2, stored_version}
-    end
-    if ARGV[5] ~= '' and stored_owner ~= '' and stored_owner ~= ARGV[5] then
-      return {-3, stored_version}
-    end
+  local stored_version, stored_owner = current[1], current[2] or ''
+  if not stored_version then
+    return {-1, ''}
+  end
+  if stored_version ~= ARGV[2] then
+    return {-2, stored_version}
+  end
+  if ARGV[5] ~= '' and stored_owner ~= '' and stored_owner ~= ARGV[5] then
+    return {-3, stored_version}
   end
 end
 
