@@ -11,7 +11,6 @@ import base64
 import gzip
 import json
 import os
-import uuid
 
 import pytest
 from typer.testing import CliRunner
@@ -286,7 +285,7 @@ def _wrong_format(path):
 def _duplicate(path):
     ls = _lines(path)
     # a well-formed archive (fresh checksums, chain, trailer) that holds s2 twice
-    from backends.archive import ArchiveHeader, ArchiveReader, ArchiveWriter
+    from backends.archive import ArchiveReader, ArchiveWriter
 
     with ArchiveReader(path) as reader:
         recs = list(reader.sessions())

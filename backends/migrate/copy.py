@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from backends.archive import ArchiveHeader  # noqa: F401 - re-export convenience
 from backends.contract import UNSCOPED, LiveItemSource, OwnerFilter
 from backends.migrate.export import ExportResult, staged_export
 from backends.migrate.importer import ImportResult, SessionImporter
