@@ -187,3 +187,43 @@ def test_health_require_durable_fails_on_the_non_durable_test_server(redis_url):
     gated = invoke("health", "--uri", redis_url, "--timeout", "2", "--require-durable")
     assert gated.exit_code == 1, gated.output
     assert "AOF" in gated.stderr
+
+
+class _NoEnumeration:
+    """The contract without the enumeration seam."""
+
+    name = "plain"
+    is_persistent = False
+
+    def __init__(self):
+        self._inner = _MEMORY
+
+    def state_store(self):
+        return self._inner.state_store()
+
+    def event_store(self):
+        return None
+
+    def retrieval_backend(self):
+        return None
+
+    def commit_turn(self, *args, **kwargs):
+        return self._inner.commit_turn(*args, **kwargs)
+
+    def check_health(self):
+        return True
+
+
+def no_enumeration_factory():
+    return _NoEnumeration()
+
+
+def test_list_without_the_seam_exits_3_but_inspect_still_works():
+    factory = f"{__name__}:no_enumeration_factory"
+    listed = invoke("sessions", "list", "--adapter", factory)
+    assert listed.exit_code == 3
+    assert "not supported" in listed.stderr
+    inspected = invoke("sessions", "inspect", "mem-1", "--adapter", factory, "-o", "json")
+    assert inspected.exit_code == 0, inspected.output
+    report = json.loads(inspected.stdout)
+    assert report["blob_kind"] == "json" and report["ttl_seconds"] is None
