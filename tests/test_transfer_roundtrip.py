@@ -348,3 +348,18 @@ def test_archive_changed_between_verify_and_apply_is_refused(memory, tmp_path):
     with pytest.raises(ArchiveDamaged, match="changed after it was verified"):
         importer.apply()
     assert list(target.iter_sessions()) == []
+
+
+def test_item_width_the_target_cannot_store_is_refused_before_any_write(mongo, pgvector_adapter_factory,
+                                                                       tmp_path):
+    from backends.errors import UnsupportedOperation
+
+    tag = uuid.uuid4().hex[:8]
+    seed(mongo, tag)
+    path = tmp_path / "a.jsonl"
+    export_to_path(mongo, path, source_uri="mongo", with_items=True)
+    wide = pgvector_adapter_factory(dimensions=16)
+    importer = SessionImporter(wide, ArchiveFile(path))
+    with pytest.raises(UnsupportedOperation, match="8 dimensions but backend 'pgvector' stores 16"):
+        importer.apply()
+    assert list(wide.iter_sessions()) == []

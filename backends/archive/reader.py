@@ -43,6 +43,8 @@ class ArchiveSummary:
     items: int
     sessions_with_items: int
     digest: str
+    #: the embedding widths the archived items use (empty without embeddings)
+    dimensions: frozenset[int] = frozenset()
 
 
 class ArchiveReader:
@@ -162,6 +164,7 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
         opener = source_factory
     seen = SeenFilter()
     count = items = with_items = 0
+    dimensions: set[int] = set()
     with ArchiveReader(opener(), close_source=True) as reader:
         header = reader.header
         for record in reader.sessions():
@@ -170,6 +173,7 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
             if record.items is not None:
                 with_items += 1
                 items += len(record.items)
+                dimensions.update(len(i.embedding) for i in record.items if i.embedding is not None)
         digest = reader.digest
     if seen.suspects:
         with ArchiveReader(opener(), close_source=True) as reader:
@@ -181,4 +185,5 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
                 f"({len(dups)} duplicated id(s)); nothing was imported from it"
             )
     return ArchiveSummary(header=header, count=count, items=items,
-                          sessions_with_items=with_items, digest=digest)
+                          sessions_with_items=with_items, digest=digest,
+                          dimensions=frozenset(dimensions))

@@ -28,6 +28,21 @@ from backends.migrate.verify import Expected, VerifyReport, check
 ON_CONFLICT = ("error", "skip")
 
 
+def target_item_dimensions(adapter: Any) -> int | None:
+    """The embedding width the target's item mirror requires, when it says so: an
+    ``item_dimensions`` attribute, else an explicit ``dimensions`` in its settings/config.
+    None = unknown or unconstrained (then sync_items is the judge)."""
+    width = getattr(adapter, "item_dimensions", None)
+    if isinstance(width, int) and not isinstance(width, bool):
+        return width
+    for holder in (getattr(adapter, "config", None), getattr(adapter, "settings", None)):
+        value = getattr(holder, "dimensions", None)
+        if (isinstance(value, int) and not isinstance(value, bool)
+                and getattr(holder, "dimensions_explicit", True)):
+            return value
+    return None
+
+
 @dataclass(frozen=True)
 class PlanRow:
     session_id: str
@@ -91,6 +106,15 @@ class SessionImporter:
                 f"backend {self.target_name!r} cannot restore sessions at a given version, so "
                 "--keep-versions cannot be honoured; drop it to import every session at version 1"
             )
+        if self.summary is not None and self.summary.dimensions and self.mirrors_items:
+            width = target_item_dimensions(self.adapter)
+            foreign = sorted(d for d in self.summary.dimensions if d != width)
+            if width is not None and foreign:
+                raise UnsupportedOperation(
+                    f"the archive's item embeddings have {foreign[0]} dimensions but backend "
+                    f"{self.target_name!r} stores {width}; configure the target for "
+                    f"{foreign[0]} dimensions (or import without items)"
+                )
 
     def notes(self) -> list[str]:
         """What will not travel as archived, said plainly (verify first)."""

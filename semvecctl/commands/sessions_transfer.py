@@ -232,7 +232,16 @@ def _run_import(importer: Any, *, apply: bool, output: StreamFormat, verb: str,
         if not apply:
             _preview(importer, output, verb)
             return
-        result = importer.apply(progress=_progress("importing", summary.count))
+        try:
+            result = importer.apply(progress=_progress("importing", summary.count))
+        except Exception as exc:
+            from backends.errors import is_state_version_conflict
+
+            written = importer.result.created if importer.result else 0
+            if written and not is_state_version_conflict(exc):  # a conflict says it itself
+                out.error(f"the import stopped after {written} session(s) were written; once the "
+                          "cause is fixed, rerun with --on-conflict skip to add the rest")
+            raise
         report = importer.verify_target() if extra_report is None else extra_report(result)
     _report_apply(result, report, output, importer.target_name,
                   {"source_count": report.source_count} if report.source_count is not None else None)
