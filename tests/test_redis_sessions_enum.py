@@ -168,3 +168,12 @@ def test_enumeration_on_a_dead_server_is_unreachable():
         list(adapter.iter_sessions())
     with pytest.raises(BackendUnreachable):
         adapter.describe_session("x")
+
+
+def test_summaries_are_plain_dataclasses(adapter):
+    from dataclasses import asdict
+
+    t = tag()
+    adapter.state_store().save(f"{t}-a", b"x", expected_version=None)
+    (summary,) = adapter.iter_sessions(match=f"{t}-*")
+    assert asdict(summary)["extra"] == {"drift_exempt": False}  # deep-copyable, JSON-able

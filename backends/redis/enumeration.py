@@ -1,7 +1,9 @@
 """Stream session summaries with SCAN + one pipelined read per batch (never KEYS).
 
 Each batch is one round trip: an HMGET per session and a single script call for the
-batch's TTLs (a PTTL per key would double what the client packs and parses).
+batch's TTLs (a PTTL per key would double what the client packs and parses), packed
+here in RESP because redis-py's generic per-argument packing was the listing's largest
+client cost.
 
 Memory stays flat whatever the number of sessions: one batch of keys and blobs is held at
 a time. SCAN may report a key twice while the server resizes its table; we do not keep a
@@ -13,7 +15,6 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import math
-from types import MappingProxyType
 from typing import Any, Iterator
 
 from backends.contract import UNSCOPED, OwnerFilter, SessionSummary, owner_matches, validate_owner_filter
@@ -24,9 +25,6 @@ from backends.redis.state_store import optional_text
 
 _FIELDS = (keys.F_BLOB, keys.F_VERSION, keys.F_OWNER, keys.F_PENDING, keys.F_DRIFT_EXEMPT)
 _PREFIX = keys.STATE_PREFIX.encode("utf-8")
-# shared read-only extras: one dict per session would be garbage for nothing
-_DRIFT_EXEMPT = MappingProxyType({"drift_exempt": True})
-_NOT_DRIFT_EXEMPT = MappingProxyType({"drift_exempt": False})
 
 
 def _summary(session_id: str, values: Any, pttl: Any) -> SessionSummary | None:
@@ -51,7 +49,7 @@ def _summary(session_id: str, values: Any, pttl: Any) -> SessionSummary | None:
         blob_size=len(blob),
         blob_sha256=hashlib.sha256(blob).hexdigest(),
         ttl_seconds=ttl,
-        extra=_DRIFT_EXEMPT if drift == b"1" else _NOT_DRIFT_EXEMPT,
+        extra={"drift_exempt": drift == b"1"},
     )
 
 
