@@ -8,7 +8,11 @@ sessions: streaming 100,000 sessions through iter_sessions vs a raw SCAN + pipel
           HMGET loop. Goal: >= 0.8x, with peak Python memory (tracemalloc) flat between
           10,000 and 100,000 sessions.
 
-Figures on a shared machine are noisy: compare ratios, not absolute rates.
+Figures on a shared machine are noisy: compare ratios, not absolute rates. On loopback
+the floor is almost pure client overhead, so a turn that writes an event (an event hash,
+two index entries, a counter, and the checks before them: tens of microseconds of server
+time against a few for ``return 1``) cannot reach the floor; over a real network the
+round trip dominates and the ratio rises.
 """
 
 from __future__ import annotations
@@ -126,6 +130,15 @@ def bench_commit(url: str, seconds: float) -> None:
         "embedded": turn("embedded", embedded_events),
     }, seconds)
     f = rates["floor"]
+
+    def server_usec(fn: Callable[[], None], calls: int = 500) -> float:
+        """Server-side time per EVALSHA (nested commands included), from INFO."""
+        client.config_resetstat()
+        for _ in range(calls):
+            fn()
+        return float(client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
+
+    server = {"floor": server_usec(floor), "event": server_usec(turn("event", plain_events))}
     print("commit_turn throughput (single client, loopback, best window of 3, alternated)")
     print(f"  EVALSHA 'return 1' floor              {f:9.0f} calls/s")
     print(f"  commit_turn, no events                {rates['plain']:9.0f} turns/s  {rates['plain'] / f:5.2f}x")
@@ -133,6 +146,8 @@ def bench_commit(url: str, seconds: float) -> None:
           "   goal >= 0.70x")
     print(f"  commit_turn, 1 event + 384-dim vector {rates['embedded']:9.0f} turns/s  "
           f"{rates['embedded'] / f:5.2f}x")
+    print(f"  server time per call: trivial script {server['floor']:.1f} us, "
+          f"commit_turn with 1 event {server['event']:.1f} us")
     adapter.close()
 
 
