@@ -173,3 +173,23 @@ def test_delete_older_than_across_users_and_in_batches(events, monkeypatch):
 def test_delete_older_than_needs_an_aware_cutoff(events):
     with pytest.raises(ValueError):
         events.delete_older_than(datetime(2026, 1, 1))
+
+
+def test_purge_user_erases_events_indexes_and_counter(events, raw, monkeypatch):
+    from backends.redis import event_store
+
+    monkeypatch.setattr(event_store, "DELETE_BATCH", 2)  # several batches
+    user, other = uid("u"), uid("other")
+    stored = [events.append(ev(user, str(i))) for i in range(5)]
+    kept = events.append(ev(other))
+    assert events.purge_user(user) == 5
+    for e in stored:
+        assert events.get_event(e.event_id) is None
+    for prefix in ("u", "t", "seq"):
+        assert not raw.exists(f"semvec:events:{prefix}:{user}")
+    assert events.list_events(user) == []
+    assert events.append(ev(user)).sequence == 1  # the counter is gone too
+    assert events.get_event(kept.event_id) == kept
+    assert events.purge_user(uid("nobody")) == 0
+    with pytest.raises(ValueError):
+        events.purge_user("")

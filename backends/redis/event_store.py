@@ -94,6 +94,23 @@ class RedisEventStore:
                     break
         return deleted
 
+    def purge_user(self, user_id: str) -> int:
+        """Erase a user: every event, both indexes, then the sequence counter (so a next
+        event starts again at 1). Returns the number of events removed."""
+        if not isinstance(user_id, str) or not user_id:
+            raise ValueError("user_id must be a non-empty string")
+        index_keys = [keys.user_seq_index_key(user_id), keys.user_time_index_key(user_id),
+                      keys.user_counter_key(user_id)]
+        removed = 0
+        while True:
+            with redis_errors(self._where):
+                deleted, done = script("purge_user")(
+                    self._client, index_keys, [keys.EVENT_PREFIX, str(DELETE_BATCH)]
+                )
+            removed += int(deleted)
+            if done:
+                return removed
+
     def _users_with_events(self) -> Iterator[str]:
         prefix = keys.USER_TIME_INDEX_PREFIX
         pattern = keys.escape_glob(prefix) + "*"
