@@ -47,6 +47,8 @@ __all__ = [
     "owner_matches",
     "validate_event",
     "validate_owner_filter",
+    "validate_save_args",
+    "StateStoreSeams",
     "validate_turn_events",
     "normalise_pending",
     "Reranker",
@@ -102,6 +104,26 @@ def owner_matches(stored_owner: str | None, owner_subject: OwnerFilter) -> bool:
 def normalise_pending(pending_message: str | None) -> str | None:
     """An empty pending message is stored as none."""
     return pending_message if pending_message else None
+
+
+def validate_save_args(session_id: Any, blob: Any, expected_version: Any,
+                       owner_subject: Any) -> None:
+    """Refuse malformed save/restore arguments before any I/O, the same way in every store.
+
+    ``expected_version`` is the CAS version (or the version to restore at): ``None`` or a
+    positive int, never a bool.
+    """
+    if not isinstance(session_id, str) or not session_id:
+        raise ValueError("session_id must be a non-empty string")
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise TypeError("blob must be bytes")
+    if expected_version is not None and (
+        isinstance(expected_version, bool) or not isinstance(expected_version, int)
+        or expected_version < 1
+    ):
+        raise ValueError("expected_version must be None or a positive int")
+    if owner_subject is not None and (not isinstance(owner_subject, str) or not owner_subject):
+        raise ValueError("owner_subject must be None or a non-empty string")
 
 
 # --------------------------------------------------------------------------------------
@@ -536,3 +558,25 @@ class HealthDetails(Protocol):
     """Operator facts beyond up/down (durability, topology), bounded by ``timeout``."""
 
     def health_details(self, timeout: float) -> dict[str, Any]: ...
+
+
+class StateStoreSeams:
+    """Mixin for adapters: expose the state store's session seams (enumerate, describe,
+    restore) on the adapter, where the CLI detects them, without restating each one."""
+
+    def iter_sessions(self, *, owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
+                      batch_size: int = 500) -> Iterator[SessionSummary]:
+        return self.state_store().iter_sessions(  # type: ignore[attr-defined]
+            owner_subject=owner_subject, match=match, batch_size=batch_size)
+
+    def describe_session(self, session_id: str, *,
+                         owner_subject: OwnerFilter = UNSCOPED) -> SessionSummary | None:
+        return self.state_store().describe_session(  # type: ignore[attr-defined]
+            session_id, owner_subject=owner_subject)
+
+    def restore_session(self, session_id: str, blob: bytes, *, version: int,
+                        owner_subject: str | None = None, pending_message: str | None = None,
+                        ttl_seconds: int | None = None) -> None:
+        self.state_store().restore_session(  # type: ignore[attr-defined]
+            session_id, blob, version=version, owner_subject=owner_subject,
+            pending_message=pending_message, ttl_seconds=ttl_seconds)

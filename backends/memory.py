@@ -19,8 +19,10 @@ from backends.contract import (
     OwnerFilter,
     SessionSummary,
     normalise_pending,
+    StateStoreSeams,
     owner_matches,
     validate_owner_filter,
+    validate_save_args,
 )
 from backends.errors import BackendConfigError, StateVersionConflict
 
@@ -31,21 +33,6 @@ class _Row:
     version: int
     owner_subject: str | None
     pending_message: str | None
-
-
-def _check_save_args(session_id: str, blob: bytes, expected_version: int | None,
-                     owner_subject: str | None) -> None:
-    if not isinstance(session_id, str) or not session_id:
-        raise ValueError("session_id must be a non-empty string")
-    if not isinstance(blob, (bytes, bytearray, memoryview)):
-        raise TypeError("blob must be bytes")
-    if expected_version is not None and (
-        isinstance(expected_version, bool) or not isinstance(expected_version, int)
-        or expected_version < 1
-    ):
-        raise ValueError("expected_version must be None or a positive int")
-    if owner_subject is not None and (not isinstance(owner_subject, str) or not owner_subject):
-        raise ValueError("owner_subject must be None or a non-empty string")
 
 
 class MemoryStateStore:
@@ -64,7 +51,7 @@ class MemoryStateStore:
         owner_subject: str | None = None,
         pending_message: str | None = None,
     ) -> int:
-        _check_save_args(session_id, blob, expected_version, owner_subject)
+        validate_save_args(session_id, blob, expected_version, owner_subject)
         row = _Row(bytes(blob), 0, owner_subject, normalise_pending(pending_message))
         with self._lock:
             current = self._rows.get(session_id)
@@ -130,7 +117,7 @@ class MemoryStateStore:
         pending_message: str | None = None,
         ttl_seconds: int | None = None,
     ) -> None:
-        _check_save_args(session_id, blob, version, owner_subject)
+        validate_save_args(session_id, blob, version, owner_subject)
         with self._lock:
             if session_id in self._rows:
                 raise StateVersionConflict(f"session {session_id!r} already exists")
@@ -170,7 +157,7 @@ class MemoryStateStore:
         )
 
 
-class MemoryBackendAdapter:
+class MemoryBackendAdapter(StateStoreSeams):
     """Process-local adapter. Refuses events rather than dropping them: it keeps no log."""
 
     name = "memory"
@@ -215,16 +202,6 @@ class MemoryBackendAdapter:
 
     def check_health(self) -> bool:
         return True
-
-    # seams delegated to the store
-    def iter_sessions(self, **kwargs) -> Iterator[SessionSummary]:
-        return self._store.iter_sessions(**kwargs)
-
-    def describe_session(self, session_id: str, **kwargs) -> SessionSummary | None:
-        return self._store.describe_session(session_id, **kwargs)
-
-    def restore_session(self, session_id: str, blob: bytes, **kwargs) -> None:
-        self._store.restore_session(session_id, blob, **kwargs)
 
     def close(self) -> None:
         """Nothing to release; idempotent."""

@@ -11,6 +11,8 @@ import threading
 from typing import Any, Callable, Iterator, Sequence
 
 from backends.contract import (
+    StateStoreSeams,
+    validate_save_args,
     UNSCOPED,
     IndexAction,
     IndexReport,
@@ -19,7 +21,6 @@ from backends.contract import (
     MemoryEvent,
     MemoryItem,
     OwnerFilter,
-    SessionSummary,
     validate_turn_events,
 )
 from backends.errors import BackendConfigError, MissingDriver, UnsupportedOperation
@@ -36,7 +37,7 @@ def _import_pymongo() -> Any:
     return pymongo
 
 
-class MongoBackendAdapter:
+class MongoBackendAdapter(StateStoreSeams):
     """State, events, item mirror, indexes and server-side retrieval on MongoDB."""
 
     name = "mongo"
@@ -181,10 +182,9 @@ class MongoBackendAdapter:
         if not events:
             return self._state.save(session_id, blob, expected_version=expected_version,
                                     owner_subject=owner_subject, pending_message=pending_message)
-        from backends.mongo.state import check_save_args
 
         checked = validate_turn_events(events)
-        check_save_args(session_id, blob, expected_version, owner_subject)
+        validate_save_args(session_id, blob, expected_version, owner_subject)
         runner = self._transaction_runner()
         if runner is None:
             raise UnsupportedOperation(TRANSACTIONS_ADVICE)
@@ -253,24 +253,6 @@ class MongoBackendAdapter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- seams: sessions ------------------------------------------------------------
-
-    def iter_sessions(self, *, owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
-                      batch_size: int = 500) -> Iterator[SessionSummary]:
-        return self._state.iter_sessions(owner_subject=owner_subject, match=match,
-                                         batch_size=batch_size)
-
-    def describe_session(self, session_id: str, *,
-                         owner_subject: OwnerFilter = UNSCOPED) -> SessionSummary | None:
-        return self._state.describe_session(session_id, owner_subject=owner_subject)
-
-    def restore_session(self, session_id: str, blob: bytes, *, version: int,
-                        owner_subject: str | None = None, pending_message: str | None = None,
-                        ttl_seconds: int | None = None) -> None:
-        self._state.restore_session(session_id, blob, version=version,
-                                    owner_subject=owner_subject, pending_message=pending_message,
-                                    ttl_seconds=ttl_seconds)
 
     # -- seams: items ---------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from backends.contract import (
     SessionSummary,
     normalise_pending,
     validate_owner_filter,
+    validate_save_args,
 )
 from backends.errors import IntegrityError, StateVersionConflict
 from backends.mongo.errors import driver_errors
@@ -81,20 +82,6 @@ def _exists(session_id: str) -> StateVersionConflict:
     return StateVersionConflict(f"session {session_id!r} already exists")
 
 
-def check_save_args(session_id: Any, blob: Any, expected_version: Any, owner_subject: Any) -> None:
-    if not isinstance(session_id, str) or not session_id:
-        raise ValueError("session_id must be a non-empty string")
-    if not isinstance(blob, (bytes, bytearray, memoryview)):
-        raise TypeError("blob must be bytes")
-    if expected_version is not None and (
-        isinstance(expected_version, bool) or not isinstance(expected_version, int)
-        or expected_version < 1
-    ):
-        raise ValueError("expected_version must be None or a positive int")
-    if owner_subject is not None and (not isinstance(owner_subject, str) or not owner_subject):
-        raise ValueError("owner_subject must be None or a non-empty string")
-
-
 def state_document(session_id: str, blob: bytes, version: int, owner_subject: str | None,
                    pending_message: str | None) -> dict[str, Any]:
     data = bytes(blob)
@@ -147,7 +134,7 @@ class MongoStateStore:
         pending_message: str | None = None,
         session: Any = None,
     ) -> int:
-        check_save_args(session_id, blob, expected_version, owner_subject)
+        validate_save_args(session_id, blob, expected_version, owner_subject)
         new_version = 1 if expected_version is None else expected_version + 1
         doc = state_document(session_id, blob, new_version, owner_subject, pending_message)
         kwargs = {"session": session} if session is not None else {}
@@ -194,7 +181,7 @@ class MongoStateStore:
     ) -> None:
         """Create a session at ``version``; never overwrites. ``ttl_seconds`` is not
         per-session on MongoDB (the idle TTL index applies to every session)."""
-        check_save_args(session_id, blob, version, owner_subject)
+        validate_save_args(session_id, blob, version, owner_subject)
         doc = state_document(session_id, blob, version, owner_subject, pending_message)
         with driver_errors("state.restore", on_duplicate=lambda: _exists(session_id)):
             self._collection.insert_one(doc)

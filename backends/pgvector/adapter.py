@@ -11,6 +11,8 @@ import time
 from typing import Any, Iterator, Sequence
 
 from backends.contract import (
+    StateStoreSeams,
+    validate_save_args,
     UNSCOPED,
     IndexAction,
     IndexReport,
@@ -19,12 +21,11 @@ from backends.contract import (
     MemoryEvent,
     MemoryItem,
     OwnerFilter,
-    SessionSummary,
     validate_turn_events,
 )
 
 
-class PgVectorAdapter:
+class PgVectorAdapter(StateStoreSeams):
     """State, events, item mirror and server-side retrieval on PostgreSQL + pgvector.
 
     ``PgVectorAdapter(uri=None, **options)``: ``uri`` is ``postgresql://...`` (else
@@ -108,9 +109,9 @@ class PgVectorAdapter:
         untouched, and a rolled-back turn leaves no gap in any user's sequence."""
         from backends.pgvector.events import append_in_transaction
         from backends.pgvector.schema import STATE_GROUP
-        from backends.pgvector.state import check_save_args, save_in_transaction
+        from backends.pgvector.state import save_in_transaction
 
-        check_save_args(session_id, blob, expected_version, owner_subject)
+        validate_save_args(session_id, blob, expected_version, owner_subject)
         checked = validate_turn_events(events)
 
         def work(conn: Any) -> int:
@@ -146,22 +147,6 @@ class PgVectorAdapter:
                 pass
 
     # -- operator seams ---------------------------------------------------------------
-
-    def iter_sessions(self, *, owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
-                      batch_size: int = 500) -> Iterator[SessionSummary]:
-        return self._state.iter_sessions(owner_subject=owner_subject, match=match,
-                                         batch_size=batch_size)
-
-    def describe_session(self, session_id: str, *,
-                         owner_subject: OwnerFilter = UNSCOPED) -> SessionSummary | None:
-        return self._state.describe_session(session_id, owner_subject=owner_subject)
-
-    def restore_session(self, session_id: str, blob: bytes, *, version: int,
-                        owner_subject: str | None = None, pending_message: str | None = None,
-                        ttl_seconds: int | None = None) -> None:
-        self._state.restore_session(session_id, blob, version=version,
-                                    owner_subject=owner_subject,
-                                    pending_message=pending_message, ttl_seconds=ttl_seconds)
 
     def index_plan(self, *, dimensions: int | None = None) -> list[IndexSpec]:
         return self._indexes.index_plan(dimensions=dimensions)

@@ -20,24 +20,11 @@ from backends.contract import (
     SessionSummary,
     normalise_pending,
     validate_owner_filter,
+    validate_save_args,
 )
 from backends.errors import IntegrityError, StateVersionConflict
 from backends.pgvector.database import Database
 from backends.pgvector.schema import STATE_GROUP
-
-
-def check_save_args(session_id: Any, blob: Any, expected_version: Any, owner_subject: Any) -> None:
-    if not isinstance(session_id, str) or not session_id:
-        raise ValueError("session_id must be a non-empty string")
-    if not isinstance(blob, (bytes, bytearray, memoryview)):
-        raise TypeError("blob must be bytes")
-    if expected_version is not None and (
-        isinstance(expected_version, bool) or not isinstance(expected_version, int)
-        or expected_version < 1
-    ):
-        raise ValueError("expected_version must be None or a positive int")
-    if owner_subject is not None and (not isinstance(owner_subject, str) or not owner_subject):
-        raise ValueError("owner_subject must be None or a non-empty string")
 
 
 def owner_clause(owner_subject: OwnerFilter, column: str = "owner_subject") -> tuple[str, tuple]:
@@ -126,7 +113,7 @@ class PgVectorStateStore:
         owner_subject: str | None = None,
         pending_message: str | None = None,
     ) -> int:
-        check_save_args(session_id, blob, expected_version, owner_subject)
+        validate_save_args(session_id, blob, expected_version, owner_subject)
 
         def work(conn: Any) -> int:
             with conn.transaction():
@@ -199,7 +186,7 @@ class PgVectorStateStore:
     ) -> None:
         """Create the row at exactly ``version``; never overwrites. PostgreSQL keeps no
         TTL, so ``ttl_seconds`` is accepted and ignored (idle expiry is an operator job)."""
-        check_save_args(session_id, blob, version, owner_subject)
+        validate_save_args(session_id, blob, version, owner_subject)
         data = bytes(blob)
 
         def work(conn: Any) -> None:
