@@ -117,6 +117,8 @@ class Attempt:
     version: int
     outcome: str
     event_ids: tuple[str, ...] = ()
+    #: time.monotonic() when the outcome was known (fault tests: did writes resume?)
+    settled_at: float = 0.0
 
 
 @dataclass
@@ -201,6 +203,7 @@ class _Run:
             return True
 
     def settle(self, attempt: Attempt) -> None:
+        attempt.settled_at = time.monotonic()
         with self.lock:
             self.attempts.append(attempt)
             if attempt.outcome == ACKED:
@@ -436,12 +439,14 @@ def cleanup(adapter: Any, run: _Run, timeout_s: float = 30.0) -> list[str]:
     return problems
 
 
-def run_load(adapter: Any, plan: LoadPlan | None = None, *, keep: bool = False) -> LoadReport:
+def run_load(adapter: Any, plan: LoadPlan | None = None, *, keep: bool = False,
+             attempts_out: list[Attempt] | None = None) -> LoadReport:
     """Run ``plan`` against ``adapter``, verify, clean up (unless ``keep``), report.
 
     Never raises for what the store does during the run: failures are counted by
     category, and a category no retry can fix (credentials, configuration, an
-    unsupported operation) ends the run early with ``fatal`` set.
+    unsupported operation) ends the run early with ``fatal`` set. ``attempts_out``
+    receives every attempt (turn, version, outcome, when it settled).
     """
     plan = plan or LoadPlan()
     prefix = plan.prefix or new_load_prefix()
@@ -469,6 +474,8 @@ def run_load(adapter: Any, plan: LoadPlan | None = None, *, keep: bool = False) 
                                     problems=[f"verification could not read the store: "
                                               f"{error_category(exc)}: {exc}"])
     cleanup_problems = [] if keep else cleanup(adapter, run, plan.verify_timeout_s)
+    if attempts_out is not None:
+        attempts_out.extend(run.attempts)
     outcomes = Counter(a.outcome for a in run.attempts)
     errors = {k: v for k, v in sorted(run.errors.items()) if k != "conflict"}
     return LoadReport(

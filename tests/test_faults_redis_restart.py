@@ -1,0 +1,113 @@
+"""Kill -9 and restart a Redis server in the middle of a load test.
+
+A DEDICATED redis-server (never the suite's shared one) on a fixed port, with
+``appendonly yes`` and ``appendfsync always`` in its own temporary directory, so every
+write Redis acknowledged is on disk before the reply and survives the kill. The run must
+surface BackendUnreachable while the server is gone, resume once it is back, and the
+audit must find every acknowledged turn and no half turn; writes whose reply was lost
+are counted as unknown and resolved from the store, never as acknowledged.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from backends.errors import BackendUnreachable
+from backends.loadtest import ACKED, UNKNOWN, LoadPlan, run_load
+from tests.dedicated_redis import DedicatedRedis
+
+HEALTH_TIMEOUT_S = 0.5
+#: check_health's own deadline plus the probe thread's grace and scheduling slack
+HEALTH_BOUND_S = HEALTH_TIMEOUT_S + 0.5
+
+
+@pytest.fixture
+def durable_redis(tmp_path):
+    server = DedicatedRedis(tmp_path / "redis",
+                            extra=["--appendonly", "yes", "--appendfsync", "always"])
+    server.start()
+    yield server
+    server.kill()
+
+
+def timed_health(adapter) -> tuple[bool, float]:
+    started = time.monotonic()
+    healthy = adapter.check_health(HEALTH_TIMEOUT_S)
+    return healthy, time.monotonic() - started
+
+
+def wait_for_health(adapter, wanted: bool, limit_s: float) -> tuple[float, list[float]]:
+    """Seconds until check_health answers ``wanted``, and every call's duration."""
+    started = time.monotonic()
+    durations: list[float] = []
+    while time.monotonic() - started < limit_s:
+        healthy, took = timed_health(adapter)
+        durations.append(took)
+        if healthy is wanted:
+            return time.monotonic() - started, durations
+        time.sleep(0.01)
+    raise AssertionError(f"check_health never answered {wanted} within {limit_s}s")
+
+
+def test_kill_and_restart_mid_load_loses_no_acknowledged_turn(durable_redis):
+    from backends.redis import RedisBackendAdapter
+
+    adapter = RedisBackendAdapter(durable_redis.url, timeout=1.0)
+    attempts: list = []
+    outcome: dict = {}
+    plan = LoadPlan(writers=4, duration_s=4.0, sessions=2, events_per_turn=2,
+                    backoff_s=0.05, verify_timeout_s=20)
+    loader = threading.Thread(
+        target=lambda: outcome.setdefault("report", run_load(adapter, plan,
+                                                             attempts_out=attempts)))
+    try:
+        assert timed_health(adapter)[0] is True
+        loader.start()
+        time.sleep(1.0)
+
+        durable_redis.kill()
+        killed_at = time.monotonic()
+        down_after, down_calls = wait_for_health(adapter, False, 5)
+        with pytest.raises(BackendUnreachable) as refused:
+            adapter.state_store().load("anything")
+        message = str(refused.value)
+        assert f"127.0.0.1:{durable_redis.port}" in message and "unreachable" in message
+        time.sleep(0.5)
+        # still down: every probe answers False within its timeout
+        healthy, took = timed_health(adapter)
+        assert healthy is False and took <= HEALTH_BOUND_S
+
+        durable_redis.start()
+        restarted_at = time.monotonic()
+        up_after, up_calls = wait_for_health(adapter, True, 5)
+        loader.join(timeout=60)
+        assert not loader.is_alive()
+    finally:
+        adapter.close()
+    report = outcome["report"]
+    print(f"\nhealth: False {down_after * 1000:.0f} ms after the kill, True "
+          f"{up_after * 1000:.0f} ms after the restart; slowest probe "
+          f"{max(down_calls + up_calls) * 1000:.0f} ms; {report.commits} commits, "
+          f"{report.conflicts} conflicts, {report.unknown} unknown, errors {report.errors}")
+
+    assert max(down_calls + up_calls) <= HEALTH_BOUND_S
+    assert down_after <= HEALTH_BOUND_S + 0.1
+    # the client side saw the outage as "unreachable", not as anything else
+    assert report.errors.get("unreachable", 0) > 0
+    assert set(report.errors) <= {"unreachable"}, report.errors
+    assert report.fatal is None
+    # writes resumed after the restart
+    assert any(a.outcome == ACKED and a.settled_at > restarted_at for a in attempts)
+    assert any(a.outcome == ACKED and a.settled_at < killed_at for a in attempts)
+    # nothing acknowledged was lost, no half turn, every unknown write resolved
+    assert report.verification.ok, report.verification.problems
+    assert report.verification.acknowledged_verified == report.commits
+    unknown = sum(1 for a in attempts if a.outcome == UNKNOWN)
+    assert unknown == report.unknown
+    assert report.verification.unknown_landed + report.verification.unknown_not_landed == unknown
+    assert report.cleanup_problems == []
+    with durable_redis.client() as client:
+        assert list(client.scan_iter(match=f"*{report.prefix}*")) == []
