@@ -111,3 +111,28 @@ def test_kill_and_restart_mid_load_loses_no_acknowledged_turn(durable_redis):
     assert report.cleanup_problems == []
     with durable_redis.client() as client:
         assert list(client.scan_iter(match=f"*{report.prefix}*")) == []
+
+
+def test_health_stays_bounded_while_the_server_hangs(durable_redis):
+    """SIGSTOP: the kernel still accepts connections but nothing answers. check_health
+    must say False within its timeout rather than hang; SIGCONT brings True back."""
+    import os
+    import signal
+
+    from backends.redis import RedisBackendAdapter
+
+    adapter = RedisBackendAdapter(durable_redis.url, timeout=0.5)
+    pid = durable_redis._proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        healthy, took = timed_health(adapter)
+        assert healthy is False
+        assert HEALTH_TIMEOUT_S * 0.8 <= took <= HEALTH_BOUND_S
+        with pytest.raises(BackendUnreachable):
+            adapter.state_store().load("anything")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    up_after, _ = wait_for_health(adapter, True, 5)
+    print(f"\nhung server: check_health False after {took * 1000:.0f} ms "
+          f"(timeout {HEALTH_TIMEOUT_S * 1000:.0f} ms); True {up_after * 1000:.0f} ms after SIGCONT")
+    adapter.close()
