@@ -88,3 +88,49 @@ class DedicatedRedis:
         out = subprocess.run([cli, "-p", str(self.port), *auth, *args], capture_output=True,
                              text=True, timeout=timeout, check=True)
         return out.stdout
+
+
+def cluster_port() -> int:
+    """A free port whose cluster-bus twin (port + 10000) is free too."""
+    import socket
+
+    for _ in range(50):
+        port = free_port()
+        if port + 10000 >= 65536:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair for a cluster node")
+
+
+def start_cluster(root: Path, masters: int = 3) -> list[DedicatedRedis]:
+    """``masters`` cluster-enabled nodes joined with ``redis-cli --cluster create`` and
+    waited for until every node reports ``cluster_state:ok``. Caller kills the nodes."""
+    if shutil.which("redis-cli") is None:
+        unavailable("redis-cli is not on PATH (needed to create a cluster)")
+    nodes: list[DedicatedRedis] = []
+    try:
+        for i in range(masters):
+            node = DedicatedRedis(root / f"node{i}", port=cluster_port(), extra=[
+                "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", "2000", "--appendonly", "no"])
+            node.start()
+            nodes.append(node)
+        addresses = [f"127.0.0.1:{n.port}" for n in nodes]
+        nodes[0].run_cli("--cluster", "create", *addresses, "--cluster-replicas", "0",
+                         "--cluster-yes", timeout=60)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            states = [n.run_cli("cluster", "info") for n in nodes]
+            if all("cluster_state:ok" in s for s in states):
+                return nodes
+            time.sleep(0.1)
+        raise RuntimeError("the cluster did not reach cluster_state:ok within 20s")
+    except BaseException:
+        for node in nodes:
+            node.kill()
+        raise

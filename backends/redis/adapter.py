@@ -3,6 +3,14 @@
 Importing this module does not import redis-py; constructing the adapter does (and raises
 MissingDriver when it is absent). The constructor does no I/O: the client connects on
 first use.
+
+Redis Cluster (``redis://node:port/0?cluster=true`` or ``cluster=True``): what one
+hash slot can hold works — health (every primary must answer), session state (each
+script touches one key), commit_turn WITHOUT events, and session enumeration over every
+primary. A turn's events live in other keys (event hash, the user's indexes and counter)
+that hash to other slots, and no script can write several slots atomically, so
+``event_store()`` is None there and commit_turn with events is refused up front with
+UnsupportedOperation — before anything is written, never half-way.
 """
 
 from __future__ import annotations
@@ -10,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Sequence
 
 from backends.contract import UNSCOPED, MemoryEvent, OwnerFilter, SessionSummary
-from backends.errors import MissingDriver
+from backends.errors import MissingDriver, UnsupportedOperation
 from backends.redis.uris import RedisSettings
 
 
@@ -20,7 +28,8 @@ class RedisBackendAdapter:
     ``uri`` (``redis://``, ``rediss://`` or ``unix://``) defaults to ``REDIS_URL``, then to
     ``redis://localhost:6379/0``. Options: ``connect_timeout``, ``socket_timeout`` (or
     ``timeout`` for both), ``ttl_seconds`` (default ``SEMVEC_REDIS_SESSION_TTL_S``, 0 = no
-    expiry), ``retries`` (connection retries, default 1), ``max_connections``.
+    expiry), ``retries`` (connection retries, default 1), ``max_connections``,
+    ``cluster`` (default: the URI's ``?cluster=`` flag, else False; see the module doc).
     """
 
     name = "redis"
@@ -47,6 +56,10 @@ class RedisBackendAdapter:
         return f"RedisBackendAdapter({self._where!r})"
 
     @property
+    def is_cluster(self) -> bool:
+        return self.settings.cluster
+
+    @property
     def client(self) -> Any:
         """The underlying redis-py client (binary responses), for operator tooling."""
         return self._client
@@ -57,7 +70,7 @@ class RedisBackendAdapter:
         return self._state
 
     def event_store(self):
-        return self._events
+        return None if self.settings.cluster else self._events
 
     def retrieval_backend(self) -> None:
         return None  # in-process retrieval
@@ -74,6 +87,13 @@ class RedisBackendAdapter:
     ) -> int:
         from backends.redis.turns import commit_turn
 
+        if self.settings.cluster and events:
+            raise UnsupportedOperation(
+                f"Redis at {self._where} is a cluster: a turn's events hash to other slots "
+                "than its session, and no script can write several slots atomically; "
+                "nothing was written (commit without events here, or use a standalone "
+                "or replicated Redis for the event log)"
+            )
         return commit_turn(
             self._client,
             self._where,
@@ -106,16 +126,24 @@ class RedisBackendAdapter:
         match: str | None = None,
         batch_size: int = 500,
     ) -> Iterator[SessionSummary]:
-        from backends.redis.enumeration import iter_sessions
+        from backends.redis.enumeration import iter_cluster_sessions, iter_sessions
 
+        if self.settings.cluster:
+            return iter_cluster_sessions(self._client, self._where,
+                                         owner_subject=owner_subject, match=match,
+                                         batch_size=batch_size)
         return iter_sessions(self._client, self._where, owner_subject=owner_subject,
                              match=match, batch_size=batch_size)
 
     def describe_session(
         self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED
     ) -> SessionSummary | None:
-        from backends.redis.enumeration import describe_session
+        from backends.redis.enumeration import describe_session, node_client_for
 
+        if self.settings.cluster:
+            node = node_client_for(self._client, self._where, session_id)
+            return describe_session(node, self._where, session_id,
+                                    owner_subject=owner_subject)
         return describe_session(self._client, self._where, session_id,
                                 owner_subject=owner_subject)
 

@@ -8,6 +8,10 @@ client cost.
 Memory stays flat whatever the number of sessions: one batch of keys and blobs is held at
 a time. SCAN may report a key twice while the server resizes its table; we do not keep a
 set of every id seen to filter that out, because that set would grow with the keyspace.
+
+On a Redis Cluster each primary is scanned in turn through its own node client: SCAN
+sees one node's keys only. A batch's keys then span hash slots, which one script may not
+touch, so there the TTLs come from one PTTL per key in the same round trip.
 """
 
 from __future__ import annotations
@@ -57,18 +61,26 @@ _HMGET_HEAD = b"*%d\r\n" % (2 + len(_FIELDS)) + bulk(b"HMGET")
 _HMGET_TAIL = b"".join(bulk(f.encode("utf-8")) for f in _FIELDS)
 
 
-def _pack_batch(raw_keys: list[bytes]) -> bytes:
-    """The RESP bytes of one HMGET per key plus one EVALSHA of the TTL script.
+_PTTL_HEAD = b"*2\r\n" + bulk(b"PTTL")
+
+
+def _pack_batch(raw_keys: list[bytes], per_key_ttl: bool = False) -> bytes:
+    """The RESP bytes of one HMGET per key plus one EVALSHA of the TTL script (or one
+    PTTL per key when the keys may span cluster slots).
 
     Packed here rather than by redis-py's pipeline: the command shape is fixed, and
     generic per-argument packing is what dominates listing time on the client.
     """
     parts = [_HMGET_HEAD + bulk(key) + _HMGET_TAIL for key in raw_keys]
-    parts.append(script("pttl_many").pack(raw_keys, ()))
+    if per_key_ttl:
+        parts.extend(_PTTL_HEAD + bulk(key) for key in raw_keys)
+    else:
+        parts.append(script("pttl_many").pack(raw_keys, ()))
     return b"".join(parts)
 
 
-def _read_batch(client: Any, raw_keys: list[bytes]) -> tuple[list[Any], list[Any]]:
+def _read_batch(client: Any, raw_keys: list[bytes],
+                per_key_ttl: bool = False) -> tuple[list[Any], list[Any]]:
     """One round trip on one pooled connection: an HMGET per key, then the batch's TTLs.
 
     An error reply (a foreign key of another type) is kept in place of its value; the
@@ -80,17 +92,21 @@ def _read_batch(client: Any, raw_keys: list[bytes]) -> tuple[list[Any], list[Any
     pool = client.connection_pool
     connection = pool.get_connection()
     try:
-        connection.send_packed_command([_pack_batch(raw_keys)])
+        connection.send_packed_command([_pack_batch(raw_keys, per_key_ttl)])
         values: list[Any] = []
         for _ in raw_keys:
             try:
                 values.append(connection.read_response())
             except ResponseError as exc:
                 values.append(exc)
-        try:
-            ttls: Any = connection.read_response()
-        except NoScriptError:
-            ttls = None
+        ttls: Any
+        if per_key_ttl:
+            ttls = [connection.read_response() for _ in raw_keys]
+        else:
+            try:
+                ttls = connection.read_response()
+            except NoScriptError:
+                ttls = None
     finally:
         pool.release(connection)
     if ttls is None:  # first use on this server, or flushed meanwhile
@@ -105,6 +121,7 @@ def iter_sessions(
     owner_subject: OwnerFilter = UNSCOPED,
     match: str | None = None,
     batch_size: int = 500,
+    per_key_ttl: bool = False,
 ) -> Iterator[SessionSummary]:
     validate_owner_filter(owner_subject)
     if not isinstance(batch_size, int) or batch_size < 1:
@@ -116,7 +133,8 @@ def iter_sessions(
     while True:
         with redis_errors(where):
             cursor, raw_keys = client.scan(cursor, match=pattern, count=batch_size)
-            values, ttls = _read_batch(client, raw_keys) if raw_keys else ([], [])
+            values, ttls = (_read_batch(client, raw_keys, per_key_ttl) if raw_keys
+                            else ([], []))
         for i, raw_key in enumerate(raw_keys):
             session_id = raw_key[len(_PREFIX):].decode("utf-8", errors="replace")
             if match is not None and not fnmatch.fnmatchcase(session_id, match):
@@ -126,6 +144,32 @@ def iter_sessions(
                 yield summary
         if cursor == 0:
             return
+
+
+def iter_cluster_sessions(
+    cluster: Any,
+    where: str,
+    *,
+    owner_subject: OwnerFilter = UNSCOPED,
+    match: str | None = None,
+    batch_size: int = 500,
+) -> Iterator[SessionSummary]:
+    """Every primary of a Redis Cluster in turn (SCAN sees one node's keys only)."""
+    validate_owner_filter(owner_subject)
+    with redis_errors(where):
+        primaries = list(cluster.get_primaries())
+    for node in primaries:
+        with redis_errors(where):
+            node_client = cluster.get_redis_connection(node)
+        yield from iter_sessions(node_client, where, owner_subject=owner_subject, match=match,
+                                 batch_size=batch_size, per_key_ttl=True)
+
+
+def node_client_for(cluster: Any, where: str, session_id: str) -> Any:
+    """The plain client of the primary that owns a session's slot."""
+    with redis_errors(where):
+        node = cluster.get_node_from_key(keys.state_key(session_id))
+        return cluster.get_redis_connection(node)
 
 
 def describe_session(

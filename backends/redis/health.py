@@ -52,10 +52,22 @@ def _with_probe_client(settings: RedisSettings, timeout: float, fn: Callable[[An
     return _bounded(run, timeout)
 
 
+def _primaries(client: Any) -> list[Any]:
+    """Plain clients of every primary of a cluster client."""
+    cluster = client.cluster()
+    return [cluster.get_redis_connection(node) for node in cluster.get_primaries()]
+
+
+def _ping(client: Any) -> bool:
+    if getattr(client, "is_cluster", False):  # healthy only when every primary answers
+        return all(node.ping() for node in _primaries(client))
+    return bool(client.ping())
+
+
 def ping(settings: RedisSettings, timeout: float) -> bool:
     """PING within ``timeout``; False on any failure, never raises."""
     try:
-        return bool(_with_probe_client(settings, timeout, lambda c: c.ping()))
+        return bool(_with_probe_client(settings, timeout, _ping))
     except BaseException:  # noqa: BLE001 - a health probe answers, it does not raise
         return False
 
@@ -120,6 +132,8 @@ def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
     started = time.monotonic()
 
     def probe(client: Any) -> tuple[float, dict[str, Any]]:
+        if getattr(client, "is_cluster", False):
+            return _cluster_probe(client, started, settings.ttl_seconds)
         client.ping()
         latency = (time.monotonic() - started) * 1000.0
         return latency, client.info()
@@ -140,6 +154,8 @@ def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
             "durable": False,
             "reason": f"unreachable: {mapped}",
         }
+    if info.get("cluster_client"):
+        return {**base, "reachable": True, "latency_ms": round(latency, 2), **info}
     return {
         **base,
         "reachable": True,
@@ -150,4 +166,27 @@ def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
         "supported_topology": info.get("redis_mode", "standalone") != "cluster",
         "role": info.get("role"),
         **durability_verdict(info, settings.ttl_seconds),
+    }
+
+
+def _cluster_probe(client: Any, started: float, session_ttl_s: int) -> tuple[float, dict[str, Any]]:
+    """Every primary's facts; durable only when every primary is."""
+    nodes = _primaries(client)
+    infos = []
+    for node in nodes:
+        node.ping()
+        infos.append(node.info())
+    latency = (time.monotonic() - started) * 1000.0
+    verdicts = [durability_verdict(info, session_ttl_s) for info in infos]
+    worst = next((v for v in verdicts if not v["durable"]), verdicts[0])
+    return latency, {
+        **worst,
+        "cluster_client": True,
+        "server_version": infos[0].get("redis_version"),
+        "mode": "cluster",
+        "primaries": len(nodes),
+        # state works slot by slot; the event log needs several slots per turn
+        "supported_topology": True,
+        "events_supported": False,
+        "durable": all(v["durable"] for v in verdicts),
     }

@@ -9,6 +9,10 @@ fixed, and redis-py's generic per-argument packing cost more than the round trip
 on the commit_turn path (two dozen arguments per event). The pool still hands out only
 connections it has checked (reconnecting stale ones), and no write is ever retried
 blindly: a reply lost to a broken connection surfaces as BackendUnreachable.
+
+On a Redis Cluster client (``?cluster=true``) a script goes through RedisCluster's
+EVALSHA, which routes it to the node owning its keys' slot; only single-slot scripts are
+sent there (see :mod:`backends.redis.adapter`).
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ class LuaScript:
     def __call__(self, client: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         from redis.exceptions import NoScriptError
 
+        if getattr(client, "is_cluster", False):
+            return self._call_on_cluster(client, keys, args)
         packed = self.pack(keys, args)
         pool = client.connection_pool
         connection = pool.get_connection()
@@ -68,6 +74,15 @@ class LuaScript:
                 return connection.read_response()
         finally:
             pool.release(connection)
+
+    def _call_on_cluster(self, client: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """Through RedisCluster, which routes by the keys' slot (they must share one)."""
+        from redis.exceptions import NoScriptError
+
+        try:
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:  # EVAL runs it and caches it on that node
+            return client.eval(self.source, len(keys), *keys, *args)
 
 
 _cache: dict[str, LuaScript] = {}

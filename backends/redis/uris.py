@@ -1,11 +1,18 @@
-"""Redis connection settings: URI, environment and adapter options in one place."""
+"""Redis connection settings: URI, environment and adapter options in one place.
+
+Cluster mode is explicit, never guessed: ``?cluster=true`` on the URI (or the adapter
+option ``cluster=True``) selects redis-py's RedisCluster client. Auto-detecting it would
+cost a round trip in a constructor that promises none, and a standalone client pointed
+at a cluster node fails loudly anyway (MOVED/CROSSSLOT become UnsupportedOperation with
+this advice).
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.errors import BackendConfigError
 
@@ -13,6 +20,9 @@ DEFAULT_URL = "redis://localhost:6379/0"
 ENV_URL = "REDIS_URL"
 ENV_TTL = "SEMVEC_REDIS_SESSION_TTL_S"
 SCHEMES = ("redis", "rediss", "unix")
+CLUSTER_PARAM = "cluster"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
 
 DEFAULT_CONNECT_TIMEOUT_S = 3.0
 DEFAULT_SOCKET_TIMEOUT_S = 5.0
@@ -52,6 +62,22 @@ def _positive_float(name: str, value: Any) -> float:
     return number
 
 
+def split_cluster_flag(url: str) -> tuple[str, bool | None]:
+    """Remove ``cluster=`` from the query (redis-py does not know it) and read its value."""
+    parts = urlsplit(url)
+    if not parts.query:
+        return url, None
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    flags = [v.strip().lower() for k, v in pairs if k.lower() == CLUSTER_PARAM]
+    if not flags:
+        return url, None
+    value = flags[-1]
+    if value not in _TRUE + _FALSE:
+        raise BackendConfigError(f"redis URI parameter cluster must be true or false, got {value!r}")
+    rest = urlencode([(k, v) for k, v in pairs if k.lower() != CLUSTER_PARAM])
+    return urlunsplit(parts._replace(query=rest)), value in _TRUE
+
+
 def _ttl(value: Any, source: str) -> int:
     try:
         number = int(str(value).strip())
@@ -70,6 +96,8 @@ class RedisSettings:
     ttl_seconds: int = 0
     retries: int = 1
     max_connections: int | None = None
+    #: talk to a Redis Cluster (RedisCluster client): state only, no events
+    cluster: bool = False
 
     @property
     def redacted_url(self) -> str:
@@ -85,10 +113,11 @@ class RedisSettings:
         """Explicit arguments beat environment variables, which beat defaults.
 
         ``timeout`` sets both timeouts at once (what a generic ``--timeout`` maps to).
+        ``cluster`` (option) beats ``?cluster=`` (URI), which is stripped from the URL.
         """
         env = os.environ if environ is None else environ
         known = {"connect_timeout", "socket_timeout", "timeout", "ttl_seconds", "retries",
-                 "max_connections"}
+                 "max_connections", "cluster"}
         unknown = sorted(set(options) - known)
         if unknown:
             raise BackendConfigError(
@@ -100,6 +129,20 @@ class RedisSettings:
             raise BackendConfigError(
                 f"not a Redis URI: {redact(url)!r} (expected redis://, rediss:// or unix://)"
             )
+        try:
+            url, cluster_flag = split_cluster_flag(url)
+        except ValueError as exc:
+            if isinstance(exc, BackendConfigError):
+                raise
+            raise BackendConfigError(f"invalid Redis URI {redact(url)!r}") from None
+        cluster = options.get("cluster")
+        if cluster is None:
+            cluster = bool(cluster_flag)
+        elif not isinstance(cluster, bool):
+            raise BackendConfigError("redis option cluster must be true or false")
+        if cluster and scheme == "unix":
+            raise BackendConfigError("a Redis Cluster is reached over redis:// or rediss://, "
+                                     "not a unix socket")
         connect = socket = None
         if options.get("timeout") is not None:
             connect = socket = _positive_float("timeout", options["timeout"])
@@ -126,6 +169,7 @@ class RedisSettings:
             ttl_seconds=ttl,
             retries=retries,
             max_connections=max_conn,
+            cluster=cluster,
         )
 
 
@@ -145,8 +189,53 @@ def make_client(settings: RedisSettings, *, timeout: float | None = None, retrie
     }
     if settings.max_connections:
         kwargs["max_connections"] = settings.max_connections
+    if settings.cluster:
+        return LazyClusterClient(settings, kwargs)
     try:
         return redis.Redis.from_url(settings.url, **kwargs)
     except ValueError:
         # redis-py's message may quote the URI, password included: do not chain it.
         raise BackendConfigError(f"invalid Redis URI {settings.redacted_url!r}") from None
+
+
+class LazyClusterClient:
+    """A RedisCluster built on first use.
+
+    RedisCluster asks a startup node for the slot map inside its constructor; the adapter
+    promises no I/O before first use, so the real client is made by the first call (under
+    a lock, once) and every attribute is delegated to it.
+    """
+
+    is_cluster = True
+
+    def __init__(self, settings: RedisSettings, kwargs: dict[str, Any]) -> None:
+        import threading
+
+        self._settings = settings
+        self._kwargs = kwargs
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def cluster(self) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    from redis.cluster import RedisCluster
+
+                    try:
+                        self._client = RedisCluster.from_url(self._settings.url, **self._kwargs)
+                    except ValueError:
+                        raise BackendConfigError(
+                            f"invalid Redis URI {self._settings.redacted_url!r}") from None
+        return self._client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cluster(), name)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+def is_cluster_client(client: Any) -> bool:
+    return bool(getattr(client, "is_cluster", False))
