@@ -167,21 +167,3 @@ def test_unreachable_redis_fails_health_without_raising():
     assert reports_up.expected == "True" and reports_up.actual == "False"
     assert report.level == Level.FAILED
 
-
-def test_with_a_purge_user_hook_no_key_of_the_run_is_left(adapter_factory, raw, monkeypatch):
-    """The suite's cleanup path end to end: given the optional purge_user hook (a minimal
-    stand-in here when the Redis store lacks one), a run leaves no key at all."""
-    from backends.redis import keys
-    from backends.redis.event_store import RedisEventStore
-
-    if not callable(getattr(RedisEventStore, "purge_user", None)):
-        def purge_user(self, user_id):
-            return self._client.delete(keys.user_counter_key(user_id),
-                                       keys.user_seq_index_key(user_id),
-                                       keys.user_time_index_key(user_id))
-
-        monkeypatch.setattr(RedisEventStore, "purge_user", purge_user, raising=False)
-    report = run_conformance(adapter_factory, selected_name="redis")
-    assert report.level == Level.FULL
-    assert "purge_user" in report.capabilities["cleanup_hooks"]
-    assert sorted(raw.scan_iter(match=f"*{report.prefix}*", count=1000)) == []
