@@ -7,7 +7,7 @@ credential must never reach any output, log or report.
 from __future__ import annotations
 
 import re
-from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 #: scheme -> backend name it implies
 SCHEME_BACKENDS: dict[str, str] = {
@@ -49,10 +49,47 @@ class InvalidURI(ValueError):
 def _split(uri: str) -> SplitResult:
     try:
         parts = urlsplit(uri)
+    except ValueError:
+        raise InvalidURI(f"malformed URI {redact_uri(uri)!r}: it cannot be parsed") from None
+    try:
         parts.port  # noqa: B018 - raises ValueError on a malformed port
-    except ValueError as exc:
-        raise InvalidURI(f"malformed URI {redact_uri(uri)!r}: {exc}") from None
+    except ValueError:
+        # urllib's message quotes the "port", which may be a piece of the password
+        raise InvalidURI(f"malformed URI {redact_uri(uri)!r}: the port is not a number "
+                         "from 0 to 65535 (percent-encode '/', '?', '#' and '@' in a "
+                         "password)") from None
     return parts
+
+
+def _loose_userinfo(uri: str) -> tuple[str, str, str] | None:
+    """(text before the userinfo, the userinfo, '@' and the rest) where a strict parse
+    finds none, or None.
+
+    A password holding an unencoded ``/``, ``?`` or ``#`` ends the authority early for
+    urlsplit (the secret lands in the path or fragment), and a string with no scheme is
+    no URL at all, yet both still carry the secret. Everything up to the LAST ``@`` is
+    then taken for userinfo when it looks like ``user:password`` (or is a bare Redis
+    password). That may over-redact an ``@`` in a query; it never under-redacts.
+    """
+    start = uri.find("//")
+    start = start + 2 if start >= 0 else 0
+    at = uri.rfind("@")
+    if at < start:
+        return None
+    userinfo = uri[start:at]
+    scheme = uri[:max(start - 3, 0)].lower()
+    if ":" not in userinfo and not (scheme in ("redis", "rediss", "unix") and userinfo):
+        return None
+    return uri[:start], userinfo, uri[at:]
+
+
+def _redact_userinfo(userinfo: str, scheme: str) -> str:
+    if ":" in userinfo:
+        return f"{userinfo.split(':', 1)[0]}:{REDACTED}"
+    if scheme in ("redis", "rediss", "unix"):
+        # redis://secret@host: a bare userinfo is the password in redis URLs
+        return REDACTED
+    return userinfo
 
 
 def redact_uri(uri: str | None) -> str:
@@ -65,17 +102,23 @@ def redact_uri(uri: str | None) -> str:
     try:
         parts = urlsplit(uri)
     except ValueError:
-        return re.sub(r"//[^@/]*@", f"//{REDACTED}@", uri)
+        parts = None
+    if parts is None or "@" not in parts.netloc:
+        loose = _loose_userinfo(uri)
+        if loose is not None:
+            head, userinfo, tail = loose
+            scheme = head[:-3].lower() if head.endswith("://") else ""
+            uri = head + _redact_userinfo(userinfo, scheme) + tail
+            try:
+                parts = urlsplit(uri)
+            except ValueError:
+                return uri
+        if parts is None:
+            return re.sub(r"//[^@]*@", f"//{REDACTED}@", uri)
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, _, hostinfo = netloc.rpartition("@")
-        if ":" in userinfo:
-            user = userinfo.split(":", 1)[0]
-            userinfo = f"{user}:{REDACTED}"
-        elif parts.scheme in ("redis", "rediss"):
-            # redis://secret@host: a bare userinfo is the password in redis URLs
-            userinfo = REDACTED
-        netloc = f"{userinfo}@{hostinfo}"
+        netloc = f"{_redact_userinfo(userinfo, parts.scheme.lower())}@{hostinfo}"
     query = parts.query
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
@@ -88,19 +131,29 @@ def uri_secrets(uri: str | None) -> list[str]:
     """Every secret embedded in ``uri``: the password and secret query values."""
     if not uri:
         return []
+    found: list[str] = []
     try:
-        parts = urlsplit(uri)
+        parts: SplitResult | None = urlsplit(uri)
         password = parts.password
     except ValueError:
-        return []
-    found: list[str] = []
+        parts, password = None, None
     if password:
         found.append(password)
-    elif parts.scheme in ("redis", "rediss") and parts.username and "@" in parts.netloc:
+    elif parts is not None and parts.scheme in ("redis", "rediss") and parts.username \
+            and "@" in parts.netloc:
         found.append(parts.username)  # redis://secret@host: the bare userinfo is a password
-    found += [v for k, v in parse_qsl(parts.query, keep_blank_values=True)
-              if k.lower() in _SECRET_PARAMS and v]
-    return found
+    # the raw text too: urlsplit drops tabs and newlines, and stops at an unencoded
+    # '/', '?' or '#', so its password may differ from what the string carries
+    loose = _loose_userinfo(uri)
+    if loose is not None:
+        userinfo = loose[1]
+        found.append(userinfo.split(":", 1)[1] if ":" in userinfo else userinfo)
+    if parts is not None:
+        found += [v for k, v in parse_qsl(parts.query, keep_blank_values=True)
+                  if k.lower() in _SECRET_PARAMS and v]
+    # drivers decode percent-escapes: the decoded form is the same secret
+    found += [unquote(v) for v in found if unquote(v) != v]
+    return [v for v in found if v]
 
 
 def scrub(text: str, *uris: str | None) -> str:
