@@ -61,7 +61,7 @@ class PluginImportError(ImportError):
 
 def fold_name(name: str) -> str:
     """Fold a backend name: ``PgVector``, ``pg-vector`` and `` pg_vector `` are one name."""
-    return "".join(ch for ch in name.strip().lower() if ch not in "-_.")
+    return "".join(ch for ch in name.strip().lower() if ch not in "-_.").strip()
 
 
 @dataclass(frozen=True)
