@@ -43,6 +43,8 @@ __all__ = [
     "ItemMirror",
     "SessionRestorer",
     "HealthDetails",
+    "EventPurger",
+    "ItemPurger",
     "REQUIRED_ADAPTER_MEMBERS",
     "owner_matches",
     "validate_event",
@@ -580,3 +582,19 @@ class StateStoreSeams:
         self.state_store().restore_session(  # type: ignore[attr-defined]
             session_id, blob, version=version, owner_subject=owner_subject,
             pending_message=pending_message, ttl_seconds=ttl_seconds)
+
+
+@runtime_checkable
+class EventPurger(Protocol):
+    """Optional on an event store: remove every trace of one user id (events, indexes,
+    counters). Used by conformance runs so that nothing of theirs is left behind."""
+
+    def purge_user(self, user_id: str) -> int: ...
+
+
+@runtime_checkable
+class ItemPurger(Protocol):
+    """Optional on an adapter with an item mirror: hard-delete one session's mirrored
+    items (the mirror otherwise only soft-evicts)."""
+
+    def purge_items(self, session_id: str) -> int: ...
