@@ -229,7 +229,7 @@ class Registry:
             status, detail = "ok", ""
         else:
             status = "driver-missing"
-            detail = f"driver missing: pip install 'semvecctl[{shipped.extra}]'"
+            detail = f"install it with: pip install 'semvecctl[{shipped.extra}]'"
         return BackendEntry(
             name=shipped.name,
             source="shipped",
