@@ -22,7 +22,7 @@ import inspect
 import logging
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from backends.errors import (
@@ -145,36 +145,27 @@ def driver_available(module: str | None) -> bool:
         return False
 
 
-def _distribution_identity(dist: Any) -> tuple[str, str]:
-    """Name and version from the METADATA header lines, without the email parser."""
-    if dist is None:
-        return "<unknown>", "?"
-    try:
-        text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
-    except OSError:
-        text = ""
-    name = version = None
-    for line in text.splitlines():
-        if not line.strip():
-            break
-        key, _, value = line.partition(":")
-        if key.lower() == "name" and name is None:
-            name = value.strip()
-        elif key.lower() == "version" and version is None:
-            version = value.strip()
-    return name or "<unknown>", version or "?"
-
-
 def discover_installed(entry_points: Iterable[Any] | None = None) -> list[InstalledBackend]:
-    """Read the ``semvec.backends`` group from metadata. Imports no plugin module."""
-    if entry_points is None:
-        from importlib.metadata import entry_points as _entry_points
+    """Read the ``semvec.backends`` group from metadata. Imports no plugin module.
 
-        entry_points = _entry_points(group=ENTRY_POINT_GROUP)
+    ``entry_points`` (``importlib.metadata.EntryPoint`` objects) may be injected; by
+    default the group is read by :mod:`backends.entrypoints`, which avoids the cost of
+    importing ``importlib.metadata`` on every CLI start.
+    """
+    if entry_points is None:
+        from backends.entrypoints import read_group
+
+        raw = [(e.name, e.value, e.distribution, e.version) for e in read_group(ENTRY_POINT_GROUP)]
+    else:
+        raw = []
+        for ep in entry_points:
+            dist = getattr(ep, "dist", None)
+            raw.append((ep.name, ep.value,
+                        (dist.metadata["Name"] if dist is not None else None) or "<unknown>",
+                        (dist.version if dist is not None else None) or "?"))
     found: dict[tuple[str, str, str], InstalledBackend] = {}
-    for ep in entry_points:
-        dist_name, dist_version = _distribution_identity(getattr(ep, "dist", None))
-        item = InstalledBackend(ep.name, ep.value, dist_name or "<unknown>", dist_version or "?")
+    for name, value, dist_name, version in raw:
+        item = InstalledBackend(name, value, dist_name, version)
         found.setdefault((item.folded, item.distribution.lower(), item.target), item)
     return sorted(found.values(), key=lambda b: (b.folded, b.distribution.lower()))
 

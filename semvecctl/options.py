@@ -1,6 +1,5 @@
 """Option declarations shared by every command, so flags look and behave the same."""
 
-from __future__ import annotations
 
 from typing import Annotated, Optional
 

@@ -215,3 +215,19 @@ def test_is_persistent_read_without_instantiating(site):
     assert checked["persistent"] is False
     assert "status" not in checked  # no contract problem found statically
     forget_modules(module)
+
+
+def test_fast_entry_point_scan_matches_importlib_metadata(site):
+    """The registry reads entry points without importlib.metadata (cold start); it must
+    give the same answer for every group importlib.metadata knows here."""
+    from importlib.metadata import entry_points
+
+    from backends.entrypoints import scan_group
+
+    install_plugin(site, key=_unique("parity"))
+    groups = set(entry_points().groups) | {"semvec.backends"}
+    for group in sorted(groups):
+        expected = sorted((ep.name, ep.value, ep.dist.metadata["Name"], ep.dist.version)
+                          for ep in entry_points(group=group))
+        got = sorted(tuple(e) for e in scan_group(group))
+        assert got == expected, group

@@ -7,7 +7,6 @@ Modules are found by listing this package, so adding a group touches no shared f
 ``ORDER`` only fixes where known groups appear in ``--help``.
 """
 
-from __future__ import annotations
 
 import pkgutil
 

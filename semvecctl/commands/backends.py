@@ -1,6 +1,5 @@
 """``semvecctl backends list|show|resolve``: what backends exist and what a name gives."""
 
-from __future__ import annotations
 
 from typing import Any, Optional
 

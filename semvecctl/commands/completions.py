@@ -5,7 +5,6 @@ The scripts are click's standard ones: they call back into ``semvecctl`` with
 committed under ``completions/`` for packagers; a test fails when they go stale.
 """
 
-from __future__ import annotations
 
 import os
 from enum import Enum

@@ -6,7 +6,6 @@ environment and profile resolve to. URIs are redacted and option values whose na
 suggests a secret are masked; nothing here ever prints a credential.
 """
 
-from __future__ import annotations
 
 import os
 from typing import Any

@@ -6,7 +6,6 @@ progress (a live table, on a TTY only), renders the report and sets the exit sta
 (1 when any case failed or errored).
 """
 
-from __future__ import annotations
 
 import sys
 from pathlib import Path

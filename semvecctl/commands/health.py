@@ -4,7 +4,6 @@ Exit 0 healthy (and every gate passed), 1 a gate failed, 3 environment error, 4
 unreachable or timed out. ``-o json`` is the machine-readable report.
 """
 
-from __future__ import annotations
 
 import time
 from typing import Any

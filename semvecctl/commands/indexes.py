@@ -7,7 +7,6 @@ and it previews unless told to apply; ``validate`` only reads and exits like
 ``kubectl diff``: 0 all match, 1 drift, 2+ errors.
 """
 
-from __future__ import annotations
 
 from typing import Annotated, Any, Optional
 

@@ -6,7 +6,6 @@ Exit codes: 0 ok; 1 a ``--min-rbo`` / ``--min-jaccard`` gate was missed; 2 bad i
 no live-item enumeration); 4 unreachable.
 """
 
-from __future__ import annotations
 
 import json
 from enum import Enum

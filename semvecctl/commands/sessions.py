@@ -4,7 +4,6 @@ Generic over the backend: listing needs the SessionEnumerator seam (a streaming 
 inspecting and deleting only need the state store every backend has.
 """
 
-from __future__ import annotations
 
 from typing import Any, Optional
 

@@ -16,7 +16,6 @@ flags, renders previews and maps refusals to exit codes:
 - 4: a backend is unreachable.
 """
 
-from __future__ import annotations
 
 import contextlib
 import os
