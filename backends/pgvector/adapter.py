@@ -111,8 +111,14 @@ class PgVectorAdapter(StateStoreSeams):
         from backends.pgvector.schema import STATE_GROUP
         from backends.pgvector.state import save_in_transaction
 
+        from backends.pgvector.events import refuse_nul_in_events
+        from backends.pgvector.state import refuse_nul
+
         validate_save_args(session_id, blob, expected_version, owner_subject)
+        refuse_nul(session_id=session_id, owner_subject=owner_subject,
+                   pending_message=pending_message)
         checked = validate_turn_events(events)
+        refuse_nul_in_events(checked)
 
         def work(conn: Any) -> int:
             with conn.transaction():

@@ -17,12 +17,36 @@ from backends.contract import UNSCOPED, MemoryEvent, OwnerFilter, validate_event
 from backends.errors import InvalidEvent
 from backends.pgvector.database import Database
 from backends.pgvector.schema import STATE_GROUP
-from backends.pgvector.state import owner_clause
+from backends.pgvector.state import has_nul, owner_clause
 
 _COLUMNS = (
     "event_id, user_id, sequence, owner_subject, session_id, created_at, content,"
     " embedding, meta, source_event_id"
 )
+
+
+def _nul_anywhere(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_nul_anywhere(k) or _nul_anywhere(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_nul_anywhere(v) for v in value)
+    return False
+
+
+def refuse_nul_in_events(events: Sequence[MemoryEvent]) -> None:
+    """InvalidEvent before any write for text PostgreSQL cannot store (NUL, also as a
+    ``\\u0000`` escape inside meta, which jsonb refuses)."""
+    for event in events:
+        for name in ("event_id", "user_id", "content", "owner_subject", "session_id",
+                     "source_event_id"):
+            if has_nul(getattr(event, name)):
+                raise InvalidEvent(f"event {name} contains a NUL character, which "
+                                   "PostgreSQL text cannot store")
+        if _nul_anywhere(dict(event.meta)):
+            raise InvalidEvent("event meta contains a NUL character, which PostgreSQL "
+                               "jsonb cannot store")
 
 
 def append_in_transaction(conn: Any, db: Database, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
@@ -90,6 +114,7 @@ class PgVectorEventStore:
 
     def append(self, event: MemoryEvent) -> MemoryEvent:
         validate_event(event)
+        refuse_nul_in_events([event])
 
         def work(conn: Any) -> MemoryEvent:
             with conn.transaction():
@@ -108,7 +133,7 @@ class PgVectorEventStore:
         clause, params = owner_clause(owner_subject)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise ValueError("limit must be None or a non-negative int")
-        if limit == 0:
+        if limit == 0 or has_nul(user_id, owner_subject):
             return []
         sql = (
             f"SELECT {_COLUMNS} FROM {self._t.events} WHERE user_id = %s AND sequence > %s"
@@ -125,6 +150,9 @@ class PgVectorEventStore:
         return self._db.read(work, list)
 
     def get_event(self, event_id: str) -> MemoryEvent | None:
+        if has_nul(event_id):
+            return None
+
         def work(conn: Any) -> MemoryEvent | None:
             row = conn.execute(
                 f"SELECT {_COLUMNS} FROM {self._t.events} WHERE event_id = %s", (event_id,)
@@ -138,6 +166,8 @@ class PgVectorEventStore:
         later event never reuses a deleted sequence number."""
         if not isinstance(cutoff, datetime) or cutoff.tzinfo is None:
             raise ValueError("cutoff must be a timezone-aware datetime")
+        if has_nul(user_id):
+            return 0
         sql = f"DELETE FROM {self._t.events} WHERE created_at < %s"
         args: list[Any] = [cutoff]
         if user_id is not None:
@@ -152,6 +182,8 @@ class PgVectorEventStore:
     def purge_user(self, user_id: str) -> int:
         """Remove a user's events AND sequence counter (erasure); the user's next event
         starts again at 1. Returns the number of events removed."""
+        if has_nul(user_id):
+            return 0
 
         def work(conn: Any) -> int:
             with conn.transaction():

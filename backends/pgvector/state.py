@@ -27,6 +27,19 @@ from backends.pgvector.database import Database
 from backends.pgvector.schema import STATE_GROUP
 
 
+def has_nul(*values: Any) -> bool:
+    """PostgreSQL text cannot hold NUL: such a value can never be stored or matched."""
+    return any(isinstance(v, str) and "\x00" in v for v in values)
+
+
+def refuse_nul(**fields: Any) -> None:
+    """A clear ValueError before any write (psycopg would raise DataError mid-call)."""
+    for name, value in fields.items():
+        if has_nul(value):
+            raise ValueError(f"{name} contains a NUL character, which PostgreSQL text "
+                             "cannot store")
+
+
 def owner_clause(owner_subject: OwnerFilter, column: str = "owner_subject") -> tuple[str, tuple]:
     """SQL for the three-state owner filter, and its parameters."""
     validate_owner_filter(owner_subject)
@@ -114,6 +127,8 @@ class PgVectorStateStore:
         pending_message: str | None = None,
     ) -> int:
         validate_save_args(session_id, blob, expected_version, owner_subject)
+        refuse_nul(session_id=session_id, owner_subject=owner_subject,
+                   pending_message=pending_message)
 
         def work(conn: Any) -> int:
             with conn.transaction():
@@ -127,6 +142,8 @@ class PgVectorStateStore:
 
     def _select(self, columns: str, session_id: str, owner_subject: OwnerFilter):
         clause, params = owner_clause(owner_subject)
+        if has_nul(session_id, owner_subject):
+            return None
 
         def work(conn: Any):
             return conn.execute(
@@ -162,6 +179,8 @@ class PgVectorStateStore:
 
     def delete(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> bool:
         clause, params = owner_clause(owner_subject)
+        if has_nul(session_id, owner_subject):
+            return False
 
         def work(conn: Any) -> bool:
             row = conn.execute(
@@ -187,6 +206,8 @@ class PgVectorStateStore:
         """Create the row at exactly ``version``; never overwrites. PostgreSQL keeps no
         TTL, so ``ttl_seconds`` is accepted and ignored (idle expiry is an operator job)."""
         validate_save_args(session_id, blob, version, owner_subject)
+        refuse_nul(session_id=session_id, owner_subject=owner_subject,
+                   pending_message=pending_message)
         data = bytes(blob)
 
         def work(conn: Any) -> None:
