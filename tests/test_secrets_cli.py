@@ -234,3 +234,29 @@ def test_percent_encoded_password_works_and_stays_hidden(targets):
     result = CliRunner().invoke(app, ["sessions", "inspect", SESSION, "--uri", uri, "-o", "json"])
     assert result.exit_code == 0, result.stderr
     assert SESSION in result.stdout and not leaked(result.stdout + result.stderr)
+
+
+@pytest.mark.parametrize("name", ["redis-wrong-password", "pgvector", "mongo"])
+def test_adapter_errors_carry_no_password_without_the_cli(name, targets):
+    """Library users get no scrubber: the adapters' own messages must be clean."""
+    from backends.registry import Registry
+
+    backend, uri = targets[name]
+    options = {"server_selection_timeout_ms": 50} if backend == "mongo" else {}
+    adapter = Registry().load_adapter(backend, warn=False, uri=uri, **options)
+    try:
+        texts = [repr(adapter)]
+        with pytest.raises(Exception) as failed:
+            adapter.state_store().load(SESSION)
+        exc: BaseException | None = failed.value
+        while exc is not None:  # the whole chain, as a traceback would show it
+            texts += [str(exc), repr(exc)]
+            exc = exc.__cause__ or exc.__context__
+        details = getattr(adapter, "health_details", None)
+        if details is not None:
+            texts.append(repr(details(1.0)))
+        texts.append(repr(adapter.check_health()))
+    finally:
+        adapter.close()
+    found = leaked("\n".join(texts))
+    assert not found, "\n".join(texts)
