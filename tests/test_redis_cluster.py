@@ -187,3 +187,36 @@ def test_cluster_flag_nonsense_is_a_config_error():
         RedisSettings.resolve("redis://h:1/0?cluster=maybe", {}, environ={})
     with pytest.raises(BackendConfigError, match="unix"):
         RedisSettings.resolve("unix:///tmp/r.sock?cluster=true", {}, environ={})
+
+
+def test_cli_health_list_and_export_on_a_cluster(cluster_url, adapter, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from semvecctl.app import app
+
+    tag = uuid.uuid4().hex[:8]
+    ids = {f"cli-{tag}-{i}" for i in range(12)}
+    for session_id in ids:
+        adapter.state_store().save(session_id, b"blob", expected_version=None)
+    runner = CliRunner()
+    try:
+        health = runner.invoke(app, ["health", "--uri", cluster_url, "-o", "json"])
+        assert health.exit_code == 0, health.stderr
+        assert json.loads(health.stdout)["details"]["mode"] == "cluster"
+        listed = runner.invoke(app, ["sessions", "list", "--uri", cluster_url,
+                                     "--match", f"cli-{tag}-*", "-o", "json"])
+        assert listed.exit_code == 0, listed.stderr
+        assert {row["session_id"] for row in json.loads(listed.stdout)} == ids
+        archive = tmp_path / "cluster.jsonl"
+        exported = runner.invoke(app, ["sessions", "export", "--uri", cluster_url,
+                                       "--match", f"cli-{tag}-*", "--out", str(archive),
+                                       "--yes"])
+        assert exported.exit_code == 0, exported.stderr
+        from backends.archive import verify_archive
+
+        assert verify_archive(archive).count == len(ids)
+    finally:
+        for session_id in ids:
+            adapter.state_store().delete(session_id)
