@@ -55,6 +55,11 @@ class DedicatedRedis:
         self.kill()
         raise RuntimeError(f"redis-server did not answer within {START_TIMEOUT_S}s")
 
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None, "not running"
+        return self._proc.pid
+
     def answers(self) -> bool:
         import redis
 

@@ -122,7 +122,7 @@ def test_health_stays_bounded_while_the_server_hangs(durable_redis):
     from backends.redis import RedisBackendAdapter
 
     adapter = RedisBackendAdapter(durable_redis.url, timeout=0.5)
-    pid = durable_redis._proc.pid
+    pid = durable_redis.pid
     os.kill(pid, signal.SIGSTOP)
     try:
         healthy, took = timed_health(adapter)
@@ -158,7 +158,7 @@ def test_replies_lost_to_a_frozen_server_are_unknown_and_resolved(durable_redis)
     loader = threading.Thread(
         target=lambda: outcome.setdefault("report", run_load(adapter, plan,
                                                              attempts_out=attempts)))
-    pid = durable_redis._proc.pid
+    pid = durable_redis.pid
     loader.start()
     time.sleep(0.7)
     os.kill(pid, signal.SIGSTOP)
