@@ -105,8 +105,8 @@ def ensure(
     yes: Yes = False,
     output: Output = OutputFormat.table,
 ) -> None:
-    """Create missing indexes, change TTLs in place, report mismatches (rebuilt only with
-    --recreate). Previews unless --yes is given or a terminal confirms."""
+    """Create missing indexes, update in place what the backend can (a Mongo TTL), report
+    mismatches (rebuilt only with --recreate). Previews unless --yes or a terminal confirms."""
     from backends.contract import IndexManager
 
     out = current().output

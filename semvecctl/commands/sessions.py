@@ -17,7 +17,7 @@ from semvecctl.options import AdapterFactory, Backend, Output, StreamOutput, Uri
 from semvecctl.output import Column, OutputFormat, StreamFormat
 
 NAME = "sessions"
-HELP = "List, inspect and delete stored sessions (any backend that can enumerate)."
+HELP = "List, inspect, delete, export, import and copy stored sessions."
 
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
