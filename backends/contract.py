@@ -44,6 +44,7 @@ __all__ = [
     "SessionRestorer",
     "HealthDetails",
     "EventPurger",
+    "BatchStateReader",
     "ItemPurger",
     "REQUIRED_ADAPTER_MEMBERS",
     "owner_matches",
@@ -598,3 +599,12 @@ class ItemPurger(Protocol):
     items (the mirror otherwise only soft-evicts)."""
 
     def purge_items(self, session_id: str) -> int: ...
+
+
+@runtime_checkable
+class BatchStateReader(Protocol):
+    """Optional on a state store: ``load_full`` for many sessions in one round trip, in
+    order, ``None`` where a session is missing or filtered out (used by exports)."""
+
+    def load_full_many(self, session_ids: Sequence[str], *,
+                       owner_subject: OwnerFilter = UNSCOPED) -> list[LoadedState | None]: ...

@@ -16,7 +16,8 @@ from backends.redis import keys
 from backends.redis.event_codec import event_args, event_keys
 from backends.redis.failures import redis_errors
 from backends.redis.scripts import script
-from backends.redis.state_store import EVENT_EXISTS, check_save_args, conflict_for
+from backends.contract import validate_save_args
+from backends.redis.state_store import EVENT_EXISTS, conflict_for
 
 
 def _run(client: Any, where: str, mode: str, state_key: str, state_args: list, events: list[MemoryEvent]) -> list[int]:
@@ -42,7 +43,7 @@ def commit_turn(
     pending_message: str | None,
     events: Sequence[MemoryEvent] | None,
 ) -> int:
-    check_save_args(session_id, blob, expected_version, owner_subject)
+    validate_save_args(session_id, blob, expected_version, owner_subject)
     checked = validate_turn_events(events)
     if expected_version is None:
         mode, expected, new_version = "insert", "", 1
