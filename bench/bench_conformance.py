@@ -10,41 +10,14 @@ temporary directory, without persistence, and stopped afterwards.
 from __future__ import annotations
 
 import argparse
-import shutil
-import socket
 import statistics
-import subprocess
-import tempfile
+import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-@contextmanager
-def private_redis():
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise SystemExit("redis-server not on PATH: pass --redis-url")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    workdir = Path(tempfile.mkdtemp(prefix="semvec-bench-conf-"))
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(workdir)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        shutil.rmtree(workdir, ignore_errors=True)
+from tests.dedicated_redis import throwaway_redis  # noqa: E402
 
 
 def bench(label: str, factory, name: str, runs: int) -> None:
@@ -77,7 +50,7 @@ def main() -> None:
     if args.redis_url:
         bench("redis (given)", lambda: RedisBackendAdapter(args.redis_url), "redis", args.runs)
     else:
-        with private_redis() as url:
+        with throwaway_redis("semvec-bench-conf-") as url:
             bench("redis (local, private)", lambda: RedisBackendAdapter(url), "redis", args.runs)
     print("note: shared 2-core machine; figures are indicative, not stable")
 

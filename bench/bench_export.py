@@ -15,15 +15,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 import tracemalloc
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -31,39 +27,9 @@ import redis  # noqa: E402
 
 from backends.migrate import export_to_path  # noqa: E402
 from backends.redis import RedisBackendAdapter  # noqa: E402
+from tests.dedicated_redis import throwaway_redis  # noqa: E402
 
 BLOB_SIZE = 2048
-
-
-@contextmanager
-def private_redis() -> Iterator[str]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        sys.exit("redis-server not on PATH")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    workdir = tempfile.mkdtemp(prefix="semvec-bench-export-")
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", workdir, "--daemonize", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        client = redis.Redis.from_url(url)
-        for _ in range(200):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        client.close()
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def seed(url: str, start: int, stop: int) -> None:
@@ -107,7 +73,7 @@ def main() -> None:
     suffix = ".jsonl.gz" if args.gzip else ".jsonl"
     workdir = Path(tempfile.mkdtemp(prefix="semvec-bench-out-"))
     try:
-        with private_redis() as url:
+        with throwaway_redis("semvec-bench-export-") as url:
             t0 = time.perf_counter()
             seed(url, 0, args.small)
             peaks = {}

@@ -18,15 +18,10 @@ round trip dominates and the ratio rises.
 from __future__ import annotations
 
 import argparse
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -36,37 +31,7 @@ import redis  # noqa: E402
 
 from backends.contract import MemoryEvent  # noqa: E402
 from backends.redis import RedisBackendAdapter  # noqa: E402
-
-
-@contextmanager
-def private_redis() -> Iterator[str]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        sys.exit("redis-server not on PATH")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    workdir = tempfile.mkdtemp(prefix="semvec-bench-redis-")
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", workdir, "--daemonize", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        client = redis.Redis.from_url(url)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        client.close()
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        shutil.rmtree(workdir, ignore_errors=True)
+from tests.dedicated_redis import throwaway_redis  # noqa: E402
 
 
 def best_rates(cases: dict[str, Callable[[], None]], seconds: float, rounds: int = 3) -> dict[str, float]:
@@ -232,7 +197,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=500)
     args = parser.parse_args()
-    with private_redis() as url:
+    with throwaway_redis("semvec-bench-redis-") as url:
         if args.part in ("commit", "all"):
             bench_commit(url, args.seconds)
         if args.part in ("sessions", "all"):

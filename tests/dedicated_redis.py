@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from tests.fixtures.redis_server import find_redis_binary, free_port, unavailable
 
@@ -139,3 +141,17 @@ def start_cluster(root: Path, masters: int = 3) -> list[DedicatedRedis]:
         for node in nodes:
             node.kill()
         raise
+
+
+@contextmanager
+def throwaway_redis(prefix: str = "semvec-redis-",
+                    extra: Sequence[str] = ("--appendonly", "no")) -> Iterator[str]:
+    """A private redis-server for one benchmark or script; yields its URL, then removes it."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    server = DedicatedRedis(workdir, extra=extra)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
