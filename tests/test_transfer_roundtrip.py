@@ -210,6 +210,20 @@ def test_redis_ttl_travels_between_redis_databases(redis_server, redis_url, tmp_
         SessionImporter(dst, ArchiveFile(path)).apply()
         ttl = dst.describe_session(f"{tag}-ttl").ttl_seconds
         assert ttl is not None and 3500 < ttl <= 3600
+        assert not any("time to live" in n for n in SessionImporter(dst, ArchiveFile(path)).notes())
+
+
+def test_a_ttl_the_target_cannot_keep_is_said_not_dropped_silently(redis_url, tmp_path):
+    from backends.redis import RedisBackendAdapter
+
+    tag = uuid.uuid4().hex[:8]
+    with RedisBackendAdapter(redis_url, ttl_seconds=600) as src:
+        src.state_store().save(f"{tag}-ttl", b"blob", expected_version=None)
+        path = tmp_path / "a.jsonl"
+        export_to_path(src, path, source_uri="redis", match=f"{tag}-*")
+    target = MemoryBackendAdapter()
+    notes = SessionImporter(target, ArchiveFile(path)).notes()
+    assert any("1 session(s) carry a time to live" in n and "'memory'" in n for n in notes)
 
 
 # -- the same through the CLI's copy -----------------------------------------------------------

@@ -45,6 +45,8 @@ class ArchiveSummary:
     digest: str
     #: the embedding widths the archived items use (empty without embeddings)
     dimensions: frozenset[int] = frozenset()
+    #: sessions archived with a remaining time to live
+    sessions_with_ttl: int = 0
 
 
 class ArchiveReader:
@@ -163,13 +165,15 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
     else:
         opener = source_factory
     seen = SeenFilter()
-    count = items = with_items = 0
+    count = items = with_items = with_ttl = 0
     dimensions: set[int] = set()
     with ArchiveReader(opener(), close_source=True) as reader:
         header = reader.header
         for record in reader.sessions():
             count += 1
             seen.add(record.session_id)
+            if record.ttl_seconds is not None:
+                with_ttl += 1
             if record.items is not None:
                 with_items += 1
                 items += len(record.items)
@@ -186,4 +190,4 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
             )
     return ArchiveSummary(header=header, count=count, items=items,
                           sessions_with_items=with_items, digest=digest,
-                          dimensions=frozenset(dimensions))
+                          dimensions=frozenset(dimensions), sessions_with_ttl=with_ttl)

@@ -123,6 +123,10 @@ class SessionImporter:
         if not self.restores_versions:
             notes.append(f"backend {self.target_name!r} cannot restore versions: sessions are "
                          "created at version 1 instead of their archived version")
+        if summary.sessions_with_ttl and not getattr(self.adapter, "keeps_session_ttl", False):
+            notes.append(f"{summary.sessions_with_ttl} session(s) carry a time to live but backend "
+                         f"{self.target_name!r} keeps no per-session expiry: they are imported "
+                         "without one")
         if summary.items and not self.mirrors_items:
             notes.append(f"the archive carries {summary.items} item(s) but backend "
                          f"{self.target_name!r} has no item mirror: items are not imported")

@@ -34,6 +34,8 @@ class RedisBackendAdapter:
 
     name = "redis"
     is_persistent = True
+    #: sessions can carry their own expiry (restore_session honours ttl_seconds)
+    keeps_session_ttl = True
 
     def __init__(self, uri: str | None = None, **options: Any) -> None:
         try:
