@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import sys
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.fixtures.mongo import db_name, make_adapter, mongo_client  # noqa: F401
 
@@ -394,3 +397,16 @@ def test_timeouts_in_the_uri_win_over_defaults():
         assert explicit.client.options.server_selection_timeout == 0.3
     finally:
         explicit.close()
+
+
+@settings(max_examples=400, deadline=None)
+@given(pattern=st.text(alphabet="ab[]!-*?^\\\n.", max_size=8),
+       candidate=st.text(alphabet="ab[]!-^\\\n.", max_size=6))
+def test_glob_to_regex_agrees_with_fnmatch(pattern, candidate):
+    """Session --match on Mongo must select exactly what the memory backend's fnmatch does
+    (pure function: no database involved)."""
+    import fnmatch
+
+    from backends.mongo.state import glob_to_regex
+
+    assert bool(re.match(glob_to_regex(pattern), candidate)) == fnmatch.fnmatchcase(candidate, pattern)

@@ -52,30 +52,20 @@ def owner_clause(owner_subject: OwnerFilter) -> dict[str, Any]:
 
 
 def glob_to_regex(pattern: str) -> str:
-    """A shell glob (``*``, ``?``, ``[...]``) as an anchored regular expression."""
-    out: list[str] = ["^"]
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "*":
-            out.append(".*")
-        elif ch == "?":
-            out.append(".")
-        elif ch == "[":
-            end = pattern.find("]", i + 2 if pattern[i + 1:i + 2] in ("!", "]") else i + 1)
-            if end == -1:
-                out.append(re.escape(ch))
-            else:
-                body = pattern[i + 1:end]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = end
-        else:
-            out.append(re.escape(ch))
-        i += 1
-    out.append("$")
-    return "".join(out)
+    """A shell glob as an anchored regular expression with exactly fnmatch's semantics
+    (``*``, ``?``, ``[...]``, ``[!...]``, literal ``]`` first in a class, unclosed ``[``).
+
+    ``fnmatch.translate`` does the hard part; its output uses only constructs MongoDB's
+    PCRE shares with Python (inline ``(?s:)``, lookahead, ``(?P<name>)`` groups), and the
+    trailing ``\\Z`` becomes ``(?![\\s\\S])`` (absolute end in both dialects; PCRE's ``\\Z``
+    and both dialects' ``$`` also match before a final newline).
+    """
+    import fnmatch
+
+    translated = fnmatch.translate(pattern)
+    if translated.endswith("\\Z"):
+        translated = translated[:-2]
+    return "^" + translated + r"(?![\s\S])"
 
 
 def _exists(session_id: str) -> StateVersionConflict:
