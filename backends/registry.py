@@ -15,10 +15,8 @@ Rules (from the spec's failure table):
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
-import inspect
 import logging
 import os
 import warnings
@@ -270,6 +268,8 @@ class Registry:
     def close_matches(self, name: str) -> list[str]:
         names = self.known_names()
         folded = {fold_name(n): n for n in names}
+        import difflib
+
         hits = difflib.get_close_matches(fold_name(name), list(folded), n=3, cutoff=0.6)
         return [folded[h] for h in hits]
 
@@ -317,6 +317,8 @@ def import_target(entry: BackendEntry) -> Any:
 
 def contract_problems(obj: Any, *, selected_name: str | None = None) -> list[str]:
     """What ``obj`` (an adapter class or instance) misses of the contract."""
+    import inspect
+
     problems: list[str] = []
     missing = [m for m, _ in REQUIRED_ADAPTER_MEMBERS if not hasattr(obj, m)]
     if missing:
@@ -346,6 +348,8 @@ def contract_problems(obj: Any, *, selected_name: str | None = None) -> list[str
 
 def read_persistence(target: Any) -> bool | None:
     """``is_persistent`` read from the class, without instantiating (None if unknowable)."""
+    import inspect
+
     cls = target if inspect.isclass(target) else None
     if cls is None:
         return None
@@ -354,6 +358,8 @@ def read_persistence(target: Any) -> bool | None:
 
 
 def _accepts(factory: Callable[..., Any], keyword: str) -> bool:
+    import inspect
+
     try:
         sig = inspect.signature(factory)
     except (TypeError, ValueError):
@@ -366,6 +372,8 @@ def _accepts(factory: Callable[..., Any], keyword: str) -> bool:
 
 def instantiate(entry: BackendEntry, selected_name: str, **config: Any) -> Any:
     """Import ``entry``'s target, check the class, build the adapter, check the instance."""
+    import inspect
+
     target = import_target(entry)
     where = f"backend {entry.name!r} ({entry.target})"
     if inspect.isclass(target):

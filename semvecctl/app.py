@@ -8,7 +8,6 @@ stderr, the exit code of :class:`ExitCode`, a traceback only with ``--verbose``.
 from __future__ import annotations
 
 import sys
-import traceback
 from typing import Any, Optional, Sequence
 
 import typer
@@ -108,6 +107,8 @@ def _report(message: str, exc: BaseException | None) -> None:
     app = application.current()
     first_line = " ".join(message.split()) if message else "failed"
     if exc is not None and app.verbose:
+        import traceback
+
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         sys.stderr.write(app.scrub(text))
     app.output.error(first_line)
