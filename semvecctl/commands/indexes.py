@@ -62,6 +62,14 @@ _ACTION_COLUMNS = [
 ]
 
 
+def _preview(adapter_obj, dimensions, recreate):
+    """The manifest's definitions (for display) and what ensure would do, without writing."""
+    definitions = {(spec.target, spec.name): spec.definition
+                   for spec in adapter_obj.index_plan(dimensions=dimensions)}
+    return definitions, adapter_obj.ensure_indexes(dimensions=dimensions, recreate=recreate,
+                                                   apply=False)
+
+
 @app.command("plan")
 def plan(
     backend: Backend = None,
@@ -80,9 +88,7 @@ def plan(
         if not isinstance(adapter_obj, IndexManager):
             _nothing_to_provision(adapter_obj, output, spec, "indexes")
             return
-        definitions = {(s.target, s.name): s.definition
-                       for s in adapter_obj.index_plan(dimensions=dimensions)}
-        actions = adapter_obj.ensure_indexes(dimensions=dimensions, recreate=recreate, apply=False)
+        definitions, actions = _preview(adapter_obj, dimensions, recreate)
         rows = [_action_row(a, definitions) for a in actions]
         out.emit({"backend": adapter_obj.name, "uri": spec.display_uri, "indexes": rows},
                  output, columns=_ACTION_COLUMNS, rows=rows)
@@ -115,9 +121,7 @@ def ensure(
         if not isinstance(adapter_obj, IndexManager):
             _nothing_to_provision(adapter_obj, output, spec, "indexes")
             return
-        definitions = {(s.target, s.name): s.definition
-                       for s in adapter_obj.index_plan(dimensions=dimensions)}
-        preview = adapter_obj.ensure_indexes(dimensions=dimensions, recreate=recreate, apply=False)
+        definitions, preview = _preview(adapter_obj, dimensions, recreate)
         changes = [a for a in preview if a.action in ("create", "update", "recreate")]
         applied = False
         if changes:
