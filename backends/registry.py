@@ -357,7 +357,8 @@ def read_persistence(target: Any) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def _accepts(factory: Callable[..., Any], keyword: str) -> bool:
+def accepts_keyword(factory: Callable[..., Any], keyword: str) -> bool:
+    """Whether ``factory`` can be called with ``keyword=`` (a named or ``**`` parameter)."""
     import inspect
 
     try:
@@ -384,7 +385,7 @@ def instantiate(entry: BackendEntry, selected_name: str, **config: Any) -> Any:
         raise ContractError(where, [f"target is a {type(target).__name__}, not a class or factory"])
     config = {k: v for k, v in config.items() if v is not None}
     for key in list(config):
-        if not _accepts(target, key):
+        if not accepts_keyword(target, key):
             raise BackendConfigError(
                 f"{where} does not accept the {key!r} setting; configure it through the "
                 "backend's own environment variables"

@@ -103,11 +103,24 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
     return Config(cfg_path, profiles, str(current) if current is not None else None)
 
 
+def profile_choice(config: Config, name: str | None,
+                   environ: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+    """Which profile is selected and by what: ``--profile`` beats ``$SEMVECCTL_PROFILE``
+    beats ``current-profile``."""
+    env = os.environ if environ is None else environ
+    if name:
+        return name, "--profile flag"
+    if env.get("SEMVECCTL_PROFILE"):
+        return env["SEMVECCTL_PROFILE"], "$SEMVECCTL_PROFILE"
+    if config.current_profile:
+        return config.current_profile, "current-profile in the config file"
+    return None, "none selected"
+
+
 def select_profile(config: Config, name: str | None,
                    environ: Mapping[str, str] | None = None) -> Profile | None:
-    """``--profile`` beats ``$SEMVECCTL_PROFILE`` beats ``current-profile``."""
-    env = os.environ if environ is None else environ
-    chosen = name or env.get("SEMVECCTL_PROFILE") or config.current_profile
+    """The selected profile (see :func:`profile_choice`); an unknown name is an error."""
+    chosen, _ = profile_choice(config, name, environ)
     if not chosen:
         return None
     if chosen not in config.profiles:

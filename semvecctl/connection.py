@@ -12,7 +12,7 @@ import contextlib
 import importlib
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from semvecctl.application import current
 from semvecctl.errors import CliError, environment_error, usage_error
@@ -137,18 +137,26 @@ def load_factory(spec: str) -> Any:
     return obj
 
 
+def adapter_factory(spec: ConnectionSpec) -> Callable[[], Any]:
+    """A no-argument factory for ``--adapter module:factory``, given the spec's URI and
+    options that its signature accepts (no contract check: callers decide)."""
+    from backends.registry import accepts_keyword
+
+    target = load_factory(spec.adapter_factory or "")
+    kwargs = {"uri": spec.uri} if spec.uri else {}
+    kwargs.update(spec.options)
+    kwargs = {k: v for k, v in kwargs.items() if accepts_keyword(target, k)}
+    return lambda: target(**kwargs)
+
+
 def build_adapter(spec: ConnectionSpec) -> Any:
     """Instantiate the adapter a spec names, warning loudly on a fallback to memory."""
-    from backends.registry import Registry, contract_problems, _accepts
     from backends.errors import ContractError
+    from backends.registry import Registry, contract_problems
 
     app = current()
     if spec.adapter_factory:
-        factory = load_factory(spec.adapter_factory)
-        kwargs = {"uri": spec.uri} if spec.uri else {}
-        kwargs.update(spec.options)
-        kwargs = {k: v for k, v in kwargs.items() if _accepts(factory, k)}
-        adapter = factory(**kwargs)
+        adapter = adapter_factory(spec)()
         problems = contract_problems(adapter)
         if problems:
             raise ContractError(spec.adapter_factory, problems)

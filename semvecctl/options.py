@@ -1,7 +1,7 @@
 """Option declarations shared by every command, so flags look and behave the same."""
 
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -39,3 +39,21 @@ Timeout = Annotated[
     float,
     typer.Option("--timeout", "-t", min=0.01, help="Seconds before giving up."),
 ]
+
+
+def owner_filter(owner: Optional[str], unowned: bool) -> Any:
+    """The three-state owner filter from ``--owner`` / ``--unowned``: neither = every owner
+    (``UNSCOPED``), ``--unowned`` = only rows without an owner (``None``), ``--owner`` = exact."""
+    from backends.contract import UNSCOPED
+
+    from semvecctl.errors import usage_error
+
+    if owner is not None and unowned:
+        raise usage_error("--owner and --unowned exclude each other")
+    if unowned:
+        return None
+    if owner is not None:
+        if not owner.strip():
+            raise usage_error("--owner needs a non-empty owner (use --unowned for rows without one)")
+        return owner
+    return UNSCOPED

@@ -40,16 +40,6 @@ def _redact_options(options: Any) -> Any:
     return options
 
 
-def _selection(flag: str | None, config: Any) -> tuple[str | None, str]:
-    if flag:
-        return flag, "--profile flag"
-    if os.environ.get("SEMVECCTL_PROFILE"):
-        return os.environ["SEMVECCTL_PROFILE"], "$SEMVECCTL_PROFILE"
-    if config.current_profile:
-        return config.current_profile, "current-profile in the config file"
-    return None, "none selected"
-
-
 def _config_source(app: Any) -> str:
     if app.config_path:
         return "--config flag"
@@ -70,13 +60,13 @@ def view(
     from backends.registry import ENV_VAR
     from backends.uris import redact_uri
 
-    from semvecctl.config import default_config_path, load_config, select_profile
+    from semvecctl.config import default_config_path, load_config, profile_choice, select_profile
 
     app = current()
     out = app.output
     config = load_config(app.config_path)
     path = config.path or (app.config_path and os.path.expanduser(app.config_path)) or default_config_path()
-    selected, why = _selection(app.profile, config)
+    selected, why = profile_choice(config, app.profile)
     select_profile(config, app.profile)  # an unknown profile fails here, as it would anywhere
     spec = resolve_connection(backend, uri, adapter)
 

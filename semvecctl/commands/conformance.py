@@ -59,17 +59,11 @@ def _factory_for(spec: Any):
     """Build adapters for the run. ``--adapter`` targets are called directly (no
     registry contract check) so that a missing member is reported by the contract
     group, case by case, instead of aborting the run."""
-    from semvecctl.connection import build_adapter, load_factory
+    from semvecctl.connection import adapter_factory, build_adapter
 
-    if not spec.adapter_factory:
-        return lambda: build_adapter(spec)
-    from backends.registry import _accepts
-
-    target = load_factory(spec.adapter_factory)
-    kwargs = {"uri": spec.uri} if spec.uri else {}
-    kwargs.update(spec.options)
-    kwargs = {k: v for k, v in kwargs.items() if _accepts(target, k)}
-    return lambda: target(**kwargs)
+    if spec.adapter_factory:
+        return adapter_factory(spec)
+    return lambda: build_adapter(spec)
 
 
 def _preflight(adapter: Any, spec: Any, timeout: float) -> None:

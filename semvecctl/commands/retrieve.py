@@ -18,7 +18,7 @@ from semvecctl.application import current
 from semvecctl.connection import open_adapter, resolve_connection
 from semvecctl.errors import CliError, environment_error, usage_error
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, Uri
+from semvecctl.options import AdapterFactory, Backend, Output, Uri, owner_filter
 from semvecctl.output import Column, OutputFormat
 
 NAME = "retrieve"
@@ -57,20 +57,6 @@ RrfWeights = Annotated[str, typer.Option("--rrf-weights", help="Fusion weights d
 Items = Annotated[Optional[Path], typer.Option(
     "--items", help="Read the in-process side's items from this JSONL file instead of the store.",
     show_default=False, dir_okay=False)]
-
-
-def _owner_filter(owner: str | None, unowned: bool) -> Any:
-    from backends.contract import UNSCOPED
-
-    if owner is not None and unowned:
-        raise usage_error("--owner and --unowned exclude each other")
-    if unowned:
-        return None
-    if owner is not None:
-        if not owner:
-            raise usage_error("--owner must not be empty (use --unowned for items with no owner)")
-        return owner
-    return UNSCOPED
 
 
 def _parse_vector(value: str) -> tuple[float, ...]:
@@ -188,9 +174,9 @@ def run(
     from backends.retrieval.diff import resolve_query, run_side
 
     out = current().output
-    owner_filter = _owner_filter(owner, unowned)
+    scope = owner_filter(owner, unowned)
     spec = _single_spec(query, query_vector, like)
-    ctx = _context(session, owner_filter, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
+    ctx = _context(session, scope, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
                    rrf_k, rrf_weights)
     connection = resolve_connection(backend, uri, adapter)
     with open_adapter(connection) as adapter_obj:
@@ -200,7 +186,7 @@ def run(
                 f"backend {adapter_obj.name!r} has no server-side retrieval "
                 "(retrieval_backend() is None); use --side in-process")
         need_items = side is Side.in_process or like is not None
-        live, origin = _load_items(adapter_obj, session, owner_filter, items, need_items)
+        live, origin = _load_items(adapter_obj, session, scope, items, need_items)
         try:
             vector, text = resolve_query(spec, live)
             ctx = replace(ctx, query_embedding=vector, query_text=text)
@@ -334,7 +320,7 @@ def diff(
     from backends.retrieval.diff import diff_queries, load_queries_jsonl
 
     out = current().output
-    owner_filter = _owner_filter(owner, unowned)
+    scope = owner_filter(owner, unowned)
     if queries is not None:
         if query is not None or query_vector is not None or like is not None:
             raise usage_error("--queries replaces --query/--query-vector/--like; give one or the other")
@@ -344,14 +330,14 @@ def diff(
             raise usage_error(f"--queries: {exc}") from None
     else:
         specs = [_single_spec(query, query_vector, like)]
-    ctx = _context(session, owner_filter, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
+    ctx = _context(session, scope, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
                    rrf_k, rrf_weights)
     connection = resolve_connection(backend, uri, adapter)
     with open_adapter(connection) as adapter_obj:
         server = adapter_obj.retrieval_backend()
         if server is None:
             raise _no_server(adapter_obj)
-        live, origin = _load_items(adapter_obj, session, owner_filter, items, True)
+        live, origin = _load_items(adapter_obj, session, scope, items, True)
         try:
             report = diff_queries(ctx, specs, items=live, server=server, p=rbo_p,
                                   items_origin=origin, min_rbo=min_rbo, min_jaccard=min_jaccard)

@@ -11,9 +11,9 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.connection import open_adapter, require_seam, resolve_connection
-from semvecctl.errors import CliError, usage_error
+from semvecctl.errors import CliError
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, StreamOutput, Uri, Yes
+from semvecctl.options import AdapterFactory, Backend, Output, StreamOutput, Uri, Yes, owner_filter
 from semvecctl.output import Column, OutputFormat, StreamFormat
 
 NAME = "sessions"
@@ -41,21 +41,6 @@ def _short(text: Optional[str], width: int) -> Optional[str]:
     if text is None or len(text) <= width:
         return text
     return text[: width - 1] + "…"
-
-
-def owner_filter(owner: Optional[str], unowned: bool) -> Any:
-    """The three-state filter from the flags: neither = all, --unowned = None, --owner = exact."""
-    from backends.contract import UNSCOPED
-
-    if owner is not None and unowned:
-        raise usage_error("--owner and --unowned exclude each other")
-    if unowned:
-        return None
-    if owner is not None:
-        if not owner.strip():
-            raise usage_error("--owner needs a non-empty owner (use --unowned for sessions without one)")
-        return owner
-    return UNSCOPED
 
 
 def summary_row(summary: Any) -> dict[str, Any]:
@@ -104,24 +89,6 @@ def list_sessions(
     out.info(f"{count} session(s)")
 
 
-def _read_consistently(adapter_obj: Any, session_id: str, scope: Any) -> tuple[Any, Any]:
-    """The row and its summary at the SAME version (retrying if a writer got in between)."""
-    from backends.contract import SessionEnumerator
-
-    store = adapter_obj.state_store()
-    enumerates = isinstance(adapter_obj, SessionEnumerator)
-    for _ in range(5):
-        state = store.load_full(session_id, owner_subject=scope)
-        if state is None:
-            return None, None
-        summary = adapter_obj.describe_session(session_id, owner_subject=scope) if enumerates else None
-        if summary is None and enumerates:
-            continue  # deleted (or re-owned) between the two reads: look again
-        if summary is None or summary.version == state.version:
-            return state, summary
-    raise CliError(f"session {session_id!r} keeps changing under us; try again", ExitCode.CHECK_FAILED)
-
-
 @app.command("inspect")
 def inspect_session(
     session_id: str = typer.Argument(..., help="The session id."),
@@ -134,12 +101,13 @@ def inspect_session(
 ) -> None:
     """Version, owner, pending message, blob size/sha256, TTL and what the blob is."""
     from backends.blobinfo import describe_blob
+    from backends.snapshot import read_snapshot
 
     out = current().output
     scope = owner_filter(owner, unowned)
     spec = resolve_connection(backend, uri, adapter)
     with open_adapter(spec) as adapter_obj:
-        state, summary = _read_consistently(adapter_obj, session_id, scope)
+        state, summary = read_snapshot(adapter_obj, session_id, owner_subject=scope)
         if state is None:
             raise CliError(f"no session {session_id!r}" + ("" if owner is None and not unowned
                                                            else " with that owner"),

@@ -26,12 +26,12 @@ from typing import Any, Iterator, Optional
 import typer
 
 from semvecctl.application import current
-from semvecctl.commands.sessions import OwnerOpt, UnownedOpt, owner_filter
+from semvecctl.commands.sessions import OwnerOpt, UnownedOpt
 from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import open_adapter, resolve_connection
 from semvecctl.errors import CliError, usage_error
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, StreamOutput, Uri, Yes
+from semvecctl.options import AdapterFactory, Backend, StreamOutput, Uri, Yes, owner_filter
 from semvecctl.output import Column, StreamFormat
 
 MatchOpt = typer.Option(None, "--match", "-m", help="Only session ids matching this glob (*, ?, [..]).",
