@@ -8,13 +8,13 @@ import inspect
 from backends.conformance.catalogue import case
 from backends.conformance.context import CaseContext, describe_exception
 from backends.conformance.model import NotApplicable
-from backends.conformance.names import fold_name
 from backends.contract import (
     REQUIRED_ADAPTER_MEMBERS,
     EventStore,
     RetrievalBackend,
     StateStoreProtocol,
 )
+from backends.registry import fold_name
 
 _STATE_METHODS = ("save", "load", "load_full", "load_owner", "current_version", "delete")
 _EVENT_METHODS = ("append", "list_events", "get_event", "delete_older_than")
