@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from typing import Any, Callable
+from typing import Callable
 
 from backends.conformance.catalogue import case
 from backends.conformance.context import CaseContext, describe_exception
@@ -18,8 +18,8 @@ from backends.errors import is_state_version_conflict
 _JOIN_TIMEOUT = 60.0
 
 
-def _race(ctx: CaseContext, writers: int, body: Callable[[int, Any], None]) -> list[str]:
-    """Run ``body(writer_index, barrier)`` in threads; return unexpected errors."""
+def _race(ctx: CaseContext, writers: int, body: Callable[[int], None]) -> list[str]:
+    """Run ``body(writer_index)`` in threads released together; return unexpected errors."""
     barrier = threading.Barrier(writers)
     errors: list[str] = []
     lock = threading.Lock()
@@ -27,7 +27,7 @@ def _race(ctx: CaseContext, writers: int, body: Callable[[int, Any], None]) -> l
     def run(index: int) -> None:
         try:
             barrier.wait(timeout=_JOIN_TIMEOUT)
-            body(index, barrier)
+            body(index)
         except Exception as exc:  # noqa: BLE001
             with lock:
                 errors.append(describe_exception(exc))
@@ -61,12 +61,17 @@ def _check_winners(ctx: CaseContext, sid: str, wins: list[tuple[int, bytes]],
                      "stored blob against the blob of the writer told it won the last version")
 
 
-def _writer_loop(ctx: CaseContext, sid: str, write: Callable[..., int],
-                 wins: list[tuple[int, bytes]], lock: threading.Lock) -> Callable[[int, Any], None]:
-    attempts = ctx.options.attempts
+def _race_compare_and_set(ctx: CaseContext, write: Callable[..., int], what: str,
+                          success: str) -> None:
+    """Insert a session with ``write``, let ``ctx.options.writers`` threads race to move it
+    on with ``write`` (retrying lost races), then check every version had one winner."""
+    sid = ctx.session()
+    ctx.call("insert", lambda: write(sid, b"start", expected_version=None))
+    wins: list[tuple[int, bytes]] = []
+    lock = threading.Lock()
 
-    def body(index: int, _barrier: Any) -> None:
-        for attempt in range(attempts):
+    def body(index: int) -> None:
+        for attempt in range(ctx.options.attempts):
             current = ctx.store.current_version(sid)
             blob = f"writer-{index}-attempt-{attempt}".encode()
             try:
@@ -78,35 +83,23 @@ def _writer_loop(ctx: CaseContext, sid: str, write: Callable[..., int],
             with lock:
                 wins.append((version, blob))
 
-    return body
+    errors = _race(ctx, ctx.options.writers, body)
+    ctx.expect(not errors, what, "only successes and StateVersionConflict",
+               "; ".join(sorted(set(errors))[:3]))
+    ctx.expect(bool(wins), what, f"at least one successful {success}", "none")
+    _check_winners(ctx, sid, wins, what)
 
 
 @case("concurrency")
 def racing_saves(ctx: CaseContext) -> None:
     """N threads race save() on one session; no version is acknowledged twice."""
-    sid = ctx.session()
-    ctx.call("insert", lambda: ctx.store.save(sid, b"start", expected_version=None))
-    wins: list[tuple[int, bytes]] = []
-    errors = _race(ctx, ctx.options.writers,
-                   _writer_loop(ctx, sid, ctx.store.save, wins, threading.Lock()))
-    ctx.expect(not errors, "racing saves", "only successes and StateVersionConflict",
-               "; ".join(sorted(set(errors))[:3]))
-    ctx.expect(bool(wins), "racing saves", "at least one successful save", "none")
-    _check_winners(ctx, sid, wins, "racing saves")
+    _race_compare_and_set(ctx, ctx.store.save, "racing saves", "save")
 
 
 @case("concurrency")
 def racing_commit_turns(ctx: CaseContext) -> None:
     """N threads race commit_turn on one session; no version is acknowledged twice."""
-    sid = ctx.session()
-    ctx.call("insert", lambda: ctx.adapter.commit_turn(sid, b"start", expected_version=None))
-    wins: list[tuple[int, bytes]] = []
-    errors = _race(ctx, ctx.options.writers,
-                   _writer_loop(ctx, sid, ctx.adapter.commit_turn, wins, threading.Lock()))
-    ctx.expect(not errors, "racing commit_turns", "only successes and StateVersionConflict",
-               "; ".join(sorted(set(errors))[:3]))
-    ctx.expect(bool(wins), "racing commit_turns", "at least one successful turn", "none")
-    _check_winners(ctx, sid, wins, "racing commit_turns")
+    _race_compare_and_set(ctx, ctx.adapter.commit_turn, "racing commit_turns", "turn")
 
 
 @case("concurrency")
@@ -116,7 +109,7 @@ def racing_inserts(ctx: CaseContext) -> None:
     wins: list[tuple[int, bytes]] = []
     lock = threading.Lock()
 
-    def body(index: int, _barrier: Any) -> None:
+    def body(index: int) -> None:
         blob = f"inserter-{index}".encode()
         try:
             version = ctx.store.save(sid, blob, expected_version=None)
