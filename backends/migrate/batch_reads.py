@@ -10,11 +10,26 @@ is used when present (Redis pipelines it). Every other backend falls back to
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from backends.contract import LoadedState, OwnerFilter
 
 BatchLoader = Callable[[Sequence[str], OwnerFilter], list[LoadedState | None]]
+
+#: sessions read per round trip (where the backend can batch reads)
+READ_CHUNK = 64
+
+
+def chunks(iterable: Iterable[Any], size: int = READ_CHUNK) -> Iterator[list[Any]]:
+    """``iterable`` in lists of ``size`` (the last one shorter), read lazily."""
+    chunk: list[Any] = []
+    for value in iterable:
+        chunk.append(value)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _one_by_one(store: Any) -> BatchLoader:

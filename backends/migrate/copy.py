@@ -15,7 +15,7 @@ from backends.contract import UNSCOPED, LiveItemSource, OwnerFilter
 from backends.migrate.export import ExportResult, staged_export
 from backends.migrate.importer import ImportResult, SessionImporter
 from backends.migrate.sources import StagedStream
-from backends.migrate.verify import Expected, VerifyReport, check
+from backends.migrate.verify import Expected, VerifyReport, check_all
 
 
 @contextlib.contextmanager
@@ -40,13 +40,16 @@ def verify_copy(source: Any, target: Any, result: ImportResult, *,
     """Re-read the source (fresh summaries) and compare each session with the target."""
     compare_items = with_items and isinstance(source, LiveItemSource) and isinstance(target, LiveItemSource)
     report = VerifyReport(source_count=0)
-    for summary in source.iter_sessions(owner_subject=owner_subject, match=match,
-                                        batch_size=batch_size):
-        report.source_count = (report.source_count or 0) + 1
-        items = (list(source.iter_live_items(summary.session_id, owner_subject=owner_subject))
-                 if compare_items else None)
-        expected = Expected(summary.session_id, summary.blob_sha256, summary.version,
-                            summary.owner_subject, summary.pending_message, items)
-        check(report, target, expected, skipped=result.skipped_ids,
+
+    def expected() -> Iterator[Expected]:
+        for summary in source.iter_sessions(owner_subject=owner_subject, match=match,
+                                            batch_size=batch_size):
+            report.source_count = (report.source_count or 0) + 1
+            items = (list(source.iter_live_items(summary.session_id, owner_subject=owner_subject))
+                     if compare_items else None)
+            yield Expected(summary.session_id, summary.blob_sha256, summary.version,
+                           summary.owner_subject, summary.pending_message, items)
+
+    check_all(report, target, expected(), skipped=result.skipped_ids,
               versions_preserved=result.versions_preserved)
     return report

@@ -20,7 +20,7 @@ from backends.archive import ArchiveHeader, ArchiveReader, ArchiveWriter, Sessio
 from backends.archive.seen import SeenFilter, confirmed_duplicates
 from backends.contract import UNSCOPED, LiveItemSource, OwnerFilter, SessionEnumerator
 from backends.errors import UnsupportedOperation
-from backends.migrate.batch_reads import batch_loader
+from backends.migrate.batch_reads import READ_CHUNK, batch_loader, chunks
 
 Progress = Callable[[Iterable[Any]], Iterable[Any]]
 
@@ -61,21 +61,6 @@ def make_header(adapter: Any, source_uri: str, *, with_items: bool, owner_subjec
                          with_items=with_items, filters=filters)
 
 
-#: sessions read per round trip (where the backend can batch reads)
-READ_CHUNK = 64
-
-
-def _chunks(iterable: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
-    for value in iterable:
-        chunk.append(value)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
 def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilter = UNSCOPED,
                  match: str | None = None, with_items: bool = False,
                  batch_size: int = 500) -> Iterator[SessionRecord]:
@@ -84,7 +69,7 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
     load_many = batch_loader(adapter)
     summaries = adapter.iter_sessions(owner_subject=owner_subject, match=match,
                                       batch_size=batch_size)
-    for chunk in _chunks(summaries, READ_CHUNK):
+    for chunk in chunks(summaries, READ_CHUNK):
         states = load_many([s.session_id for s in chunk], owner_subject)
         for summary, state in zip(chunk, states):
             if state is None:  # deleted (or re-owned out of scope) since it was enumerated

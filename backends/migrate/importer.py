@@ -23,7 +23,7 @@ from backends.archive import ArchiveReader, ArchiveSummary, SessionRecord, verif
 from backends.contract import UNSCOPED, ItemMirror, SessionRestorer
 from backends.errors import UnsupportedOperation, is_state_version_conflict
 from backends.migrate.errors import ImportConflict
-from backends.migrate.verify import Expected, VerifyReport, check
+from backends.migrate.verify import Expected, VerifyReport, check_all
 
 ON_CONFLICT = ("error", "skip")
 
@@ -233,10 +233,12 @@ class SessionImporter:
         """Compare every archived session with the target (after ``apply``)."""
         result = self.result or ImportResult(versions_preserved=self.restores_versions)
         report = VerifyReport()
-        for record in self._records():
-            items = record.items if (record.items is not None and self.mirrors_items) else None
-            expected = Expected(record.session_id, record.blob_sha256, record.version,
-                                record.owner_subject, record.pending_message, items)
-            check(report, self.adapter, expected, skipped=result.skipped_ids,
+        expected = (
+            Expected(record.session_id, record.blob_sha256, record.version,
+                     record.owner_subject, record.pending_message,
+                     record.items if (record.items is not None and self.mirrors_items) else None)
+            for record in self._records()
+        )
+        check_all(report, self.adapter, expected, skipped=result.skipped_ids,
                   versions_preserved=result.versions_preserved)
         return report

@@ -8,12 +8,13 @@ skipped because they already existed are counted apart, not as mismatches.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
+from backends.archive.format import sha256_hex
 from backends.contract import UNSCOPED, LiveItemSource
+from backends.migrate.batch_reads import batch_loader, chunks
 
 MAX_EXAMPLES = 20
 
@@ -72,13 +73,14 @@ def item_difference(expected: Sequence[Any], actual: Sequence[Any]) -> str | Non
     return None
 
 
-def compare(target: Any, expected: Expected, *, versions_preserved: bool) -> str | None:
-    """The first difference between the target's session and ``expected``, or None."""
+def compare(target: Any, expected: Expected, state: Any, *,
+            versions_preserved: bool) -> str | None:
+    """The first difference between ``state`` (the target's row, read unscoped) and
+    ``expected``, or None."""
     sid = expected.session_id
-    state = target.state_store().load_full(sid, owner_subject=UNSCOPED)
     if state is None:
         return f"{sid!r}: missing on the target"
-    if hashlib.sha256(state.blob).hexdigest() != expected.blob_sha256:
+    if sha256_hex(state.blob) != expected.blob_sha256:
         return f"{sid!r}: blob sha256 differs"
     if state.owner_subject != expected.owner_subject:
         return f"{sid!r}: owner differs"
@@ -93,14 +95,21 @@ def compare(target: Any, expected: Expected, *, versions_preserved: bool) -> str
     return None
 
 
-def check(report: VerifyReport, target: Any, expected: Expected, *, skipped: set[str],
-          versions_preserved: bool) -> None:
-    report.compared += 1
-    if expected.session_id in skipped:
-        report.skipped += 1
-        return
-    reason = compare(target, expected, versions_preserved=versions_preserved)
-    if reason is None:
-        report.matched += 1
-    else:
-        report.note(reason)
+def check_all(report: VerifyReport, target: Any, expected: Iterable[Expected], *,
+              skipped: set[str], versions_preserved: bool) -> None:
+    """Compare every expected session with the target, reading the target's rows a chunk
+    per round trip where it can batch reads (see :mod:`backends.migrate.batch_reads`)."""
+    load_many = batch_loader(target)
+    for chunk in chunks(expected):
+        report.compared += len(chunk)
+        wanted = [e for e in chunk if e.session_id not in skipped]
+        report.skipped += len(chunk) - len(wanted)
+        if not wanted:
+            continue
+        states = load_many([e.session_id for e in wanted], UNSCOPED)
+        for want, state in zip(wanted, states):
+            reason = compare(target, want, state, versions_preserved=versions_preserved)
+            if reason is None:
+                report.matched += 1
+            else:
+                report.note(reason)
