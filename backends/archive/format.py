@@ -23,7 +23,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from backends.archive.errors import ArchiveDamaged, ArchiveUnsupported
 
@@ -295,7 +295,3 @@ def parse_line(raw: bytes, line_no: int) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise damaged(line_no, "not a JSON object")
     return record
-
-
-def describe_items(items: Sequence[Any] | None) -> int:
-    return 0 if items is None else len(items)
