@@ -424,3 +424,27 @@ def test_no_atlas_search_detection(code, message, expected):
 
     exc = OperationFailure(message, code=code if code is not None else 0)
     assert is_no_atlas_search(exc) is expected
+
+
+def test_each_listing_is_read_once_per_call(adapter, search_registry, monkeypatch):
+    """validate and ensure judge every entry of a collection against one listing, and a
+    wait poll lists each collection's search indexes once (not once per index)."""
+    import mongomock
+
+    listed = []
+    original = mongomock.collection.Collection.list_indexes
+
+    def list_indexes(self, *args, **kwargs):
+        listed.append(self.name)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(mongomock.collection.Collection, "list_indexes", list_indexes)
+    for run in (adapter.validate_indexes, lambda: adapter.ensure_indexes(apply=False)):
+        listed.clear()
+        search_registry.calls.clear()
+        run()
+        assert sorted(listed) == sorted(set(listed)), listed
+        assert len([c for c in search_registry.calls if c[0] == "list"]) == 1
+    search_registry.calls.clear()
+    adapter.wait_for_search_indexes(timeout=0, poll=1, sleep=lambda s: None)
+    assert len([c for c in search_registry.calls if c[0] == "list"]) == 1

@@ -47,6 +47,26 @@ class SearchIndexWait:
     unsupported: bool = False
 
 
+class _Listing:
+    """What the server lists, read at most once per collection for one plan, validation
+    or poll (every entry of a collection is judged against the same listing)."""
+
+    def __init__(self, manager: "MongoIndexManager") -> None:
+        self._manager = manager
+        self._regular: dict[str, dict[str, Mapping[str, Any]]] = {}
+        self._search: dict[str, tuple[SearchSupport, dict[str, Mapping[str, Any]]]] = {}
+
+    def regular(self, collection: str) -> dict[str, Mapping[str, Any]]:
+        if collection not in self._regular:
+            self._regular[collection] = self._manager._regular_indexes(collection)
+        return self._regular[collection]
+
+    def search(self, collection: str) -> tuple[SearchSupport, dict[str, Mapping[str, Any]]]:
+        if collection not in self._search:
+            self._search[collection] = self._manager._list_search(collection)
+        return self._search[collection]
+
+
 class MongoIndexManager:
     """IndexManager for one database, built from the adapter's settings."""
 
@@ -113,22 +133,17 @@ class MongoIndexManager:
     def validate_indexes(self, *, dimensions: int | None = None) -> list[IndexReport]:
         manifest = self.manifest(dimensions)
         reports: list[IndexReport] = []
-        regular_cache: dict[str, dict[str, Mapping[str, Any]]] = {}
-        search_cache: dict[str, tuple[SearchSupport, dict[str, Mapping[str, Any]]]] = {}
+        listing = _Listing(self)
         for entry in manifest:
             if isinstance(entry, RegularIndex):
-                existing = regular_cache.setdefault(entry.collection,
-                                                    self._regular_indexes(entry.collection))
+                existing = listing.regular(entry.collection)
                 reports.append(self._report_regular(entry, existing.get(entry.name)))
             else:
-                if entry.collection not in search_cache:
-                    search_cache[entry.collection] = self._list_search(entry.collection)
-                support, existing = search_cache[entry.collection]
+                support, existing = listing.search(entry.collection)
                 reports.append(self._report_search(entry, support, existing.get(entry.name)))
         planned = {(e.collection, e.name) for e in manifest}
         for collection in MANAGED_COLLECTIONS:
-            existing = regular_cache.get(collection) or self._regular_indexes(collection)
-            for name, doc in sorted(existing.items()):
+            for name, doc in sorted(listing.regular(collection).items()):
                 if (collection, name) not in planned and name.startswith(OWNED_PREFIXES):
                     reports.append(IndexReport(name, collection, "regular", "extra",
                                                detail=_extra_detail(name)))
@@ -168,17 +183,13 @@ class MongoIndexManager:
     def ensure_indexes(self, *, dimensions: int | None = None, recreate: bool = False,
                        apply: bool = True) -> list[IndexAction]:
         actions: list[IndexAction] = []
-        regular_cache: dict[str, dict[str, Mapping[str, Any]]] = {}
-        search_cache: dict[str, tuple[SearchSupport, dict[str, Mapping[str, Any]]]] = {}
+        listing = _Listing(self)
         for entry in self.manifest(dimensions):
             if isinstance(entry, RegularIndex):
-                existing = regular_cache.setdefault(entry.collection,
-                                                    self._regular_indexes(entry.collection))
+                existing = listing.regular(entry.collection)
                 actions.append(self._ensure_regular(entry, existing, recreate, apply))
             else:
-                if entry.collection not in search_cache:
-                    search_cache[entry.collection] = self._list_search(entry.collection)
-                support, existing = search_cache[entry.collection]
+                support, existing = listing.search(entry.collection)
                 actions.append(self._ensure_search(entry, support, existing.get(entry.name),
                                                    recreate, apply))
         return actions
@@ -287,8 +298,9 @@ class MongoIndexManager:
         deadline = clock() + max(0.0, timeout)
         while True:
             states: dict[str, str] = {}
+            listing = _Listing(self)
             for entry in wanted:
-                support, existing = self._list_search(entry.collection)
+                support, existing = listing.search(entry.collection)
                 if not support.supported:
                     return SearchIndexWait(False, {e.name: "unsupported" for e in wanted}, True)
                 actual = existing.get(entry.name)
