@@ -24,9 +24,10 @@ from backends.contract import (
     validate_turn_events,
 )
 from backends.errors import BackendConfigError, MissingDriver, UnsupportedOperation
-from backends.mongo.config import MongoSettings, redact_uri, resolve_settings
+from backends.mongo.config import MongoSettings, resolve_settings
 from backends.mongo.errors import categorise, driver_errors
 from backends.mongo.topology import TRANSACTIONS_ADVICE, Topology, probe_topology
+from backends.uris import redact_uri
 
 
 def _import_pymongo() -> Any:

@@ -5,27 +5,18 @@ purpose: silently connecting to localhost would hide a misconfigured deployment.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from typing import Mapping
 
 from backends.errors import BackendConfigError
 from backends.mongo.names import DEFAULT_DATABASE
+from backends.uris import redact_uri
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 
 DEFAULT_SERVER_SELECTION_TIMEOUT_MS = 5000
 DEFAULT_CONNECT_TIMEOUT_MS = 5000
-
-
-def redact_uri(uri: str) -> str:
-    """Drop credentials from a URI so it can appear in messages."""
-    try:
-        from backends.uris import redact_uri as shared  # the lead's helper, when present
-    except ImportError:
-        return re.sub(r"^([a-zA-Z][\w+.-]*://)[^@/]*@", r"\1***@", uri)
-    return shared(uri)
 
 
 def parse_flag(name: str, value: str | None) -> bool:

@@ -10,19 +10,14 @@ then inserts, and hands the number back if the insert fails.
 from __future__ import annotations
 
 from collections import OrderedDict
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 from backends.contract import UNSCOPED, MemoryEvent, OwnerFilter, validate_event
 from backends.errors import InvalidEvent
 from backends.mongo.errors import driver_errors
 from backends.mongo.names import COUNTERS_COLLECTION, EVENTS_COLLECTION
-from backends.mongo.state import as_utc, owner_clause
-
-
-def _bson_time(value: datetime) -> datetime:
-    value = value.astimezone(timezone.utc)
-    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+from backends.mongo.state import as_utc, bson_time, owner_clause
 
 
 def _already_recorded() -> InvalidEvent:
@@ -36,7 +31,7 @@ def event_document(event: MemoryEvent) -> dict[str, Any]:
         "user_id": event.user_id,
         "owner_subject": event.owner_subject,
         "session_id": event.session_id,
-        "created_at": _bson_time(event.created_at),
+        "created_at": bson_time(event.created_at),
         "content": event.content,
         "embedding": [float(x) for x in event.embedding] if event.embedding is not None else None,
         "meta": dict(event.meta),
@@ -148,7 +143,7 @@ class MongoEventStore:
             raise ValueError("cutoff must be a timezone-aware datetime")
         # Stored times have millisecond precision; truncating the cutoff the same way keeps
         # "strictly older" true for an event created at exactly the cutoff.
-        flt: dict[str, Any] = {"created_at": {"$lt": _bson_time(cutoff)}}
+        flt: dict[str, Any] = {"created_at": {"$lt": bson_time(cutoff)}}
         if user_id is not None:
             flt["user_id"] = user_id
         with driver_errors("events.delete_older_than"):

@@ -13,13 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 from array import array
-from datetime import datetime
 from typing import Any, Iterator, Mapping, Sequence
 
 from backends.contract import UNSCOPED, ItemSyncResult, MemoryItem, OwnerFilter
 from backends.mongo.errors import driver_errors
 from backends.mongo.names import ITEMS_COLLECTION
-from backends.mongo.state import as_utc, owner_clause, utcnow
+from backends.mongo.state import as_utc, bson_time, owner_clause, utcnow
 
 
 #: sha256 of an item's content (everything but timestamps and eviction), so a sync can
@@ -41,13 +40,6 @@ def content_digest(content: Mapping[str, Any]) -> str:
 
 def item_doc_id(session_id: str, item_id: str) -> str:
     return f"{session_id}:{item_id}"
-
-
-def _bson_time(value: datetime | None) -> datetime | None:
-    value = as_utc(value)
-    if value is None:
-        return None
-    return value.replace(microsecond=value.microsecond // 1000 * 1000)
 
 
 def item_content(item: MemoryItem, owner_subject: str | None) -> dict[str, Any]:
@@ -109,12 +101,12 @@ class MongoItemMirror:
         for item_id, item in wanted.items():
             content = item_content(item, owner_subject)
             digest = content_digest(content)
-            touched = _bson_time(item.updated_at) or now
+            touched = bson_time(item.updated_at) or now
             current = stored.get(item_id)
             if current is None:
                 doc = {"_id": item_doc_id(session_id, item_id), "session_id": session_id, **content,
                        CONTENT_DIGEST_FIELD: digest, "updated_at": touched,
-                       "created_at": _bson_time(item.created_at) or now}
+                       "created_at": bson_time(item.created_at) or now}
                 ops.append(InsertOne(doc))
                 added += 1
                 continue

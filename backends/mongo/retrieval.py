@@ -16,11 +16,12 @@ import logging
 import threading
 from typing import Any, Mapping, Sequence
 
-from backends.contract import UNSCOPED, MemoryUnit, OwnerFilter, RetrievalContext
+from backends.contract import MemoryUnit, RetrievalContext
 from backends.errors import UnsupportedOperation
 from backends.mongo.errors import driver_errors, is_no_atlas_search
 from backends.mongo.names import LEXICAL_SEARCH_INDEX, VECTOR_SEARCH_INDEX
-from backends.retrieval import apply_narrowing, fetch_width, rrf_fuse
+from backends.mongo.state import owner_clause
+from backends.retrieval import apply_narrowing, fetch_width, rrf_fuse, wants_lexical
 from backends.retrieval.fusion import DEFAULT_RRF_K
 
 log = logging.getLogger("backends.mongo")
@@ -42,18 +43,10 @@ def num_candidates(limit: int) -> int:
     return max(10 * limit, 100)
 
 
-def _owner_eq(owner_subject: OwnerFilter) -> dict[str, Any] | None:
-    if owner_subject is UNSCOPED:
-        return None
-    return {"owner_subject": owner_subject}
-
-
 def vector_stage(ctx: RetrievalContext, limit: int) -> dict[str, Any]:
     clauses: list[dict[str, Any]] = [{"session_id": {"$eq": ctx.session_id}},
                                      {"evicted": {"$eq": False}}]
-    owner = _owner_eq(ctx.owner_subject)
-    if owner is not None:
-        clauses.append({"owner_subject": {"$eq": owner["owner_subject"]}})
+    clauses += [{name: {"$eq": value}} for name, value in owner_clause(ctx.owner_subject).items()]
     return {
         "$vectorSearch": {
             "index": VECTOR_SEARCH_INDEX,
@@ -71,9 +64,8 @@ def search_stage(ctx: RetrievalContext) -> dict[str, Any]:
         {"equals": {"path": "session_id", "value": ctx.session_id}},
         {"equals": {"path": "evicted", "value": False}},
     ]
-    owner = _owner_eq(ctx.owner_subject)
-    if owner is not None:
-        filters.append({"equals": {"path": "owner_subject", "value": owner["owner_subject"]}})
+    filters += [{"equals": {"path": name, "value": value}}
+                for name, value in owner_clause(ctx.owner_subject).items()]
     return {
         "$search": {
             "index": LEXICAL_SEARCH_INDEX,
@@ -86,15 +78,8 @@ def search_stage(ctx: RetrievalContext) -> dict[str, Any]:
 
 
 def recency_match(ctx: RetrievalContext) -> dict[str, Any]:
-    match: dict[str, Any] = {"session_id": ctx.session_id, "evicted": False}
-    owner = _owner_eq(ctx.owner_subject)
-    if owner is not None:
-        match.update(owner)
-    return {"$match": match}
-
-
-def wants_lexical(ctx: RetrievalContext) -> bool:
-    return bool(ctx.use_bm25 and ctx.query_text and ctx.query_text.strip())
+    return {"$match": {"session_id": ctx.session_id, "evicted": False,
+                       **owner_clause(ctx.owner_subject)}}
 
 
 def sub_pipelines(ctx: RetrievalContext, limit: int) -> dict[str, list[dict[str, Any]]]:

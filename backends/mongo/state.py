@@ -9,7 +9,6 @@ every load: a blob damaged at rest is reported, never handed to the engine.
 from __future__ import annotations
 
 import hashlib
-import re
 from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping
 
@@ -30,17 +29,25 @@ from backends.mongo.names import STATE_COLLECTION
 META_PROJECTION = {"blob": 0}
 
 
-def utcnow() -> datetime:
-    """Now, truncated to BSON's millisecond precision so a round trip compares equal."""
-    now = datetime.now(timezone.utc)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
-
-
 def as_utc(value: Any) -> datetime | None:
     """BSON datetimes come back naive (UTC) unless the client is tz-aware."""
     if not isinstance(value, datetime):
         return None
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def bson_time(value: Any) -> datetime | None:
+    """:func:`as_utc`, truncated to BSON's millisecond precision so a round trip
+    compares equal."""
+    value = as_utc(value)
+    if value is None:
+        return None
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+def utcnow() -> datetime:
+    """Now, at BSON's millisecond precision."""
+    return bson_time(datetime.now(timezone.utc))  # type: ignore[return-value]
 
 
 def owner_clause(owner_subject: OwnerFilter) -> dict[str, Any]:
