@@ -4,6 +4,7 @@ Stable API (other backends import these; do not re-implement them):
 
 - ``fetch_width(ctx) -> int`` — candidates to pull before narrowing.
 - ``narrowing_stage(ctx) -> "rerank" | "mmr" | "slice"`` — which single stage narrows.
+- ``wants_lexical(ctx) -> bool`` — whether the lexical signal runs (BM25 on and text).
 - ``apply_narrowing(ctx, candidates, *, emit=None) -> list[MemoryUnit]`` — runs that
   stage over candidate ``MemoryUnit`` objects (best first, with ``embedding`` set if MMR
   may run) and returns at most ``ctx.top_k``. ``emit(stage, payload)`` is an optional
@@ -36,6 +37,7 @@ from backends.retrieval.rules import (
     fetch_width,
     mmr_select,
     narrowing_stage,
+    wants_lexical,
 )
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "RetrievalBackend",
     "fetch_width",
     "narrowing_stage",
+    "wants_lexical",
     "apply_narrowing",
     "mmr_select",
     "NARROWING_STAGES",

@@ -13,14 +13,15 @@ retriever declares about itself:
 
 from __future__ import annotations
 
-import json
+import itertools
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from backends.contract import MemoryItem, MemoryUnit, RetrievalContext
-from backends.retrieval.items import find_item, parse_vector
+from backends.retrieval.items import find_item, parse_vector, read_jsonl
 from backends.retrieval.metrics import RankingAgreement, RankMove, compare_rankings, rank_moves
+from backends.retrieval.rules import wants_lexical
 
 __all__ = [
     "SIDE_IN_PROCESS",
@@ -187,19 +188,8 @@ def load_queries_jsonl(path: str | Path) -> list[QuerySpec]:
     """Queries, one JSON object a line: ``id``, ``query`` (text), ``vector`` or ``like``,
     and optional ``top_k``, ``use_bm25``, ``bm25_fetch_k``, ``mmr_fetch_k``,
     ``mmr_lambda``. Errors name the line."""
-    specs = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            try:
-                record = json.loads(line)
-                if not isinstance(record, dict):
-                    raise ValueError("expected a JSON object")
-                specs.append(_query_spec(record, f"q{len(specs) + 1}"))
-            except ValueError as exc:
-                raise ValueError(f"{path}:{number}: {exc}") from None
+    numbers = itertools.count(1)  # default ids q1, q2, ... in file order
+    specs = read_jsonl(path, lambda record: _query_spec(record, f"q{next(numbers)}"))
     if not specs:
         raise ValueError(f"{path}: no queries")
     return specs
@@ -295,7 +285,7 @@ def divergence_notes(
         notes.append(Note("recency-server-only", (
             f"{name} also ranks on recency (updated_at); in-process has no recency term, "
             "so server-side is a different ranking, not a subset")))
-    if ctx.use_bm25 and not (ctx.query_text and ctx.query_text.strip()):
+    if ctx.use_bm25 and not wants_lexical(ctx):
         notes.append(Note("bm25-without-text", "BM25 is on but the query has no text: the lexical signal is off on both sides"))
     if items_origin != "live":
         notes.append(Note("items-file", f"in-process ranked items from {items_origin}, not the store's live items"))

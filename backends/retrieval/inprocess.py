@@ -26,7 +26,7 @@ from backends.contract import (
     validate_owner_filter,
 )
 from backends.retrieval.fusion import rrf_fuse
-from backends.retrieval.rules import apply_narrowing, fetch_width
+from backends.retrieval.rules import apply_narrowing, fetch_width, wants_lexical
 
 __all__ = ["InProcessRetrievalBackend"]
 
@@ -161,7 +161,7 @@ class InProcessRetrievalBackend:
 
         validate_owner_filter(ctx.owner_subject)
         width = fetch_width(ctx)
-        want_bm25 = bool(ctx.use_bm25 and ctx.query_text and ctx.query_text.strip())
+        want_bm25 = wants_lexical(ctx)
         if ctx.query_embedding is None and not want_bm25:
             raise ValueError(
                 "in-process retrieval needs a query embedding, or query text with BM25 on"

@@ -13,11 +13,13 @@ import json
 import math
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from backends.contract import MemoryItem
 
-__all__ = ["item_from_record", "item_to_record", "load_items_jsonl", "find_item"]
+__all__ = ["item_from_record", "item_to_record", "load_items_jsonl", "read_jsonl", "find_item"]
+
+T = TypeVar("T")
 
 _KNOWN = {"item_id", "text", "embedding", "tier", "tiers", "unit", "evicted",
           "owner_subject", "session_id", "created_at", "updated_at"}
@@ -88,9 +90,11 @@ def item_to_record(item: MemoryItem) -> dict[str, Any]:
     }
 
 
-def load_items_jsonl(path: str | Path) -> tuple[MemoryItem, ...]:
-    """Every item of a JSONL file; errors name the line."""
-    items = []
+def read_jsonl(path: str | Path, parse: Callable[[dict[str, Any]], T]) -> list[T]:
+    """``parse`` applied to each JSON object line of a file, in order. Blank lines and
+    lines starting with ``#`` are skipped; a ValueError (bad JSON, not an object, or
+    raised by ``parse``) is re-raised prefixed with ``path:line``."""
+    out: list[T] = []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             line = line.strip()
@@ -100,10 +104,15 @@ def load_items_jsonl(path: str | Path) -> tuple[MemoryItem, ...]:
                 record = json.loads(line)
                 if not isinstance(record, dict):
                     raise ValueError("expected a JSON object")
-                items.append(item_from_record(record))
+                out.append(parse(record))
             except ValueError as exc:
                 raise ValueError(f"{path}:{number}: {exc}") from None
-    return tuple(items)
+    return out
+
+
+def load_items_jsonl(path: str | Path) -> tuple[MemoryItem, ...]:
+    """Every item of a JSONL file; errors name the line."""
+    return tuple(read_jsonl(path, item_from_record))
 
 
 def find_item(items: Sequence[MemoryItem], item_id: str) -> MemoryItem | None:

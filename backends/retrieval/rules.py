@@ -24,6 +24,7 @@ __all__ = [
     "narrowing_stage",
     "apply_narrowing",
     "mmr_select",
+    "wants_lexical",
 ]
 
 STAGE_RERANK = "rerank"
@@ -60,6 +61,12 @@ def fetch_width(ctx: RetrievalContext) -> int:
     if ctx.use_bm25:
         width = max(width, ctx.bm25_fetch_k)
     return width
+
+
+def wants_lexical(ctx: RetrievalContext) -> bool:
+    """Whether the lexical (BM25) signal runs: BM25 is on AND the query has text that is
+    not only white space. Widening (:func:`fetch_width`) follows ``use_bm25`` alone."""
+    return bool(ctx.use_bm25 and ctx.query_text and ctx.query_text.strip())
 
 
 def narrowing_stage(ctx: RetrievalContext) -> str:
