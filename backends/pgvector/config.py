@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.errors import BackendConfigError
+from backends.uris import redact_uri
 
 ENV_URL = "SEMVEC_PGVECTOR_URL"
 ENV_DIMENSIONS = "SEMVEC_PGVECTOR_DIMENSIONS"
@@ -20,17 +21,6 @@ MAX_DIMENSIONS = 16000  # pgvector's limit for the vector type (HNSW indexes sto
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _SCHEMES = ("postgresql", "postgres")
-
-
-def redact(uri: str | None) -> str:
-    """The URI without secrets; prefers the shared helper, falls back to stripping them."""
-    try:
-        from backends.uris import redact_uri
-    except ImportError:  # pragma: no cover - the shared helper ships with the package
-        if not uri:
-            return ""
-        return re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", uri)
-    return redact_uri(uri)
 
 
 def _positive_int(name: str, value, *, upper: int | None = None) -> int:
@@ -83,10 +73,10 @@ class PgVectorConfig:
         try:
             parts = urlsplit(uri)
         except ValueError as exc:
-            raise BackendConfigError(f"malformed pgvector URI {redact(uri)!r}: {exc}") from None
+            raise BackendConfigError(f"malformed pgvector URI {redact_uri(uri)!r}: {exc}") from None
         if parts.scheme.lower() not in _SCHEMES:
             raise BackendConfigError(
-                f"pgvector URI must start with postgresql:// (got {redact(uri)!r})"
+                f"pgvector URI must start with postgresql:// (got {redact_uri(uri)!r})"
             )
         query = parse_qsl(parts.query, keep_blank_values=True)
         uri_schema = [value for key, value in query if key == "schema"]
@@ -108,7 +98,7 @@ class PgVectorConfig:
             dims = DEFAULT_DIMENSIONS
         config = cls(
             conninfo=conninfo,
-            display_uri=redact(uri),
+            display_uri=redact_uri(uri),
             schema=schema,
             dimensions=_positive_int("dimensions", dims, upper=MAX_DIMENSIONS),
             connect_timeout=_positive_float("connect_timeout", options.pop("connect_timeout", 5.0)),

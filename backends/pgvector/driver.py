@@ -15,6 +15,7 @@ from backends.errors import (
     BackendUnreachable,
     MissingDriver,
 )
+from backends.uris import redact_uri
 
 
 def load_psycopg() -> Any:
@@ -64,8 +65,6 @@ def map_error(exc: BaseException, display_uri: str, action: str) -> BaseExceptio
 
 
 def _first_line(exc: BaseException) -> str:
-    from backends.pgvector.config import redact
-
     line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     # libpq may echo connection parameters; never let a password through
-    return redact(line) if "://" in line else line
+    return redact_uri(line) if "://" in line else line

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Sequence
 
-from backends.contract import UNSCOPED, MemoryEvent, OwnerFilter, SessionSummary
+from backends.contract import UNSCOPED, MemoryEvent, OwnerFilter, SessionSummary, StateStoreSeams
 from backends.errors import MissingDriver, UnsupportedOperation
 from backends.redis.uris import RedisSettings
 
 
-class RedisBackendAdapter:
+class RedisBackendAdapter(StateStoreSeams):
     """Sessions and events in Redis, in the layout deployed semvec stores use.
 
     ``uri`` (``redis://``, ``rediss://`` or ``unix://``) defaults to ``REDIS_URL``, then to
@@ -114,7 +114,8 @@ class RedisBackendAdapter:
 
         return ping(self.settings, timeout or self.settings.connect_timeout)
 
-    # -- operator seams ----------------------------------------------------------------
+    # -- operator seams (restore_session comes from StateStoreSeams; enumeration is
+    # overridden because a cluster is scanned primary by primary) ----------------------
 
     def health_details(self, timeout: float) -> dict[str, Any]:
         from backends.redis.health import details
@@ -148,20 +149,6 @@ class RedisBackendAdapter:
                                     owner_subject=owner_subject)
         return describe_session(self._client, self._where, session_id,
                                 owner_subject=owner_subject)
-
-    def restore_session(
-        self,
-        session_id: str,
-        blob: bytes,
-        *,
-        version: int,
-        owner_subject: str | None = None,
-        pending_message: str | None = None,
-        ttl_seconds: int | None = None,
-    ) -> None:
-        self._state.restore_session(session_id, blob, version=version,
-                                    owner_subject=owner_subject,
-                                    pending_message=pending_message, ttl_seconds=ttl_seconds)
 
     def close(self) -> None:
         """Release the connection pool; idempotent."""

@@ -7,10 +7,10 @@ DNS lookup cannot hold the caller past the deadline.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any, Callable, TypeVar
 
+from backends.probe import call_with_timeout
 from backends.redis.uris import RedisSettings, make_client
 
 T = TypeVar("T")
@@ -21,26 +21,6 @@ class ProbeTimeout(Exception):
     pass
 
 
-def _bounded(fn: Callable[[], T], timeout: float) -> T:
-    """Run ``fn`` in a daemon thread; give up after ``timeout`` (+ a small grace)."""
-    outcome: dict[str, Any] = {}
-
-    def runner() -> None:
-        try:
-            outcome["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=runner, name="semvec-redis-probe", daemon=True)
-    thread.start()
-    thread.join(timeout + _GRACE_S)
-    if thread.is_alive():
-        raise ProbeTimeout(f"no answer within {timeout:g}s")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
 def _with_probe_client(settings: RedisSettings, timeout: float, fn: Callable[[Any], T]) -> T:
     def run() -> T:
         client = make_client(settings, timeout=timeout, retries=0)
@@ -49,7 +29,12 @@ def _with_probe_client(settings: RedisSettings, timeout: float, fn: Callable[[An
         finally:
             client.close()
 
-    return _bounded(run, timeout)
+    outcome = call_with_timeout(run, timeout + _GRACE_S)
+    if outcome.timed_out:
+        raise ProbeTimeout(f"no answer within {timeout:g}s")
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.value
 
 
 def _primaries(client: Any) -> list[Any]:

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.errors import BackendConfigError
+from backends.uris import redact_uri
 
 DEFAULT_URL = "redis://localhost:6379/0"
 ENV_URL = "REDIS_URL"
@@ -26,30 +27,6 @@ _FALSE = ("0", "false", "no", "off", "")
 
 DEFAULT_CONNECT_TIMEOUT_S = 3.0
 DEFAULT_SOCKET_TIMEOUT_S = 5.0
-
-
-def redact(uri: str) -> str:
-    """The URI without its password, for messages. Prefers the shared helper."""
-    try:
-        from backends.uris import redact_uri  # written by the CLI core work
-    except ImportError:
-        redact_uri = None
-    if redact_uri is not None:
-        try:
-            return redact_uri(uri)
-        except Exception:  # noqa: BLE001 - fall back to our own stripping
-            pass
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return "<unparseable uri>"
-    if parts.password is None and parts.username is None:
-        return uri
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    user = f"{parts.username}:***@" if parts.username else "***@"
-    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
 
 
 def _positive_float(name: str, value: Any) -> float:
@@ -101,7 +78,7 @@ class RedisSettings:
 
     @property
     def redacted_url(self) -> str:
-        return redact(self.url)
+        return redact_uri(self.url)
 
     @classmethod
     def resolve(
@@ -127,14 +104,14 @@ class RedisSettings:
         scheme = url.split("://", 1)[0].lower() if "://" in url else ""
         if scheme not in SCHEMES:
             raise BackendConfigError(
-                f"not a Redis URI: {redact(url)!r} (expected redis://, rediss:// or unix://)"
+                f"not a Redis URI: {redact_uri(url)!r} (expected redis://, rediss:// or unix://)"
             )
         try:
             url, cluster_flag = split_cluster_flag(url)
         except ValueError as exc:
             if isinstance(exc, BackendConfigError):
                 raise
-            raise BackendConfigError(f"invalid Redis URI {redact(url)!r}") from None
+            raise BackendConfigError(f"invalid Redis URI {redact_uri(url)!r}") from None
         cluster = options.get("cluster")
         if cluster is None:
             cluster = bool(cluster_flag)
