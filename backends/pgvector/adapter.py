@@ -11,8 +11,6 @@ import time
 from typing import Any, Iterator, Sequence
 
 from backends.contract import (
-    StateStoreSeams,
-    validate_save_args,
     UNSCOPED,
     IndexAction,
     IndexReport,
@@ -21,7 +19,7 @@ from backends.contract import (
     MemoryEvent,
     MemoryItem,
     OwnerFilter,
-    validate_turn_events,
+    StateStoreSeams,
 )
 
 
@@ -107,18 +105,13 @@ class PgVectorAdapter(StateStoreSeams):
     ) -> int:
         """State and events in one transaction: a conflict or a bad event leaves both
         untouched, and a rolled-back turn leaves no gap in any user's sequence."""
-        from backends.pgvector.events import append_in_transaction
+        from backends.pgvector.events import append_in_transaction, validate_pg_events
         from backends.pgvector.schema import STATE_GROUP
-        from backends.pgvector.state import save_in_transaction
+        from backends.pgvector.state import save_in_transaction, validate_pg_save_args
 
-        from backends.pgvector.events import refuse_nul_in_events
-        from backends.pgvector.state import refuse_nul
-
-        validate_save_args(session_id, blob, expected_version, owner_subject)
-        refuse_nul(session_id=session_id, owner_subject=owner_subject,
-                   pending_message=pending_message)
-        checked = validate_turn_events(events)
-        refuse_nul_in_events(checked)
+        validate_pg_save_args(session_id, blob, expected_version, owner_subject,
+                              pending_message)
+        checked = validate_pg_events(events)
 
         def work(conn: Any) -> int:
             with conn.transaction():

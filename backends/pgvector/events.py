@@ -13,7 +13,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from backends.contract import UNSCOPED, MemoryEvent, OwnerFilter, validate_event
+from backends.contract import UNSCOPED, MemoryEvent, OwnerFilter, validate_turn_events
 from backends.errors import InvalidEvent
 from backends.pgvector.database import Database
 from backends.pgvector.schema import STATE_GROUP
@@ -35,10 +35,11 @@ def _nul_anywhere(value: Any) -> bool:
     return False
 
 
-def refuse_nul_in_events(events: Sequence[MemoryEvent]) -> None:
-    """InvalidEvent before any write for text PostgreSQL cannot store (NUL, also as a
-    ``\\u0000`` escape inside meta, which jsonb refuses)."""
-    for event in events:
+def validate_pg_events(events: Sequence[Any] | None) -> list[MemoryEvent]:
+    """``validate_turn_events``, then InvalidEvent before any write for text PostgreSQL
+    cannot store (NUL, also as a ``\\u0000`` escape inside meta, which jsonb refuses)."""
+    checked = validate_turn_events(events)
+    for event in checked:
         for name in ("event_id", "user_id", "content", "owner_subject", "session_id",
                      "source_event_id"):
             if has_nul(getattr(event, name)):
@@ -47,6 +48,7 @@ def refuse_nul_in_events(events: Sequence[MemoryEvent]) -> None:
         if _nul_anywhere(dict(event.meta)):
             raise InvalidEvent("event meta contains a NUL character, which PostgreSQL "
                                "jsonb cannot store")
+    return checked
 
 
 def append_in_transaction(conn: Any, db: Database, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
@@ -113,8 +115,7 @@ class PgVectorEventStore:
         self._t = db.tables
 
     def append(self, event: MemoryEvent) -> MemoryEvent:
-        validate_event(event)
-        refuse_nul_in_events([event])
+        validate_pg_events([event])
 
         def work(conn: Any) -> MemoryEvent:
             with conn.transaction():

@@ -77,7 +77,7 @@ class PgVectorRetrievalBackend:
         self._iterative_scan: bool | None = None  # pgvector >= 0.8, probed once
 
     def search(self, ctx: RetrievalContext) -> list[MemoryUnit]:
-        from backends.retrieval import apply_narrowing, fetch_width
+        from backends.retrieval import apply_narrowing, fetch_width, wants_lexical
 
         width = fetch_width(ctx)
         dims = self._db.dimensions
@@ -89,7 +89,7 @@ class PgVectorRetrievalBackend:
                     f"query embedding has {len(query_vec)} dimensions; items are vector({dims})"
                 )
         text = (ctx.query_text or "").strip()
-        use_lexical = bool(ctx.use_bm25 and text)
+        use_lexical = wants_lexical(ctx)
         active = [s for s, on in (("semantic", query_vec is not None), ("lexical", use_lexical),
                                   ("recency", True)) if on]
         owner_sql, owner_params = owner_clause(ctx.owner_subject)

@@ -32,9 +32,13 @@ def has_nul(*values: Any) -> bool:
     return any(isinstance(v, str) and "\x00" in v for v in values)
 
 
-def refuse_nul(**fields: Any) -> None:
-    """A clear ValueError before any write (psycopg would raise DataError mid-call)."""
-    for name, value in fields.items():
+def validate_pg_save_args(session_id: Any, blob: Any, expected_version: Any,
+                          owner_subject: Any, pending_message: Any) -> None:
+    """``validate_save_args``, then a clear ValueError for text PostgreSQL cannot store
+    (NUL), all before any write (psycopg would raise DataError mid-call)."""
+    validate_save_args(session_id, blob, expected_version, owner_subject)
+    for name, value in (("session_id", session_id), ("owner_subject", owner_subject),
+                        ("pending_message", pending_message)):
         if has_nul(value):
             raise ValueError(f"{name} contains a NUL character, which PostgreSQL text "
                              "cannot store")
@@ -126,9 +130,8 @@ class PgVectorStateStore:
         owner_subject: str | None = None,
         pending_message: str | None = None,
     ) -> int:
-        validate_save_args(session_id, blob, expected_version, owner_subject)
-        refuse_nul(session_id=session_id, owner_subject=owner_subject,
-                   pending_message=pending_message)
+        validate_pg_save_args(session_id, blob, expected_version, owner_subject,
+                              pending_message)
 
         def work(conn: Any) -> int:
             with conn.transaction():
@@ -205,9 +208,7 @@ class PgVectorStateStore:
     ) -> None:
         """Create the row at exactly ``version``; never overwrites. PostgreSQL keeps no
         TTL, so ``ttl_seconds`` is accepted and ignored (idle expiry is an operator job)."""
-        validate_save_args(session_id, blob, version, owner_subject)
-        refuse_nul(session_id=session_id, owner_subject=owner_subject,
-                   pending_message=pending_message)
+        validate_pg_save_args(session_id, blob, version, owner_subject, pending_message)
         data = bytes(blob)
 
         def work(conn: Any) -> None:
