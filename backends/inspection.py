@@ -6,11 +6,16 @@ operator asked for a check), but nothing is constructed, so no connection is ope
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from typing import Any
 
-from backends.registry import BackendEntry, contract_problems, import_target, read_persistence
+from backends.registry import (
+    BackendEntry,
+    contract_problems,
+    import_object,
+    import_target,
+    read_persistence,
+)
 
 #: optional seam -> the member that reveals it on a class
 SEAM_MEMBERS: tuple[tuple[str, str], ...] = (
@@ -28,14 +33,6 @@ def capabilities_of(target: Any) -> list[str]:
     return [cap for cap, member in SEAM_MEMBERS if callable(getattr(target, member, None))]
 
 
-def _target_without_driver_check(entry: BackendEntry) -> Any:
-    module_name, _, attr = entry.target.partition(":")
-    obj: Any = importlib.import_module(module_name)
-    for part in attr.split(".") if attr else ():
-        obj = getattr(obj, part)
-    return obj
-
-
 def check_entry(entry: BackendEntry) -> dict[str, Any]:
     """Import ``entry`` and report persistence, capabilities and contract problems.
 
@@ -45,7 +42,7 @@ def check_entry(entry: BackendEntry) -> dict[str, Any]:
     result: dict[str, Any] = {"persistent": None, "capabilities": []}
     try:
         if entry.status == "driver-missing":
-            target = _target_without_driver_check(entry)
+            target = import_object(entry.target)  # the driver check would refuse
         else:
             target = import_target(entry)
     except Exception as exc:  # report, never raise: one broken plugin must not hide others

@@ -279,6 +279,24 @@ class Registry:
                            else DEFAULT_BACKEND, **config)
 
 
+class TargetNotFound(LookupError):
+    """``module:attr`` named an attribute the (successfully imported) module lacks."""
+
+
+def import_object(target: str) -> Any:
+    """Import ``module:attr.attr`` (or a bare module). The module's own import errors
+    propagate unchanged, a missing attribute is :class:`TargetNotFound`: each caller words
+    the failure for its own audience."""
+    module_name, _, attr = target.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split(".") if attr else ():
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise TargetNotFound(f"{module_name!r} has no attribute {attr!r}") from None
+    return obj
+
+
 def import_target(entry: BackendEntry) -> Any:
     """Import an entry's ``module:attr`` target.
 
@@ -287,13 +305,8 @@ def import_target(entry: BackendEntry) -> Any:
     """
     if entry.shipped and not driver_available(entry.driver):
         raise MissingDriver(entry.name, entry.extra or entry.name, entry.driver or "?")
-    module_name, _, attr = entry.target.partition(":")
     try:
-        module = importlib.import_module(module_name)
-        obj = module
-        for part in attr.split(".") if attr else ():
-            obj = getattr(obj, part)
-        return obj
+        return import_object(entry.target)
     except MissingDriver:
         raise
     except Exception as exc:  # a broken plugin breaks only itself

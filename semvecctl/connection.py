@@ -9,7 +9,6 @@ tests) without going through the registry.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
@@ -119,19 +118,18 @@ def resolve_connection(
 
 def load_factory(spec: str) -> Any:
     """Import ``module:attr`` for ``--adapter``; a clear error when it cannot."""
+    from backends.registry import TargetNotFound, import_object
+
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise usage_error(f"--adapter expects module:factory, got {spec!r}")
     try:
-        module = importlib.import_module(module_name)
+        obj = import_object(spec)
+    except TargetNotFound as exc:
+        raise environment_error(f"{exc} (from --adapter)") from None
     except Exception as exc:
         raise environment_error(f"cannot import {module_name!r} for --adapter: "
                                 f"{type(exc).__name__}: {exc}") from None
-    obj = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise environment_error(f"{module_name!r} has no attribute {attr!r} (from --adapter)")
-        obj = getattr(obj, part)
     if not callable(obj):
         raise environment_error(f"--adapter target {spec!r} is not callable")
     return obj

@@ -8,7 +8,6 @@ Unlike ordinary selection, an unknown backend name is an error here: silently ce
 from __future__ import annotations
 
 import functools
-import importlib
 from typing import Any, Callable
 
 from backends.errors import BackendConfigError
@@ -16,17 +15,16 @@ from backends.errors import BackendConfigError
 
 def import_object(target: str) -> Any:
     """Import ``module:attr.attr``; errors name the target."""
+    from backends.registry import TargetNotFound
+    from backends.registry import import_object as _import
+
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise BackendConfigError(f"expected module:factory, got {target!r}")
-    module = importlib.import_module(module_name)
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise BackendConfigError(f"{module_name!r} has no attribute {attr!r}") from None
-    return obj
+    try:
+        return _import(target)
+    except TargetNotFound as exc:
+        raise BackendConfigError(str(exc)) from None
 
 
 def load_adapter_factory(spec: str, *, uri: str | None = None,

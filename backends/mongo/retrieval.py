@@ -22,13 +22,12 @@ from backends.mongo.errors import driver_errors, is_no_atlas_search
 from backends.mongo.names import LEXICAL_SEARCH_INDEX, VECTOR_SEARCH_INDEX
 from backends.mongo.state import owner_clause
 from backends.retrieval import apply_narrowing, fetch_width, rrf_fuse, wants_lexical
-from backends.retrieval.fusion import DEFAULT_RRF_K
+from backends.retrieval.fusion import DEFAULT_RRF_K, SERVER_SIGNAL_WEIGHTS
 
 log = logging.getLogger("backends.mongo")
 
-#: Fixed per-signal weights. The caller's ``rrf_weights`` weigh two signals (dense +
-#: BM25); there is no meaning-preserving map onto three, so they are not used here.
-DEFAULT_WEIGHTS: Mapping[str, float] = {"semantic": 0.5, "lexical": 0.3, "recency": 0.2}
+#: The shared server-side split (``backends.retrieval.fusion``).
+DEFAULT_WEIGHTS: Mapping[str, float] = SERVER_SIGNAL_WEIGHTS
 
 #: Sub-pipelines fetch this many times the shared fetch width: the consistent read may
 #: drop rows a lagging search index still returns, and narrowing must not run short.

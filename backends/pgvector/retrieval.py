@@ -30,11 +30,10 @@ from backends.contract import MemoryUnit, RetrievalContext
 from backends.pgvector.database import Database
 from backends.pgvector.items import as_vector, vector_tuple
 from backends.pgvector.state import owner_clause
+from backends.retrieval.fusion import SERVER_SIGNAL_WEIGHTS
 
-#: Fusion weights per signal (the same split the MongoDB server-side retriever uses).
-#: Dropping a signal (no text, BM25 off) leaves the others' weights as they are, which
-#: ranks exactly as renormalising them would.
-DEFAULT_WEIGHTS: dict[str, float] = {"semantic": 0.5, "lexical": 0.3, "recency": 0.2}
+#: The shared server-side split (``backends.retrieval.fusion``).
+DEFAULT_WEIGHTS: dict[str, float] = SERVER_SIGNAL_WEIGHTS
 
 #: Sessions up to this many live items are searched exactly (see module docstring).
 DEFAULT_EXACT_SEARCH_LIMIT = 5000

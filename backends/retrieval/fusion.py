@@ -16,9 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
 
-__all__ = ["FusedItem", "rrf_fuse", "item_key", "DEFAULT_RRF_K"]
+__all__ = ["FusedItem", "rrf_fuse", "item_key", "DEFAULT_RRF_K", "SERVER_SIGNAL_WEIGHTS"]
 
 DEFAULT_RRF_K = 60
+
+#: Fixed per-signal weights of server-side retrieval (MongoDB, pgvector). The caller's
+#: ``rrf_weights`` weigh two signals (dense + BM25); there is no meaning-preserving map
+#: onto three, so server-side fusion uses these instead. Dropping a signal (no query
+#: text, BM25 off) leaves the others' weights as they are, which ranks exactly as
+#: renormalising them would.
+SERVER_SIGNAL_WEIGHTS: dict[str, float] = {"semantic": 0.5, "lexical": 0.3, "recency": 0.2}
 
 T = TypeVar("T")
 
