@@ -12,7 +12,8 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from typing import (Any, Callable, ContextManager, Iterable, Iterator, Mapping, NamedTuple,
+                    Protocol, Sequence, runtime_checkable)
 
 from backends.errors import InvalidEvent, StateVersionConflict, is_state_version_conflict
 
@@ -20,6 +21,15 @@ __all__ = [
     "UNSCOPED",
     "ANONYMOUS_OWNER",
     "OwnerFilter",
+    "OwnerScope",
+    "owner_of_scope",
+    "speaks_both_conventions",
+    "takes_scope",
+    "coerce_event",
+    "EngineEventSurface",
+    "EventRestorer",
+    "FaultSeam",
+    "FAULT_POINTS",
     "StateVersionConflict",
     "is_state_version_conflict",
     "LoadedState",
@@ -52,61 +62,47 @@ __all__ = [
     "validate_owner_filter",
     "validate_save_args",
     "StateStoreSeams",
+    "DerivedReads",
     "validate_turn_events",
     "normalise_pending",
+    "check_delete_version",
     "Reranker",
 ]
 
 
-class _Unscoped:
-    """Sentinel type for an omitted owner filter (administrative, unscoped access)."""
-
-    _instance: "_Unscoped | None" = None
-
-    def __new__(cls) -> "_Unscoped":
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "UNSCOPED"
-
-    def __reduce__(self) -> str:
-        return "UNSCOPED"
-
-
-#: Owner filter omitted: read or delete regardless of owner.
-UNSCOPED: Any = _Unscoped()
-
-#: What the engine writes for a session with no authenticated owner.
-ANONYMOUS_OWNER = "__anonymous__"
-
-#: ``UNSCOPED`` | ``None`` (only unowned rows) | an exact owner string.
-OwnerFilter = Any
-
-
-def validate_owner_filter(owner_subject: OwnerFilter) -> None:
-    """Reject filters that are none of the three states (e.g. an int, an empty string)."""
-    if owner_subject is UNSCOPED or owner_subject is None:
-        return
-    if not isinstance(owner_subject, str) or owner_subject == "":
-        raise ValueError(
-            "owner filter must be omitted, None (unowned rows only) or a non-empty string"
-        )
-
-
-def owner_matches(stored_owner: str | None, owner_subject: OwnerFilter) -> bool:
-    """Apply the three-state owner filter to a stored owner (``None`` = no owner)."""
-    if owner_subject is UNSCOPED:
-        return True
-    if owner_subject is None:
-        return stored_owner is None
-    return stored_owner == owner_subject
+#: Re-exported here so the contract stays the one import for adapter authors.
+from backends.owner import (  # noqa: E402
+    ANONYMOUS_OWNER,
+    UNSCOPED,
+    OwnerFilter,
+    OwnerScope,
+    owner_matches,
+    owner_of_scope,
+    speaks_both_conventions,
+    takes_scope,
+    validate_owner_filter,
+)
 
 
 def normalise_pending(pending_message: str | None) -> str | None:
     """An empty pending message is stored as none."""
     return pending_message if pending_message else None
+
+
+def check_delete_version(session_id: str, stored_version: int,
+                         expected_version: int | None) -> None:
+    """The rule of a version-checked delete, said once: a row that has moved past what
+    the caller saw is a conflict, and nothing is deleted."""
+    if expected_version is None:
+        return
+    if isinstance(expected_version, bool) or not isinstance(expected_version, int) \
+            or expected_version < 1:
+        raise ValueError("expected_version must be None or a positive int")
+    if stored_version != expected_version:
+        raise StateVersionConflict(
+            f"session {session_id!r} is at version {stored_version}, not "
+            f"{expected_version}; nothing was deleted"
+        )
 
 
 def validate_save_args(session_id: Any, blob: Any, expected_version: Any,
@@ -134,9 +130,9 @@ def validate_save_args(session_id: Any, blob: Any, expected_version: Any,
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class LoadedState:
-    """Everything about a session row, read in one round trip."""
+class LoadedState(NamedTuple):
+    """Everything about a session row, read in one round trip (a NamedTuple, as the
+    engine's, so callers may unpack it)."""
 
     blob: bytes
     version: int
@@ -144,42 +140,77 @@ class LoadedState:
     pending_message: str | None
 
 
+#: The keys of an event's ``to_dict()``, in the engine's order.
+EVENT_FIELDS = ("event_id", "user_id", "created_at", "content", "embedding", "meta",
+                "source_event_id", "sequence", "owner_subject", "session_id")
+
+
 @dataclass(frozen=True)
 class MemoryEvent:
-    """One compliance event. ``sequence`` is assigned by the store (per user, 1-based,
-    gap-free); callers leave it ``None``."""
+    """One compliance event, in the engine's shape.
+
+    ``event_id`` and ``source_event_id`` are UUID strings (checked by
+    :func:`validate_event` before any write, not here, so that a store can still read a
+    damaged legacy row and report it); ``embedding`` is a possibly empty sequence, never
+    None; ``owner_subject`` and ``session_id`` are ``""`` when absent (the engine's
+    encoding); ``sequence`` is assigned by the store (per user, 1-based, gap-free) and is
+    0 until then. Construction folds the lossless variants (UUID objects, None for "",
+    a list embedding) into that shape.
+    """
 
     event_id: str
     user_id: str
     content: str
     created_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
-    embedding: tuple[float, ...] | None = None
+    embedding: Sequence[float] = ()
     meta: Mapping[str, Any] = field(default_factory=dict)
     source_event_id: str | None = None
-    sequence: int | None = None
-    owner_subject: str | None = None
-    session_id: str | None = None
+    sequence: int = 0
+    owner_subject: str = ""
+    session_id: str = ""
+
+    def __post_init__(self) -> None:
+        fix = object.__setattr__
+        if not isinstance(self.event_id, str) and self.event_id is not None:
+            fix(self, "event_id", str(self.event_id))
+        if self.source_event_id is not None and not isinstance(self.source_event_id, str):
+            fix(self, "source_event_id", str(self.source_event_id))
+        if self.source_event_id == "":
+            fix(self, "source_event_id", None)
+        if self.embedding is None:
+            fix(self, "embedding", ())
+        elif isinstance(self.embedding, list):
+            fix(self, "embedding", tuple(self.embedding))
+        if self.owner_subject is None:
+            fix(self, "owner_subject", "")
+        if self.session_id is None:
+            fix(self, "session_id", "")
+        if self.sequence is None:
+            fix(self, "sequence", 0)
 
     def with_sequence(self, sequence: int) -> "MemoryEvent":
         return replace(self, sequence=sequence)
 
-    def to_record(self) -> dict[str, Any]:
-        """JSON-safe dict (ISO timestamp, list embedding) used by every store."""
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict with the engine's keys (ISO timestamp, ids as strings, list
+        embedding)."""
         return {
             "event_id": self.event_id,
             "user_id": self.user_id,
-            "owner_subject": self.owner_subject,
-            "session_id": self.session_id,
             "created_at": self.created_at.astimezone(timezone.utc).isoformat(),
             "content": self.content,
-            "embedding": list(self.embedding) if self.embedding is not None else None,
+            "embedding": [float(x) for x in self.embedding],
             "meta": dict(self.meta),
             "source_event_id": self.source_event_id,
             "sequence": self.sequence,
+            "owner_subject": self.owner_subject,
+            "session_id": self.session_id,
         }
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> "MemoryEvent":
+    def from_dict(cls, record: Mapping[str, Any]) -> "MemoryEvent":
+        """The inverse of :meth:`to_dict`; also reads the older encodings (None for
+        unowned, a null embedding, an empty or missing sequence). Naive times are UTC."""
         created = record["created_at"]
         if isinstance(created, str):
             created = datetime.fromisoformat(created)
@@ -192,51 +223,95 @@ class MemoryEvent:
             user_id=str(record["user_id"]),
             content=record.get("content") or "",
             created_at=created.astimezone(timezone.utc),
-            embedding=tuple(float(x) for x in embedding) if embedding is not None else None,
+            embedding=tuple(float(x) for x in embedding) if embedding else (),
             meta=dict(record.get("meta") or {}),
-            source_event_id=record.get("source_event_id") or None,
-            sequence=int(seq) if seq not in (None, "") else None,
-            owner_subject=record.get("owner_subject") or None,
-            session_id=record.get("session_id") or None,
+            source_event_id=str(record["source_event_id"]) if record.get("source_event_id") else None,
+            sequence=int(seq) if seq not in (None, "") else 0,
+            owner_subject=record.get("owner_subject") or "",
+            session_id=record.get("session_id") or "",
         )
 
 
+def _uuid_text(value: Any, name: str) -> str:
+    """The canonical text of a UUID given as a UUID object or a string; InvalidEvent else."""
+    import uuid
+
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, str):
+        try:
+            return str(uuid.UUID(value))
+        except ValueError:
+            pass
+    raise InvalidEvent(f"event {name} must be a UUID (the engine cannot read {value!r})")
+
+
+def coerce_event(event: Any) -> MemoryEvent:
+    """A :class:`MemoryEvent` from ours or from any object with the engine's event
+    attributes (duck-typed: the engine's own class is never imported)."""
+    if isinstance(event, MemoryEvent):
+        return event
+    try:
+        values = {name: getattr(event, name) for name in EVENT_FIELDS
+                  if name not in ("sequence", "owner_subject", "session_id", "source_event_id",
+                                  "embedding", "meta", "created_at")}
+    except AttributeError:
+        raise InvalidEvent(
+            f"expected a MemoryEvent or an object with the engine's event attributes, "
+            f"got {type(event).__name__}"
+        ) from None
+    for name in ("created_at", "embedding", "meta", "source_event_id", "sequence",
+                 "owner_subject", "session_id"):
+        if hasattr(event, name):
+            values[name] = getattr(event, name)
+    return MemoryEvent(**values)
+
+
 def validate_event(event: Any) -> MemoryEvent:
-    """Validate one event before anything of its turn is written.
+    """Validate one event before anything of its turn is written; return it in canonical
+    form (UUID text, float embedding).
 
     Raises :class:`InvalidEvent` naming the field. Stores call this for every event of a
     turn *before* their first write, so a malformed event leaves state and events untouched.
     """
-    if not isinstance(event, MemoryEvent):
-        raise InvalidEvent(f"expected a MemoryEvent, got {type(event).__name__}")
-    for name in ("event_id", "user_id"):
-        value = getattr(event, name)
-        if not isinstance(value, str) or not value:
-            raise InvalidEvent(f"event {name} must be a non-empty string")
+    event = coerce_event(event)
+    event_id = _uuid_text(event.event_id, "event_id")
+    source = (None if event.source_event_id is None
+              else _uuid_text(event.source_event_id, "source_event_id"))
+    if not isinstance(event.user_id, str) or not event.user_id:
+        raise InvalidEvent("event user_id must be a non-empty string")
     if not isinstance(event.content, str):
         raise InvalidEvent("event content must be a string")
     if not isinstance(event.created_at, datetime) or event.created_at.tzinfo is None:
         raise InvalidEvent("event created_at must be a timezone-aware datetime")
-    if event.sequence is not None:
-        raise InvalidEvent("event sequence is assigned by the store; leave it None")
-    if event.embedding is not None:
-        try:
-            values = [float(x) for x in event.embedding]
-        except (TypeError, ValueError):
-            raise InvalidEvent("event embedding must be a sequence of numbers") from None
-        if any(math.isnan(x) or math.isinf(x) for x in values):
-            raise InvalidEvent("event embedding must not contain NaN or infinity")
+    if event.sequence not in (0, None):
+        raise InvalidEvent("event sequence is assigned by the store; leave it 0")
+    embedding = _checked_embedding(event.embedding)
     if not isinstance(event.meta, Mapping):
         raise InvalidEvent("event meta must be a mapping")
     try:
         json.dumps(dict(event.meta), allow_nan=False)
     except (TypeError, ValueError):
         raise InvalidEvent("event meta must be JSON-serialisable") from None
-    for name in ("owner_subject", "session_id", "source_event_id"):
-        value = getattr(event, name)
-        if value is not None and not isinstance(value, str):
-            raise InvalidEvent(f"event {name} must be a string or None")
-    return event
+    for name in ("owner_subject", "session_id"):
+        if not isinstance(getattr(event, name), str):
+            raise InvalidEvent(f"event {name} must be a string ('' when absent)")
+    if (event_id, source, embedding) == (event.event_id, event.source_event_id, event.embedding):
+        return event
+    return replace(event, event_id=event_id, source_event_id=source, embedding=embedding)
+
+
+def _checked_embedding(embedding: Any) -> tuple[float, ...]:
+    """Finite floats, as a tuple; one vectorised pass when numpy is already loaded."""
+    if isinstance(embedding, (str, bytes)) or not isinstance(embedding, Iterable):
+        raise InvalidEvent("event embedding must be a sequence of numbers")
+    try:
+        values = tuple(float(x) for x in embedding)
+    except (TypeError, ValueError):
+        raise InvalidEvent("event embedding must be a sequence of numbers") from None
+    if any(math.isnan(x) or math.isinf(x) for x in values):
+        raise InvalidEvent("event embedding must not contain NaN or infinity")
+    return values
 
 
 def validate_turn_events(events: Iterable[Any] | None) -> list[MemoryEvent]:
@@ -388,10 +463,23 @@ class ItemSyncResult:
 
 @runtime_checkable
 class StateStoreProtocol(Protocol):
-    """Compare-and-set session state. ``expected_version=None`` inserts at version 1 and
-    never overwrites; an int updates only on an exact match, to exactly +1. The row is
-    written whole (an omitted owner clears it). Reads and deletes take the three-state
-    owner filter."""
+    """Compare-and-set session state.
+
+    The owner is passed as ``owner_subject=`` (the spec's spelling) or ``scope=`` (the
+    engine's: an object with an ``owner_subject`` string, or None), never both; stores
+    get ``scope=`` from :func:`speaks_both_conventions`.
+
+    Writes: ``expected_version=None`` inserts at version 1 and never overwrites; an int
+    updates only on an exact match, to exactly +1. The row is written whole (an omitted
+    owner clears it). A write naming an owner may adopt a row with no owner (None or
+    ``""``) and is refused, as a conflict, for a row owned by someone else.
+
+    Reads and deletes: ``owner_subject`` omitted = unscoped, ``None`` = only unowned
+    rows, a string = that exact owner. With ``scope=``, None means unscoped (the engine
+    has no way to ask for unowned rows only). ``load`` returns ``(blob, version)``, as
+    the engine unpacks it. ``delete(expected_version=N)`` deletes only a row still at
+    version N and raises a conflict, deleting nothing, when it has moved.
+    """
 
     def save(
         self,
@@ -403,7 +491,9 @@ class StateStoreProtocol(Protocol):
         pending_message: str | None = None,
     ) -> int: ...
 
-    def load(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> bytes | None: ...
+    def load(
+        self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED
+    ) -> tuple[bytes, int] | None: ...
 
     def load_full(
         self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED
@@ -417,12 +507,22 @@ class StateStoreProtocol(Protocol):
         self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED
     ) -> int | None: ...
 
-    def delete(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> bool: ...
+    def delete(
+        self,
+        session_id: str,
+        *,
+        owner_subject: OwnerFilter = UNSCOPED,
+        expected_version: int | None = None,
+    ) -> bool: ...
 
 
 @runtime_checkable
 class EventStore(Protocol):
-    """Per-user, gap-free, sequence-ordered compliance log."""
+    """Per-user, gap-free, sequence-ordered compliance log (our surface; the engine's
+    surface is :class:`EngineEventSurface`, which every shipped event store also offers).
+
+    Every read that can reveal an event takes the three-state owner filter, applied
+    before any limit."""
 
     def append(self, event: MemoryEvent) -> MemoryEvent: ...
 
@@ -435,9 +535,72 @@ class EventStore(Protocol):
         limit: int | None = None,
     ) -> list[MemoryEvent]: ...
 
-    def get_event(self, event_id: str) -> MemoryEvent | None: ...
+    def get_event(
+        self, event_id: str, *, owner_subject: OwnerFilter = UNSCOPED
+    ) -> MemoryEvent | None: ...
 
-    def delete_older_than(self, cutoff: datetime, *, user_id: str | None = None) -> int: ...
+    def delete_older_than(self, *args: Any, **kwargs: Any) -> int: ...
+
+
+class EngineEventSurface:
+    """The engine's event-store calls (ENGINE-WIRE §2), derived from ours.
+
+    Mix into an event store that implements ``append``, ``list_events``, ``get_event``,
+    ``delete_event(event_id) -> bool``, ``purge_user(user_id) -> int`` (events, indexes
+    and counter) and ``delete_events_before(cutoff, *, user_id=None) -> int``. A store
+    may override any member here with a cheaper native query.
+    """
+
+    def init_schema(self) -> None:
+        """The engine calls this before first use; our stores need no schema step here
+        (indexes are provisioned explicitly by ``indexes ensure``)."""
+
+    def get(self, event_id: Any) -> MemoryEvent | None:
+        return self.get_event(str(event_id))  # type: ignore[attr-defined]
+
+    def list_by_user(self, user_id: str) -> list[MemoryEvent]:
+        return self.list_events(user_id)  # type: ignore[attr-defined]
+
+    def count_for_user(self, user_id: str) -> int:
+        return len(self.list_events(user_id))  # type: ignore[attr-defined]
+
+    def query_by_user(self, user_id: str, *, query_embedding: Sequence[float] | None = None,
+                      limit: int = 10) -> list[MemoryEvent]:
+        """Newest first without a query; else cosine similarity descending (a zero-norm
+        side scores 0), ties by sequence."""
+        events = self.list_by_user(user_id)
+        if query_embedding is None:
+            events.sort(key=lambda e: (e.created_at, e.sequence), reverse=True)
+            return events[: max(0, limit)]
+        scored = [(_cosine(query_embedding, e.embedding), e) for e in events]
+        scored.sort(key=lambda pair: (-pair[0], pair[1].sequence))
+        return [e for _s, e in scored[: max(0, limit)]]
+
+    def delete(self, event_id: Any) -> bool:
+        return bool(self.delete_event(str(event_id)))  # type: ignore[attr-defined]
+
+    def delete_by_user(self, user_id: str) -> int:
+        """Every event of the user, and the counter (a next event starts again at 1)."""
+        return self.purge_user(user_id)  # type: ignore[attr-defined]
+
+    def delete_older_than(self, *args: Any, **kwargs: Any) -> int:
+        """Both spellings: the engine's ``(user_id, cutoff)`` and ours
+        ``(cutoff, *, user_id=None)``; deletes events created strictly before cutoff."""
+        if args and isinstance(args[0], str):
+            if len(args) != 2 or kwargs:
+                raise TypeError("delete_older_than(user_id, cutoff) takes exactly two arguments")
+            user_id, cutoff = args
+            return self.delete_events_before(cutoff, user_id=user_id)  # type: ignore[attr-defined]
+        return self.delete_events_before(*args, **kwargs)  # type: ignore[attr-defined]
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    if len(a) != len(b) or not len(a):
+        return 0.0
+    dot = sum(x * y for x, y in zip(a, b))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return 0.0 if na == 0.0 or nb == 0.0 else dot / (na * nb)
 
 
 @runtime_checkable
@@ -452,7 +615,12 @@ class RetrievalBackend(Protocol):
 
 @runtime_checkable
 class BackendAdapter(Protocol):
-    """What the registry attaches. ``is_persistent`` is a class-level bool."""
+    """What the registry attaches. ``is_persistent`` is a class-level bool.
+
+    ``commit_turn`` takes the owner as ``owner_subject=`` or ``scope=`` (never both) and
+    the events as ours or the engine's own event objects (see :func:`coerce_event`); state
+    and events land together or not at all, and a backend without an event store refuses
+    events instead of dropping them."""
 
     name: str
     is_persistent: bool
@@ -563,6 +731,18 @@ class HealthDetails(Protocol):
     def health_details(self, timeout: float) -> dict[str, Any]: ...
 
 
+@speaks_both_conventions
+class DerivedReads:
+    """Mixin for state stores: ``load`` derived from ``load_full`` (one read), so the
+    ``(blob, version)`` shape the engine unpacks is produced in one place."""
+
+    def load(self, session_id: str, *,
+             owner_subject: OwnerFilter = UNSCOPED) -> tuple[bytes, int] | None:
+        full = self.load_full(session_id, owner_subject=owner_subject)  # type: ignore[attr-defined]
+        return None if full is None else (full.blob, full.version)
+
+
+@speaks_both_conventions
 class StateStoreSeams:
     """Mixin for adapters: expose the state store's session seams (enumerate, describe,
     restore) on the adapter, where the CLI detects them, without restating each one."""
@@ -608,3 +788,39 @@ class BatchStateReader(Protocol):
 
     def load_full_many(self, session_ids: Sequence[str], *,
                        owner_subject: OwnerFilter = UNSCOPED) -> list[LoadedState | None]: ...
+
+
+@runtime_checkable
+class EventRestorer(Protocol):
+    """Optional on an event store: lossless import of a compliance log.
+
+    ``restore_events`` writes events that already carry their sequence numbers (never
+    overwriting an existing event id, which is a conflict); ``read_counter`` is the
+    user's last handed-out sequence (0 when none); ``raise_counter`` sets it to at least
+    ``value`` (never lowers it) and returns the result, so the next append continues
+    after the highest restored number."""
+
+    def restore_events(self, events: Sequence[MemoryEvent]) -> int: ...
+
+    def read_counter(self, user_id: str) -> int: ...
+
+    def raise_counter(self, user_id: str, value: int) -> int: ...
+
+
+#: Points an adapter's fault seam may offer (conformance only, never in production):
+#: ``turn.after_state`` fails the next commit_turn with :class:`InjectedFault` after its
+#: state write and before its events; ``turn.cut_connection`` drops the connection at
+#: the same point, so the driver sees a connection error.
+FAULT_POINTS = frozenset({"turn.after_state", "turn.cut_connection"})
+
+
+@runtime_checkable
+class FaultSeam(Protocol):
+    """Optional on an adapter: plant a failure inside the next write, for the
+    conformance cases that check a turn lands whole or not at all. ``fault_points``
+    names the points of :data:`FAULT_POINTS` this adapter can honour;
+    ``inject_fault(point)`` is a context manager that arms it for the next turn."""
+
+    fault_points: frozenset[str]
+
+    def inject_fault(self, point: str) -> ContextManager[None]: ...

@@ -44,8 +44,31 @@ class UnsupportedOperation(BackendError, NotImplementedError):
     standalone MongoDB, events on a Redis Cluster); refused instead of half-done."""
 
 
+class BackendTransient(BackendError):
+    """A failure that is expected to pass: retry the same call now (a primary stepping
+    down, a failover, a lock timeout). Distinct from :class:`BackendUnreachable`, where
+    the host itself cannot be reached."""
+
+
 class IntegrityError(BackendError):
     """Stored data failed verification (e.g. a blob whose sha256 does not match)."""
+
+
+class CorruptState(IntegrityError):
+    """A stored session row cannot be read strictly: a field is missing, has the wrong
+    type, holds an impossible value, or the blob fails its digest. Never answered with a
+    best-effort value, because a caller would then save over the real state."""
+
+    def __init__(self, session_id: str, field: str, problem: str) -> None:
+        self.session_id = session_id
+        self.field = field
+        self.problem = problem
+        super().__init__(f"session {session_id!r} is damaged: field {field!r} {problem}")
+
+
+class InjectedFault(BackendError):
+    """Raised by an adapter's fault seam (conformance only): a failure planted on purpose
+    at a named point of a write, to check that the write leaves all or nothing."""
 
 
 class MissingDriver(BackendError, ImportError):

@@ -247,7 +247,7 @@ def _writer(adapter: Any, run: _Run, index: int, deadline: float) -> None:
         n += 1
         turn = f"w{index}-{n}"
         version = (current or 0) + 1
-        event_ids = tuple(f"{run.prefix}e-{turn}-{k}" for k in range(run.events_per_turn))
+        event_ids = tuple(str(uuid.uuid4()) for _k in range(run.events_per_turn))
         events = [
             MemoryEvent(event_id=eid, user_id=run.user_ids[j], content=f"load turn {turn} #{k}",
                         meta={"turn": turn, "version": version, "k": k},

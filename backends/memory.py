@@ -20,11 +20,13 @@ from backends.contract import (
     SessionSummary,
     normalise_pending,
     StateStoreSeams,
+    check_delete_version,
     owner_matches,
+    speaks_both_conventions,
     validate_owner_filter,
     validate_save_args,
 )
-from backends.errors import BackendConfigError, StateVersionConflict
+from backends.errors import BackendConfigError, InvalidEvent, StateVersionConflict
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class _Row:
     pending_message: str | None
 
 
+@speaks_both_conventions
 class MemoryStateStore:
     """Thread-safe dict-backed state store implementing every rule of the contract."""
 
@@ -80,9 +83,10 @@ class MemoryStateStore:
             return None
         return row
 
-    def load(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> bytes | None:
+    def load(self, session_id: str, *,
+             owner_subject: OwnerFilter = UNSCOPED) -> tuple[bytes, int] | None:
         row = self._get(session_id, owner_subject)
-        return row.blob if row else None
+        return (row.blob, row.version) if row else None
 
     def load_full(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> LoadedState | None:
         row = self._get(session_id, owner_subject)
@@ -98,10 +102,13 @@ class MemoryStateStore:
         row = self._get(session_id, owner_subject)
         return row.version if row else None
 
-    def delete(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> bool:
+    def delete(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
+               expected_version: int | None = None) -> bool:
         with self._lock:
-            if self._get(session_id, owner_subject) is None:
+            row = self._get(session_id, owner_subject)
+            if row is None:
                 return False
+            check_delete_version(session_id, row.version, expected_version)
             del self._rows[session_id]
             return True
 
@@ -157,6 +164,7 @@ class MemoryStateStore:
         )
 
 
+@speaks_both_conventions
 class MemoryBackendAdapter(StateStoreSeams):
     """Process-local adapter. Refuses events rather than dropping them: it keeps no log."""
 
@@ -188,7 +196,7 @@ class MemoryBackendAdapter(StateStoreSeams):
         events: Sequence[MemoryEvent] | None = None,
     ) -> int:
         if events:
-            raise ValueError(
+            raise InvalidEvent(
                 "the memory backend keeps no event log; refusing a turn with events "
                 "instead of dropping them (select a backend with an event store)"
             )

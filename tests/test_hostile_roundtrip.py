@@ -89,7 +89,7 @@ def save_and_compare(adapter, session_id: str, owner: str | None, pending: str |
             assert summary.blob_size == len(blob)
         assert store.save(session_id, blob + b"2", expected_version=1, owner_subject=owner,
                           pending_message=pending) == 2
-        assert store.load(session_id) == blob + b"2"
+        assert store.load(session_id)[0] == blob + b"2"
     finally:
         assert store.delete(session_id) is True
     assert store.load(session_id) is None

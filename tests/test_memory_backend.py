@@ -34,7 +34,7 @@ def test_insert_never_overwrites(store):
     assert store.save("s", b"a", expected_version=None) == 1
     with pytest.raises(StateVersionConflict):
         store.save("s", b"b", expected_version=None)
-    assert store.load("s") == b"a"
+    assert store.load("s")[0] == b"a"
 
 
 def test_compare_and_set_advances_by_exactly_one(store):
@@ -59,11 +59,11 @@ def test_row_written_whole(store):
 def test_three_state_owner_filter(store):
     store.save("owned", b"1", expected_version=None, owner_subject="t1/agent")
     store.save("anon", b"2", expected_version=None)
-    assert store.load("owned") == b"1"
+    assert store.load("owned")[0] == b"1"
     assert store.load("owned", owner_subject=None) is None
-    assert store.load("owned", owner_subject="t1/agent") == b"1"
+    assert store.load("owned", owner_subject="t1/agent")[0] == b"1"
     assert store.load("owned", owner_subject="t1") is None
-    assert store.load("anon", owner_subject=None) == b"2"
+    assert store.load("anon", owner_subject=None)[0] == b"2"
     assert store.load("anon", owner_subject="t1") is None
     assert store.current_version("owned", owner_subject="t2") is None
     assert store.load_owner("owned") == "t1/agent"

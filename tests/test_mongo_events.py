@@ -201,7 +201,7 @@ def test_transaction_rolls_back_state_and_events_on_conflict(txn_adapter):
     with pytest.raises(StateVersionConflict):
         adapter.commit_turn(s, b"b", expected_version=5, events=[event(user, 2)])
     assert client.aborted == 1
-    assert adapter.state_store().load(s) == b"a"
+    assert adapter.state_store().load(s)[0] == b"a"
     assert [e.sequence for e in adapter.event_store().list_events(user)] == [1]
     # the rolled-back turn left no gap
     adapter.commit_turn(s, b"c", expected_version=1, events=[event(user, 3)])

@@ -155,7 +155,7 @@ def test_insert_never_overwrites(store):
     store.save(s, b"one", expected_version=None)
     with pytest.raises(StateVersionConflict, match="already exists"):
         store.save(s, b"other", expected_version=None)
-    assert store.load(s) == b"one"
+    assert store.load(s)[0] == b"one"
 
 
 @pytest.mark.parametrize("expected", [1, 3])
@@ -200,7 +200,7 @@ def test_owner_rule_on_update(store):
     assert store.save(s, b"c", expected_version=2, owner_subject="t1") == 3
     with pytest.raises(StateVersionConflict, match="another owner"):
         store.save(s, b"d", expected_version=3, owner_subject="t2")
-    assert store.load(s) == b"c"
+    assert store.load(s)[0] == b"c"
 
 
 def test_three_state_owner_filter(store):
@@ -208,14 +208,14 @@ def test_three_state_owner_filter(store):
     store.save(owned, b"o", expected_version=None, owner_subject="t1")
     store.save(unowned, b"u", expected_version=None)
     store.save(anon, b"a", expected_version=None, owner_subject="__anonymous__")
-    assert store.load(owned) == b"o"
-    assert store.load(owned, owner_subject=UNSCOPED) == b"o"
+    assert store.load(owned)[0] == b"o"
+    assert store.load(owned, owner_subject=UNSCOPED)[0] == b"o"
     assert store.load(owned, owner_subject=None) is None
     assert store.load(owned, owner_subject="t2") is None
-    assert store.load(unowned, owner_subject=None) == b"u"
+    assert store.load(unowned, owner_subject=None)[0] == b"u"
     assert store.load(unowned, owner_subject="t1") is None
     assert store.load(anon, owner_subject=None) is None
-    assert store.load(anon, owner_subject="__anonymous__") == b"a"
+    assert store.load(anon, owner_subject="__anonymous__")[0] == b"a"
     assert store.load_owner(owned) == "t1"
     assert store.current_version(owned, owner_subject="t2") is None
     with pytest.raises(ValueError):

@@ -52,7 +52,7 @@ def test_insert_starts_at_one_and_never_overwrites(store):
     assert store.save(s, b"one", expected_version=None) == 1
     with pytest.raises(StateVersionConflict):
         store.save(s, b"two", expected_version=None)
-    assert store.load(s) == b"one"
+    assert store.load(s)[0] == b"one"
 
 
 def test_update_needs_the_exact_version_and_advances_by_one(store):
@@ -107,17 +107,17 @@ def test_three_state_owner_filter_on_reads_and_deletes(store):
     store.save(unowned, b"u", expected_version=None)
     store.save(anon, b"n", expected_version=None, owner_subject="__anonymous__")
     # omitted = unscoped
-    assert store.load(owned) == b"o" and store.load(unowned) == b"u"
-    assert store.load(owned, owner_subject=UNSCOPED) == b"o"
+    assert store.load(owned)[0] == b"o" and store.load(unowned)[0] == b"u"
+    assert store.load(owned, owner_subject=UNSCOPED)[0] == b"o"
     # None = only unowned rows
     assert store.load(owned, owner_subject=None) is None
-    assert store.load(unowned, owner_subject=None) == b"u"
+    assert store.load(unowned, owner_subject=None)[0] == b"u"
     assert store.load(anon, owner_subject=None) is None  # the sentinel is an ordinary owner
     # a string = only that exact owner
-    assert store.load(owned, owner_subject="acme") == b"o"
+    assert store.load(owned, owner_subject="acme")[0] == b"o"
     assert store.load(owned, owner_subject="acme/bot") is None
     assert store.load(unowned, owner_subject="acme") is None
-    assert store.load(anon, owner_subject="__anonymous__") == b"n"
+    assert store.load(anon, owner_subject="__anonymous__")[0] == b"n"
     assert store.current_version(owned, owner_subject="other") is None
     assert store.load_owner(owned, owner_subject="acme") == "acme"
     assert store.load_full(owned, owner_subject=None) is None
@@ -139,7 +139,7 @@ def test_binary_blobs_round_trip_byte_for_byte(store):
     s = sid()
     blob = bytes(range(256)) * 64 + b"\x00"
     store.save(s, blob, expected_version=None)
-    assert store.load(s) == blob
+    assert store.load(s)[0] == blob
 
 
 def test_a_corrupted_blob_is_detected_by_its_sha256(store, pgvector_url):
@@ -193,7 +193,7 @@ def test_schema_option_isolates_tables(pgvector_adapter_factory):
     a.state_store().save("same", b"a", expected_version=None)
     assert b.state_store().load("same") is None
     b.state_store().save("same", b"b", expected_version=None)
-    assert a.state_store().load("same") == b"a"
+    assert a.state_store().load("same")[0] == b"a"
 
 
 def test_schema_from_the_uri_query(pgvector_url):

@@ -121,7 +121,7 @@ def test_unix_socket_scheme(redis_server, redis_url):
         s = sid()
         adapter.state_store().save(s, b"via socket", expected_version=None)
     with RedisBackendAdapter(redis_url) as tcp:
-        assert tcp.state_store().load(s) == b"via socket"
+        assert tcp.state_store().load(s)[0] == b"via socket"
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +162,7 @@ def test_rediss_scheme_against_a_tls_server(tls_server):
     with RedisBackendAdapter(tls_server) as adapter:
         s = sid()
         assert adapter.state_store().save(s, b"over tls", expected_version=None) == 1
-        assert adapter.state_store().load(s) == b"over tls"
+        assert adapter.state_store().load(s)[0] == b"over tls"
         assert adapter.health_details(2)["reachable"] is True
     plain = tls_server.replace("rediss://", "redis://").split("?")[0]
     with RedisBackendAdapter(plain, timeout=0.5) as not_tls:

@@ -82,7 +82,7 @@ def test_hand_written_engine_hash_is_listed_and_described(adapter, redis_server)
     assert described.blob_sha256 == hashlib.sha256(b"SVB1-native-snapshot").hexdigest()
     assert described.ttl_seconds is None
     assert described.extra["drift_exempt"] is True
-    assert adapter.state_store().load(session_id) == b"SVB1-native-snapshot"
+    assert adapter.state_store().load(session_id)[0] == b"SVB1-native-snapshot"
 
 
 def test_owner_filter_is_three_state(adapter):
@@ -146,7 +146,7 @@ def test_restore_at_a_version_never_overwrites(adapter, raw):
     assert 800 < raw.ttl(f"semvec:state:{s}") <= 900
     with pytest.raises(StateVersionConflict):
         adapter.restore_session(s, b"other", version=1)
-    assert adapter.state_store().load(s) == b"snap"
+    assert adapter.state_store().load(s)[0] == b"snap"
     assert adapter.state_store().save(s, b"next", expected_version=17, owner_subject="acme") == 18
 
 

@@ -49,7 +49,7 @@ def test_insert_writes_version_one_and_never_overwrites(store):
     assert store.save(s, b"first", expected_version=None) == 1
     with pytest.raises(StateVersionConflict):
         store.save(s, b"second", expected_version=None)
-    assert store.load(s) == b"first"
+    assert store.load(s)[0] == b"first"
 
 
 def test_update_only_on_exact_match_and_exactly_plus_one(store):
@@ -73,9 +73,9 @@ def test_blob_is_opaque_bytes(store):
     s = sid()
     blob = bytes(range(256)) * 3 + b"\x00\r\n"
     store.save(s, blob, expected_version=None)
-    assert store.load(s) == blob
+    assert store.load(s)[0] == blob
     store.save(s, b"", expected_version=1)
-    assert store.load(s) == b""
+    assert store.load(s)[0] == b""
 
 
 def test_omitted_owner_clears_the_stored_owner(store):
@@ -104,7 +104,7 @@ def test_anonymous_sentinel_is_an_ordinary_owner(store):
     s = sid()
     store.save(s, b"a", expected_version=None, owner_subject="__anonymous__")
     assert store.load(s, owner_subject=None) is None
-    assert store.load(s, owner_subject="__anonymous__") == b"a"
+    assert store.load(s, owner_subject="__anonymous__")[0] == b"a"
     with pytest.raises(StateVersionConflict):
         store.save(s, b"b", expected_version=1, owner_subject="acme")
 
@@ -152,7 +152,7 @@ def test_three_state_owner_filter_on_delete(store):
     assert store.delete(owned, owner_subject=None) is False
     assert store.delete(owned, owner_subject="other") is False
     assert store.delete(unowned, owner_subject="acme") is False
-    assert store.load(owned) == b"o" and store.load(unowned) == b"u"
+    assert store.load(owned)[0] == b"o" and store.load(unowned)[0] == b"u"
     assert store.delete(owned, owner_subject="acme") is True
     assert store.delete(unowned, owner_subject=None) is True
     assert store.load(owned) is None and store.load(unowned) is None

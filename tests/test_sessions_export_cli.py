@@ -214,7 +214,7 @@ def test_conflicts_refuse_before_any_write_and_skip_leaves_them(archive, target)
     assert skipped.exit_code == 0, skipped.output
     assert "wrote 5 session(s)" in skipped.stderr and "1 skipped" in skipped.stderr
     with RedisBackendAdapter(target) as redis:
-        assert redis.state_store().load("s4") == b"newer data on the target"
+        assert redis.state_store().load("s4")[0] == b"newer data on the target"
 
 
 def test_target_without_restore_imports_at_version_1_and_says_so(archive):

@@ -343,7 +343,7 @@ def test_cli_copy_owner_filter_and_conflicts(shared_memory, redis, redis_url):
     applied = invoke(*args, "--apply", "--on-conflict", "skip", "-o", "json")
     assert applied.exit_code == 0, applied.output
     assert '"created": 0' in applied.stdout and '"skipped": 1' in applied.stdout
-    assert redis.state_store().load(f"{tag}-b") == b"already here"
+    assert redis.state_store().load(f"{tag}-b")[0] == b"already here"
     assert [s.session_id for s in redis.iter_sessions()] == [f"{tag}-b"]
 
 

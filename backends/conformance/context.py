@@ -120,11 +120,11 @@ class CaseContext:
         source_event_id: str | None = None,
     ) -> MemoryEvent:
         return MemoryEvent(
-            event_id=self._name("e", "evt"),
+            event_id=str(uuid.uuid4()),
             user_id=user_id,
             content=content,
             created_at=created_at or datetime.now(timezone.utc).replace(microsecond=0),
-            embedding=tuple(embedding) if embedding is not None else None,
+            embedding=tuple(embedding) if embedding is not None else (),
             meta=dict(meta or {}),
             source_event_id=source_event_id,
             owner_subject=owner_subject,

@@ -11,6 +11,7 @@ import threading
 from typing import Any, Callable, Iterator, Sequence
 
 from backends.contract import (
+    speaks_both_conventions,
     StateStoreSeams,
     validate_save_args,
     UNSCOPED,
@@ -38,6 +39,7 @@ def _import_pymongo() -> Any:
     return pymongo
 
 
+@speaks_both_conventions
 class MongoBackendAdapter(StateStoreSeams):
     """State, events, item mirror, indexes and server-side retrieval on MongoDB."""
 

@@ -43,7 +43,7 @@ def event_document(event: MemoryEvent) -> dict[str, Any]:
 def event_from_document(doc: Mapping[str, Any]) -> MemoryEvent:
     record = dict(doc)
     record["created_at"] = as_utc(doc.get("created_at")) or doc.get("created_at")
-    return MemoryEvent.from_record(record)
+    return MemoryEvent.from_dict(record)
 
 
 class MongoEventStore:

@@ -13,6 +13,8 @@ from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping
 
 from backends.contract import (
+    DerivedReads,
+    speaks_both_conventions,
     UNSCOPED,
     LoadedState,
     OwnerFilter,
@@ -106,7 +108,8 @@ def _is_unknown_operator(exc: BaseException) -> bool:
     return isinstance(exc, OperationFailure) and exc.code in _UNKNOWN_OPERATOR_CODES
 
 
-class MongoStateStore:
+@speaks_both_conventions
+class MongoStateStore(DerivedReads):
     """StateStoreProtocol over ``semvec_session_state``. ``session`` arguments let
     commit_turn run the same writes inside a transaction."""
 
@@ -213,10 +216,6 @@ class MongoStateStore:
             owner_subject=doc.get("owner_subject"),
             pending_message=normalise_pending(doc.get("pending_message")),
         )
-
-    def load(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> bytes | None:
-        loaded = self.load_full(session_id, owner_subject=owner_subject)
-        return loaded.blob if loaded is not None else None
 
     def load_owner(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> str | None:
         doc = self._find(session_id, owner_subject, {"owner_subject": 1})

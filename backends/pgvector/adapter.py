@@ -11,6 +11,7 @@ import time
 from typing import Any, Iterator, Sequence
 
 from backends.contract import (
+    speaks_both_conventions,
     UNSCOPED,
     IndexAction,
     IndexReport,
@@ -23,6 +24,7 @@ from backends.contract import (
 )
 
 
+@speaks_both_conventions
 class PgVectorAdapter(StateStoreSeams):
     """State, events, item mirror and server-side retrieval on PostgreSQL + pgvector.
 

@@ -14,6 +14,8 @@ import hashlib
 from typing import Any, Iterator
 
 from backends.contract import (
+    DerivedReads,
+    speaks_both_conventions,
     UNSCOPED,
     LoadedState,
     OwnerFilter,
@@ -114,7 +116,8 @@ def _verified(session_id: str, blob: Any, digest: str | None) -> bytes:
     return data
 
 
-class PgVectorStateStore:
+@speaks_both_conventions
+class PgVectorStateStore(DerivedReads):
     """StateStoreProtocol over one PostgreSQL table (plus the operator seams it can serve)."""
 
     def __init__(self, db: Database) -> None:
@@ -155,10 +158,6 @@ class PgVectorStateStore:
             ).fetchone()
 
         return self._db.read(work, lambda: None)
-
-    def load(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> bytes | None:
-        row = self._select("blob, blob_sha256", session_id, owner_subject)
-        return _verified(session_id, row[0], row[1]) if row else None
 
     def load_full(
         self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED

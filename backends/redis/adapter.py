@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Sequence
 
-from backends.contract import UNSCOPED, MemoryEvent, OwnerFilter, SessionSummary, StateStoreSeams
+from backends.contract import speaks_both_conventions, UNSCOPED, MemoryEvent, OwnerFilter, SessionSummary, StateStoreSeams
 from backends.errors import MissingDriver, UnsupportedOperation
 from backends.redis.uris import RedisSettings
 
 
+@speaks_both_conventions
 class RedisBackendAdapter(StateStoreSeams):
     """Sessions and events in Redis, in the layout deployed semvec stores use.
 

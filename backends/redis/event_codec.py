@@ -75,6 +75,6 @@ def decode_event(raw: Mapping[bytes, bytes]) -> MemoryEvent | None:
             "source_event_id": fields.get("source_event_id") or None,
             "sequence": fields.get("sequence") or None,
         }
-        return MemoryEvent.from_record(record)
+        return MemoryEvent.from_dict(record)
     except (KeyError, ValueError, TypeError) as exc:
         raise IntegrityError(f"event {event_id!r} does not have the expected layout") from exc

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from backends.contract import (
+    DerivedReads,
+    speaks_both_conventions,
     UNSCOPED,
     LoadedState,
     OwnerFilter,
@@ -56,7 +58,8 @@ def decode_version(raw: bytes, session_id: str) -> int:
         raise IntegrityError(f"session {session_id!r} has a non-integer version") from None
 
 
-class RedisStateStore:
+@speaks_both_conventions
+class RedisStateStore(DerivedReads):
     """Compare-and-set session state over the engine's hash layout."""
 
     def __init__(self, client: Any, *, ttl_seconds: int, where: str) -> None:
@@ -169,10 +172,6 @@ class RedisStateStore:
                 pipe.hmget(keys.state_key(session_id), self._FIELDS)
             replies = pipe.execute()
         return [self._decode(sid, values, owner_subject, True) for sid, values in zip(ids, replies)]
-
-    def load(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> bytes | None:
-        state = self._read(session_id, owner_subject, with_blob=True)
-        return state.blob if state else None
 
     def load_full(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> LoadedState | None:
         return self._read(session_id, owner_subject, with_blob=True)

@@ -147,7 +147,7 @@ def record_fidelity(ctx: CaseContext) -> None:
         user, "ünïcode ✓ \"quoted\" \n newline", session_id=sid, owner_subject=owner,
         created_at=stamp, embedding=(0.5, -0.25, 1.0, 0.0, 2.0),
         meta={"nested": {"list": [1, 2.5, "x", None, True]}, "empty": {}},
-        source_event_id=f"{ctx.prefix}source")
+        source_event_id=str(uuid.uuid4()))
     ctx.call("commit_turn", lambda: ctx.adapter.commit_turn(
         sid, b"t", expected_version=None, owner_subject=owner, events=[original]))
     expected = original.with_sequence(1)

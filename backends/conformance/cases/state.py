@@ -10,6 +10,14 @@ from backends.conformance.context import CaseContext
 from backends.contract import ANONYMOUS_OWNER, LoadedState
 
 
+def loaded_blob(got):
+    """The blob of a ``load`` result, whichever shape the adapter returns: the engine's
+    ``(blob, version)`` or the older bare bytes."""
+    if isinstance(got, tuple):
+        return got[0]
+    return got
+
+
 def _full(ctx: CaseContext, sid: str, **owner) -> LoadedState | None:
     return ctx.call(f"load_full({sid!r})", lambda: ctx.store.load_full(sid, **owner))
 
@@ -148,7 +156,7 @@ def owner_filter_reads(ctx: CaseContext) -> None:
         kind = "owned" if sid == owned else "unowned"
         blob, version, stored_owner, pending = rows[sid]
         where = f"on the {kind} row with the owner filter {label}"
-        got = ctx.call(f"load {where}", lambda: ctx.store.load(sid, **kwargs))
+        got = ctx.call(f"load {where}", lambda: loaded_blob(ctx.store.load(sid, **kwargs)))
         ctx.expect_equal(bytes(got) if got is not None else None,
                          blob if visible else None, f"load {where}")
         got = ctx.call(f"load_full {where}", lambda: ctx.store.load_full(sid, **kwargs))
@@ -237,7 +245,7 @@ def load_full_agrees(ctx: CaseContext) -> None:
                                               pending_message="next"))
     full = _full(ctx, sid)
     ctx.expect(full is not None, "load_full of an existing row", "a LoadedState", "None")
-    ctx.expect_equal(bytes(full.blob), bytes(ctx.store.load(sid)), "load_full.blob against load")
+    ctx.expect_equal(bytes(full.blob), bytes(loaded_blob(ctx.store.load(sid))), "load_full.blob against load")
     ctx.expect_equal(full.version, ctx.store.current_version(sid),
                      "load_full.version against current_version")
     ctx.expect_equal(full.owner_subject, ctx.store.load_owner(sid),
@@ -262,7 +270,7 @@ def blob_fidelity(ctx: CaseContext) -> None:
         sid = ctx.session("blob")
         ctx.call(f"insert the {label} blob", lambda: ctx.store.save(
             sid, blob, expected_version=None))
-        got = ctx.call(f"load the {label} blob", lambda: ctx.store.load(sid))
+        got = ctx.call(f"load the {label} blob", lambda: loaded_blob(ctx.store.load(sid)))
         if got is None or bytes(got) != blob:
             ctx.fail(f"round trip of the {label} blob", f"{len(blob)} identical bytes",
                      "None" if got is None else f"{len(got)} bytes, differing")
@@ -276,7 +284,7 @@ def session_id_fidelity(ctx: CaseContext) -> None:
         ctx.call(f"insert {sid!r}", lambda: ctx.store.save(
             sid, f"blob-{n}".encode(), expected_version=None))
     for n, sid in enumerate(sids):
-        got = ctx.call(f"load {sid!r}", lambda: ctx.store.load(sid))
+        got = ctx.call(f"load {sid!r}", lambda: loaded_blob(ctx.store.load(sid)))
         ctx.expect_equal(bytes(got) if got is not None else None, f"blob-{n}".encode(),
                          f"load of session id {sid!r}")
 
@@ -291,7 +299,7 @@ def anonymous_owner_is_an_owner(ctx: CaseContext) -> None:
                      "stored owner of a row saved by '__anonymous__'")
     ctx.expect_equal(ctx.call("load_full", lambda: ctx.store.load_full(sid, owner_subject=None)),
                      None, "the '__anonymous__' row read with the owner filter None")
-    got = ctx.call("load", lambda: ctx.store.load(sid, owner_subject=ANONYMOUS_OWNER))
+    got = ctx.call("load", lambda: loaded_blob(ctx.store.load(sid, owner_subject=ANONYMOUS_OWNER)))
     ctx.expect_equal(bytes(got) if got is not None else None, b"anon",
                      "the '__anonymous__' row read as '__anonymous__'")
     ctx.expect_conflict("update naming another owner of the '__anonymous__' row",
