@@ -140,7 +140,7 @@ class LoadedState(NamedTuple):
     pending_message: str | None
 
 
-#: The keys of an event's ``to_dict()``, in the engine's order.
+#: An event's attributes, as the engine names them.
 EVENT_FIELDS = ("event_id", "user_id", "created_at", "content", "embedding", "meta",
                 "source_event_id", "sequence", "owner_subject", "session_id")
 
@@ -192,8 +192,10 @@ class MemoryEvent:
         return replace(self, sequence=sequence)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict with the engine's keys (ISO timestamp, ids as strings, list
-        embedding)."""
+        """JSON-safe dict with exactly the engine's keys (ISO timestamp, ids as strings,
+        list embedding). Like the engine's, it leaves out ``sequence``, which belongs to
+        the store; a caller that keeps it (an archive) adds it, and :meth:`from_dict`
+        reads it back."""
         return {
             "event_id": self.event_id,
             "user_id": self.user_id,
@@ -201,10 +203,9 @@ class MemoryEvent:
             "content": self.content,
             "embedding": [float(x) for x in self.embedding],
             "meta": dict(self.meta),
-            "source_event_id": self.source_event_id,
-            "sequence": self.sequence,
             "owner_subject": self.owner_subject,
             "session_id": self.session_id,
+            "source_event_id": self.source_event_id,
         }
 
     @classmethod
