@@ -3,7 +3,8 @@
 The floor is what no retriever can beat on this data: one float32 matrix-vector product
 over the already-normalised matrix plus one argpartition. The pipeline adds the cached
 filter lookup, deterministic tie-breaks, MemoryUnit construction and the narrowing stage.
-Goal: BM25 off within 1.5x the floor. BM25 on adds a BM25 pass and RRF fusion over a
+Goal: BM25 off within 1.5x the floor; the one-time builds within 1.5x of their own floors
+(np.stack of the same embeddings; bm25s indexing the same texts alone). BM25 on adds a BM25 pass and RRF fusion over a
 wider pool, so it is reported separately (and honestly slower). One-time costs (building
 the cached matrix and the BM25 index for a new item list) are reported on their own.
 
@@ -20,6 +21,17 @@ import time
 import numpy as np
 
 from backends.retrieval import InProcessRetrievalBackend, MemoryItem, RetrievalContext
+
+
+def bm25s_alone(texts: list[str]) -> None:
+    """bm25s indexing the corpus by itself, with the engine's tokenizer and parameters."""
+    import bm25s
+
+    from backends.retrieval.bm25 import engine_stemmer
+
+    tokenizer = bm25s.tokenization.Tokenizer(stemmer=engine_stemmer()[1], stopwords="en")
+    tokens = tokenizer.tokenize(texts, return_as="tuple", update_vocab=True, show_progress=False)
+    bm25s.BM25(k1=1.5, b=0.75).index(tokens, show_progress=False)
 
 
 def main() -> None:
@@ -64,6 +76,14 @@ def main() -> None:
     start = time.perf_counter()
     backend.search(ctx(True))
     build_bm25 = (time.perf_counter() - start) * 1000
+    # The floors of the one-time costs: stacking the same embeddings into one matrix, and
+    # bm25s tokenizing and indexing the same texts alone, as the engine calls it.
+    start = time.perf_counter()
+    np.stack([m.embedding for m in memory])
+    stack_floor = (time.perf_counter() - start) * 1000
+    start = time.perf_counter()
+    bm25s_alone([m.text for m in memory])
+    bm25_floor = (time.perf_counter() - start) * 1000
 
     as_list = list(memory)
 
@@ -92,8 +112,11 @@ def main() -> None:
 
     print(f"items={args.items} dims={args.dims} top_k={args.top_k} queries={args.queries} "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
-    print(f"one-time: first query (filter + normalised matrix) {build_dense:8.1f} ms; "
-          f"first BM25 query (index build) {build_bm25:8.1f} ms")
+    print(f"one-time: first query (filter + normalised matrix) {build_dense:8.1f} ms, "
+          f"np.stack floor {stack_floor:8.1f} ms, ratio {build_dense / stack_floor:4.2f}x "
+          f"(goal <= 1.5x)")
+    print(f"one-time: first BM25 query (index build) {build_bm25:8.1f} ms, bm25s alone "
+          f"{bm25_floor:8.1f} ms, ratio {build_bm25 / bm25_floor:4.2f}x (goal <= 1.5x)")
     print(f"floor (matvec + argpartition)   median {floor_med:7.2f} ms  min {floor_min:7.2f} ms")
     print(f"in-process, BM25 off            median {off_med:7.2f} ms  min {off_min:7.2f} ms"
           f"  ratio {off_med / floor_med:4.2f}x (goal <= 1.5x)")

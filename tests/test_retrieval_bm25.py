@@ -1,4 +1,5 @@
-"""BM25 against a hand-computed case, and the documented tokenizer."""
+"""BM25 as the engine ranks it (bm25s, Lucene scoring, k1 1.5, b 0.75, English stop words,
+Snowball stemming), pinned to a case computed by hand."""
 
 from __future__ import annotations
 
@@ -6,42 +7,60 @@ import math
 
 import pytest
 
-from backends.retrieval.bm25 import BM25Index, tokenize
+from backends.retrieval import bm25 as bm25_module
+from backends.retrieval.bm25 import BM25Index
 
-DOCS = ["The cat sat", "the dog", "Cat cat dog bird"]  # lengths 3, 2, 4; avgdl 3
-
-
-def test_tokenizer_lowercases_unicode_word_runs():
-    assert tokenize("Héllo, WORLD! snake_case x2 — Ωmega") == [
-        "héllo", "world", "snake_case", "x2", "ωmega"]
-    assert tokenize(None) == [] and tokenize("") == []
+# After stop words and stemming: [cat, sit], [dog, run], [cat, dog, run, togeth],
+# [unrel, text, here] -> lengths 2, 2, 4, 3; avgdl 11/4.
+DOCS = ["The cats are sitting", "a dog runs", "cats and dogs running together",
+        "unrelated text here"]
 
 
-def test_idf_is_the_non_negative_variant():
-    index = BM25Index(DOCS)
-    assert index.idf("cat") == pytest.approx(math.log(1.6))  # ln(1 + 1.5/2.5)
-    assert index.idf("bird") == pytest.approx(math.log(1 + 2.5 / 1.5))
-    assert index.idf("absent") == pytest.approx(math.log(1 + 3.5 / 0.5))
-    # a term in every document still has a positive idf (classic Robertson idf would be < 0)
-    assert BM25Index(["a", "a b", "a c"]).idf("a") == pytest.approx(math.log(1 + 0.5 / 3.5))
+def _lucene(tf: float, length: float, avgdl: float = 11 / 4) -> float:
+    return tf / (tf + 1.5 * (0.25 + 0.75 * length / avgdl))
+
+
+def test_the_engines_stemmer_is_used_when_installed():
+    # PyStemmer is in the test extra, so the suite pins the engine's preferred choice
+    assert BM25Index(DOCS).stemmer_name == "snowball-english"
 
 
 def test_scores_hand_computed():
     index = BM25Index(DOCS)
-    idf = math.log(1.6)
-    # "cat": d0 tf 1, |d|/avgdl 1 -> 2.5/2.5 = 1; d2 tf 2, norm .25+.75*4/3 = 1.25 -> 5/3.875
-    cat = index.scores("cat")
-    assert cat.tolist() == pytest.approx([idf * 1.0, 0.0, idf * 5 / 3.875])
-    # "cat dog": d1 dog tf 1, norm .75 -> 2.5/2.125; d2 dog tf 1 -> 2.5/2.875
-    both = index.scores("CAT dog")
-    assert both.tolist() == pytest.approx(
-        [idf, idf * 2.5 / 2.125, idf * (5 / 3.875 + 2.5 / 2.875)])
-    # a repeated query token counts each time
-    assert index.scores("cat cat").tolist() == pytest.approx((2 * cat).tolist())
-    assert index.matches("dog zebra").tolist() == [1, 2]
-    assert index.scores("zebra").tolist() == [0.0, 0.0, 0.0]
+    idf = math.log(1 + 2.5 / 2.5)  # 'cat' and 'run' are each in 2 of 4 documents
+    # "running cat" stems to [run, cat]: d2 has both (|d| 4), d0 cat and d1 run (|d| 2)
+    positions, scores = index.top("running cat", 4)
+    assert positions.tolist()[:3] in ([2, 1, 0], [2, 0, 1])
+    expected = {2: 2 * idf * _lucene(1, 4), 0: idf * _lucene(1, 2), 1: idf * _lucene(1, 2)}
+    for pos, score in zip(positions.tolist()[:3], scores.tolist()[:3]):
+        assert score == pytest.approx(expected[pos], rel=1e-5)
+    # bm25s returns k documents: the one that matches nothing fills the tail at 0
+    assert positions.tolist()[3] == 3 and scores.tolist()[3] == 0.0
 
 
-def test_empty_corpus_and_empty_texts():
-    assert BM25Index([]).scores("x").tolist() == []
-    assert BM25Index(["", None]).scores("x").tolist() == [0.0, 0.0]
+def test_stop_words_stemming_and_repeated_tokens():
+    index = BM25Index(DOCS)
+    assert index.scores("the and are").tolist() == [0.0, 0.0, 0.0, 0.0]  # stop words only
+    assert index.scores("sits").tolist()[0] > 0  # 'sits' and 'sitting' share a stem
+    once = index.scores("cat")
+    assert index.scores("cat cat").tolist() == pytest.approx((2 * once).tolist())
+
+
+def test_a_query_that_matches_nothing_still_returns_k_zero_scores():
+    positions, scores = BM25Index(DOCS).top("zebra", 2)
+    assert len(positions) == 2 and scores.tolist() == [0.0, 0.0]
+
+
+def test_empty_inputs():
+    assert BM25Index([]).top("x", 5)[0].tolist() == []
+    assert BM25Index(DOCS).top("", 5)[0].tolist() == []
+    assert BM25Index(DOCS).top("cat", 0)[0].tolist() == []
+    assert BM25Index(["", None]).size == 2  # empty texts are indexed, as by the engine
+
+
+def test_without_a_stemmer_words_must_match_exactly(monkeypatch):
+    monkeypatch.setattr(bm25_module, "engine_stemmer", lambda: ("none", None))
+    index = BM25Index(DOCS)
+    assert index.stemmer_name == "none"
+    assert index.scores("sits").tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert index.scores("sitting").tolist()[0] > 0

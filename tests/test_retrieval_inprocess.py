@@ -84,13 +84,15 @@ def test_bm25_only_query_and_fusion_hand_computed():
     )
     out = search(mem, query_text="zebra", use_bm25=True, top_k=3)
     assert ids(out) == ["c", "b"]  # text-only: BM25 ranking, no dense signal
-    # dense: a, b, c. bm25: c, b. weights (1, 2), k 10.
+    # dense: a, b, c. bm25 (as the engine calls bm25s, k documents even when fewer
+    # match): c, b, then a at score 0, which still counts in the fusion. weights (1, 2), k 10.
     out = search(mem, query_embedding=(1.0, 0.0), query_text="zebra", use_bm25=True,
                  top_k=3, rrf_k=10, rrf_weights=(1.0, 2.0))
-    expected = {"c": 1 / 13 + 2 / 11, "b": 1 / 12 + 2 / 12, "a": 1 / 11}
+    expected = {"c": 1 / 13 + 2 / 11, "b": 1 / 12 + 2 / 12, "a": 1 / 11 + 2 / 13}
     assert ids(out) == ["c", "b", "a"]
     assert [u.score for u in out] == pytest.approx([expected[i] for i in ids(out)])
     assert out[0].meta["bm25_rank"] == 1 and out[0].meta["dense_rank"] == 3
+    assert out[2].meta["bm25_rank"] == 3 and out[2].meta["bm25_score"] == 0.0
 
 
 def test_without_fusion_bm25_only_widens_the_pool():

@@ -1,88 +1,84 @@
-"""Okapi BM25 over a fixed list of texts, precomputed once and queried many times.
+"""BM25 as the deployed engine ranks it (ENGINE-WIRE §8), so that ``retrieve diff`` shows
+only the divergence the engine itself would have.
 
-Tokenizer: lower-case the text (``str.lower``) and take maximal runs of Unicode word
-characters (``\\w+``: letters, digits and underscore in any script). No stemming, no
-stop words: both sides of a diff must tokenize the same obvious way.
+The engine indexes a session's items with the ``bm25s`` library: Lucene scoring with
+k1 = 1.5 and b = 0.75, bm25s's tokenizer with English stop words, and a stemmer chosen
+by what is installed (Snowball English from PyStemmer, else NLTK's Porter, else none).
+We call the same library the same way rather than re-deriving it, which is the only way
+to agree with it on ties and tokenization. The Lucene score, for reference::
 
-Scoring (k1 = 1.5, b = 0.75), summed over the query's tokens WITH multiplicity (a token
-repeated in the query counts each time, as in the textbook sum over q_1..q_n)::
+    idf(t)   = ln(1 + (N - n_t + 0.5) / (n_t + 0.5))
+    score(d) = sum over query tokens t (with repeats) of
+               idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl))
 
-    idf(t)    = ln(1 + (N - n_t + 0.5) / (n_t + 0.5))       # never negative
-    w(t, d)   = tf * (k1 + 1) / (tf + k1 * (1 - b + b * |d| / avgdl))
-    score(d)  = sum over query tokens t of idf(t) * w(t, d)
-
-The per-posting weight ``w`` does not depend on the query, so it is computed at index
-time; a query touches only the postings of its own tokens.
+Two consequences of calling bm25s as the engine does, kept on purpose:
+- a query returns ``k`` documents even when fewer match: the tail has score 0 and still
+  takes part in the fusion (bm25s fills it in its own order);
+- repeated query tokens count each time.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections import Counter
 from typing import Any, Sequence
 
-__all__ = ["tokenize", "BM25Index", "BM25_K1", "BM25_B"]
+__all__ = ["BM25Index", "BM25_K1", "BM25_B", "engine_stemmer"]
 
 BM25_K1 = 1.5
 BM25_B = 0.75
-_TOKEN = re.compile(r"\w+")
 
 
-def tokenize(text: str | None) -> list[str]:
-    """Lower-cased runs of Unicode word characters."""
-    return _TOKEN.findall(text.lower()) if text else []
+def engine_stemmer() -> tuple[str, Any]:
+    """The stemmer the engine would use here, and its name: Snowball English when
+    PyStemmer is installed, else NLTK's Porter, else none."""
+    try:
+        import Stemmer  # PyStemmer
+
+        return "snowball-english", Stemmer.Stemmer("english")
+    except ImportError:
+        pass
+    try:
+        from nltk.stem import PorterStemmer
+
+        return "nltk-porter", PorterStemmer().stem
+    except ImportError:
+        return "none", None
 
 
 class BM25Index:
-    """Inverted index with precomputed per-posting weights (numpy arrays)."""
+    """One bm25s index over a fixed list of texts, queried many times."""
 
     def __init__(self, texts: Sequence[str | None], *, k1: float = BM25_K1, b: float = BM25_B):
+        import bm25s
+
+        self.size = len(texts)
+        self.stemmer_name, stemmer = engine_stemmer()
+        self._tokenizer = bm25s.tokenization.Tokenizer(stemmer=stemmer, stopwords="en")
+        self._model = None
+        if self.size:
+            corpus = self._tokenizer.tokenize([t or "" for t in texts], return_as="tuple",
+                                              update_vocab=True, show_progress=False)
+            self._model = bm25s.BM25(k1=k1, b=b)
+            self._model.index(corpus, show_progress=False)
+
+    def top(self, query: str | None, k: int) -> tuple[Any, Any]:
+        """Positions and scores of the ``min(k, size)`` best documents, as bm25s orders
+        them (zero-score documents fill the tail). Empty for no query text or k < 1."""
         import numpy as np
 
-        self.k1 = k1
-        self.b = b
-        self.size = len(texts)
-        counts = [Counter(tokenize(t)) for t in texts]
-        lengths = np.fromiter((sum(c.values()) for c in counts), dtype=np.float64, count=self.size)
-        self.avgdl = float(lengths.mean()) if self.size else 0.0
-        norm = (1.0 - b) + b * (lengths / self.avgdl if self.avgdl > 0 else 0.0)
-        docs: dict[str, list[int]] = {}
-        freqs: dict[str, list[int]] = {}
-        for index, counter in enumerate(counts):
-            for term, tf in counter.items():
-                docs.setdefault(term, []).append(index)
-                freqs.setdefault(term, []).append(tf)
-        self._postings: dict[str, tuple[Any, Any]] = {}
-        for term, doc_list in docs.items():
-            doc_idx = np.asarray(doc_list, dtype=np.int64)
-            tf = np.asarray(freqs[term], dtype=np.float64)
-            weight = tf * (k1 + 1.0) / (tf + k1 * norm[doc_idx])
-            self._postings[term] = (doc_idx, weight)
-
-    def idf(self, term: str) -> float:
-        posting = self._postings.get(term)
-        n = 0 if posting is None else len(posting[0])
-        return math.log(1.0 + (self.size - n + 0.5) / (n + 0.5))
+        if self._model is None or not query or k < 1:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        tokens = self._tokenizer.tokenize([query], return_as="tuple", update_vocab=False,
+                                          show_progress=False)
+        positions, scores = self._model.retrieve(tokens, k=min(k, self.size),
+                                                 show_progress=False)
+        return positions[0].astype(np.int64), scores[0].astype(np.float64)
 
     def scores(self, query: str | None) -> Any:
-        """BM25 score of every document for ``query`` (a float64 array, 0 = no match)."""
+        """The score of every document for ``query`` (0 where nothing matches)."""
         import numpy as np
 
         out = np.zeros(self.size, dtype=np.float64)
-        for term, times in Counter(tokenize(query)).items():
-            posting = self._postings.get(term)
-            if posting is None:
-                continue
-            doc_idx, weight = posting
-            out[doc_idx] += times * self.idf(term) * weight
+        positions, scores = self.top(query, self.size)
+        out[positions] = scores
         return out
 
-    def matches(self, query: str | None) -> Any:
-        """Indices of documents sharing at least one token with ``query``."""
-        import numpy as np
-
-        parts = [self._postings[t][0] for t in set(tokenize(query)) if t in self._postings]
-        if not parts:
-            return np.zeros(0, dtype=np.int64)
-        return np.unique(np.concatenate(parts))

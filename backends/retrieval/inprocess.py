@@ -80,7 +80,8 @@ class _Corpus:
                 raise ValueError("live items have embeddings of different lengths") from exc
             if matrix.ndim != 2:
                 raise ValueError("live items have embeddings of different lengths")
-            norms = np.linalg.norm(matrix, axis=1)
+            # einsum reads the matrix once with no temporary (linalg.norm squares a copy)
+            norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
             norms[norms == 0.0] = 1.0
             matrix /= norms[:, None]
             self.matrix = matrix
@@ -196,16 +197,17 @@ class InProcessRetrievalBackend:
         bm25_ids: list[str] = []
         bm25_rank: dict[str, tuple[int, float]] = {}
         if want_bm25:
-            index = corpus.bm25()
-            hits = index.matches(ctx.query_text)
-            if len(hits):
-                scores = index.scores(ctx.query_text)[hits]
-                top_pos, top_scores = _top(scores, hits, width, corpus.id_rank)
-                for rank, (pos, score) in enumerate(
-                    zip(top_pos.tolist(), top_scores.tolist()), 1
-                ):
-                    bm25_ids.append(corpus.ids[pos])
-                    bm25_rank[corpus.ids[pos]] = (rank, score)
+            # As the engine: bm25_fetch_k documents from bm25s when there is a dense side
+            # to fuse with, zero-score ones included. A text-only query (our extension:
+            # the engine always has an embedding) takes the width and only real matches.
+            if dense_ids:
+                top_pos, top_scores = corpus.bm25().top(ctx.query_text, max(ctx.bm25_fetch_k, 1))
+            else:
+                top_pos, top_scores = corpus.bm25().top(ctx.query_text, width)
+                top_pos, top_scores = top_pos[top_scores > 0], top_scores[top_scores > 0]
+            for rank, (pos, score) in enumerate(zip(top_pos.tolist(), top_scores.tolist()), 1):
+                bm25_ids.append(corpus.ids[pos])
+                bm25_rank[corpus.ids[pos]] = (rank, score)
         if emit is not None:
             emit("retrieve", {"live": len(corpus.items), "dense": dense_ids, "bm25": bm25_ids})
 
