@@ -126,7 +126,7 @@ def test_commit_turn_with_events_is_refused_up_front(adapter, cluster):
     session_id = sid("turn")
     store.save(session_id, b"before", expected_version=None)
     user = f"user-{uuid.uuid4().hex[:8]}"
-    events = [MemoryEvent(event_id=f"ev-{uuid.uuid4().hex}", user_id=user, content="hi",
+    events = [MemoryEvent(event_id=str(uuid.uuid4()), user_id=user, content="hi",
                           session_id=session_id)]
     with pytest.raises(UnsupportedOperation) as refused:
         adapter.commit_turn(session_id, b"after", expected_version=1, events=events)

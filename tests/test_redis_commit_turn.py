@@ -32,8 +32,12 @@ def uid(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
+def eid() -> str:
+    return str(uuid.uuid4())
+
+
 def event(user: str, content: str = "hello", **kw) -> MemoryEvent:
-    return MemoryEvent(event_id=uid("e"), user_id=user, content=content, **kw)
+    return MemoryEvent(event_id=eid(), user_id=user, content=content, **kw)
 
 
 def snapshot(raw, session_id: str, user: str) -> dict:
@@ -91,13 +95,13 @@ def test_a_conflict_on_a_missing_row_writes_nothing(adapter, raw):
     "bad",
     [
         lambda u: MemoryEvent(event_id="", user_id=u, content="x"),
-        lambda u: MemoryEvent(event_id=uid("e"), user_id="", content="x"),
-        lambda u: MemoryEvent(event_id=uid("e"), user_id=u, content="x",
+        lambda u: MemoryEvent(event_id=eid(), user_id="", content="x"),
+        lambda u: MemoryEvent(event_id=eid(), user_id=u, content="x",
                               created_at=datetime(2026, 1, 1)),
-        lambda u: MemoryEvent(event_id=uid("e"), user_id=u, content="x",
+        lambda u: MemoryEvent(event_id=eid(), user_id=u, content="x",
                               embedding=(0.1, float("nan"))),
-        lambda u: MemoryEvent(event_id=uid("e"), user_id=u, content="x", meta={"k": object()}),
-        lambda u: MemoryEvent(event_id=uid("e"), user_id=u, content="x", sequence=4),
+        lambda u: MemoryEvent(event_id=eid(), user_id=u, content="x", meta={"k": object()}),
+        lambda u: MemoryEvent(event_id=eid(), user_id=u, content="x", sequence=4),
         lambda u: {"event_id": "dict", "user_id": u},
     ],
     ids=["empty-id", "empty-user", "naive-time", "nan-embedding", "meta-not-json",
@@ -199,7 +203,8 @@ def test_pending_and_ttl_through_commit_turn(redis_url, raw):
     with RedisBackendAdapter(redis_url) as adapter:
         adapter.commit_turn(s, b"b", expected_version=1, pending_message="")
         assert adapter.state_store().load_full(s).pending_message is None
-        assert raw.ttl(key) == -1
+        # the engine's rule: a write with TTL 0 leaves the existing expiry in place
+        assert 0 < raw.ttl(key) <= 60
         assert raw.hget(key, "drift_exempt") == b"0"
 
 

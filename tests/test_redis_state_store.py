@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from backends.contract import UNSCOPED, BackendAdapter, LoadedState, StateStoreProtocol
-from backends.errors import IntegrityError, StateVersionConflict
+from backends.errors import CorruptState, IntegrityError, StateVersionConflict
 from backends.redis import RedisBackendAdapter
 
 pytestmark = pytest.mark.redis
@@ -219,7 +219,8 @@ def test_engine_written_row_is_readable_and_updatable(store, raw):
     assert raw.hget(f"semvec:state:{s}", "drift_exempt") == b"1"
 
 
-def test_ttl_applied_on_each_write_and_zero_removes_it(redis_url, raw):
+def test_ttl_applied_on_each_write_and_zero_leaves_it(redis_url, raw):
+    """The engine's rule: a write with TTL 0 leaves an existing expiry in place."""
     s = sid()
     key = f"semvec:state:{s}"
     with RedisBackendAdapter(redis_url, ttl_seconds=100) as with_ttl:
@@ -229,8 +230,13 @@ def test_ttl_applied_on_each_write_and_zero_removes_it(redis_url, raw):
         with_ttl.state_store().save(s, b"b", expected_version=1)
         assert raw.ttl(key) > 5  # re-applied
     with RedisBackendAdapter(redis_url, ttl_seconds=0) as no_ttl:
+        assert no_ttl.state_store().ttl_seconds() == 0
+        raw.expire(key, 50)
         no_ttl.state_store().save(s, b"c", expected_version=2)
-        assert raw.ttl(key) == -1  # PERSIST: the earlier expiry is gone
+        assert 0 < raw.ttl(key) <= 50  # untouched, neither removed nor re-applied
+        raw.persist(key)
+        no_ttl.state_store().save(s, b"d", expected_version=3)
+        assert raw.ttl(key) == -1
 
 
 def test_ttl_from_environment(redis_url, raw, monkeypatch):
@@ -242,13 +248,18 @@ def test_ttl_from_environment(redis_url, raw, monkeypatch):
     assert 200 < raw.ttl(f"semvec:state:{s}") <= 250
 
 
-def test_wrong_key_type_is_an_integrity_error(store, raw):
+def test_wrong_key_type_is_corrupt_state(store, raw):
     s = sid()
     raw.set(f"semvec:state:{s}", "not a hash")
-    with pytest.raises(IntegrityError):
-        store.load(s)
-    with pytest.raises(IntegrityError):
-        store.save(s, b"x", expected_version=1)
+    for call in (lambda: store.load(s), lambda: store.current_version(s),
+                 lambda: store.save(s, b"x", expected_version=1),
+                 lambda: store.delete(s, owner_subject="acme"),
+                 lambda: store.load_full_many([s])):
+        with pytest.raises(CorruptState) as damaged:
+            call()
+        assert damaged.value.session_id == s and damaged.value.field == "key"
+        assert isinstance(damaged.value, IntegrityError)
+        assert damaged.value.__cause__ is not None  # the driver's reply is kept
     assert raw.get(f"semvec:state:{s}") == b"not a hash"
 
 
