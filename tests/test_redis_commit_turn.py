@@ -186,7 +186,8 @@ def test_owner_check_on_commit_turn(adapter, raw):
     assert snapshot(raw, s, user) == before
     # the same owner, and an unnamed owner (which clears it), are allowed
     assert adapter.commit_turn(s, b"v2", expected_version=1, owner_subject="acme") == 2
-    assert adapter.commit_turn(s, b"v3", expected_version=2) == 3
+    version = adapter.state_store().current_version(s)
+    assert adapter.commit_turn(s, b"v3", expected_version=version) == version + 1
     assert adapter.state_store().load_owner(s) is None
     # an unowned row may be claimed by a named owner
     assert adapter.commit_turn(s, b"v4", expected_version=3, owner_subject="beta") == 4
@@ -391,3 +392,38 @@ def test_a_damaged_stored_version_refuses_the_turn(adapter, raw):
     assert damaged.value.field == "version"
     assert raw.hget(f"semvec:state:{s}", "blob") == b"x"
     assert raw.get(f"semvec:events:seq:{user}") is None
+
+
+def test_fault_seam_cut_connection_leaves_the_whole_turn_or_nothing(adapter, raw):
+    from backends.contract import FAULT_POINTS, FaultSeam
+    from backends.errors import BackendUnreachable
+
+    assert isinstance(adapter, FaultSeam)
+    assert adapter.fault_points <= FAULT_POINTS
+    assert "turn.after_state" not in adapter.fault_points  # one script: no such point
+    with pytest.raises(ValueError):
+        with adapter.inject_fault("turn.after_state"):
+            pass
+    s, user = uid("s"), uid("u")
+    adapter.commit_turn(s, b"v1", expected_version=None, events=[event(user)])
+    turn = [event(user, "a"), event(user, "b")]
+    with adapter.inject_fault("turn.cut_connection"):
+        with pytest.raises(BackendUnreachable):
+            adapter.commit_turn(s, b"v2", expected_version=1, events=turn)
+    # the server ran the script whole or not at all; either way no half turn
+    for _ in range(50):
+        state = adapter.state_store().load_full(s)
+        stored = adapter.event_store().list_events(user)
+        landed = state.version == 2
+        if landed:
+            break
+        time.sleep(0.01)
+    if landed:
+        assert state.blob == b"v2" and [e.content for e in stored] == ["hello", "a", "b"]
+        # and the caller's retry of the same turn is answered, not refused
+        assert adapter.commit_turn(s, b"v2", expected_version=1, events=turn) == 2
+    else:
+        assert state.blob == b"v1" and [e.content for e in stored] == ["hello"]
+    # armed for one turn only; the pool reconnects by itself
+    version = adapter.state_store().current_version(s)
+    assert adapter.commit_turn(s, b"v3", expected_version=version) == version + 1

@@ -28,14 +28,16 @@ from backends.redis.state_store import ALREADY_STORED, EVENT_EXISTS, WRITTEN, co
 
 
 def _run(client: Any, where: str, mode: str, state_key: str, state_args: list,
-         events: list[MemoryEvent], session_id: str | None = None) -> list[int]:
+         events: list[MemoryEvent], session_id: str | None = None,
+         cut_connection: bool = False) -> list[int]:
     script_keys: list[Any] = [state_key]
     script_args: list[Any] = [mode, *state_args, str(len(events))]
     for event in events:
         script_keys.extend(event_keys(event))
         script_args.extend(event_args(event))
     with redis_errors(where, session_id):
-        reply = script("commit_turn")(client, script_keys, script_args)
+        reply = script("commit_turn")(client, script_keys, script_args,
+                                      cut_connection=cut_connection)
     return reply
 
 
@@ -50,6 +52,7 @@ def commit_turn(
     owner_subject: str | None,
     pending_message: str | None,
     events: Sequence[MemoryEvent] | None,
+    cut_connection: bool = False,
 ) -> int:
     validate_save_args(session_id, blob, expected_version, owner_subject)
     checked = validate_turn_events(events)
@@ -66,7 +69,7 @@ def commit_turn(
         str(ttl_seconds),
     ]
     reply = _run(client, where, mode, keys.state_key(session_id), state_args, checked,
-                 session_id=session_id)
+                 session_id=session_id, cut_connection=cut_connection)
     code = reply[0]
     if code in (WRITTEN, ALREADY_STORED):  # ALREADY_STORED: a retry whose reply was lost
         return new_version
