@@ -279,7 +279,7 @@ def test_engine_event_objects_are_accepted_and_returned_in_the_engine_shape(even
     assert stored.to_dict() == {
         "event_id": str(engine_event.event_id), "user_id": user,
         "created_at": T0.isoformat(), "content": "from the engine", "embedding": [0.5, 0.25],
-        "meta": {"k": 1}, "source_event_id": str(source), "sequence": 1,
+        "meta": {"k": 1}, "source_event_id": str(source),
         "owner_subject": "", "session_id": "",
     }
     assert events.get(engine_event.event_id) == stored  # the engine passes UUID objects
