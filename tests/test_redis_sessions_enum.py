@@ -121,13 +121,26 @@ def test_glob_match_follows_fnmatch_even_for_special_characters(adapter, pattern
     assert got == sorted(e.format(t=t) for e in expected)
 
 
-def test_enumeration_skips_foreign_keys_under_the_prefix(adapter, raw):
+def test_enumeration_lists_damaged_rows_as_damaged(adapter, raw):
+    """#14.1: a row that cannot be read strictly is listed as damaged (which field),
+    never skipped silently and never failing the listing; other keys are not sessions."""
     t = tag()
     raw.set(f"semvec:state:{t}-string", "not a session")
     raw.hset(f"semvec:state:{t}-noversion", "blob", "x")
+    raw.hset(f"semvec:state:{t}-noblob", mapping={"version": "2", "owner": ""})
+    raw.hset(f"semvec:state:{t}-fraction", mapping={"blob": "x", "version": "1.5"})
     adapter.state_store().save(f"{t}-real", b"x", expected_version=None)
     raw.hset(f"semvec:events:e:{t}-real", "event_id", "not a session either")
-    assert ids(adapter.iter_sessions(match=f"{t}-*")) == [f"{t}-real"]
+    listed = {s.session_id: s for s in adapter.iter_sessions(match=f"{t}-*")}
+    assert sorted(listed) == sorted(f"{t}-{n}" for n in
+                                    ("string", "noversion", "noblob", "fraction", "real"))
+    assert "damaged" not in listed[f"{t}-real"].extra
+    for name, field in (("string", "key"), ("noversion", "version"), ("noblob", "blob"),
+                        ("fraction", "version")):
+        summary = listed[f"{t}-{name}"]
+        assert f"'{field}'" in summary.extra["damaged"], (name, summary.extra)
+        assert adapter.describe_session(f"{t}-{name}").extra["damaged"] == summary.extra["damaged"]
+    assert listed[f"{t}-noblob"].version == 2 and listed[f"{t}-fraction"].version == 0
 
 
 def test_describe_missing_session(adapter):

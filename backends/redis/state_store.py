@@ -85,6 +85,21 @@ def decode_version(raw: bytes | None, session_id: str) -> int:
     return int(raw)
 
 
+def damage_of(session_id: str, blob: bytes | None, version: bytes | None,
+              owner: bytes | None, pending: bytes | None) -> str:
+    """What is wrong with a row, for listings that report damage instead of failing
+    (``''`` for a sound row); the same rules as the strict reads."""
+    try:
+        decode_version(version, session_id)
+        _strict_text(owner, session_id, keys.F_OWNER)
+        _strict_text(pending, session_id, keys.F_PENDING)
+        if blob is None:
+            raise CorruptState(session_id, keys.F_BLOB, "is missing")
+    except CorruptState as exc:
+        return f"field {exc.field!r} {exc.problem}"
+    return ""
+
+
 @speaks_both_conventions
 class RedisStateStore(DerivedReads):
     """Compare-and-set session state over the engine's hash layout.
