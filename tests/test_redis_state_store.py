@@ -472,3 +472,8 @@ def test_scope_and_owner_subject_give_identical_writes_and_deletes(store):
     store.save(c, b"x", expected_version=None, owner_subject="acme")
     assert store.delete(c, owner_subject=None) is False
     assert store.delete(c, scope=None) is True
+
+
+def test_declares_what_the_conformance_suite_checks(adapter):
+    assert adapter.state_store().idempotent_retries is True
+    assert adapter.event_store().assigns_sequences is True

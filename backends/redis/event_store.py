@@ -44,6 +44,9 @@ def _user_id(user_id: Any) -> str:
 
 @speaks_both_conventions
 class RedisEventStore(EngineEventSurface):
+    #: per-user, 1-based, gap-free sequences from the user's counter
+    assigns_sequences = True
+
     def __init__(self, client: Any, *, where: str) -> None:
         self._client = client
         self._where = where

@@ -119,6 +119,9 @@ class RedisStateStore(DerivedReads):
     :meth:`set_drift_exempt` changes it.
     """
 
+    #: identical retries after a lost reply return the version (see above)
+    idempotent_retries = True
+
     def __init__(self, client: Any, *, ttl_seconds: int, where: str) -> None:
         self._client = client
         self._ttl = ttl_seconds
