@@ -190,3 +190,32 @@ def test_summaries_are_plain_dataclasses(adapter):
     adapter.state_store().save(f"{t}-a", b"x", expected_version=None)
     (summary,) = adapter.iter_sessions(match=f"{t}-*")
     assert asdict(summary)["extra"] == {"drift_exempt": False}  # deep-copyable, JSON-able
+
+
+def test_scope_and_owner_subject_parity_on_the_session_seams(adapter):
+    """#12: iter_sessions, describe_session and load_full_many take scope= as well;
+    scope=None is unscoped, unlike owner_subject=None (unowned rows only)."""
+    from backends.contract import OwnerScope
+
+    t = tag()
+    store = adapter.state_store()
+    store.save(f"{t}-a", b"a", expected_version=None, owner_subject="acme/bot")
+    store.save(f"{t}-b", b"b", expected_version=None, owner_subject="acme")
+    store.save(f"{t}-c", b"c", expected_version=None)
+    listing = lambda **kw: ids(adapter.iter_sessions(match=f"{t}-*", **kw))  # noqa: E731
+    assert listing(scope=OwnerScope("acme", "bot")) == listing(owner_subject="acme/bot") \
+        == [f"{t}-a"]
+    assert listing(scope=OwnerScope("acme")) == listing(owner_subject="acme") == [f"{t}-b"]
+    assert listing(scope=None) == listing() == [f"{t}-a", f"{t}-b", f"{t}-c"]
+    assert listing(owner_subject=None) == [f"{t}-c"]
+    for s in (f"{t}-a", f"{t}-b", f"{t}-c"):
+        assert adapter.describe_session(s, scope=OwnerScope("acme")) == \
+            adapter.describe_session(s, owner_subject="acme")
+        assert adapter.describe_session(s, scope=None) == adapter.describe_session(s)
+    assert adapter.describe_session(f"{t}-b", owner_subject=None) is None
+    every = [f"{t}-a", f"{t}-b", f"{t}-c"]
+    assert store.load_full_many(every, scope=OwnerScope("acme")) == \
+        store.load_full_many(every, owner_subject="acme")
+    assert store.load_full_many(every, scope=None) == store.load_full_many(every)
+    assert [r is not None for r in store.load_full_many(every, owner_subject=None)] == \
+        [False, False, True]
