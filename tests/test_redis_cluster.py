@@ -220,3 +220,15 @@ def test_cli_health_list_and_export_on_a_cluster(cluster_url, adapter, tmp_path)
     finally:
         for session_id in ids:
             adapter.state_store().delete(session_id)
+
+
+def test_no_fault_points_on_a_cluster(cluster_url):
+    """A cluster's turns carry no events: the fault seam offers nothing there, rather
+    than a point that would never fire."""
+    from backends.redis import RedisBackendAdapter
+
+    with RedisBackendAdapter(cluster_url) as adapter:
+        assert adapter.fault_points == frozenset()
+        with pytest.raises(ValueError):
+            with adapter.inject_fault("turn.cut_connection"):
+                pass

@@ -18,7 +18,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
-from backends.contract import speaks_both_conventions, UNSCOPED, MemoryEvent, OwnerFilter, SessionSummary, StateStoreSeams
+from backends.contract import speaks_both_conventions, UNSCOPED, OwnerFilter, SessionSummary, StateStoreSeams
 from backends.errors import MissingDriver, UnsupportedOperation
 from backends.redis.uris import RedisSettings
 
@@ -36,11 +36,6 @@ class RedisBackendAdapter(StateStoreSeams):
 
     name = "redis"
     is_persistent = True
-    #: FaultSeam (conformance only). A turn is one Lua script: there is no point between
-    #: its state write and its events where it can fail (everything is checked before
-    #: the first write), so ``turn.after_state`` is not offered; ``turn.cut_connection``
-    #: drops the connection right after the script is sent.
-    fault_points = frozenset({"turn.cut_connection"})
     #: sessions can carry their own expiry (restore_session honours ttl_seconds)
     keeps_session_ttl = True
 
@@ -119,6 +114,15 @@ class RedisBackendAdapter(StateStoreSeams):
             events=events,
             cut_connection=cut,
         )
+
+    @property
+    def fault_points(self) -> frozenset[str]:
+        """FaultSeam (conformance only). A turn is one Lua script: there is no point
+        between its state write and its events where it can fail (everything is checked
+        before the first write), so ``turn.after_state`` is not offered;
+        ``turn.cut_connection`` drops the connection right after the script is sent.
+        None on a cluster, whose turns carry no events."""
+        return frozenset() if self.settings.cluster else frozenset({"turn.cut_connection"})
 
     @contextmanager
     def inject_fault(self, point: str) -> Iterator[None]:
