@@ -18,10 +18,10 @@ local ttl = tonumber(ARGV[6])
 if #ARGV ~= 6 or not tonumber(ARGV[1]) or not tonumber(ARGV[2]) or not ttl or ttl < 0 then
   return redis.error_reply('ERR semvec cas: malformed arguments')
 end
-local current = redis.call('HMGET', KEYS[1], 'version', 'owner', 'blob', 'pending')
+local current = redis.call('HMGET', KEYS[1], 'version', 'owner')
 local stored_version, stored_owner = current[1], current[2] or ''
 if not stored_version then
-  if current[2] or current[3] or current[4] then
+  if redis.call('EXISTS', KEYS[1]) == 1 then
     return {-6, ''}
   end
   return {-1, ''}
@@ -29,9 +29,12 @@ end
 if not string.match(stored_version, '^[1-9]%d*$') then
   return {-6, stored_version}
 end
-if stored_version == ARGV[2] and current[3] == ARGV[3] and stored_owner == ARGV[4]
-    and (current[4] or '') == ARGV[5] then
-  return {2, ARGV[2]}
+if stored_version == ARGV[2] and stored_owner == ARGV[4] then
+  -- only a possible retry reads the blob back (a normal update never copies it)
+  local rest = redis.call('HMGET', KEYS[1], 'blob', 'pending')
+  if rest[1] == ARGV[3] and (rest[2] or '') == ARGV[5] then
+    return {2, ARGV[2]}
+  end
 end
 if stored_version ~= ARGV[1] then
   return {-2, stored_version}

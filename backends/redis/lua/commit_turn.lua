@@ -107,10 +107,14 @@ end
 
 -- 3. The state row: compare-and-set with the owner rule, and the lost-reply retry.
 local function already_landed(row)
-  -- row = {version, owner, blob, pending}: is this exactly what the turn would write,
-  -- with every event of the turn stored for its user? Then the turn's sequences.
-  if row[1] ~= ARGV[3] or row[3] ~= ARGV[4] or (row[2] or '') ~= ARGV[5]
-      or (row[4] or '') ~= ARGV[6] then
+  -- row = {version, owner}: is the stored row exactly what this turn would write, with
+  -- every event of the turn stored for its user? Then the turn's sequences. The blob is
+  -- read back only for a possible retry, never on the normal path.
+  if row[1] ~= ARGV[3] or (row[2] or '') ~= ARGV[5] then
+    return nil
+  end
+  local rest = redis.call('HMGET', KEYS[1], 'blob', 'pending')
+  if rest[1] ~= ARGV[4] or (rest[2] or '') ~= ARGV[6] then
     return nil
   end
   local result = {2}
@@ -127,7 +131,7 @@ end
 
 if mode == 'insert' then
   if redis.call('EXISTS', KEYS[1]) == 1 then
-    local row = redis.pcall('HMGET', KEYS[1], 'version', 'owner', 'blob', 'pending')
+    local row = redis.pcall('HMGET', KEYS[1], 'version', 'owner')
     if not row['err'] then
       local landed = already_landed(row)
       if landed then
@@ -138,13 +142,13 @@ if mode == 'insert' then
   end
 elseif mode == 'update' then
   -- one call: the key's type and the row
-  local current = redis.pcall('HMGET', KEYS[1], 'version', 'owner', 'blob', 'pending')
+  local current = redis.pcall('HMGET', KEYS[1], 'version', 'owner')
   if current['err'] then
     return fail('state key has the wrong type')
   end
   local stored_version, stored_owner = current[1], current[2] or ''
   if not stored_version then
-    if current[2] or current[3] or current[4] then
+    if redis.call('EXISTS', KEYS[1]) == 1 then
       return {-6, ''}
     end
     return {-1, ''}
