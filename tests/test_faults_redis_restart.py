@@ -130,6 +130,11 @@ def test_health_stays_bounded_while_the_server_hangs(durable_redis):
         assert HEALTH_TIMEOUT_S * 0.8 <= took <= HEALTH_BOUND_S
         with pytest.raises(BackendUnreachable):
             adapter.state_store().load("anything")
+        # health_details: the same timeout bounds its probe (connect and socket reads)
+        started = time.monotonic()
+        details = adapter.health_details(HEALTH_TIMEOUT_S)
+        assert time.monotonic() - started <= HEALTH_BOUND_S
+        assert details["reachable"] is False and details["category"] == "unreachable"
     finally:
         os.kill(pid, signal.SIGCONT)
     up_after, _ = wait_for_health(adapter, True, 5)

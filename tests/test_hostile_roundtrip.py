@@ -170,7 +170,7 @@ def test_event_texts_round_trip_or_are_refused(adapter, content, key, value, use
     events = event_store_of(adapter)
     sid = f"ev-{uuid.uuid4().hex}"
     uid = f"u{uuid.uuid4().hex[:6]}{user}"
-    event = MemoryEvent(event_id=f"e-{uuid.uuid4().hex}{user}", user_id=uid, content=content,
+    event = MemoryEvent(event_id=str(uuid.uuid4()), user_id=uid, content=content,
                         meta={key: value, "nested": [value, {"k": key}]}, session_id=sid)
     try:
         adapter.commit_turn(sid, b"blob", expected_version=None, events=[event])

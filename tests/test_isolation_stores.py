@@ -32,7 +32,7 @@ def seed_through_adapter(adapter, tag: str, *, items: bool) -> None:
         store.save(sid, b"v2" + sid.encode(), expected_version=1, owner_subject=owner)
     adapter.commit_turn(f"{tag}-s3", b"with events", expected_version=None,
                         owner_subject="tenant-x",
-                        events=[MemoryEvent(event_id=f"{tag}-e{i}", user_id=f"{tag}-user",
+                        events=[MemoryEvent(event_id=str(uuid.uuid4()), user_id=f"{tag}-user",
                                             content=f"other {i}", meta={"i": i},
                                             owner_subject="tenant-x",
                                             session_id=f"{tag}-s3") for i in range(3)])

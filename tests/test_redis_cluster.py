@@ -126,7 +126,7 @@ def test_commit_turn_with_events_is_refused_up_front(adapter, cluster):
     session_id = sid("turn")
     store.save(session_id, b"before", expected_version=None)
     user = f"user-{uuid.uuid4().hex[:8]}"
-    events = [MemoryEvent(event_id=f"ev-{uuid.uuid4().hex}", user_id=user, content="hi",
+    events = [MemoryEvent(event_id=str(uuid.uuid4()), user_id=user, content="hi",
                           session_id=session_id)]
     with pytest.raises(UnsupportedOperation) as refused:
         adapter.commit_turn(session_id, b"after", expected_version=1, events=events)
@@ -220,3 +220,15 @@ def test_cli_health_list_and_export_on_a_cluster(cluster_url, adapter, tmp_path)
     finally:
         for session_id in ids:
             adapter.state_store().delete(session_id)
+
+
+def test_no_fault_points_on_a_cluster(cluster_url):
+    """A cluster's turns carry no events: the fault seam offers nothing there, rather
+    than a point that would never fire."""
+    from backends.redis import RedisBackendAdapter
+
+    with RedisBackendAdapter(cluster_url) as adapter:
+        assert adapter.fault_points == frozenset()
+        with pytest.raises(ValueError):
+            with adapter.inject_fault("turn.cut_connection"):
+                pass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from datetime import datetime
+from datetime import datetime, timezone
 
 import pytest
 
@@ -32,8 +32,12 @@ def uid(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
+def eid() -> str:
+    return str(uuid.uuid4())
+
+
 def event(user: str, content: str = "hello", **kw) -> MemoryEvent:
-    return MemoryEvent(event_id=uid("e"), user_id=user, content=content, **kw)
+    return MemoryEvent(event_id=eid(), user_id=user, content=content, **kw)
 
 
 def snapshot(raw, session_id: str, user: str) -> dict:
@@ -91,13 +95,13 @@ def test_a_conflict_on_a_missing_row_writes_nothing(adapter, raw):
     "bad",
     [
         lambda u: MemoryEvent(event_id="", user_id=u, content="x"),
-        lambda u: MemoryEvent(event_id=uid("e"), user_id="", content="x"),
-        lambda u: MemoryEvent(event_id=uid("e"), user_id=u, content="x",
+        lambda u: MemoryEvent(event_id=eid(), user_id="", content="x"),
+        lambda u: MemoryEvent(event_id=eid(), user_id=u, content="x",
                               created_at=datetime(2026, 1, 1)),
-        lambda u: MemoryEvent(event_id=uid("e"), user_id=u, content="x",
+        lambda u: MemoryEvent(event_id=eid(), user_id=u, content="x",
                               embedding=(0.1, float("nan"))),
-        lambda u: MemoryEvent(event_id=uid("e"), user_id=u, content="x", meta={"k": object()}),
-        lambda u: MemoryEvent(event_id=uid("e"), user_id=u, content="x", sequence=4),
+        lambda u: MemoryEvent(event_id=eid(), user_id=u, content="x", meta={"k": object()}),
+        lambda u: MemoryEvent(event_id=eid(), user_id=u, content="x", sequence=4),
         lambda u: {"event_id": "dict", "user_id": u},
     ],
     ids=["empty-id", "empty-user", "naive-time", "nan-embedding", "meta-not-json",
@@ -182,7 +186,8 @@ def test_owner_check_on_commit_turn(adapter, raw):
     assert snapshot(raw, s, user) == before
     # the same owner, and an unnamed owner (which clears it), are allowed
     assert adapter.commit_turn(s, b"v2", expected_version=1, owner_subject="acme") == 2
-    assert adapter.commit_turn(s, b"v3", expected_version=2) == 3
+    version = adapter.state_store().current_version(s)
+    assert adapter.commit_turn(s, b"v3", expected_version=version) == version + 1
     assert adapter.state_store().load_owner(s) is None
     # an unowned row may be claimed by a named owner
     assert adapter.commit_turn(s, b"v4", expected_version=3, owner_subject="beta") == 4
@@ -199,7 +204,8 @@ def test_pending_and_ttl_through_commit_turn(redis_url, raw):
     with RedisBackendAdapter(redis_url) as adapter:
         adapter.commit_turn(s, b"b", expected_version=1, pending_message="")
         assert adapter.state_store().load_full(s).pending_message is None
-        assert raw.ttl(key) == -1
+        # the engine's rule: a write with TTL 0 leaves the existing expiry in place
+        assert 0 < raw.ttl(key) <= 60
         assert raw.hget(key, "drift_exempt") == b"0"
 
 
@@ -287,3 +293,137 @@ def test_scripts_reload_after_a_flush_and_reconnect_after_a_restart(redis_server
     assert adapter.commit_turn(s, b"again", expected_version=None, events=[event(user)]) == 1
     assert [e.sequence for e in adapter.event_store().list_events(user)] == [1]
     adapter.close()
+
+
+# -- the engine's convention, lost-reply retries, owner check (#12, #14) -----------------
+
+
+class EngineStyleEvent:
+    """Duck-typed like the engine's event object (never imported)."""
+
+    def __init__(self, user_id: str, content: str, session_id: str = "") -> None:
+        self.event_id = uuid.uuid4()
+        self.user_id = user_id
+        self.created_at = datetime.now(timezone.utc)
+        self.content = content
+        self.embedding = [0.5, -0.5]
+        self.meta = {"via": "engine"}
+        self.source_event_id = None
+        self.sequence = 0
+        self.owner_subject = ""
+        self.session_id = session_id
+
+
+def test_commit_turn_takes_scope_and_engine_event_objects(adapter, raw):
+    from backends.contract import OwnerScope
+
+    s, user = uid("s"), uid("u")
+    turn = [EngineStyleEvent(user, "one", s), EngineStyleEvent(user, "two", s)]
+    assert adapter.commit_turn(s, b"v1", expected_version=None, scope=OwnerScope("acme"),
+                               events=turn) == 1
+    stored = adapter.event_store().list_events(user)
+    assert [(e.event_id, e.sequence, e.embedding) for e in stored] == [
+        (str(turn[0].event_id), 1, (0.5, -0.5)), (str(turn[1].event_id), 2, (0.5, -0.5))]
+    assert adapter.state_store().load(s, scope=OwnerScope("acme")) == (b"v1", 1)
+    before = snapshot(raw, s, user)
+    # our commit_turn keeps the owner check the engine's script skips
+    with pytest.raises(StateVersionConflict, match="another owner"):
+        adapter.commit_turn(s, b"taken over", expected_version=1, scope=OwnerScope("evil"),
+                            events=[EngineStyleEvent(user, "evil")])
+    assert snapshot(raw, s, user) == before
+    with pytest.raises(TypeError):
+        adapter.commit_turn(s, b"x", expected_version=1, scope=OwnerScope("acme"),
+                            owner_subject="acme")
+
+
+@pytest.mark.parametrize("expected_version", [None, 1])
+def test_a_retried_turn_returns_its_version_and_writes_nothing_again(adapter, raw,
+                                                                    expected_version):
+    s, user = uid("s"), uid("u")
+    if expected_version is not None:
+        adapter.commit_turn(s, b"v1", expected_version=None)
+    turn = [event(user, "a"), event(user, "b")]
+    new = adapter.commit_turn(s, b"next", expected_version=expected_version,
+                              owner_subject="acme", pending_message="p", events=turn)
+    after_first = snapshot(raw, s, user)
+    # the reply was lost: the identical call again succeeds with the same version
+    assert adapter.commit_turn(s, b"next", expected_version=expected_version,
+                               owner_subject="acme", pending_message="p", events=turn) == new
+    assert snapshot(raw, s, user) == after_first
+    # a different blob, or the same state with other events, is still a conflict
+    with pytest.raises(StateVersionConflict):
+        adapter.commit_turn(s, b"other", expected_version=expected_version,
+                            owner_subject="acme", pending_message="p", events=turn)
+    with pytest.raises(StateVersionConflict):
+        adapter.commit_turn(s, b"next", expected_version=expected_version,
+                            owner_subject="acme", pending_message="p",
+                            events=[event(user, "fresh")])
+    with pytest.raises(StateVersionConflict):
+        adapter.commit_turn(s, b"next", expected_version=expected_version,
+                            owner_subject="acme", pending_message="p", events=turn[:1] + [event(user)])
+    assert snapshot(raw, s, user) == after_first
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda u: MemoryEvent(event_id="not-a-uuid", user_id=u, content="x"),
+        lambda u: MemoryEvent(event_id=eid(), user_id=u, content="x", source_event_id="src"),
+        lambda u: MemoryEvent(event_id=eid(), user_id=u, content="x",
+                              embedding=(float("inf"),)),
+    ],
+    ids=["event-id", "source-id", "inf-embedding"],
+)
+def test_engine_unreadable_events_are_refused_before_any_write(adapter, raw, bad):
+    s, user = uid("s"), uid("u")
+    with pytest.raises(InvalidEvent):
+        adapter.commit_turn(s, b"v1", expected_version=None, events=[event(user), bad(user)])
+    assert snapshot(raw, s, user)["state"] == {}
+    assert snapshot(raw, s, user)["counter"] is None
+
+
+def test_a_damaged_stored_version_refuses_the_turn(adapter, raw):
+    from backends.errors import CorruptState
+
+    s, user = uid("s"), uid("u")
+    raw.hset(f"semvec:state:{s}", mapping={"blob": b"x", "version": "2.0", "owner": ""})
+    with pytest.raises(CorruptState) as damaged:
+        adapter.commit_turn(s, b"y", expected_version=2, events=[event(user)])
+    assert damaged.value.field == "version"
+    assert raw.hget(f"semvec:state:{s}", "blob") == b"x"
+    assert raw.get(f"semvec:events:seq:{user}") is None
+
+
+def test_fault_seam_cut_connection_leaves_the_whole_turn_or_nothing(adapter, raw):
+    from backends.contract import FAULT_POINTS, FaultSeam
+    from backends.errors import BackendUnreachable
+
+    assert isinstance(adapter, FaultSeam)
+    assert adapter.fault_points <= FAULT_POINTS
+    assert "turn.after_state" not in adapter.fault_points  # one script: no such point
+    with pytest.raises(ValueError):
+        with adapter.inject_fault("turn.after_state"):
+            pass
+    s, user = uid("s"), uid("u")
+    adapter.commit_turn(s, b"v1", expected_version=None, events=[event(user)])
+    turn = [event(user, "a"), event(user, "b")]
+    with adapter.inject_fault("turn.cut_connection"):
+        with pytest.raises(BackendUnreachable):
+            adapter.commit_turn(s, b"v2", expected_version=1, events=turn)
+    # the server ran the script whole or not at all; either way no half turn
+    for _ in range(50):
+        state = adapter.state_store().load_full(s)
+        stored = adapter.event_store().list_events(user)
+        landed = state.version == 2
+        if landed:
+            break
+        time.sleep(0.01)
+    if landed:
+        assert state.blob == b"v2" and [e.content for e in stored] == ["hello", "a", "b"]
+        # and the caller's retry of the same turn is answered, not refused
+        assert adapter.commit_turn(s, b"v2", expected_version=1, events=turn) == 2
+    else:
+        assert state.blob == b"v1" and [e.content for e in stored] == ["hello"]
+    # armed for one turn only; the pool reconnects by itself
+    version = adapter.state_store().current_version(s)
+    assert adapter.commit_turn(s, b"v3", expected_version=version) == version + 1

@@ -20,6 +20,7 @@ from backends.contract import HealthDetails
 from backends.errors import (
     BackendAuthError,
     BackendConfigError,
+    BackendTransient,
     BackendUnreachable,
     MissingDriver,
 )
@@ -208,7 +209,10 @@ def test_wrong_credentials_are_an_auth_error(redis_server, redis_url):
             adapter.state_store().load("x")
         assert "hunter2" not in str(info.value)
         assert adapter.check_health() is False
-        assert adapter.health_details(1)["error"] == "BackendAuthError"
+        details = adapter.health_details(1)
+        assert details["error"] == "BackendAuthError" and details["category"] == "auth"
+        assert details["reason"].startswith("credentials refused")
+        assert "unreachable" not in details["reason"] and "hunter2" not in str(details)
 
 
 def test_health_follows_a_server_restart(redis_server, redis_url):
@@ -343,8 +347,66 @@ def test_driver_errors_map_to_categories(error, category):
 
 
 @pytest.mark.parametrize(
+    "error, category",
+    [
+        ("BusyLoadingError", BackendTransient),
+        ("TryAgainError", BackendTransient),
+        ("ReadOnlyError", BackendTransient),
+        ("ClusterDownError", BackendTransient),
+        ("MasterDownError", BackendTransient),
+        ("AuthorizationError", BackendAuthError),
+    ],
+)
+def test_retry_now_is_told_apart_from_host_down(error, category):
+    import redis.exceptions as rx
+
+    from backends.redis.failures import redis_errors
+
+    driver_error = getattr(rx, error)("boom")
+    with pytest.raises(category) as raised:
+        with redis_errors("redis://h"):
+            raise driver_error
+    assert raised.value.__cause__ is driver_error  # the driver's cause is kept
+
+
+def test_tls_failures_are_configuration_errors():
+    import ssl
+
+    import redis.exceptions as rx
+
+    from backends.redis.failures import translate
+
+    wrapped = rx.ConnectionError("Error 1 connecting to h:6380. [SSL: CERTIFICATE_VERIFY_FAILED]")
+    wrapped.__cause__ = ssl.SSLCertVerificationError("certificate verify failed")
+    assert isinstance(translate(wrapped, "rediss://h"), BackendConfigError)
+    assert isinstance(translate(rx.ConnectionError("Error 111 connecting to h:6379. "
+                                                   "Connection refused."), "redis://h"),
+                      BackendUnreachable)
+    assert isinstance(translate(rx.ConnectionError("Error -2 connecting to nohost:6379. "
+                                                   "Name or service not known."), "redis://h"),
+                      BackendUnreachable)
+
+
+def test_wrongtype_on_a_session_key_is_corrupt_state_naming_it():
+    from redis.exceptions import ResponseError
+
+    from backends.errors import CorruptState
+    from backends.redis.failures import redis_errors
+
+    with pytest.raises(CorruptState) as raised:
+        with redis_errors("redis://h", "sess-1"):
+            raise ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
+    assert raised.value.session_id == "sess-1" and raised.value.__cause__ is not None
+
+
+@pytest.mark.parametrize(
     "text, category",
     [
+        ("LOADING Redis is loading the dataset in memory", "BackendTransient"),
+        ("READONLY You can't write against a read only replica.", "BackendTransient"),
+        ("MASTERDOWN Link with MASTER is down", "BackendTransient"),
+        ("CLUSTERDOWN The cluster is down", "BackendTransient"),
+        ("TRYAGAIN Multiple keys request during rehashing of slot", "BackendTransient"),
         ("NOAUTH Authentication required.", "BackendAuthError"),
         ("WRONGPASS invalid username-password pair", "BackendAuthError"),
         ("WRONGTYPE Operation against a key holding the wrong kind of value", "IntegrityError"),

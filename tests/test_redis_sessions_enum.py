@@ -121,13 +121,26 @@ def test_glob_match_follows_fnmatch_even_for_special_characters(adapter, pattern
     assert got == sorted(e.format(t=t) for e in expected)
 
 
-def test_enumeration_skips_foreign_keys_under_the_prefix(adapter, raw):
+def test_enumeration_lists_damaged_rows_as_damaged(adapter, raw):
+    """#14.1: a row that cannot be read strictly is listed as damaged (which field),
+    never skipped silently and never failing the listing; other keys are not sessions."""
     t = tag()
     raw.set(f"semvec:state:{t}-string", "not a session")
     raw.hset(f"semvec:state:{t}-noversion", "blob", "x")
+    raw.hset(f"semvec:state:{t}-noblob", mapping={"version": "2", "owner": ""})
+    raw.hset(f"semvec:state:{t}-fraction", mapping={"blob": "x", "version": "1.5"})
     adapter.state_store().save(f"{t}-real", b"x", expected_version=None)
     raw.hset(f"semvec:events:e:{t}-real", "event_id", "not a session either")
-    assert ids(adapter.iter_sessions(match=f"{t}-*")) == [f"{t}-real"]
+    listed = {s.session_id: s for s in adapter.iter_sessions(match=f"{t}-*")}
+    assert sorted(listed) == sorted(f"{t}-{n}" for n in
+                                    ("string", "noversion", "noblob", "fraction", "real"))
+    assert "damaged" not in listed[f"{t}-real"].extra
+    for name, field in (("string", "key"), ("noversion", "version"), ("noblob", "blob"),
+                        ("fraction", "version")):
+        summary = listed[f"{t}-{name}"]
+        assert f"'{field}'" in summary.extra["damaged"], (name, summary.extra)
+        assert adapter.describe_session(f"{t}-{name}").extra["damaged"] == summary.extra["damaged"]
+    assert listed[f"{t}-noblob"].version == 2 and listed[f"{t}-fraction"].version == 0
 
 
 def test_describe_missing_session(adapter):
@@ -177,3 +190,32 @@ def test_summaries_are_plain_dataclasses(adapter):
     adapter.state_store().save(f"{t}-a", b"x", expected_version=None)
     (summary,) = adapter.iter_sessions(match=f"{t}-*")
     assert asdict(summary)["extra"] == {"drift_exempt": False}  # deep-copyable, JSON-able
+
+
+def test_scope_and_owner_subject_parity_on_the_session_seams(adapter):
+    """#12: iter_sessions, describe_session and load_full_many take scope= as well;
+    scope=None is unscoped, unlike owner_subject=None (unowned rows only)."""
+    from backends.contract import OwnerScope
+
+    t = tag()
+    store = adapter.state_store()
+    store.save(f"{t}-a", b"a", expected_version=None, owner_subject="acme/bot")
+    store.save(f"{t}-b", b"b", expected_version=None, owner_subject="acme")
+    store.save(f"{t}-c", b"c", expected_version=None)
+    listing = lambda **kw: ids(adapter.iter_sessions(match=f"{t}-*", **kw))  # noqa: E731
+    assert listing(scope=OwnerScope("acme", "bot")) == listing(owner_subject="acme/bot") \
+        == [f"{t}-a"]
+    assert listing(scope=OwnerScope("acme")) == listing(owner_subject="acme") == [f"{t}-b"]
+    assert listing(scope=None) == listing() == [f"{t}-a", f"{t}-b", f"{t}-c"]
+    assert listing(owner_subject=None) == [f"{t}-c"]
+    for s in (f"{t}-a", f"{t}-b", f"{t}-c"):
+        assert adapter.describe_session(s, scope=OwnerScope("acme")) == \
+            adapter.describe_session(s, owner_subject="acme")
+        assert adapter.describe_session(s, scope=None) == adapter.describe_session(s)
+    assert adapter.describe_session(f"{t}-b", owner_subject=None) is None
+    every = [f"{t}-a", f"{t}-b", f"{t}-c"]
+    assert store.load_full_many(every, scope=OwnerScope("acme")) == \
+        store.load_full_many(every, owner_subject="acme")
+    assert store.load_full_many(every, scope=None) == store.load_full_many(every)
+    assert [r is not None for r in store.load_full_many(every, owner_subject=None)] == \
+        [False, False, True]

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from backends.contract import UNSCOPED, BackendAdapter, LoadedState, StateStoreProtocol
-from backends.errors import IntegrityError, StateVersionConflict
+from backends.errors import CorruptState, IntegrityError, StateVersionConflict
 from backends.redis import RedisBackendAdapter
 
 pytestmark = pytest.mark.redis
@@ -219,7 +219,8 @@ def test_engine_written_row_is_readable_and_updatable(store, raw):
     assert raw.hget(f"semvec:state:{s}", "drift_exempt") == b"1"
 
 
-def test_ttl_applied_on_each_write_and_zero_removes_it(redis_url, raw):
+def test_ttl_applied_on_each_write_and_zero_leaves_it(redis_url, raw):
+    """The engine's rule: a write with TTL 0 leaves an existing expiry in place."""
     s = sid()
     key = f"semvec:state:{s}"
     with RedisBackendAdapter(redis_url, ttl_seconds=100) as with_ttl:
@@ -229,8 +230,13 @@ def test_ttl_applied_on_each_write_and_zero_removes_it(redis_url, raw):
         with_ttl.state_store().save(s, b"b", expected_version=1)
         assert raw.ttl(key) > 5  # re-applied
     with RedisBackendAdapter(redis_url, ttl_seconds=0) as no_ttl:
+        assert no_ttl.state_store().ttl_seconds() == 0
+        raw.expire(key, 50)
         no_ttl.state_store().save(s, b"c", expected_version=2)
-        assert raw.ttl(key) == -1  # PERSIST: the earlier expiry is gone
+        assert 0 < raw.ttl(key) <= 50  # untouched, neither removed nor re-applied
+        raw.persist(key)
+        no_ttl.state_store().save(s, b"d", expected_version=3)
+        assert raw.ttl(key) == -1
 
 
 def test_ttl_from_environment(redis_url, raw, monkeypatch):
@@ -242,13 +248,18 @@ def test_ttl_from_environment(redis_url, raw, monkeypatch):
     assert 200 < raw.ttl(f"semvec:state:{s}") <= 250
 
 
-def test_wrong_key_type_is_an_integrity_error(store, raw):
+def test_wrong_key_type_is_corrupt_state(store, raw):
     s = sid()
     raw.set(f"semvec:state:{s}", "not a hash")
-    with pytest.raises(IntegrityError):
-        store.load(s)
-    with pytest.raises(IntegrityError):
-        store.save(s, b"x", expected_version=1)
+    for call in (lambda: store.load(s), lambda: store.current_version(s),
+                 lambda: store.save(s, b"x", expected_version=1),
+                 lambda: store.delete(s, owner_subject="acme"),
+                 lambda: store.load_full_many([s])):
+        with pytest.raises(CorruptState) as damaged:
+            call()
+        assert damaged.value.session_id == s and damaged.value.field == "key"
+        assert isinstance(damaged.value, IntegrityError)
+        assert damaged.value.__cause__ is not None  # the driver's reply is kept
     assert raw.get(f"semvec:state:{s}") == b"not a hash"
 
 
@@ -265,3 +276,204 @@ def test_close_is_idempotent(redis_url):
     adapter.state_store().save(sid(), b"a", expected_version=None)
     adapter.close()
     adapter.close()
+
+
+# -- strict reads (#14.1) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "row, field",
+    [
+        ({"version": "3", "owner": "", "pending": "", "drift_exempt": "0"}, "blob"),
+        ({"blob": b"x", "owner": "", "pending": "", "drift_exempt": "0"}, "version"),
+        ({"blob": b"x", "version": "1.5", "owner": ""}, "version"),
+        ({"blob": b"x", "version": "-4", "owner": ""}, "version"),
+        ({"blob": b"x", "version": "0", "owner": ""}, "version"),
+        ({"blob": b"x", "version": "", "owner": ""}, "version"),
+        ({"blob": b"x", "version": " 2", "owner": ""}, "version"),
+        ({"blob": b"x", "version": "seven", "owner": ""}, "version"),
+        ({"blob": b"x", "version": "2", "owner": b"\xff\xfe"}, "owner"),
+        ({"blob": b"x", "version": "2", "owner": "", "pending": b"\xc3"}, "pending"),
+    ],
+    ids=["blob-missing", "version-missing", "version-fraction", "version-negative",
+         "version-zero", "version-empty", "version-space", "version-word",
+         "owner-not-utf8", "pending-not-utf8"],
+)
+def test_damaged_rows_raise_corrupt_state_naming_session_and_field(store, raw, row, field):
+    s = sid()
+    raw.hset(f"semvec:state:{s}", mapping=row)
+    before = raw.hgetall(f"semvec:state:{s}")
+    readers = [store.load, store.load_full, lambda x: store.load_full_many([x])]
+    if field != "blob":
+        readers += [store.current_version, store.load_owner]
+    for read in readers:
+        with pytest.raises(CorruptState) as damaged:
+            read(s)
+        assert damaged.value.session_id == s and damaged.value.field == field
+        assert s in str(damaged.value) and field in str(damaged.value)
+    if field == "version":  # an update never writes over a damaged version
+        with pytest.raises(CorruptState):
+            store.save(s, b"over", expected_version=1)
+        assert raw.hgetall(f"semvec:state:{s}") == before
+
+
+def test_a_damaged_row_of_another_owner_stays_hidden(store, raw):
+    s = sid()
+    raw.hset(f"semvec:state:{s}", mapping={"blob": b"x", "version": "x1", "owner": "acme"})
+    assert store.load(s, owner_subject="beta") is None
+    with pytest.raises(CorruptState):
+        store.load(s, owner_subject="acme")
+
+
+# -- idempotent retries after a lost acknowledgement (#14.2) ---------------------------
+
+
+def test_a_retried_insert_returns_one_and_a_different_blob_still_conflicts(store, raw):
+    s = sid()
+    assert store.save(s, b"first", expected_version=None, owner_subject="acme",
+                      pending_message="p") == 1
+    # the reply was "lost": the caller sends the identical call again
+    assert store.save(s, b"first", expected_version=None, owner_subject="acme",
+                      pending_message="p") == 1
+    assert store.load_full(s) == LoadedState(b"first", 1, "acme", "p")
+    for different in (dict(blob=b"other", owner_subject="acme", pending_message="p"),
+                      dict(blob=b"first", owner_subject="beta", pending_message="p"),
+                      dict(blob=b"first", owner_subject=None, pending_message="p"),
+                      dict(blob=b"first", owner_subject="acme", pending_message=None)):
+        blob = different.pop("blob")
+        with pytest.raises(StateVersionConflict):
+            store.save(s, blob, expected_version=None, **different)
+    # once the row has moved on, the old insert is a conflict again
+    store.save(s, b"second", expected_version=1, owner_subject="acme")
+    with pytest.raises(StateVersionConflict):
+        store.save(s, b"first", expected_version=None, owner_subject="acme",
+                   pending_message="p")
+
+
+def test_a_retried_cas_returns_the_new_version_and_a_different_blob_still_conflicts(store):
+    s = sid()
+    store.save(s, b"v1", expected_version=None)
+    assert store.save(s, b"v2", expected_version=1, owner_subject="acme") == 2
+    assert store.save(s, b"v2", expected_version=1, owner_subject="acme") == 2  # retry
+    assert store.load_full(s) == LoadedState(b"v2", 2, "acme", None)
+    with pytest.raises(StateVersionConflict, match="version 2"):
+        store.save(s, b"v2 but different", expected_version=1, owner_subject="acme")
+    with pytest.raises(StateVersionConflict):
+        store.save(s, b"v2", expected_version=1, owner_subject="acme",
+                   pending_message="changed")
+    store.save(s, b"v3", expected_version=2, owner_subject="acme")
+    with pytest.raises(StateVersionConflict):  # two versions on: no longer a retry
+        store.save(s, b"v2", expected_version=1, owner_subject="acme")
+    assert store.current_version(s) == 3
+
+
+def test_a_retried_restore_succeeds_and_a_different_one_conflicts(store):
+    s = sid()
+    store.restore_session(s, b"r", version=5, owner_subject="acme")
+    store.restore_session(s, b"r", version=5, owner_subject="acme")
+    with pytest.raises(StateVersionConflict):
+        store.restore_session(s, b"r", version=6, owner_subject="acme")
+    assert store.load_full(s) == LoadedState(b"r", 5, "acme", None)
+
+
+# -- version-checked delete (#14.3) -----------------------------------------------------
+
+
+def test_delete_with_expected_version(store, raw):
+    s = sid()
+    store.save(s, b"a", expected_version=None, owner_subject="acme")
+    store.save(s, b"b", expected_version=1, owner_subject="acme")
+    before = raw.hgetall(f"semvec:state:{s}")
+    with pytest.raises(StateVersionConflict, match="nothing was deleted"):
+        store.delete(s, expected_version=1)
+    assert raw.hgetall(f"semvec:state:{s}") == before
+    # the owner filter first: a row that is not yours is not there (no version leaks)
+    assert store.delete(s, owner_subject="beta", expected_version=1) is False
+    assert store.delete(s, owner_subject=None, expected_version=2) is False
+    for bad in (0, -1, True, "2"):
+        with pytest.raises(ValueError):
+            store.delete(s, expected_version=bad)
+    assert raw.hgetall(f"semvec:state:{s}") == before
+    assert store.delete(s, owner_subject="acme", expected_version=2) is True
+    assert store.load(s) is None
+    assert store.delete(s, expected_version=2) is False  # gone: nothing to delete
+
+
+# -- drift_exempt and the TTL, as the engine calls them ---------------------------------
+
+
+def test_drift_exempt_members(store, raw):
+    s = sid()
+    assert store.is_drift_exempt(s) is False
+    store.set_drift_exempt(s, True)  # a missing session stays missing
+    assert not raw.exists(f"semvec:state:{s}")
+    store.save(s, b"a", expected_version=None)
+    assert store.is_drift_exempt(s) is False
+    raw.expire(f"semvec:state:{s}", 500)
+    store.set_drift_exempt(s, True)
+    assert store.is_drift_exempt(s) is True
+    assert store.current_version(s) == 1 and 0 < raw.ttl(f"semvec:state:{s}") <= 500
+    store.save(s, b"b", expected_version=1, owner_subject="acme")
+    assert store.is_drift_exempt(s) is True  # a save never changes it
+    store.set_drift_exempt(s, False)
+    assert raw.hget(f"semvec:state:{s}", "drift_exempt") == b"0"
+
+
+# -- both owner conventions on every store method (#12) ---------------------------------
+
+READS = ["load", "load_full", "load_owner", "current_version"]
+
+
+@pytest.mark.parametrize("reader", READS)
+def test_scope_and_owner_subject_give_identical_reads(store, reader):
+    from backends.contract import OwnerScope
+
+    owned, unowned, agent = sid(), sid(), sid()
+    store.save(owned, b"o", expected_version=None, owner_subject="acme")
+    store.save(unowned, b"u", expected_version=None)
+    store.save(agent, b"a", expected_version=None, owner_subject="acme/bot")
+    read = getattr(store, reader)
+    for s in (owned, unowned, agent):
+        assert read(s, scope=OwnerScope("acme")) == read(s, owner_subject="acme")
+        assert read(s, scope=OwnerScope("acme", "bot")) == read(s, owner_subject="acme/bot")
+        # scope=None is the engine's "unscoped": the same as omitting the owner ...
+        assert read(s, scope=None) == read(s)
+    # ... and NOT our owner_subject=None ("unowned rows only")
+    assert read(owned, scope=None) is not None
+    assert read(owned, owner_subject=None) is None
+    with pytest.raises(TypeError):
+        read(owned, owner_subject="acme", scope=OwnerScope("acme"))
+
+
+def test_scope_and_owner_subject_give_identical_writes_and_deletes(store):
+    from backends.contract import OwnerScope
+
+    a, b = sid(), sid()
+    assert store.save(a, b"x", expected_version=None, scope=OwnerScope("acme", "bot")) == 1
+    assert store.save(b, b"x", expected_version=None, owner_subject="acme/bot") == 1
+    assert store.load_full(a) == store.load_full(b) == LoadedState(b"x", 1, "acme/bot", None)
+    for s in (a, b):  # another owner's scoped update is refused either way
+        with pytest.raises(StateVersionConflict):
+            store.save(s, b"y", expected_version=1, scope=OwnerScope("beta"))
+        with pytest.raises(StateVersionConflict):
+            store.save(s, b"y", expected_version=1, owner_subject="beta")
+    # scope=None on a write is "no owner": the row is written whole, the owner cleared
+    assert store.save(a, b"y", expected_version=1, scope=None) == 2
+    assert store.save(b, b"y", expected_version=1) == 2
+    assert store.load_owner(a) is None and store.load_owner(b) is None
+    store.save(a, b"z", expected_version=2, owner_subject="acme")
+    store.save(b, b"z", expected_version=2, owner_subject="acme")
+    assert store.delete(a, scope=OwnerScope("beta")) is False
+    assert store.delete(b, owner_subject="beta") is False
+    assert store.delete(a, scope=OwnerScope("acme"), expected_version=3) is True
+    assert store.delete(b, owner_subject="acme", expected_version=3) is True
+    # delete(scope=None) is unscoped; delete(owner_subject=None) only unowned rows
+    c = sid()
+    store.save(c, b"x", expected_version=None, owner_subject="acme")
+    assert store.delete(c, owner_subject=None) is False
+    assert store.delete(c, scope=None) is True
+
+
+def test_declares_what_the_conformance_suite_checks(adapter):
+    assert adapter.state_store().idempotent_retries is True
+    assert adapter.event_store().assigns_sequences is True

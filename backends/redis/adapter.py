@@ -15,9 +15,10 @@ UnsupportedOperation — before anything is written, never half-way.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
-from backends.contract import speaks_both_conventions, UNSCOPED, MemoryEvent, OwnerFilter, SessionSummary, StateStoreSeams
+from backends.contract import speaks_both_conventions, UNSCOPED, OwnerFilter, SessionSummary, StateStoreSeams
 from backends.errors import MissingDriver, UnsupportedOperation
 from backends.redis.uris import RedisSettings
 
@@ -54,6 +55,7 @@ class RedisBackendAdapter(StateStoreSeams):
                                       where=self._where)
         self._events = RedisEventStore(self._client, where=self._where)
         self._closed = False
+        self._armed_fault: str | None = None
 
     def __repr__(self) -> str:
         return f"RedisBackendAdapter({self._where!r})"
@@ -86,8 +88,10 @@ class RedisBackendAdapter(StateStoreSeams):
         expected_version: int | None,
         owner_subject: str | None = None,
         pending_message: str | None = None,
-        events: Sequence[MemoryEvent] | None = None,
+        events: Sequence[Any] | None = None,
     ) -> int:
+        """State and events in one Lua script (events: ours or the engine's objects,
+        validated before anything is sent); the owner check of ``save`` applies."""
         from backends.redis.turns import commit_turn
 
         if self.settings.cluster and events:
@@ -97,6 +101,7 @@ class RedisBackendAdapter(StateStoreSeams):
                 "nothing was written (commit without events here, or use a standalone "
                 "or replicated Redis for the event log)"
             )
+        cut, self._armed_fault = self._armed_fault == "turn.cut_connection", None
         return commit_turn(
             self._client,
             self._where,
@@ -107,7 +112,29 @@ class RedisBackendAdapter(StateStoreSeams):
             owner_subject=owner_subject,
             pending_message=pending_message,
             events=events,
+            cut_connection=cut,
         )
+
+    @property
+    def fault_points(self) -> frozenset[str]:
+        """FaultSeam (conformance only). A turn is one Lua script: there is no point
+        between its state write and its events where it can fail (everything is checked
+        before the first write), so ``turn.after_state`` is not offered;
+        ``turn.cut_connection`` drops the connection right after the script is sent.
+        None on a cluster, whose turns carry no events."""
+        return frozenset() if self.settings.cluster else frozenset({"turn.cut_connection"})
+
+    @contextmanager
+    def inject_fault(self, point: str) -> Iterator[None]:
+        """Arm ``point`` for the next commit_turn inside the block (conformance only)."""
+        if point not in self.fault_points:
+            raise ValueError(f"redis offers the fault points {sorted(self.fault_points)}, "
+                             f"not {point!r}")
+        self._armed_fault = point
+        try:
+            yield
+        finally:
+            self._armed_fault = None
 
     def check_health(self, timeout: float | None = None) -> bool:
         """PING on a fresh connection within ``timeout`` (default: the connect timeout)."""

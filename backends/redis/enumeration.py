@@ -25,35 +25,42 @@ from backends.contract import UNSCOPED, OwnerFilter, SessionSummary, owner_match
 from backends.redis import keys
 from backends.redis.failures import redis_errors
 from backends.redis.scripts import bulk, script
-from backends.redis.state_store import optional_text
+from backends.redis.state_store import damage_of, optional_text
 
 _FIELDS = (keys.F_BLOB, keys.F_VERSION, keys.F_OWNER, keys.F_PENDING, keys.F_DRIFT_EXEMPT)
 _PREFIX = keys.STATE_PREFIX.encode("utf-8")
 
 
 def _summary(session_id: str, values: Any, pttl: Any) -> SessionSummary | None:
-    if isinstance(values, Exception) or values is None:
-        return None  # not a hash (foreign key under our prefix) or gone meanwhile
-    blob, version, owner, pending, drift = values
-    if version is None:
-        return None
-    try:
-        version_number = int(version)
-    except ValueError:
-        return None
-    blob = blob or b""
+    """A listing row. A damaged row (fields missing or malformed, or a key of another
+    type under the prefix) is listed with ``extra['damaged']`` saying which field and
+    what is wrong, and version 0 when its version is unusable: one bad row never hides
+    or fails the others, and never passes for a sound one."""
     ttl = None
     if isinstance(pttl, int) and pttl >= 0:
         ttl = math.ceil(pttl / 1000)
+    if isinstance(values, Exception):
+        return SessionSummary(session_id=session_id, version=0, owner_subject=None,
+                              pending_message=None, blob_size=0, blob_sha256="",
+                              ttl_seconds=ttl,
+                              extra={"damaged": "field 'key' holds another type than a hash"})
+    if values is None or all(v is None for v in values):
+        return None  # gone meanwhile
+    blob, version, owner, pending, drift = values
+    damage = damage_of(session_id, blob, version, owner, pending)
+    extra: dict[str, Any] = {"drift_exempt": drift == b"1"}
+    if damage:
+        extra["damaged"] = damage
+    version_number = int(version) if version and version.isdigit() and int(version) >= 1 else 0
     return SessionSummary(
         session_id=session_id,
         version=version_number,
         owner_subject=optional_text(owner),
         pending_message=optional_text(pending),
-        blob_size=len(blob),
-        blob_sha256=hashlib.sha256(blob).hexdigest(),
+        blob_size=len(blob or b""),
+        blob_sha256=hashlib.sha256(blob).hexdigest() if blob is not None else "",
         ttl_seconds=ttl,
-        extra={"drift_exempt": drift == b"1"},
+        extra=extra,
     )
 
 
@@ -178,9 +185,6 @@ def describe_session(
     validate_owner_filter(owner_subject)
     with redis_errors(where):
         (values,), (pttl,) = _read_batch(client, [keys.state_key(session_id).encode("utf-8")])
-    if isinstance(values, Exception):
-        with redis_errors(where):
-            raise values
     summary = _summary(session_id, values, pttl)
     if summary is None or not owner_matches(summary.owner_subject, owner_subject):
         return None

@@ -1,7 +1,10 @@
-"""How a MemoryEvent is laid out in its Redis hash (and read back).
+"""How a MemoryEvent is laid out in its Redis hash (and read back), in the engine's shape.
 
-Absent strings are stored as '' and absent embeddings as JSON ``null``, so every field of
-the documented layout is always present and readable with a plain HGET.
+Every field of the layout is always present: absent strings are stored as ``''``
+(owner_subject, session_id, source_event_id), the embedding as a JSON array (``[]`` when
+empty, never ``null``: the engine parses it as a list), the sequence as a decimal.
+Reading also accepts the older encodings this store once wrote (a ``null`` or empty
+embedding reads as ``()``).
 """
 
 from __future__ import annotations
@@ -16,13 +19,9 @@ from backends.redis import keys
 
 
 def event_args(event: MemoryEvent) -> list[str]:
-    """The ten per-event arguments commit_turn.lua expects, in its order."""
+    """The ten per-event arguments commit_turn.lua expects, in its order (the event is
+    already validated: UUID ids, finite embedding, JSON-safe meta)."""
     created = event.created_at.astimezone(timezone.utc)
-    embedding = (
-        json.dumps([float(x) for x in event.embedding], allow_nan=False)
-        if event.embedding is not None
-        else "null"
-    )
     return [
         event.event_id,
         event.user_id,
@@ -31,7 +30,7 @@ def event_args(event: MemoryEvent) -> list[str]:
         created.isoformat(),
         repr(created.timestamp()),
         event.content,
-        embedding,
+        json.dumps([float(x) for x in event.embedding], allow_nan=False),
         json.dumps(dict(event.meta), allow_nan=False),
         event.source_event_id or "",
     ]
@@ -57,21 +56,28 @@ def _json(raw: str, field: str, event_id: str):
 
 
 def decode_event(raw: Mapping[bytes, bytes]) -> MemoryEvent | None:
-    """A MemoryEvent from HGETALL output; None for a missing hash."""
+    """A MemoryEvent from HGETALL output; None for a missing hash. ``''`` and a missing
+    field both mean absent (owner, session, source); a null embedding reads as ()."""
     if not raw:
         return None
     fields = {k.decode("utf-8"): v.decode("utf-8", errors="replace") for k, v in raw.items()}
     event_id = fields.get("event_id", "")
     try:
+        embedding = _json(fields.get("embedding", ""), "embedding", event_id)
+        if embedding is not None and not isinstance(embedding, list):
+            raise TypeError("embedding is not a JSON array")
+        meta = _json(fields.get("meta", ""), "meta", event_id) or {}
+        if not isinstance(meta, dict):
+            raise TypeError("meta is not a JSON object")
         record = {
             "event_id": event_id,
             "user_id": fields["user_id"],
-            "owner_subject": fields.get("owner_subject") or None,
-            "session_id": fields.get("session_id") or None,
+            "owner_subject": fields.get("owner_subject", ""),
+            "session_id": fields.get("session_id", ""),
             "created_at": fields["created_at"],
             "content": fields.get("content", ""),
-            "embedding": _json(fields.get("embedding", ""), "embedding", event_id),
-            "meta": _json(fields.get("meta", ""), "meta", event_id) or {},
+            "embedding": embedding,
+            "meta": meta,
             "source_event_id": fields.get("source_event_id") or None,
             "sequence": fields.get("sequence") or None,
         }

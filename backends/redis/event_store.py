@@ -2,36 +2,70 @@
 
 The sequence zset stands in for ``WHERE user_id = ? ORDER BY sequence`` and the time
 zset for ``created_at < cutoff``; every write keeps both in step with the event hashes.
+Besides our surface (append, list_events, get_event, delete_events_before, purge_user)
+the store offers the engine's (:class:`EngineEventSurface`) and lossless restore
+(:class:`EventRestorer`); every multi-key write is one Lua script.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
-from backends.contract import UNSCOPED, MemoryEvent, OwnerFilter, owner_matches, validate_owner_filter
+from backends.contract import (
+    UNSCOPED,
+    EngineEventSurface,
+    MemoryEvent,
+    OwnerFilter,
+    coerce_event,
+    owner_matches,
+    speaks_both_conventions,
+    validate_owner_filter,
+    validate_turn_events,
+)
+from backends.errors import InvalidEvent, IntegrityError, StateVersionConflict
 from backends.redis import keys
-from backends.redis.event_codec import decode_event
+from backends.redis.event_codec import decode_event, event_args, event_keys
 from backends.redis.failures import redis_errors
 from backends.redis.scripts import script
 from backends.redis.turns import append_events
 
 PAGE_SIZE = 200
 DELETE_BATCH = 500
+SCAN_BATCH = 500
 
 
-class RedisEventStore:
+def _user_id(user_id: Any) -> str:
+    if not isinstance(user_id, str) or not user_id:
+        raise ValueError("user_id must be a non-empty string")
+    return user_id
+
+
+@speaks_both_conventions
+class RedisEventStore(EngineEventSurface):
+    #: per-user, 1-based, gap-free sequences from the user's counter
+    assigns_sequences = True
+
     def __init__(self, client: Any, *, where: str) -> None:
         self._client = client
         self._where = where
 
-    def append(self, event: MemoryEvent) -> MemoryEvent:
+    def append(self, event: Any) -> MemoryEvent:
+        """Append one event (ours or the engine's object); returns it with its sequence."""
         return append_events(self._client, self._where, [event])[0]
 
-    def get_event(self, event_id: str) -> MemoryEvent | None:
+    def get_event(self, event_id: Any, *,
+                  owner_subject: OwnerFilter = UNSCOPED) -> MemoryEvent | None:
+        """One event by id; an owner filter hides events of other owners (None = only
+        unowned events)."""
+        validate_owner_filter(owner_subject)
         with redis_errors(self._where):
-            raw = self._client.hgetall(keys.event_key(event_id))
-        return decode_event(raw)
+            raw = self._client.hgetall(keys.event_key(str(event_id)))
+        event = decode_event(raw)
+        if event is None or not owner_matches(event.owner_subject, owner_subject):
+            return None
+        return event
 
     def _pages(self, user_id: str, after_sequence: int, page: int) -> Iterator[list[MemoryEvent]]:
         """Events of one user in sequence order, a page (one pipelined round trip) at a time."""
@@ -72,7 +106,20 @@ class RedisEventStore:
                         return found
         return found
 
-    def delete_older_than(self, cutoff: datetime, *, user_id: str | None = None) -> int:
+    def count_for_user(self, user_id: str) -> int:
+        """The user's stored events: one ZCARD of the sequence index."""
+        with redis_errors(self._where):
+            return int(self._client.zcard(keys.user_seq_index_key(user_id)))
+
+    def delete_event(self, event_id: Any) -> bool:
+        """Delete one event from its hash and both indexes; the counter is kept."""
+        with redis_errors(self._where):
+            deleted = script("delete_event")(
+                self._client, [keys.event_key(str(event_id))],
+                [keys.USER_SEQ_INDEX_PREFIX, keys.USER_TIME_INDEX_PREFIX])
+        return bool(deleted)
+
+    def delete_events_before(self, cutoff: datetime, *, user_id: str | None = None) -> int:
         """Delete events created strictly before ``cutoff`` from the hashes and both indexes."""
         if not isinstance(cutoff, datetime) or cutoff.tzinfo is None:
             raise ValueError("cutoff must be a timezone-aware datetime")
@@ -97,8 +144,7 @@ class RedisEventStore:
     def purge_user(self, user_id: str) -> int:
         """Erase a user: every event, both indexes, then the sequence counter (so a next
         event starts again at 1). Returns the number of events removed."""
-        if not isinstance(user_id, str) or not user_id:
-            raise ValueError("user_id must be a non-empty string")
+        _user_id(user_id)
         index_keys = [keys.user_seq_index_key(user_id), keys.user_time_index_key(user_id),
                       keys.user_counter_key(user_id)]
         removed = 0
@@ -110,6 +156,96 @@ class RedisEventStore:
             removed += int(deleted)
             if done:
                 return removed
+
+    def session_subjects(self, session_id: str) -> list[str]:
+        """The user ids with at least one event of ``session_id``, sorted.
+
+        Cost: there is no per-session index in the engine's layout, so this SCANs every
+        event hash and reads two fields of each, a batch per round trip: O(all events in
+        the database). Meant for erasure and audits, not for a request path.
+        """
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError("session_id must be a non-empty string")
+        wanted = session_id.encode("utf-8")
+        users: set[str] = set()
+        pattern = keys.escape_glob(keys.EVENT_PREFIX) + "*"
+        cursor = 0
+        while True:
+            with redis_errors(self._where):
+                cursor, names = self._client.scan(cursor, match=pattern, count=SCAN_BATCH)
+                if names:
+                    pipe = self._client.pipeline(transaction=False)
+                    for name in names:
+                        pipe.hmget(name, "session_id", "user_id")
+                    rows = pipe.execute(raise_on_error=False)
+                else:
+                    rows = []
+            for row in rows:
+                if isinstance(row, Exception):
+                    continue  # a foreign key of another type under our prefix
+                session, user = row
+                if session == wanted and user:
+                    users.add(user.decode("utf-8", errors="replace"))
+            if cursor == 0:
+                return sorted(users)
+
+    # -- EventRestorer -----------------------------------------------------------------
+
+    def restore_events(self, events: Sequence[Any]) -> int:
+        """Write events that keep their sequence numbers, all or nothing (one script).
+
+        An event id already stored, or a sequence another event of that user holds, is a
+        :class:`StateVersionConflict` and nothing is written. Each user's counter ends at
+        least at the highest restored sequence, so the next append continues after it.
+        """
+        coerced = [coerce_event(e) for e in events]
+        for event in coerced:
+            if isinstance(event.sequence, bool) or not isinstance(event.sequence, int) \
+                    or event.sequence < 1:
+                raise InvalidEvent("a restored event needs its sequence (a positive int)")
+        checked = validate_turn_events([replace(e, sequence=0) for e in coerced])
+        if not checked:
+            return 0
+        script_keys: list[Any] = []
+        script_args: list[Any] = []
+        for event, original in zip(checked, coerced):
+            script_keys.extend(event_keys(event))
+            script_args.extend([*event_args(event), str(original.sequence)])
+        with redis_errors(self._where):
+            reply = script("restore_events")(self._client, script_keys, script_args)
+        code = int(reply[0])
+        if code == 1:
+            return int(reply[1])
+        culprit = checked[int(reply[1]) - 1]
+        if code == -5:
+            raise StateVersionConflict(
+                f"event {culprit.event_id!r} already exists; nothing was restored")
+        raise StateVersionConflict(
+            f"sequence {coerced[int(reply[1]) - 1].sequence} of user {culprit.user_id!r} is "
+            "already taken (or repeated in the batch); nothing was restored")
+
+    def read_counter(self, user_id: str) -> int:
+        """The user's last handed-out sequence (0 when none)."""
+        _user_id(user_id)
+        with redis_errors(self._where):
+            raw = self._client.get(keys.user_counter_key(user_id))
+        if raw is None:
+            return 0
+        try:
+            return int(raw)
+        except ValueError:
+            raise IntegrityError(f"the sequence counter of user {user_id!r} is not an "
+                                 "integer") from None
+
+    def raise_counter(self, user_id: str, value: int) -> int:
+        """Set the user's counter to at least ``value`` (never lower it), atomically;
+        returns the counter afterwards."""
+        _user_id(user_id)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError("value must be a non-negative int")
+        with redis_errors(self._where):
+            return int(script("raise_counter")(
+                self._client, [keys.user_counter_key(user_id)], [str(value)]))
 
     def _users_with_events(self) -> Iterator[str]:
         prefix = keys.USER_TIME_INDEX_PREFIX

@@ -110,6 +110,32 @@ def durability_verdict(info: dict[str, Any], session_ttl_s: int) -> dict[str, An
     }
 
 
+_CATEGORY_WORDS = {
+    "auth": "credentials refused",
+    "transient": "temporarily unavailable",
+    "config": "misconfigured",
+    "unreachable": "unreachable",
+    "error": "failed",
+}
+
+
+def failure_category(exc: BaseException) -> str:
+    """The word for a probe failure: a refused password is ``auth`` (the server
+    answered), never ``unreachable``."""
+    from backends.errors import (BackendAuthError, BackendConfigError, BackendTransient,
+                                 BackendUnreachable)
+
+    if isinstance(exc, BackendAuthError):
+        return "auth"
+    if isinstance(exc, BackendTransient):
+        return "transient"
+    if isinstance(exc, BackendConfigError):
+        return "config"
+    if isinstance(exc, (BackendUnreachable, ProbeTimeout)):
+        return "unreachable"
+    return "error"
+
+
 def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
     """Reachability, server facts and the durability verdict; never raises."""
     from backends.redis.failures import translate
@@ -129,15 +155,15 @@ def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
         latency, info = _with_probe_client(settings, timeout, probe)
     except BaseException as exc:  # noqa: BLE001 - reported, not raised
         mapped = translate(exc, settings.redacted_url) if not isinstance(exc, ProbeTimeout) else exc
-        from backends.errors import BackendAuthError
-
+        category = failure_category(mapped)
         return {
             **base,
             # credentials refused: the server answered, but we cannot use it
-            "reachable": isinstance(mapped, BackendAuthError),
+            "reachable": category in ("auth", "transient"),
             "error": type(mapped).__name__,
+            "category": category,
             "durable": False,
-            "reason": f"unreachable: {mapped}",
+            "reason": f"{_CATEGORY_WORDS[category]}: {mapped}",
         }
     if info.get("cluster_client"):
         return {**base, "reachable": True, "latency_ms": round(latency, 2), **info}

@@ -55,7 +55,12 @@ class LuaScript:
         head = b"*%d\r\n" % (3 + len(keys) + len(args)) + self._sha_bulk + bulk(len(keys))
         return head + b"".join(bulk(part) for part in keys) + b"".join(bulk(part) for part in args)
 
-    def __call__(self, client: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+    def __call__(self, client: Any, keys: Sequence[Any], args: Sequence[Any], *,
+                 cut_connection: bool = False) -> Any:
+        """Run the script; ``cut_connection`` (the conformance fault seam only) drops the
+        connection right after the call is sent, so the caller sees a connection error
+        while the server runs the script whole or not at all."""
+        from redis.exceptions import ConnectionError as DriverConnectionError
         from redis.exceptions import NoScriptError
 
         if getattr(client, "is_cluster", False):
@@ -64,6 +69,13 @@ class LuaScript:
         pool = client.connection_pool
         connection = pool.get_connection()
         try:
+            if cut_connection:
+                connection.send_packed_command([pack_command("SCRIPT", "LOAD", self.source)])
+                connection.read_response()
+                connection.send_packed_command([packed])
+                connection.disconnect()
+                raise DriverConnectionError("connection cut after sending the script "
+                                            "(fault injected on purpose)")
             connection.send_packed_command([packed])
             try:
                 return connection.read_response()

@@ -1,9 +1,16 @@
 """commit_turn: the state row and the turn's events in ONE Lua script.
 
 Everything that can be checked in Python is checked before the call (so malformed input
-never reaches the server); the script re-checks what only the server knows (versions,
-owners, existing event ids, key types) before its first write, and answers lost races
-in-band, which become :class:`StateVersionConflict` here.
+never reaches the server): the events are validated (UUID ids, finite embeddings, ours
+or the engine's own event objects) before anything is sent. The script re-checks what
+only the server knows (versions, owners, existing event ids, key types) before its first
+write, and answers lost races in-band, which become :class:`StateVersionConflict` here.
+
+Unlike the engine's own script, ours keeps the owner check of ``save``: a scoped turn
+cannot take over another owner's session. A retried turn whose first attempt landed
+(its reply lost) finds the row at the new version with the same blob, owner and
+pending, and every one of its event ids stored: it returns the new version instead of
+a conflict, and writes nothing again.
 """
 
 from __future__ import annotations
@@ -17,17 +24,20 @@ from backends.redis.event_codec import event_args, event_keys
 from backends.redis.failures import redis_errors
 from backends.redis.scripts import script
 from backends.contract import validate_save_args
-from backends.redis.state_store import EVENT_EXISTS, conflict_for
+from backends.redis.state_store import ALREADY_STORED, EVENT_EXISTS, WRITTEN, conflict_for
 
 
-def _run(client: Any, where: str, mode: str, state_key: str, state_args: list, events: list[MemoryEvent]) -> list[int]:
+def _run(client: Any, where: str, mode: str, state_key: str, state_args: list,
+         events: list[MemoryEvent], session_id: str | None = None,
+         cut_connection: bool = False) -> list[int]:
     script_keys: list[Any] = [state_key]
     script_args: list[Any] = [mode, *state_args, str(len(events))]
     for event in events:
         script_keys.extend(event_keys(event))
         script_args.extend(event_args(event))
-    with redis_errors(where):
-        reply = script("commit_turn")(client, script_keys, script_args)
+    with redis_errors(where, session_id):
+        reply = script("commit_turn")(client, script_keys, script_args,
+                                      cut_connection=cut_connection)
     return reply
 
 
@@ -42,6 +52,7 @@ def commit_turn(
     owner_subject: str | None,
     pending_message: str | None,
     events: Sequence[MemoryEvent] | None,
+    cut_connection: bool = False,
 ) -> int:
     validate_save_args(session_id, blob, expected_version, owner_subject)
     checked = validate_turn_events(events)
@@ -57,9 +68,10 @@ def commit_turn(
         normalise_pending(pending_message) or "",
         str(ttl_seconds),
     ]
-    reply = _run(client, where, mode, keys.state_key(session_id), state_args, checked)
+    reply = _run(client, where, mode, keys.state_key(session_id), state_args, checked,
+                 session_id=session_id, cut_connection=cut_connection)
     code = reply[0]
-    if code == 1:
+    if code in (WRITTEN, ALREADY_STORED):  # ALREADY_STORED: a retry whose reply was lost
         return new_version
     if code == EVENT_EXISTS:
         duplicate = checked[int(reply[1]) - 1].event_id

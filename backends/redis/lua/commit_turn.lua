@@ -14,16 +14,20 @@
 -- ARGV[4]  blob
 -- ARGV[5]  owner ('' = none)
 -- ARGV[6]  pending message ('' = none)
--- ARGV[7]  TTL in seconds (0 = no expiry)
+-- ARGV[7]  TTL in seconds (0 = leave any existing expiry as it is, as the engine does)
 -- ARGV[8]  number of events n
 -- ARGV[9+10i .. 18+10i] for event i: event_id, user_id, owner_subject, session_id,
 --          created_at ISO, created_at epoch, content, embedding JSON, meta JSON,
 --          source_event_id
 --
--- Returns {1, seq_1, ..., seq_n} when written, or a lost race / refusal in-band:
+-- Returns {1, seq_1, ..., seq_n} when written; {2, seq_1, ..., seq_n} when this very
+-- turn is already stored (a retry after a lost reply: the row holds the new version
+-- with the same blob bytes, owner and pending, and every event id of the turn is stored
+-- for its user); or a lost race / refusal in-band:
 --   {-1, ''} row missing, {-2, stored version} version moved, {-3, stored version}
 --   row owned by someone else, {-4, ''} row already exists (insert),
---   {-5, event index} an event id already stored.
+--   {-5, event index} an event id already stored, {-6, stored version} the stored
+--   version is not a positive decimal (a damaged row).
 local ARGS_PER_EVENT = 10
 local KEYS_PER_EVENT = 4
 
@@ -101,19 +105,60 @@ for i = 0, n - 1 do
   end
 end
 
--- 3. The state row: compare-and-set with the owner rule.
+-- 3. The state row: compare-and-set with the owner rule, and the lost-reply retry.
+local function already_landed(row)
+  -- row = {version, owner}: is the stored row exactly what this turn would write, with
+  -- every event of the turn stored for its user? Then the turn's sequences. The blob is
+  -- read back only for a possible retry, never on the normal path.
+  if row[1] ~= ARGV[3] or (row[2] or '') ~= ARGV[5] then
+    return nil
+  end
+  local rest = redis.call('HMGET', KEYS[1], 'blob', 'pending')
+  if rest[1] ~= ARGV[4] or (rest[2] or '') ~= ARGV[6] then
+    return nil
+  end
+  local result = {2}
+  for i = 0, n - 1 do
+    local a = 9 + ARGS_PER_EVENT * i
+    local stored = redis.pcall('HMGET', KEYS[2 + KEYS_PER_EVENT * i], 'user_id', 'sequence')
+    if stored['err'] or stored[1] ~= ARGV[a + 1] or not tonumber(stored[2] or '') then
+      return nil
+    end
+    result[#result + 1] = tonumber(stored[2])
+  end
+  return result
+end
+
 if mode == 'insert' then
   if redis.call('EXISTS', KEYS[1]) == 1 then
+    local row = redis.pcall('HMGET', KEYS[1], 'version', 'owner')
+    if not row['err'] then
+      local landed = already_landed(row)
+      if landed then
+        return landed
+      end
+    end
     return {-4, ''}
   end
 elseif mode == 'update' then
-  local current = redis.pcall('HMGET', KEYS[1], 'version', 'owner')  -- one call: type and row
+  -- one call: the key's type and the row
+  local current = redis.pcall('HMGET', KEYS[1], 'version', 'owner')
   if current['err'] then
     return fail('state key has the wrong type')
   end
   local stored_version, stored_owner = current[1], current[2] or ''
   if not stored_version then
+    if redis.call('EXISTS', KEYS[1]) == 1 then
+      return {-6, ''}
+    end
     return {-1, ''}
+  end
+  if not string.match(stored_version, '^[1-9]%d*$') then
+    return {-6, stored_version}
+  end
+  local landed = already_landed(current)
+  if landed then
+    return landed
   end
   if stored_version ~= ARGV[2] then
     return {-2, stored_version}
@@ -157,8 +202,6 @@ elseif mode == 'update' then
              'pending', ARGV[6])
   if ttl > 0 then
     redis.call('EXPIRE', KEYS[1], ttl)
-  else
-    redis.call('PERSIST', KEYS[1])
   end
 end
 return result
