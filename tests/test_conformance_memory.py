@@ -27,6 +27,7 @@ def test_memory_backend_is_full_with_events_not_applicable():
         "contract": Status.PASSED,
         "state": Status.PASSED,
         "commit_turn": Status.PASSED,
+        "durability": Status.NOT_APPLICABLE,
         "events": Status.NOT_APPLICABLE,
         "concurrency": Status.PASSED,
         "health": Status.PASSED,

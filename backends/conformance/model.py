@@ -19,8 +19,11 @@ class Status:
     ERROR = "error"
     NOT_APPLICABLE = "not-applicable"
     SKIPPED = "skipped"
+    #: A finding beyond the published contract (e.g. NaN accepted in an embedding):
+    #: reported, never counted against the level or the exit status.
+    ADVISORY = "advisory"
 
-    ALL = (PASSED, FAILED, ERROR, NOT_APPLICABLE, SKIPPED)
+    ALL = (PASSED, FAILED, ERROR, NOT_APPLICABLE, SKIPPED, ADVISORY)
     BAD = (FAILED, ERROR)
 
 
@@ -42,7 +45,7 @@ class Level:
 
 
 #: Groups whose failure makes a backend unfit to hold sessions at all.
-CORE_GROUPS = ("contract", "state", "commit_turn", "concurrency", "health")
+CORE_GROUPS = ("contract", "state", "commit_turn", "durability", "concurrency", "health")
 
 
 class CaseFailure(AssertionError):
@@ -56,12 +59,25 @@ class CaseFailure(AssertionError):
         super().__init__(f"{check}: expected {self.expected}, got {self.actual}")
 
 
+class AdvisoryFinding(CaseFailure):
+    """The adapter does something the published contract does not forbid but the suite
+    advises against (it is known to break readers, e.g. NaN in a stored embedding).
+    Reported as ``advisory``; the level and the exit status are not lowered."""
+
+
 class NotApplicable(Exception):
     """The adapter cannot have this behaviour (the reason says why); never a pass."""
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(reason)
+
+
+class SubCheckNotApplicable(NotApplicable):
+    """One step of a case cannot be asked of this adapter (e.g. an "unowned rows only"
+    read of an adapter that speaks the engine's ``scope=``, which has no such read).
+    Inside :meth:`CaseContext.subcheck` it skips that step with a note; anywhere else it
+    makes the whole case not applicable."""
 
 
 @dataclass
@@ -129,7 +145,7 @@ def group_status(cases: list[CaseResult]) -> str:
     statuses = {c.status for c in cases}
     if Status.ERROR in statuses or Status.FAILED in statuses:
         return Status.FAILED
-    if Status.PASSED in statuses:
+    if Status.PASSED in statuses or Status.ADVISORY in statuses:
         return Status.PASSED
     if Status.SKIPPED in statuses:
         return Status.SKIPPED
