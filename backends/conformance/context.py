@@ -26,6 +26,13 @@ from backends.errors import is_state_version_conflict
 _CLEANUP_HORIZON = timedelta(days=366)
 
 
+def redis_url_of(uri: str | None) -> str | None:
+    """``uri`` when it names a Redis server (the run's target), else None."""
+    if uri and uri.split("://", 1)[0].lower() in ("redis", "rediss"):
+        return uri
+    return None
+
+
 def new_run_prefix() -> str:
     return f"semvec-conf-{uuid.uuid4().hex[:8]}-"
 
