@@ -462,3 +462,85 @@ class HalfWritingTurnAdapter(EventfulMemoryAdapter):
 
     def _undo(self, session_id, previous):
         return None
+
+
+class _IdempotentStore(MemoryStateStore):
+    """Answers a retried write whose exact result is already stored with that version."""
+
+    idempotent_retries = True
+
+    def save(self, session_id, blob, *, expected_version, owner_subject=None,
+             pending_message=None):
+        try:
+            return super().save(session_id, blob, expected_version=expected_version,
+                                owner_subject=owner_subject, pending_message=pending_message)
+        except StateVersionConflict:
+            row = self._rows.get(session_id)
+            produced = 1 if expected_version is None else expected_version + 1
+            if row is not None and row == _Row(bytes(blob), produced, owner_subject,
+                                               pending_message or None):
+                return produced
+            raise
+
+
+class IdempotentRetryAdapter(MemoryBackendAdapter):
+    """A correct store that declares idempotent_retries = True."""
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._store = _IdempotentStore()
+
+
+class _ClaimsIdempotenceStore(MemoryStateStore):
+    idempotent_retries = True  # declared, not done: a retry still comes back a conflict
+
+
+class ClaimsIdempotenceAdapter(MemoryBackendAdapter):
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._store = _ClaimsIdempotenceStore()
+
+
+class _IgnoresDeleteVersionStore(MemoryStateStore):
+    def delete(self, session_id, *, owner_subject=UNSCOPED, expected_version=None):
+        return super().delete(session_id, owner_subject=owner_subject)
+
+
+class IgnoresDeleteVersionAdapter(MemoryBackendAdapter):
+    """delete(expected_version=) accepted and ignored: a moved session is deleted."""
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._store = _IgnoresDeleteVersionStore()
+
+
+class LimitBeforeFilterEventStore(InMemoryEventStore):
+    def list_events(self, user_id, *, owner_subject=UNSCOPED, after_sequence=0, limit=None):
+        first = super().list_events(user_id, after_sequence=after_sequence, limit=limit)
+        return [e for e in first if owner_matches(e.owner_subject, owner_subject)]
+
+
+class LimitBeforeFilterAdapter(EventfulMemoryAdapter):
+    """list_events takes the first n events, then filters them by owner."""
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._events = LimitBeforeFilterEventStore()
+
+
+class AcceptsNanAdapter(EventfulMemoryAdapter):
+    """Stores events whose embeddings hold NaN, as the engine does (beyond the contract)."""
+
+    fault_points = frozenset()
+
+    def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
+                    pending_message=None, events=None):
+        with self._turn_lock, self._events._lock:
+            version = self._store.save(session_id, blob, expected_version=expected_version,
+                                       owner_subject=owner_subject,
+                                       pending_message=pending_message)
+            for event in events or ():
+                self._events._append_validated(replace(
+                    validate_event(replace(event, embedding=[0.0])),
+                    embedding=tuple(event.embedding)))
+            return version

@@ -265,6 +265,7 @@ class WireEvent:
     session_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """The engine's keys and order; ``sequence`` is the store's, so it is left out."""
         return {
             "event_id": str(self.event_id),
             "user_id": self.user_id,
@@ -272,10 +273,9 @@ class WireEvent:
             "content": self.content,
             "embedding": list(self.embedding),
             "meta": dict(self.meta),
-            "source_event_id": None if self.source_event_id is None else str(self.source_event_id),
-            "sequence": self.sequence,
             "owner_subject": self.owner_subject,
             "session_id": self.session_id,
+            "source_event_id": None if self.source_event_id is None else str(self.source_event_id),
         }
 
     @classmethod
