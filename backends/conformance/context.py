@@ -238,6 +238,15 @@ class CaseContext:
             return exc
         raise CaseFailure(check, "an exception (nothing written)", f"returned {result!r}")
 
+    def expect_log(self, actual: list, expected: list, check: str) -> None:
+        """A listing of the event log: in sequence order, or in any order when the event
+        store declares it keeps no sequence (``assigns_sequences = False``)."""
+        events = self.events
+        if events is not None and not events.assigns_sequences:
+            actual, expected = sorted(actual, key=repr), sorted(expected, key=repr)
+            check = f"{check} (in any order: the store keeps no sequence)"
+        self.expect_equal(actual, expected, check)
+
     def expect_int_version(self, value: Any, expected: int, check: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise CaseFailure(check, f"int {expected}", f"{type(value).__name__} {value!r}")
