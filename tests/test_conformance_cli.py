@@ -119,6 +119,10 @@ def test_redis_uri_passes(redis_url):
     data = json.loads(result.stdout)
     assert data["level"] == "FULL"
     assert data["target"] == redis_url  # no credentials in this URL to redact
+    # the target URI is the raw handle of the planted-key case: it runs, it is not n/a
+    cases = {f"{g['name']}.{c['case']}": c for g in data["groups"] for c in g["cases"]}
+    assert cases["commit_turn.atomic_on_server_error"]["status"] == "passed"
+    assert cases["durability.survives_reopen"]["status"] == "passed"
 
 
 @pytest.mark.redis

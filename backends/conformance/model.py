@@ -33,10 +33,13 @@ class Level:
     FULL    every group that applies to the adapter passed (groups the adapter cannot
             have, e.g. ``events`` without an event store, are not applicable and do not
             count against it);
-    PARTIAL every core group passed (contract, state, commit_turn, concurrency,
-            health) but an optional capability it offers (events, retrieval, indexes)
-            failed, so the core session path is safe and the capability is not;
+    PARTIAL every core group passed (contract, state, commit_turn, durability,
+            concurrency, health) but an optional capability it offers (events,
+            retrieval, indexes) failed, so the core session path is safe and the
+            capability is not;
     FAILED  a core group failed: the backend must not hold sessions.
+
+    Advisory findings (beyond the published contract) never lower the level.
     """
 
     FULL = "FULL"
