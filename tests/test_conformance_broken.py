@@ -185,3 +185,13 @@ def test_nan_acceptance_is_advisory_and_does_not_lower_the_level():
     assert result.actual == "accepted (an updating turn, an inserting turn)"
     assert report.level == Level.FULL and report.ok
     assert report.group("commit_turn").status == Status.PASSED
+
+
+def test_pytest_faces_warn_about_an_advisory_finding_without_failing():
+    from backends.conformance.catalogue import select_cases
+    from backends.conformance.model import ConformanceAdvisory
+    from backends.conformance.suite import check_case
+
+    entry = select_cases("commit_turn.malformed_event_changes_nothing")[0]
+    with pytest.warns(ConformanceAdvisory, match="NaN"):
+        check_case(doubles.AcceptsNanAdapter(), entry)

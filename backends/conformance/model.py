@@ -68,6 +68,11 @@ class AdvisoryFinding(CaseFailure):
     Reported as ``advisory``; the level and the exit status are not lowered."""
 
 
+class ConformanceAdvisory(UserWarning):
+    """Warned by the pytest faces for an advisory finding, so it shows in the summary
+    without failing the test."""
+
+
 class NotApplicable(Exception):
     """The adapter cannot have this behaviour (the reason says why); never a pass."""
 
