@@ -8,11 +8,12 @@ check that the suite fails the case that names that rule.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import replace
 from datetime import datetime
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from backends.contract import (
     UNSCOPED,
@@ -23,7 +24,7 @@ from backends.contract import (
     validate_owner_filter,
     validate_turn_events,
 )
-from backends.errors import StateVersionConflict
+from backends.errors import InjectedFault, StateVersionConflict
 from backends.memory import MemoryBackendAdapter, MemoryStateStore, _Row
 
 
@@ -37,7 +38,7 @@ class InMemoryEventStore:
         self._by_id: dict[str, MemoryEvent] = {}
 
     def append(self, event: MemoryEvent) -> MemoryEvent:
-        validate_event(event)
+        event = validate_event(event)
         with self._lock:
             return self._append_validated(event)
 
@@ -60,8 +61,13 @@ class InMemoryEventStore:
                      and owner_matches(e.owner_subject, owner_subject)]
         return found[:limit] if limit is not None else found
 
-    def get_event(self, event_id: str) -> MemoryEvent | None:
-        return self._by_id.get(event_id)
+    def get_event(self, event_id: str, *,
+                  owner_subject: OwnerFilter = UNSCOPED) -> MemoryEvent | None:
+        validate_owner_filter(owner_subject)
+        found = self._by_id.get(str(event_id))
+        if found is None or not owner_matches(found.owner_subject, owner_subject):
+            return None
+        return found
 
     def delete_older_than(self, cutoff: datetime, *, user_id: str | None = None) -> int:
         deleted = 0
@@ -91,30 +97,80 @@ class InMemoryEventStore:
 
 
 class EventfulMemoryAdapter(MemoryBackendAdapter):
-    """A correct adapter with an event store: validate, then CAS, then append, under one lock."""
+    """A correct adapter with an event store: validate, then CAS, then append, under one
+    lock. It offers the fault seam, and undoes the state write when a fault strikes."""
 
     name = "eventful-memory"
     is_persistent = False
+    fault_points = frozenset({"turn.after_state", "turn.cut_connection"})
 
     def __init__(self, uri: str | None = None) -> None:
         super().__init__(uri)
         self._events = InMemoryEventStore()
         self._turn_lock = threading.Lock()
+        self._armed: str | None = None
 
     def event_store(self) -> InMemoryEventStore:
         return self._events
+
+    @contextlib.contextmanager
+    def inject_fault(self, point: str) -> Iterator[None]:
+        if point not in self.fault_points:
+            raise ValueError(f"unknown fault point {point!r}")
+        self._armed = point
+        try:
+            yield
+        finally:
+            self._armed = None
+
+    def _strike(self) -> None:
+        """Fire the armed fault (once) at the point after the state write."""
+        point, self._armed = self._armed, None
+        if point == "turn.after_state":
+            raise InjectedFault("planted fault after the state write")
+        if point == "turn.cut_connection":
+            raise ConnectionResetError("planted connection cut after the state write")
 
     def commit_turn(self, session_id: str, blob: bytes, *, expected_version: int | None,
                     owner_subject: str | None = None, pending_message: str | None = None,
                     events: Sequence[MemoryEvent] | None = None) -> int:
         checked = validate_turn_events(events)
         with self._turn_lock, self._events._lock:
+            previous = self._store._rows.get(session_id)
             version = self._store.save(session_id, blob, expected_version=expected_version,
                                        owner_subject=owner_subject,
                                        pending_message=pending_message)
+            try:
+                if self._armed:
+                    self._strike()
+            except Exception:
+                self._undo(session_id, previous)
+                raise
             for event in checked:
                 self._events._append_validated(event)
             return version
+
+    def _undo(self, session_id: str, previous: _Row | None) -> None:
+        with self._store._lock:
+            if previous is None:
+                self._store._rows.pop(session_id, None)
+            else:
+                self._store._rows[session_id] = previous
+
+
+class DurableMemoryAdapter(EventfulMemoryAdapter):
+    """Persistent for the life of the process: every instance of the class shares one
+    state store and event log, so a reopened adapter sees what a closed one wrote."""
+
+    name = "durable-memory"
+    is_persistent = True
+    _shared: dict[type, tuple] = {}
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        shared = DurableMemoryAdapter._shared.setdefault(
+            type(self), (self._store, self._events, self._turn_lock))
+        self._store, self._events, self._turn_lock = shared
 
 
 # ---------------------------------------------------------------------------------------
@@ -164,6 +220,8 @@ class OverwritingInsertAdapter(MemoryBackendAdapter):
 class DroppingEventsAdapter(EventfulMemoryAdapter):
     """Has an event store, but commit_turn writes the state and silently drops the events."""
 
+    fault_points = frozenset()  # its own commit_turn does not honour the seam
+
     def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
                     pending_message=None, events=None):
         return self._store.save(session_id, blob, expected_version=expected_version,
@@ -181,6 +239,8 @@ class SilentMemoryAdapter(MemoryBackendAdapter):
 
 class NoOwnerCheckAdapter(EventfulMemoryAdapter):
     """commit_turn checks the version but not the owner (the engine's Redis script bug)."""
+
+    fault_points = frozenset()  # its own commit_turn does not honour the seam
 
     def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
                     pending_message=None, events=None):
@@ -205,6 +265,8 @@ class NoOwnerCheckAdapter(EventfulMemoryAdapter):
 
 class StateFirstAdapter(EventfulMemoryAdapter):
     """Writes the state, then validates and appends events one by one (no rollback)."""
+
+    fault_points = frozenset()  # its own commit_turn does not honour the seam
 
     def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
                     pending_message=None, events=None):
@@ -304,6 +366,8 @@ class IgnoresOwnerFilterAdapter(MemoryBackendAdapter):
 class GappyEventsAdapter(EventfulMemoryAdapter):
     """Draws a sequence number before the compare-and-set, so a refused turn leaves a gap."""
 
+    fault_points = frozenset()  # its own commit_turn does not honour the seam
+
     def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
                     pending_message=None, events=None):
         checked = validate_turn_events(events)
@@ -341,6 +405,8 @@ class InclusiveDeleteAdapter(EventfulMemoryAdapter):
 class RefusesAfterWritingAdapter(EventfulMemoryAdapter):
     """Claims the deployment cannot do turns with events, but only after saving the state."""
 
+    fault_points = frozenset()  # its own commit_turn does not honour the seam
+
     def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
                     pending_message=None, events=None):
         from backends.errors import UnsupportedOperation
@@ -354,6 +420,8 @@ class RefusesAfterWritingAdapter(EventfulMemoryAdapter):
 
 class RefusesEventTurnsAdapter(EventfulMemoryAdapter):
     """A deployment that refuses turns with events up front (a standalone MongoDB)."""
+
+    fault_points = frozenset()  # its own commit_turn does not honour the seam
 
     def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
                     pending_message=None, events=None):
@@ -378,3 +446,101 @@ class AnonymousAsNoneAdapter(MemoryBackendAdapter):
     def __init__(self, uri: str | None = None) -> None:
         super().__init__(uri)
         self._store = _AnonymousAsNoneStore()
+
+
+class LosesStateOnReopenAdapter(EventfulMemoryAdapter):
+    """Declares itself persistent, but each instance starts empty (a cache mistaken for
+    a store): everything is lost on restart."""
+
+    name = "forgetful"
+    is_persistent = True
+
+
+class HalfWritingTurnAdapter(EventfulMemoryAdapter):
+    """When a fault strikes after the state write, the state stays and the events are
+    lost (no transaction around the turn)."""
+
+    def _undo(self, session_id, previous):
+        return None
+
+
+class _IdempotentStore(MemoryStateStore):
+    """Answers a retried write whose exact result is already stored with that version."""
+
+    idempotent_retries = True
+
+    def save(self, session_id, blob, *, expected_version, owner_subject=None,
+             pending_message=None):
+        try:
+            return super().save(session_id, blob, expected_version=expected_version,
+                                owner_subject=owner_subject, pending_message=pending_message)
+        except StateVersionConflict:
+            row = self._rows.get(session_id)
+            produced = 1 if expected_version is None else expected_version + 1
+            if row is not None and row == _Row(bytes(blob), produced, owner_subject,
+                                               pending_message or None):
+                return produced
+            raise
+
+
+class IdempotentRetryAdapter(MemoryBackendAdapter):
+    """A correct store that declares idempotent_retries = True."""
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._store = _IdempotentStore()
+
+
+class _ClaimsIdempotenceStore(MemoryStateStore):
+    idempotent_retries = True  # declared, not done: a retry still comes back a conflict
+
+
+class ClaimsIdempotenceAdapter(MemoryBackendAdapter):
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._store = _ClaimsIdempotenceStore()
+
+
+class _IgnoresDeleteVersionStore(MemoryStateStore):
+    def delete(self, session_id, *, owner_subject=UNSCOPED, expected_version=None):
+        return super().delete(session_id, owner_subject=owner_subject)
+
+
+class IgnoresDeleteVersionAdapter(MemoryBackendAdapter):
+    """delete(expected_version=) accepted and ignored: a moved session is deleted."""
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._store = _IgnoresDeleteVersionStore()
+
+
+class LimitBeforeFilterEventStore(InMemoryEventStore):
+    def list_events(self, user_id, *, owner_subject=UNSCOPED, after_sequence=0, limit=None):
+        first = super().list_events(user_id, after_sequence=after_sequence, limit=limit)
+        return [e for e in first if owner_matches(e.owner_subject, owner_subject)]
+
+
+class LimitBeforeFilterAdapter(EventfulMemoryAdapter):
+    """list_events takes the first n events, then filters them by owner."""
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._events = LimitBeforeFilterEventStore()
+
+
+class AcceptsNanAdapter(EventfulMemoryAdapter):
+    """Stores events whose embeddings hold NaN, as the engine does (beyond the contract)."""
+
+    fault_points = frozenset()
+
+    def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
+                    pending_message=None, events=None):
+        with self._turn_lock, self._events._lock:
+            version = self._store.save(session_id, blob, expected_version=expected_version,
+                                       owner_subject=owner_subject,
+                                       pending_message=pending_message)
+            for event in events or ():
+                self._events._append_validated(replace(
+                    validate_event(replace(event, embedding=[0.0])),
+                    embedding=tuple(event.embedding)))
+            return version

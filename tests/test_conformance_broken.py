@@ -65,6 +65,18 @@ BROKEN = [
     pytest.param(doubles.InclusiveDeleteAdapter, "events.delete_older_than_is_strict",
                  "count deleted by a cutoff equal to the second event's time", Level.PARTIAL,
                  id="inclusive-delete-older-than"),
+    pytest.param(doubles.LosesStateOnReopenAdapter, "durability.survives_reopen",
+                 "after close and reopen: expected", Level.FAILED, id="loses-state-on-reopen"),
+    pytest.param(doubles.HalfWritingTurnAdapter, "durability.fault_after_state",
+                 "state after the faulted turn", Level.FAILED, id="half-writes-a-turn"),
+    pytest.param(doubles.ClaimsIdempotenceAdapter, "state.identical_retry_is_idempotent",
+                 "retried identical insert", Level.FAILED, id="claims-idempotent-retries"),
+    pytest.param(doubles.IgnoresDeleteVersionAdapter, "state.delete_checks_version",
+                 "delete naming the stale version 1: expected StateVersionConflict",
+                 Level.FAILED, id="delete-ignores-expected-version"),
+    pytest.param(doubles.LimitBeforeFilterAdapter, "events.limit_after_owner_filter",
+                 "tenant a's first two events among tenant b's", Level.PARTIAL,
+                 id="limit-before-owner-filter"),
 ]
 
 
@@ -131,3 +143,55 @@ def test_deployment_refusing_event_turns_up_front_is_not_applicable_not_failed()
     assert report.case("events.sequence_gap_free").status == Status.NOT_APPLICABLE
     assert report.case("events.delete_older_than_is_strict").status == Status.PASSED
     assert report.case("commit_turn.owner_check").status == Status.PASSED
+
+
+def test_half_writing_turn_is_also_caught_by_the_connection_cut_case():
+    report = run_conformance(doubles.HalfWritingTurnAdapter, only="durability")
+    cut = report.case("durability.connection_cut_mid_turn")
+    assert cut.status == Status.FAILED
+    assert cut.expected == "the whole turn or nothing of it"
+
+
+def test_a_declared_fault_point_that_never_fires_fails():
+    """Declaring the seam is a promise: an armed point that does not fire is a failure,
+    so a seam cannot be declared just to make the cases look applied."""
+    report = run_conformance(_NeverFires, only="durability.fault_after_state")
+    result = report.cases[0]
+    assert result.status == Status.FAILED
+    assert "a declared fault point that does not fire" in result.actual
+
+
+class _NeverFires(doubles.EventfulMemoryAdapter):
+    def _strike(self):
+        self._armed = None
+
+
+def test_correct_doubles_pass_the_new_cases_that_apply_to_them():
+    durable = run_conformance(doubles.DurableMemoryAdapter)
+    assert durable.level == Level.FULL, [c.message for c in durable.failures]
+    for case_id in ("durability.survives_reopen", "durability.fault_after_state",
+                    "durability.connection_cut_mid_turn", "state.delete_checks_version",
+                    "events.limit_after_owner_filter", "state.tenants_with_identical_rows"):
+        assert durable.case(case_id).status == Status.PASSED, case_id
+    retries = run_conformance(doubles.IdempotentRetryAdapter, only="state")
+    assert retries.case("state.identical_retry_is_idempotent").status == Status.PASSED
+    assert retries.level == Level.FULL
+
+
+def test_nan_acceptance_is_advisory_and_does_not_lower_the_level():
+    report = run_conformance(doubles.AcceptsNanAdapter)
+    result = report.case("commit_turn.malformed_event_changes_nothing")
+    assert result.status == Status.ADVISORY
+    assert result.actual == "accepted (an updating turn, an inserting turn)"
+    assert report.level == Level.FULL and report.ok
+    assert report.group("commit_turn").status == Status.PASSED
+
+
+def test_pytest_faces_warn_about_an_advisory_finding_without_failing():
+    from backends.conformance.catalogue import select_cases
+    from backends.conformance.model import ConformanceAdvisory
+    from backends.conformance.suite import check_case
+
+    entry = select_cases("commit_turn.malformed_event_changes_nothing")[0]
+    with pytest.warns(ConformanceAdvisory, match="NaN"):
+        check_case(doubles.AcceptsNanAdapter(), entry)

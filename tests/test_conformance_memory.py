@@ -27,6 +27,7 @@ def test_memory_backend_is_full_with_events_not_applicable():
         "contract": Status.PASSED,
         "state": Status.PASSED,
         "commit_turn": Status.PASSED,
+        "durability": Status.NOT_APPLICABLE,
         "events": Status.NOT_APPLICABLE,
         "concurrency": Status.PASSED,
         "health": Status.PASSED,
@@ -38,6 +39,12 @@ def test_memory_backend_is_full_with_events_not_applicable():
     # a case that needs an event store is not applicable, never passed
     assert report.case("commit_turn.state_and_events_land_together").status == \
         Status.NOT_APPLICABLE
+    # not persistent, no fault seam: the durability cases are not applicable, with reasons
+    reopen = report.case("durability.survives_reopen")
+    assert reopen.status == Status.NOT_APPLICABLE and "is_persistent is False" in reopen.message
+    for case_id in ("durability.fault_after_state", "durability.connection_cut_mid_turn"):
+        assert report.case(case_id).status == Status.NOT_APPLICABLE
+    assert report.case("state.delete_checks_version").status == Status.PASSED
 
 
 def test_memory_run_leaves_the_store_empty():
@@ -57,6 +64,8 @@ def test_adapter_with_event_store_passes_every_group_but_retrieval_and_indexes()
     assert report.group("commit_turn").status == Status.PASSED
     assert report.case("commit_turn.refuses_events_without_event_store").status == \
         Status.NOT_APPLICABLE
+    for case_id in ("durability.fault_after_state", "durability.connection_cut_mid_turn"):
+        assert report.case(case_id).status == Status.PASSED, report.case(case_id).message
     assert adapter.state_store()._rows == {}
     assert adapter.event_store().is_empty()
 
@@ -212,4 +221,75 @@ def test_report_carries_the_capability_report():
     assert caps["retrieval_backend"] is None
     assert "SessionEnumerator" in caps["seams"] and "IndexManager" not in caps["seams"]
     assert caps["cleanup_hooks"] == ["purge_user"]
+    assert caps["owner_convention"] == "owner_subject" and caps["event_surface"] == "ours"
+    assert caps["fault_points"] == ["turn.after_state", "turn.cut_connection"]
+    assert caps["idempotent_retries"] is False and caps["assigns_sequences"] is True
     assert report.to_dict()["capabilities"] == caps
+
+
+def test_sequence_case_not_applicable_when_the_store_assigns_none():
+    """A store that declares assigns_sequences = False (the engine's SQL layout) is not
+    failed for sequences it never promised; the reason is given."""
+    from tests.conformance_doubles import InMemoryEventStore
+
+    class NoSequences(InMemoryEventStore):
+        assigns_sequences = False
+
+    class Adapter(EventfulMemoryAdapter):
+        def __init__(self):
+            super().__init__()
+            self._events = NoSequences()
+
+    result = run_conformance(Adapter, only="events.sequence_gap_free").cases[0]
+    assert result.status == Status.NOT_APPLICABLE
+    assert "assigns_sequences = False" in result.message
+
+
+def test_scope_only_store_skips_unowned_only_reads_instead_of_failing():
+    """An adapter that speaks only scope= is asked for no 'unowned rows only' read; the
+    skipped steps are named in the (passing) case's message."""
+    from backends.memory import MemoryStateStore
+
+    class ScopeOnlyStore:
+        def __init__(self):
+            self._inner = MemoryStateStore()
+
+        def save(self, session_id, blob, *, expected_version, pending_message=None, scope=None):
+            return self._inner.save(session_id, blob, expected_version=expected_version,
+                                    pending_message=pending_message, scope=scope)
+
+        def _read(name):
+            def read(self, session_id, *, scope=None):
+                return getattr(self._inner, name)(session_id, scope=scope)
+            read.__name__ = name
+            return read
+
+        load, load_full, delete = _read("load"), _read("load_full"), _read("delete")
+
+        def load_owner(self, session_id):
+            return self._inner.load_owner(session_id)
+
+        def current_version(self, session_id):
+            return self._inner.current_version(session_id)
+
+    class ScopeOnly(MemoryBackendAdapter):
+        def __init__(self):
+            super().__init__()
+            self._store = ScopeOnlyStore()
+
+        def state_store(self):
+            return self._store
+
+        def commit_turn(self, session_id, blob, *, expected_version, pending_message=None,
+                        events=None, scope=None):
+            if events:
+                raise ValueError("no event log")
+            return self._store.save(session_id, blob, expected_version=expected_version,
+                                    pending_message=pending_message, scope=scope)
+
+    report = run_conformance(ScopeOnly, only="state,commit_turn")
+    assert report.level == Level.FULL, [c.message for c in report.failures]
+    reads = report.case("state.owner_filter_reads")
+    assert reads.status == Status.PASSED
+    assert "no 'unowned rows only' read" in reads.message
+    assert report.capabilities["owner_convention"] == "scope"

@@ -9,6 +9,28 @@ Three ways in, one catalogue of cases:
 * the ``pytest11`` plugin (``--semvec-conformance=...`` and a ``semvec_conformance``
   fixture).
 
+Adapters are driven in their own convention (``drive``): ``owner_subject=`` or the
+engine's ``scope=`` (read from the signatures), ``load`` as ``(blob, version)`` or bytes,
+our event surface or the engine's. What a convention cannot express is not applicable,
+never failed.
+
+For plugin authors, optional declarations the suite reads (absent = the case is not
+applicable, never passed):
+
+* ``is_persistent = True`` on the adapter class, plus a factory: state and events must
+  survive closing one adapter and opening another (``durability.survives_reopen``);
+* ``fault_points`` / ``inject_fault(point)`` on the adapter (``contract.FaultSeam``;
+  ``turn.after_state``, ``turn.cut_connection``): a turn failed there must leave the
+  whole turn or nothing (see ``cases/durability.py``);
+* ``idempotent_retries = True`` on the state store: a retried save whose exact result
+  (blob, owner, pending, version) is already stored returns that version instead of a
+  conflict (``state.identical_retry_is_idempotent``); declare it only if the store
+  keeps a digest or can compare;
+* ``assigns_sequences = False`` on an event store that keeps no per-user sequence (the
+  engine's SQL layout): the sequence case is not applicable and listings are compared
+  in any order;
+* ``delete(..., expected_version=)``: version-checked delete (``state.delete_checks_version``).
+
 This package is imported by every pytest run through the plugin, so it imports nothing
 until a name is used.
 """

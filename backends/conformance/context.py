@@ -8,18 +8,29 @@ else: a case never reads, changes or deletes a row it did not create.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
-from backends.conformance.model import CaseFailure, NotApplicable
-from backends.contract import MemoryEvent, MemoryItem
+from backends.conformance.drive import EventsDriver, StoreDriver, WireEvent
+from backends.conformance.drive import commit_turn as _commit_turn
+from backends.conformance.model import CaseFailure, NotApplicable, SubCheckNotApplicable
+from backends.contract import MemoryItem
 from backends.errors import is_state_version_conflict
 
 #: Far enough ahead that every event a case wrote is strictly older.
 _CLEANUP_HORIZON = timedelta(days=366)
+
+
+def redis_url_of(uri: str | None) -> str | None:
+    """``uri`` when it names a Redis server (the run's target), else None."""
+    if uri and uri.split("://", 1)[0].lower() in ("redis", "rediss"):
+        return uri
+    return None
 
 
 def new_run_prefix() -> str:
@@ -55,6 +66,13 @@ class ConformanceOptions:
     #: A case (and, separately, its cleanup) that runs longer is abandoned as an error,
     #: so one hung adapter call cannot hang the whole run.
     case_timeout: float = 120.0
+    #: The Redis server the adapter writes to, for the case that plants a wrong-typed key
+    #: (``commit_turn.atomic_on_server_error``). None: ``REDIS_URL`` from the
+    #: environment (how the engine configures its Redis), else the case is not applicable.
+    redis_url: str | None = None
+
+    def resolved_redis_url(self) -> str | None:
+        return self.redis_url or os.environ.get("REDIS_URL") or None
 
 
 @dataclass
@@ -68,23 +86,46 @@ class CaseContext:
     sessions: list[str] = field(default_factory=list)
     users: list[str] = field(default_factory=list)
     item_sessions: list[str] = field(default_factory=list)
+    #: Steps skipped as not applicable (reported with the result, never failed).
+    notes: list[str] = field(default_factory=list)
     _counter: Any = field(default_factory=lambda: itertools.count(1))
 
-    # -- the adapter's halves --------------------------------------------------------
+    # -- the adapter's halves, in the suite's terms ----------------------------------
 
     @property
-    def store(self) -> Any:
-        return self.adapter.state_store()
+    def store(self) -> StoreDriver:
+        """The state store, driven in its own owner convention (see ``drive``)."""
+        return StoreDriver(self.adapter.state_store())
 
     @property
-    def events(self) -> Any:
-        return self.adapter.event_store()
+    def events(self) -> EventsDriver | None:
+        raw = self.adapter.event_store()
+        return None if raw is None else EventsDriver(raw)
 
-    def require_events(self) -> Any:
+    def require_events(self) -> EventsDriver:
         events = self.adapter.event_store()
         if events is None:
             raise NotApplicable("event_store() is None: this backend keeps no event log")
-        return events
+        return EventsDriver(events)
+
+    def commit_turn(self, session_id: str, blob: bytes, *, expected_version: int | None,
+                    owner_subject: str | None = None, pending_message: str | None = None,
+                    events: Any = None, adapter: Any = None) -> Any:
+        """``commit_turn`` on the adapter (or ``adapter``) in its own owner convention."""
+        return _commit_turn(adapter if adapter is not None else self.adapter, session_id,
+                            blob, expected_version=expected_version,
+                            owner_subject=owner_subject, pending_message=pending_message,
+                            events=events)
+
+    @contextlib.contextmanager
+    def subcheck(self, label: str) -> Iterator[None]:
+        """Run one step; a step this adapter cannot be asked is skipped with a note."""
+        try:
+            yield
+        except SubCheckNotApplicable as exc:
+            note = f"{label}: not applicable ({exc.reason})"
+            if note not in self.notes:
+                self.notes.append(note)
 
     # -- ids under the run prefix ----------------------------------------------------
 
@@ -117,18 +158,19 @@ class CaseContext:
         created_at: datetime | None = None,
         embedding: Iterable[float] | None = (0.5, -0.25, 1.0),
         meta: dict[str, Any] | None = None,
-        source_event_id: str | None = None,
-    ) -> MemoryEvent:
-        return MemoryEvent(
-            event_id=str(uuid.uuid4()),
+        source_event_id: uuid.UUID | None = None,
+    ) -> WireEvent:
+        """A new event in the engine's shape (UUID ids, list embedding, "" = none)."""
+        return WireEvent(
+            event_id=uuid.uuid4(),
             user_id=user_id,
             content=content,
             created_at=created_at or datetime.now(timezone.utc).replace(microsecond=0),
-            embedding=tuple(embedding) if embedding is not None else (),
+            embedding=list(embedding) if embedding is not None else [],
             meta=dict(meta or {}),
             source_event_id=source_event_id,
-            owner_subject=owner_subject,
-            session_id=session_id,
+            owner_subject=owner_subject or "",
+            session_id=session_id or "",
         )
 
     def item(self, item_id: str, text: str, embedding: Iterable[float], **kw: Any) -> MemoryItem:
@@ -149,6 +191,12 @@ class CaseContext:
         if not condition:
             raise CaseFailure(check, expected, actual)
 
+    def advise(self, check: str, expected: Any, actual: Any) -> None:
+        """End the case with an advisory finding (beyond the published contract)."""
+        from backends.conformance.model import AdvisoryFinding
+
+        raise AdvisoryFinding(check, expected, actual)
+
     def expect_equal(self, actual: Any, expected: Any, check: str) -> None:
         if actual != expected:
             raise CaseFailure(check, repr(expected), repr(actual))
@@ -157,7 +205,7 @@ class CaseContext:
         """Run a step that must succeed; an exception fails the case naming the step."""
         try:
             return fn()
-        except CaseFailure:
+        except (CaseFailure, NotApplicable):
             raise
         except Exception as exc:  # noqa: BLE001 - any exception is the finding
             raise CaseFailure(check, "success", f"raised {describe_exception(exc)}") from exc
@@ -167,6 +215,8 @@ class CaseContext:
         StateVersionConflict); returning is the silent-data-loss bug."""
         try:
             result = fn()
+        except NotApplicable:
+            raise
         except Exception as exc:  # noqa: BLE001
             if is_state_version_conflict(exc):
                 return exc
@@ -179,12 +229,23 @@ class CaseContext:
         """The step must raise (any exception except a conflict, unless allowed)."""
         try:
             result = fn()
+        except NotApplicable:
+            raise
         except Exception as exc:  # noqa: BLE001
             if is_state_version_conflict(exc) and not conflict_ok:
                 raise CaseFailure(check, "a refusal that is not a version conflict",
                                   f"raised {describe_exception(exc)}") from exc
             return exc
         raise CaseFailure(check, "an exception (nothing written)", f"returned {result!r}")
+
+    def expect_log(self, actual: list, expected: list, check: str) -> None:
+        """A listing of the event log: in sequence order, or in any order when the event
+        store declares it keeps no sequence (``assigns_sequences = False``)."""
+        events = self.events
+        if events is not None and not events.assigns_sequences:
+            actual, expected = sorted(actual, key=repr), sorted(expected, key=repr)
+            check = f"{check} (in any order: the store keeps no sequence)"
+        self.expect_equal(actual, expected, check)
 
     def expect_int_version(self, value: Any, expected: int, check: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -223,18 +284,17 @@ class CaseContext:
                 events = None
                 problems.append(f"event_store(): {describe_exception(exc)}")
             if events is not None:
+                driver = EventsDriver(events)
                 horizon = datetime.now(timezone.utc) + _CLEANUP_HORIZON
                 for uid in self.users:
                     if not uid.startswith(self.prefix):  # never touch a foreign user
                         continue
                     try:
-                        events.delete_older_than(horizon, user_id=uid)
+                        driver.delete_older_than(horizon, user_id=uid)
                     except Exception as exc:  # noqa: BLE001
                         problems.append(f"deleting events of {uid}: {describe_exception(exc)}")
-                    purge = getattr(events, "purge_user", None)
-                    if callable(purge):
-                        try:
-                            purge(uid)
-                        except Exception as exc:  # noqa: BLE001
-                            problems.append(f"purging user {uid}: {describe_exception(exc)}")
+                    try:
+                        driver.purge(uid)
+                    except Exception as exc:  # noqa: BLE001
+                        problems.append(f"purging user {uid}: {describe_exception(exc)}")
         return problems

@@ -1,7 +1,8 @@
 """JUnit XML for CI: one ``testsuite`` per group, one ``testcase`` per case.
 
 Failures carry the expected-vs-actual message; not-applicable and skipped cases are
-``skipped`` with their reason, so a CI dashboard never shows them as passes.
+``skipped`` with their reason, so a CI dashboard never shows them as passes. Advisory
+findings (beyond the published contract) pass, with the finding in ``system-out``.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ def to_junit_xml(report: ConformanceReport) -> ET.ElementTree:
                 node.text = _text(result)
             elif result.status in (Status.NOT_APPLICABLE, Status.SKIPPED):
                 ET.SubElement(case, "skipped", {"message": f"{result.status}: {result.message}"})
+            elif result.status == Status.ADVISORY or result.message:
+                # an advisory finding, or steps skipped as not applicable: shown, not failed
+                ET.SubElement(case, "system-out").text = _text(result)
     tree = ET.ElementTree(root)
     ET.indent(tree)
     return tree

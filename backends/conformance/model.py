@@ -19,8 +19,11 @@ class Status:
     ERROR = "error"
     NOT_APPLICABLE = "not-applicable"
     SKIPPED = "skipped"
+    #: A finding beyond the published contract (e.g. NaN accepted in an embedding):
+    #: reported, never counted against the level or the exit status.
+    ADVISORY = "advisory"
 
-    ALL = (PASSED, FAILED, ERROR, NOT_APPLICABLE, SKIPPED)
+    ALL = (PASSED, FAILED, ERROR, NOT_APPLICABLE, SKIPPED, ADVISORY)
     BAD = (FAILED, ERROR)
 
 
@@ -30,10 +33,13 @@ class Level:
     FULL    every group that applies to the adapter passed (groups the adapter cannot
             have, e.g. ``events`` without an event store, are not applicable and do not
             count against it);
-    PARTIAL every core group passed (contract, state, commit_turn, concurrency,
-            health) but an optional capability it offers (events, retrieval, indexes)
-            failed, so the core session path is safe and the capability is not;
+    PARTIAL every core group passed (contract, state, commit_turn, durability,
+            concurrency, health) but an optional capability it offers (events,
+            retrieval, indexes) failed, so the core session path is safe and the
+            capability is not;
     FAILED  a core group failed: the backend must not hold sessions.
+
+    Advisory findings (beyond the published contract) never lower the level.
     """
 
     FULL = "FULL"
@@ -42,7 +48,7 @@ class Level:
 
 
 #: Groups whose failure makes a backend unfit to hold sessions at all.
-CORE_GROUPS = ("contract", "state", "commit_turn", "concurrency", "health")
+CORE_GROUPS = ("contract", "state", "commit_turn", "durability", "concurrency", "health")
 
 
 class CaseFailure(AssertionError):
@@ -56,12 +62,30 @@ class CaseFailure(AssertionError):
         super().__init__(f"{check}: expected {self.expected}, got {self.actual}")
 
 
+class AdvisoryFinding(CaseFailure):
+    """The adapter does something the published contract does not forbid but the suite
+    advises against (it is known to break readers, e.g. NaN in a stored embedding).
+    Reported as ``advisory``; the level and the exit status are not lowered."""
+
+
+class ConformanceAdvisory(UserWarning):
+    """Warned by the pytest faces for an advisory finding, so it shows in the summary
+    without failing the test."""
+
+
 class NotApplicable(Exception):
     """The adapter cannot have this behaviour (the reason says why); never a pass."""
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(reason)
+
+
+class SubCheckNotApplicable(NotApplicable):
+    """One step of a case cannot be asked of this adapter (e.g. an "unowned rows only"
+    read of an adapter that speaks the engine's ``scope=``, which has no such read).
+    Inside :meth:`CaseContext.subcheck` it skips that step with a note; anywhere else it
+    makes the whole case not applicable."""
 
 
 @dataclass
@@ -129,7 +153,7 @@ def group_status(cases: list[CaseResult]) -> str:
     statuses = {c.status for c in cases}
     if Status.ERROR in statuses or Status.FAILED in statuses:
         return Status.FAILED
-    if Status.PASSED in statuses:
+    if Status.PASSED in statuses or Status.ADVISORY in statuses:
         return Status.PASSED
     if Status.SKIPPED in statuses:
         return Status.SKIPPED

@@ -85,8 +85,11 @@ class ConformanceItem(pytest.Item):
             shown = redact_uri(self.target.spec) if "://" in self.target.spec else self.target.spec
             pytest.fail(scrub(f"building the adapter from {shown!r} failed: "
                               f"{type(exc).__name__}: {exc}", self.target.spec), pytrace=False)
+        from backends.conformance.context import ConformanceOptions, redis_url_of
+
         check_case(adapter, self.case, selected_name=self.target.selected_name,
-                   factory=self.target.factory)
+                   factory=self.target.factory,
+                   options=ConformanceOptions(redis_url=redis_url_of(self.target.spec)))
 
     def reportinfo(self):  # noqa: ANN201 - pytest's signature
         return self.path, None, f"semvec conformance {self.case.case_id}: {self.case.doc}"

@@ -21,6 +21,7 @@ from backends.conformance.context import (
     new_run_prefix,
 )
 from backends.conformance.model import (
+    AdvisoryFinding,
     CaseFailure,
     CaseResult,
     ConformanceReport,
@@ -61,6 +62,10 @@ def run_case(adapter: Any, entry: Case, *, prefix: str, options: ConformanceOpti
         result.status = Status.ERROR
         result.message = (f"did not finish within {options.case_timeout:g}s "
                           "(a hung adapter call?); abandoned")
+    elif isinstance(error, AdvisoryFinding):
+        result.status = Status.ADVISORY
+        result.message = f"advisory (beyond the published contract): {error}"
+        result.expected, result.actual = error.expected, error.actual
     elif isinstance(error, CaseFailure):
         refusal = _unsupported(error)
         if refusal is not None and entry.refusal_is_na:
@@ -78,6 +83,9 @@ def run_case(adapter: Any, entry: Case, *, prefix: str, options: ConformanceOpti
             raise error
         result.status = Status.ERROR
         result.message = f"unexpected {describe_exception(error)}{_where(error)}"
+    if ctx.notes and result.status in (Status.PASSED, Status.ADVISORY, Status.FAILED):
+        skipped = "; ".join(ctx.notes[:6])
+        result.message = f"{result.message} [{skipped}]" if result.message else skipped
     tidy = call_with_timeout(lambda: ctx.cleanup() + _leftovers(ctx), options.case_timeout)
     if tidy.timed_out:
         problems = [f"did not finish within {options.case_timeout:g}s"]
@@ -237,10 +245,32 @@ def describe_capabilities(adapter: Any) -> dict[str, Any]:
     caps["seams"] = [name for name in ("SessionEnumerator", "IndexManager", "LiveItemSource",
                                        "ItemMirror", "SessionRestorer", "HealthDetails")
                      if isinstance(adapter, getattr(contract, name))]
+    events = _events_or_none(adapter)
     caps["cleanup_hooks"] = [hook for hook, owner in (("purge_items", adapter),
-                                                      ("purge_user", _events_or_none(adapter)))
+                                                      ("purge_user", events))
                              if callable(getattr(owner, hook, None))]
+    caps.update(_conventions(adapter, events))
     return caps
+
+
+def _conventions(adapter: Any, events: Any) -> dict[str, Any]:
+    """How the suite drives this adapter (detected from signatures and declarations),
+    and the optional behaviours it declares (fault seam, idempotent retries)."""
+    from backends.conformance.drive import event_surface, owner_convention
+
+    found: dict[str, Any] = {}
+    try:
+        store = adapter.state_store()
+        found["owner_convention"] = owner_convention(store.save)
+        found["idempotent_retries"] = getattr(store, "idempotent_retries", False) is True
+    except Exception as exc:  # noqa: BLE001
+        found["owner_convention"] = f"error: {describe_exception(exc)}"
+    if events is not None:
+        found["event_surface"] = event_surface(events) or "incomplete"
+        found["assigns_sequences"] = getattr(events, "assigns_sequences", True) is not False
+    points = getattr(adapter, "fault_points", None)
+    found["fault_points"] = sorted(points) if isinstance(points, (set, frozenset)) else []
+    return found
 
 
 def _events_or_none(adapter: Any) -> Any:

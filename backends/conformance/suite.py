@@ -46,6 +46,12 @@ def check_case(adapter: Any, entry: Case, *, selected_name: str | None = None,
         pytest.fail(f"{entry.case_id}: {result.message}", pytrace=False)
     if result.status == Status.ERROR:
         pytest.fail(f"{entry.case_id} errored: {result.message}", pytrace=False)
+    if result.status == Status.ADVISORY:
+        import warnings
+
+        from backends.conformance.model import ConformanceAdvisory
+
+        warnings.warn(ConformanceAdvisory(f"{entry.case_id}: {result.message}"), stacklevel=2)
 
 
 def _make_test(entry: Case):

@@ -24,7 +24,7 @@ HELP = "Certify a backend against the contract: cases per capability, a level, J
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
 _MARKS = {"passed": "ok", "failed": "FAIL", "error": "ERROR", "not-applicable": "n/a",
-          "skipped": "skip"}
+          "skipped": "skip", "advisory": "advisory"}
 
 
 def _split_only(only: Optional[list[str]]) -> Optional[list[str]]:
@@ -128,7 +128,7 @@ def _render_table(out: Any, report: Any) -> None:
         [Column("GROUP", "group"), Column("CASE", "case"),
          Column("STATUS", lambda r: _MARKS[r.status]),
          Column("TIME", lambda r: f"{r.duration:.2f}s", justify="right"),
-         Column("DETAIL", lambda r: "" if r.status == "passed" else r.message)],
+         Column("DETAIL", lambda r: r.message)],
         report.cases,
         title=f"conformance of backend {report.backend!r}"
               + (f" at {report.target}" if report.target else ""),
@@ -186,6 +186,7 @@ def run(
 ) -> None:
     """Run the conformance cases against one backend; exit 1 if any case fails."""
     from backends.conformance import ConformanceOptions, plan, run_conformance, write_junit_xml
+    from backends.conformance.context import redis_url_of
 
     from semvecctl.connection import resolve_connection
 
@@ -209,6 +210,7 @@ def run(
         return pending.pop() if pending else factory()
 
     options = ConformanceOptions(writers=writers, health_timeout=health_timeout,
+                                 redis_url=redis_url_of(spec.uri),
                                  allow_provisioning=allow_provisioning,
                                  retrieval_dimensions=dimensions, index_dimensions=dimensions)
     kwargs = dict(selected_name=_selected_name(spec, backend), only=only_list,

@@ -19,25 +19,25 @@ def _state(ctx: CaseContext, sid: str):
 
 def _event_ids(ctx: CaseContext, events, user_id: str) -> list[str]:
     listed = ctx.call(f"list_events({user_id!r})", lambda: events.list_events(user_id))
-    return [e.event_id for e in listed]
+    return [str(e.event_id) for e in listed]
 
 
 @case("commit_turn")
 def insert_and_update(ctx: CaseContext) -> None:
     """commit_turn follows save's compare-and-set: insert never overwrites, +1 per turn."""
     sid = ctx.session()
-    version = ctx.call("commit_turn insert", lambda: ctx.adapter.commit_turn(
+    version = ctx.call("commit_turn insert", lambda: ctx.commit_turn(
         sid, b"t1", expected_version=None, pending_message="pending"))
     ctx.expect_int_version(version, 1, "commit_turn insert")
     ctx.expect_conflict("commit_turn insert over an existing session",
-                        lambda: ctx.adapter.commit_turn(sid, b"again", expected_version=None))
-    version = ctx.call("commit_turn update", lambda: ctx.adapter.commit_turn(
+                        lambda: ctx.commit_turn(sid, b"again", expected_version=None))
+    version = ctx.call("commit_turn update", lambda: ctx.commit_turn(
         sid, b"t2", expected_version=1))
     ctx.expect_int_version(version, 2, "commit_turn update")
     ctx.expect_conflict("commit_turn on a stale version",
-                        lambda: ctx.adapter.commit_turn(sid, b"stale", expected_version=1))
+                        lambda: ctx.commit_turn(sid, b"stale", expected_version=1))
     ctx.expect_conflict("commit_turn on a missing session",
-                        lambda: ctx.adapter.commit_turn(ctx.session("missing"), b"x",
+                        lambda: ctx.commit_turn(ctx.session("missing"), b"x",
                                                         expected_version=3))
     ctx.expect_equal(_state(ctx, sid), (b"t2", 2, None, None),
                      "state after the turns (pending cleared by the second turn)")
@@ -49,12 +49,12 @@ def state_and_events_land_together(ctx: CaseContext) -> None:
     events = ctx.require_events()
     sid, user = ctx.session(), ctx.user()
     owner = ctx.owner("tenant-a")
-    ctx.call("insert", lambda: ctx.adapter.commit_turn(sid, b"t1", expected_version=None,
+    ctx.call("insert", lambda: ctx.commit_turn(sid, b"t1", expected_version=None,
                                                        owner_subject=owner))
     turn = [ctx.event(user, f"turn event {n}", session_id=sid, owner_subject=owner)
             for n in range(3)]
     try:
-        version = ctx.adapter.commit_turn(sid, b"t2", expected_version=1, owner_subject=owner,
+        version = ctx.commit_turn(sid, b"t2", expected_version=1, owner_subject=owner,
                                           events=turn)
     except UnsupportedOperation as refusal:
         # A deployment may refuse turns with events (no transactions): then it must have
@@ -68,8 +68,8 @@ def state_and_events_land_together(ctx: CaseContext) -> None:
         ctx.fail("commit_turn with three events", "success", f"raised {type(exc).__name__}: {exc}")
     ctx.expect_int_version(version, 2, "commit_turn with events")
     ctx.expect_equal(_state(ctx, sid), (b"t2", 2, owner, None), "state after the turn")
-    ctx.expect_equal(_event_ids(ctx, events, user), [e.event_id for e in turn],
-                     "events listed after the turn")
+    ctx.expect_log(_event_ids(ctx, events, user), [str(e.event_id) for e in turn],
+                   "events listed after the turn")
 
 
 @case("commit_turn", needs_event_turns=True)
@@ -77,8 +77,8 @@ def conflicting_turn_writes_no_event(ctx: CaseContext) -> None:
     """A turn that loses compare-and-set (stale, insert-over, missing) writes no event."""
     events = ctx.require_events()
     sid, user = ctx.session(), ctx.user()
-    ctx.call("insert", lambda: ctx.adapter.commit_turn(sid, b"t1", expected_version=None))
-    ctx.call("update", lambda: ctx.adapter.commit_turn(sid, b"t2", expected_version=1))
+    ctx.call("insert", lambda: ctx.commit_turn(sid, b"t1", expected_version=None))
+    ctx.call("update", lambda: ctx.commit_turn(sid, b"t2", expected_version=1))
     attempts = [
         ("a stale version", sid, 1),
         ("an insert over an existing session", sid, None),
@@ -86,7 +86,7 @@ def conflicting_turn_writes_no_event(ctx: CaseContext) -> None:
     ]
     for label, target, expected in attempts:
         ctx.expect_conflict(f"commit_turn with events on {label}",
-                            lambda: ctx.adapter.commit_turn(
+                            lambda: ctx.commit_turn(
                                 target, b"lost", expected_version=expected,
                                 events=[ctx.event(user, "must not land", session_id=target)]))
         ctx.expect_equal(_event_ids(ctx, events, user), [],
@@ -102,25 +102,43 @@ def _malformed_events(ctx: CaseContext, user: str, sid: str) -> list:
 
 @case("commit_turn")
 def malformed_event_changes_nothing(ctx: CaseContext) -> None:
-    """A turn whose second event is malformed is refused and writes neither state nor events."""
-    events = ctx.adapter.event_store()
+    """A turn whose second event has a NaN embedding writes nothing if refused (refusing
+    it is advised: NaN breaks strict JSON readers; the published contract is silent)."""
+    events = ctx.events
     sid, user = ctx.session(), ctx.user()
-    ctx.call("insert", lambda: ctx.adapter.commit_turn(sid, b"t1", expected_version=None,
-                                                       pending_message="p1"))
+    ctx.call("insert", lambda: ctx.commit_turn(sid, b"t1", expected_version=None,
+                                               pending_message="p1"))
     before = _state(ctx, sid)
-    ctx.expect_refusal("commit_turn whose second event has a NaN embedding",
-                       lambda: ctx.adapter.commit_turn(sid, b"half-written", expected_version=1,
-                                                       events=_malformed_events(ctx, user, sid)))
-    ctx.expect_equal(_state(ctx, sid), before, "state after the refused turn")
+    accepted: list[str] = []
+    outcome = _attempt(lambda: ctx.commit_turn(sid, b"half-written", expected_version=1,
+                                               events=_malformed_events(ctx, user, sid)))
+    if outcome is None:
+        accepted.append("an updating turn")
+    else:
+        ctx.expect_equal(_state(ctx, sid), before, "state after the refused turn")
     fresh = ctx.session("fresh")
-    ctx.expect_refusal("inserting commit_turn with a malformed event",
-                       lambda: ctx.adapter.commit_turn(fresh, b"half-written",
-                                                       expected_version=None,
-                                                       events=_malformed_events(ctx, user, fresh)))
-    ctx.expect_equal(_state(ctx, fresh), None, "session of the refused inserting turn")
-    if events is not None:
+    outcome = _attempt(lambda: ctx.commit_turn(fresh, b"half-written", expected_version=None,
+                                               events=_malformed_events(ctx, user, fresh)))
+    if outcome is None:
+        accepted.append("an inserting turn")
+    else:
+        ctx.expect_equal(_state(ctx, fresh), None, "session of the refused inserting turn")
+    if events is not None and not accepted:
         ctx.expect_equal(_event_ids(ctx, events, user), [],
                          "events of the user after the refused turns")
+    if accepted:
+        ctx.advise("a turn carrying an event with a NaN embedding",
+                   "a refusal (NaN cannot be stored as strict JSON)",
+                   f"accepted ({', '.join(accepted)})")
+
+
+def _attempt(fn) -> BaseException | None:
+    """The exception a step raised, or None when it returned."""
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - any refusal will do here
+        return exc
+    return None
 
 
 @case("commit_turn")
@@ -129,9 +147,9 @@ def refuses_events_without_event_store(ctx: CaseContext) -> None:
     if ctx.adapter.event_store() is not None:
         raise NotApplicable("the adapter has an event store")
     sid, user = ctx.session(), ctx.user()
-    ctx.call("insert", lambda: ctx.adapter.commit_turn(sid, b"t1", expected_version=None))
+    ctx.call("insert", lambda: ctx.commit_turn(sid, b"t1", expected_version=None))
     ctx.expect_refusal("commit_turn with an event on a backend with no event store",
-                       lambda: ctx.adapter.commit_turn(
+                       lambda: ctx.commit_turn(
                            sid, b"t2", expected_version=1,
                            events=[ctx.event(user, "audit row", session_id=sid)]),
                        conflict_ok=True)
@@ -141,20 +159,20 @@ def refuses_events_without_event_store(ctx: CaseContext) -> None:
 @case("commit_turn")
 def owner_check(ctx: CaseContext) -> None:
     """commit_turn naming an owner cannot take over another owner's session."""
-    events = ctx.adapter.event_store()
+    events = ctx.events
     sid, user = ctx.session(), ctx.user()
     owner, intruder = ctx.owner("tenant-a"), ctx.owner("tenant-b")
-    ctx.call("insert", lambda: ctx.adapter.commit_turn(sid, b"mine", expected_version=None,
+    ctx.call("insert", lambda: ctx.commit_turn(sid, b"mine", expected_version=None,
                                                        owner_subject=owner))
     ctx.expect_conflict("commit_turn naming another owner on the right version",
-                        lambda: ctx.adapter.commit_turn(sid, b"taken", expected_version=1,
+                        lambda: ctx.commit_turn(sid, b"taken", expected_version=1,
                                                         owner_subject=intruder))
     ctx.expect_equal(_state(ctx, sid), (b"mine", 1, owner, None),
                      "state after the refused takeover")
     if events is not None:
         turn = [ctx.event(user, "intruder's turn", session_id=sid, owner_subject=intruder)]
         try:
-            ctx.adapter.commit_turn(sid, b"taken", expected_version=1, owner_subject=intruder,
+            ctx.commit_turn(sid, b"taken", expected_version=1, owner_subject=intruder,
                                     events=turn)
         except Exception as exc:  # noqa: BLE001
             from backends.errors import UnsupportedOperation, is_state_version_conflict
@@ -170,9 +188,119 @@ def owner_check(ctx: CaseContext) -> None:
         ctx.expect_equal(_event_ids(ctx, events, user), [],
                          "events after the refused takeover")
     free = ctx.session("free")
-    ctx.call("insert unowned", lambda: ctx.adapter.commit_turn(free, b"free",
+    ctx.call("insert unowned", lambda: ctx.commit_turn(free, b"free",
                                                               expected_version=None))
-    version = ctx.call("commit_turn adopting an unowned session", lambda: ctx.adapter.commit_turn(
+    version = ctx.call("commit_turn adopting an unowned session", lambda: ctx.commit_turn(
         free, b"adopted", expected_version=1, owner_subject=owner))
     ctx.expect_int_version(version, 2, "commit_turn adopting an unowned session")
     ctx.expect_equal(_state(ctx, free), (b"adopted", 2, owner, None), "state after adoption")
+
+
+#: The engine's Redis layout (ENGINE-WIRE §3).
+_STATE_KEY = "semvec:state:{}"
+_EVENT_KEY = "semvec:events:e:{}"
+_SEQ_INDEX = "semvec:events:u:{}"
+_TIME_INDEX = "semvec:events:t:{}"
+_COUNTER = "semvec:events:seq:{}"
+
+
+def _raw_redis(ctx: CaseContext):
+    """A plain client on the Redis the adapter writes to: ConformanceOptions.redis_url,
+    else REDIS_URL (how the engine is configured); not applicable without either."""
+    url = ctx.options.resolved_redis_url()
+    if not url:
+        raise NotApplicable("no Redis URI for the run (ConformanceOptions.redis_url, "
+                            "--uri redis://..., or REDIS_URL): cannot plant a key")
+    try:
+        import redis
+    except ImportError:
+        raise NotApplicable("the redis driver is not installed") from None
+    try:
+        return redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
+    except ValueError as exc:
+        raise NotApplicable(f"the run's Redis URI is not one a plain client can open "
+                            f"({type(exc).__name__})") from None
+
+
+def _snapshot(raw, sid: str, users: list[str], event_ids: list[str]) -> dict:
+    """Everything a turn could touch, for the run's own session and users only."""
+    view: dict = {"state": raw.hgetall(_STATE_KEY.format(sid))}
+    view["state"].pop(b"blob", None)  # compared through load_full below
+    for user in users:
+        for key in (_SEQ_INDEX, _TIME_INDEX):
+            name = key.format(user)
+            view[name] = (raw.zrange(name, 0, -1, withscores=True)
+                          if raw.type(name) == b"zset" else raw.type(name))
+        view[_COUNTER.format(user)] = raw.get(_COUNTER.format(user))
+    for event_id in event_ids:
+        view[_EVENT_KEY.format(event_id)] = raw.exists(_EVENT_KEY.format(event_id))
+    return view
+
+
+def _describe_change(key: str, before, after) -> str:
+    if key == "state":
+        return (f"state version {before.get(b'version')!r} -> {after.get(b'version')!r}"
+                if isinstance(after, dict) else "state changed")
+    if isinstance(before, int) and isinstance(after, int):
+        return f"{key} {'created' if after else 'removed'}"
+    if isinstance(before, list) and isinstance(after, list):
+        return f"{key} {len(before)} -> {len(after)} entries"
+    return f"{key} {before!r} -> {after!r}"
+
+
+@case("commit_turn", needs_event_turns=True)
+def atomic_on_server_error(ctx: CaseContext) -> None:
+    """Engine's Redis layout: a turn the server fails mid-way (a wrong-typed index key of
+    the run's own user) lands nothing: no state advance, no event, no counter."""
+    events = ctx.require_events()
+    if not ctx.options.resolved_redis_url():
+        _raw_redis(ctx)  # raises NotApplicable before anything is written
+    sid, user, victim = ctx.session(), ctx.user("a"), ctx.user("b")
+    first = ctx.event(user, "first turn", session_id=sid)
+    ctx.call("first turn", lambda: ctx.commit_turn(sid, b"t1", expected_version=None,
+                                                   events=[first]))
+    raw = _raw_redis(ctx)
+    try:
+        try:
+            laid_out = (raw.hget(_STATE_KEY.format(sid), "version") == b"1"
+                        and raw.exists(_EVENT_KEY.format(first.event_id)) == 1)
+        except Exception as exc:  # noqa: BLE001
+            raise NotApplicable(f"the run's Redis URI cannot be read: "
+                                f"{type(exc).__name__}") from None
+        if not laid_out:
+            raise NotApplicable("the adapter's rows are not in the engine's Redis layout on "
+                                "the run's Redis URI (semvec:state:..., semvec:events:e:...)")
+        planted = _SEQ_INDEX.format(victim)
+        marker = f"planted by conformance {ctx.prefix}".encode()
+        if not raw.set(planted, marker, nx=True):
+            ctx.fail("planting a wrong-typed key", f"{planted} free", "it exists")
+        try:
+            turn = [ctx.event(user, "lands first in the script", session_id=sid),
+                    ctx.event(victim, "hits the wrong-typed key", session_id=sid)]
+            ids = [str(first.event_id)] + [str(e.event_id) for e in turn]
+            before = _snapshot(raw, sid, [user, victim], ids)
+            listed_before = _event_ids(ctx, events, user)
+            outcome = None
+            try:
+                outcome = ctx.commit_turn(sid, b"t2", expected_version=1, events=turn)
+            except Exception:  # noqa: BLE001 - the server's error, however it is wrapped
+                pass
+            else:
+                ctx.fail("commit_turn whose second event's index key has the wrong type",
+                         "a refusal (the server cannot write that key)",
+                         f"returned {outcome!r}")
+            after = _snapshot(raw, sid, [user, victim], ids)
+            changed = [_describe_change(key, before[key], after[key]) for key in before
+                       if before[key] != after[key]]
+            ctx.expect(not changed, "the turn's keys after the server failed it",
+                       "nothing of the turn stored (no state advance, event, index entry "
+                       "or counter)", "; ".join(changed))
+            ctx.expect_equal(_state(ctx, sid), (b"t1", 1, None, None),
+                             "state after the failed turn")
+            ctx.expect_equal(_event_ids(ctx, events, user), listed_before,
+                             "the first user's events after the failed turn")
+        finally:
+            if raw.type(planted) == b"string" and raw.get(planted) == marker:
+                raw.delete(planted)
+    finally:
+        raw.close()

@@ -99,7 +99,7 @@ def racing_saves(ctx: CaseContext) -> None:
 @case("concurrency")
 def racing_commit_turns(ctx: CaseContext) -> None:
     """N threads race commit_turn on one session; no version is acknowledged twice."""
-    _race_compare_and_set(ctx, ctx.adapter.commit_turn, "racing commit_turns", "turn")
+    _race_compare_and_set(ctx, ctx.commit_turn, "racing commit_turns", "turn")
 
 
 @case("concurrency")

@@ -7,6 +7,7 @@ import os
 
 from backends.conformance.catalogue import case
 from backends.conformance.context import CaseContext
+from backends.conformance.model import NotApplicable
 from backends.contract import ANONYMOUS_OWNER, LoadedState
 
 
@@ -156,19 +157,23 @@ def owner_filter_reads(ctx: CaseContext) -> None:
         kind = "owned" if sid == owned else "unowned"
         blob, version, stored_owner, pending = rows[sid]
         where = f"on the {kind} row with the owner filter {label}"
-        got = ctx.call(f"load {where}", lambda: loaded_blob(ctx.store.load(sid, **kwargs)))
-        ctx.expect_equal(bytes(got) if got is not None else None,
-                         blob if visible else None, f"load {where}")
-        got = ctx.call(f"load_full {where}", lambda: ctx.store.load_full(sid, **kwargs))
-        expected_full = LoadedState(blob, version, stored_owner, pending) if visible else None
-        actual_full = (LoadedState(bytes(got.blob), got.version, got.owner_subject,
-                                   got.pending_message) if got is not None else None)
-        ctx.expect_equal(actual_full, expected_full, f"load_full {where}")
-        got = ctx.call(f"load_owner {where}", lambda: ctx.store.load_owner(sid, **kwargs))
-        ctx.expect_equal(got, stored_owner if visible else None, f"load_owner {where}")
-        got = ctx.call(f"current_version {where}",
-                       lambda: ctx.store.current_version(sid, **kwargs))
-        ctx.expect_equal(got, version if visible else None, f"current_version {where}")
+        with ctx.subcheck(f"load {where}"):
+            got = ctx.call(f"load {where}", lambda: loaded_blob(ctx.store.load(sid, **kwargs)))
+            ctx.expect_equal(bytes(got) if got is not None else None,
+                             blob if visible else None, f"load {where}")
+        with ctx.subcheck(f"load_full {where}"):
+            got = ctx.call(f"load_full {where}", lambda: ctx.store.load_full(sid, **kwargs))
+            expected_full = LoadedState(blob, version, stored_owner, pending) if visible else None
+            actual_full = (LoadedState(bytes(got.blob), got.version, got.owner_subject,
+                                       got.pending_message) if got is not None else None)
+            ctx.expect_equal(actual_full, expected_full, f"load_full {where}")
+        with ctx.subcheck(f"load_owner {where}"):
+            got = ctx.call(f"load_owner {where}", lambda: ctx.store.load_owner(sid, **kwargs))
+            ctx.expect_equal(got, stored_owner if visible else None, f"load_owner {where}")
+        with ctx.subcheck(f"current_version {where}"):
+            got = ctx.call(f"current_version {where}",
+                           lambda: ctx.store.current_version(sid, **kwargs))
+            ctx.expect_equal(got, version if visible else None, f"current_version {where}")
 
 
 @case("state")
@@ -185,8 +190,9 @@ def owner_filter_deletes(ctx: CaseContext) -> None:
     owned = make("owned", owner)
     for label, kwargs in (("another owner", {"owner_subject": other}),
                           ("None", {"owner_subject": None})):
-        ctx.expect_equal(ctx.call("delete", lambda: ctx.store.delete(owned, **kwargs)), False,
-                         f"delete of an owned row with the owner filter {label}")
+        with ctx.subcheck(f"delete of an owned row with the owner filter {label}"):
+            ctx.expect_equal(ctx.call("delete", lambda: ctx.store.delete(owned, **kwargs)),
+                             False, f"delete of an owned row with the owner filter {label}")
         ctx.expect_equal(ctx.store.current_version(owned), 1,
                          f"owned row after a delete filtered by {label}")
     ctx.expect_equal(ctx.call("delete", lambda: ctx.store.delete(owned, owner_subject=owner)),
@@ -196,9 +202,11 @@ def owner_filter_deletes(ctx: CaseContext) -> None:
     unowned = make("unowned", None)
     ctx.expect_equal(ctx.call("delete", lambda: ctx.store.delete(unowned, owner_subject=owner)),
                      False, "delete of an unowned row naming an owner")
-    ctx.expect_equal(ctx.call("delete", lambda: ctx.store.delete(unowned, owner_subject=None)),
-                     True, "delete of an unowned row with the owner filter None")
-    ctx.expect_equal(ctx.store.load_full(unowned), None, "unowned row after deleting it")
+    with ctx.subcheck("delete of an unowned row with the owner filter None"):
+        ctx.expect_equal(ctx.call("delete", lambda: ctx.store.delete(unowned,
+                                                                     owner_subject=None)),
+                         True, "delete of an unowned row with the owner filter None")
+        ctx.expect_equal(ctx.store.load_full(unowned), None, "unowned row after deleting it")
 
     admin = make("admin", owner)
     ctx.expect_equal(ctx.call("delete", lambda: ctx.store.delete(admin)), True,
@@ -297,11 +305,98 @@ def anonymous_owner_is_an_owner(ctx: CaseContext) -> None:
         sid, b"anon", expected_version=None, owner_subject=ANONYMOUS_OWNER))
     ctx.expect_equal(ctx.call("load_owner", lambda: ctx.store.load_owner(sid)), ANONYMOUS_OWNER,
                      "stored owner of a row saved by '__anonymous__'")
-    ctx.expect_equal(ctx.call("load_full", lambda: ctx.store.load_full(sid, owner_subject=None)),
-                     None, "the '__anonymous__' row read with the owner filter None")
+    with ctx.subcheck("the '__anonymous__' row read with the owner filter None"):
+        ctx.expect_equal(ctx.call("load_full",
+                                  lambda: ctx.store.load_full(sid, owner_subject=None)),
+                         None, "the '__anonymous__' row read with the owner filter None")
     got = ctx.call("load", lambda: loaded_blob(ctx.store.load(sid, owner_subject=ANONYMOUS_OWNER)))
     ctx.expect_equal(bytes(got) if got is not None else None, b"anon",
                      "the '__anonymous__' row read as '__anonymous__'")
     ctx.expect_conflict("update naming another owner of the '__anonymous__' row",
                         lambda: ctx.store.save(sid, b"taken", expected_version=1,
                                                owner_subject=ctx.owner("tenant-a")))
+
+
+@case("state")
+def tenants_with_identical_rows(ctx: CaseContext) -> None:
+    """Two tenants' sessions with identical blobs and pending messages stay apart."""
+    owner_a, owner_b = ctx.owner("tenant-a"), ctx.owner("tenant-b")
+    sid_a, sid_b = ctx.session("a"), ctx.session("b")
+    for sid, owner in ((sid_a, owner_a), (sid_b, owner_b)):
+        ctx.call(f"insert for {owner}", lambda: ctx.store.save(
+            sid, b"identical blob", expected_version=None, owner_subject=owner,
+            pending_message="identical pending"))
+    for sid, mine, theirs in ((sid_a, owner_a, owner_b), (sid_b, owner_b, owner_a)):
+        got = ctx.call("load_full by its owner",
+                       lambda: ctx.store.load_full(sid, owner_subject=mine))
+        ctx.expect(got is not None and got.owner_subject == mine,
+                   f"the session of {mine} read by its owner", f"owner {mine}",
+                   None if got is None else f"owner {got.owner_subject}")
+        ctx.expect_equal(ctx.call("load_full by the other tenant",
+                                  lambda: ctx.store.load_full(sid, owner_subject=theirs)),
+                         None, f"the session of {mine} read by {theirs}")
+        ctx.expect_equal(loaded_blob(ctx.call("load by the other tenant", lambda: ctx.store.load(
+            sid, owner_subject=theirs))), None, f"load of the session of {mine} by {theirs}")
+    ctx.expect_conflict("tenant b updating tenant a's identical row",
+                        lambda: ctx.store.save(sid_a, b"identical blob", expected_version=1,
+                                               owner_subject=owner_b,
+                                               pending_message="identical pending"))
+    ctx.expect_equal(ctx.call("delete by the other tenant", lambda: ctx.store.delete(
+        sid_a, owner_subject=owner_b)), False, "tenant b deleting tenant a's identical row")
+    ctx.expect_equal(ctx.call("delete by its owner", lambda: ctx.store.delete(
+        sid_a, owner_subject=owner_a)), True, "tenant a deleting its own row")
+    _expect_row(ctx, sid_b, "tenant b's row after tenant a's identical row was deleted",
+                blob=b"identical blob", version=1, owner=owner_b, pending="identical pending")
+
+
+@case("state")
+def delete_checks_version(ctx: CaseContext) -> None:
+    """delete(expected_version=N) deletes only a row still at N; a moved row is a conflict."""
+    if not ctx.store.deletes_by_version:
+        raise NotApplicable("delete() takes no expected_version (no version-checked delete)")
+    sid = ctx.session()
+    ctx.call("insert", lambda: ctx.store.save(sid, b"v1", expected_version=None))
+    ctx.call("update", lambda: ctx.store.save(sid, b"v2", expected_version=1))
+    ctx.expect_conflict("delete naming the stale version 1",
+                        lambda: ctx.store.delete(sid, expected_version=1))
+    _expect_row(ctx, sid, "row after the refused delete", blob=b"v2", version=2, owner=None)
+    ctx.expect_equal(ctx.call("delete at the current version",
+                              lambda: ctx.store.delete(sid, expected_version=2)),
+                     True, "delete naming the current version 2")
+    ctx.expect_equal(_full(ctx, sid), None, "row after the version-checked delete")
+    missing = ctx.call("delete of a missing session naming a version",
+                       lambda: ctx.store.delete(sid, expected_version=2))
+    ctx.expect_equal(missing, False, "version-checked delete of a session that is gone")
+
+
+def _declares_idempotent_retries(store) -> bool:
+    return getattr(store, "idempotent_retries", False) is True
+
+
+@case("state")
+def identical_retry_is_idempotent(ctx: CaseContext) -> None:
+    """A retried insert or update whose exact result is stored returns that version."""
+    if not _declares_idempotent_retries(ctx.store.raw):
+        raise NotApplicable("the state store does not declare idempotent_retries = True")
+    sid = ctx.session()
+    owner = ctx.owner("tenant-a")
+    first = dict(expected_version=None, owner_subject=owner, pending_message="p")
+    ctx.call("insert", lambda: ctx.store.save(sid, b"v1", **first))
+    ctx.expect_int_version(ctx.call("retried identical insert", lambda: ctx.store.save(
+        sid, b"v1", **first)), 1, "retried identical insert (acknowledgement lost)")
+    ctx.expect_conflict("an insert with another blob over the row",
+                        lambda: ctx.store.save(sid, b"other", **first))
+    update = dict(expected_version=1, owner_subject=owner, pending_message="q")
+    ctx.call("update", lambda: ctx.store.save(sid, b"v2", **update))
+    ctx.expect_int_version(ctx.call("retried identical update", lambda: ctx.store.save(
+        sid, b"v2", **update)), 2, "retried identical update (acknowledgement lost)")
+    ctx.expect_conflict("a retry at version 1 with another blob",
+                        lambda: ctx.store.save(sid, b"v2-other", **update))
+    ctx.expect_conflict("a retry at version 1 with another pending message",
+                        lambda: ctx.store.save(sid, b"v2", expected_version=1,
+                                               owner_subject=owner, pending_message="other"))
+    ctx.call("a further update", lambda: ctx.store.save(sid, b"v3", expected_version=2,
+                                                       owner_subject=owner))
+    ctx.expect_conflict("the version-1 update retried after the row moved on",
+                        lambda: ctx.store.save(sid, b"v2", **update))
+    _expect_row(ctx, sid, "row after the retries", blob=b"v3", version=3, owner=owner)

@@ -1,0 +1,184 @@
+"""Nothing is lost silently: what a persistent adapter acknowledged survives reopening,
+and a turn that fails part-way (a planted fault, a cut connection) leaves the whole turn
+or nothing.
+
+These cases need something only some adapters have, and are otherwise not applicable
+(never passed): a factory and ``is_persistent = True`` to reopen; the optional fault
+seam (``backends.contract.FaultSeam``) to fail a turn mid-write.
+
+The fault seam, for plugin authors: an adapter MAY declare ``fault_points`` (a frozenset
+of names from ``backends.contract.FAULT_POINTS``) and ``inject_fault(point)``, a context
+manager that arms the point for the next ``commit_turn`` started inside it:
+
+* ``turn.after_state`` -- raise ``backends.errors.InjectedFault`` after the turn's state
+  write and before its events (inside the transaction or script, where a real failure
+  would strike);
+* ``turn.cut_connection`` -- drop the connection at that same point, so the driver
+  sees a connection error (the adapter must be usable again afterwards: reconnect).
+
+Declare only points you honour: an armed point that does not fire fails the case. The
+seam is for conformance runs only; production code never arms it.
+"""
+
+from __future__ import annotations
+
+from backends.conformance.catalogue import case
+from backends.conformance.context import CaseContext, describe_exception
+from backends.conformance.model import NotApplicable
+from backends.errors import UnsupportedOperation
+
+
+def _row(ctx: CaseContext, store, sid: str):
+    row = ctx.call(f"load_full({sid!r})", lambda: store.load_full(sid))
+    if row is None:
+        return None
+    return (bytes(row.blob), row.version, row.owner_subject, row.pending_message)
+
+
+def _event_view(ctx: CaseContext, events, user: str) -> list[tuple]:
+    listed = ctx.call(f"events of {user!r}", lambda: events.list_events(user))
+    return [(str(e.event_id), e.sequence, e.content) for e in listed]
+
+
+def _close(adapter) -> None:
+    close = getattr(adapter, "close", None)
+    if callable(close):
+        close()
+
+
+@case("durability")
+def survives_reopen(ctx: CaseContext) -> None:
+    """A persistent adapter's state and events are all there after close and reopen."""
+    if ctx.adapter.is_persistent is not True:
+        raise NotApplicable("is_persistent is False: nothing is promised across a reopen")
+    if ctx.factory is None:
+        raise NotApplicable("no adapter factory: cannot open a second adapter")
+    from backends.conformance.drive import EventsDriver, StoreDriver
+
+    writer = ctx.call("opening a second adapter from the factory", ctx.factory)
+    try:
+        store = StoreDriver(writer.state_store())
+        raw_events = writer.event_store()
+        sid, other = ctx.session("turn"), ctx.session("saved")
+        owner = ctx.owner("tenant-a/agent-1")
+        user = ctx.user()
+        turn = ([ctx.event(user, f"kept {n}", session_id=sid, owner_subject=owner)
+                 for n in range(2)] if raw_events is not None else None)
+        try:
+            ctx.commit_turn(sid, b"\x00turn state\xff", expected_version=None,
+                            owner_subject=owner, pending_message="pending", events=turn,
+                            adapter=writer)
+        except UnsupportedOperation as refusal:  # e.g. no transactions: state only
+            ctx.notes.append(f"events across a reopen: not applicable (the deployment "
+                             f"refuses turns with events: {refusal})")
+            raw_events = turn = None
+            ctx.call("commit_turn without events", lambda: ctx.commit_turn(
+                sid, b"\x00turn state\xff", expected_version=None, owner_subject=owner,
+                pending_message="pending", adapter=writer))
+        except Exception as exc:  # noqa: BLE001
+            ctx.fail("commit_turn", "success", f"raised {describe_exception(exc)}")
+        ctx.call("save", lambda: store.save(other, b"saved", expected_version=None))
+        ctx.call("update", lambda: store.save(other, b"saved-2", expected_version=1))
+        before = {s: _row(ctx, store, s) for s in (sid, other)}
+        events_before = (_event_view(ctx, EventsDriver(raw_events), user)
+                         if raw_events is not None else None)
+    finally:
+        try:
+            _close(writer)
+        except Exception as exc:  # noqa: BLE001
+            ctx.fail("close() of the writing adapter", "no exception",
+                     f"raised {describe_exception(exc)}")
+    reader = ctx.call("reopening: a third adapter from the factory", ctx.factory)
+    try:
+        store = StoreDriver(reader.state_store())
+        for s, row in before.items():
+            ctx.expect_equal(_row(ctx, store, s), row, f"session {s} after close and reopen")
+        if events_before is not None:
+            reopened = reader.event_store()
+            ctx.expect(reopened is not None, "event_store() after reopen", "an event store",
+                       "None")
+            ctx.expect_equal(_event_view(ctx, EventsDriver(reopened), user), events_before,
+                             "events after close and reopen")
+    finally:
+        _close(reader)
+
+
+def _fault_point(ctx: CaseContext, point: str) -> None:
+    points = getattr(ctx.adapter, "fault_points", None)
+    if not callable(getattr(ctx.adapter, "inject_fault", None)) or not points:
+        raise NotApplicable("the adapter offers no fault seam (fault_points, inject_fault)")
+    if point not in points:
+        raise NotApplicable(f"the adapter's fault seam does not offer {point!r}")
+
+
+def _seed_turn(ctx: CaseContext):
+    """A session at version 1 with one event, for a faulted second turn."""
+    events = ctx.require_events()
+    sid, user = ctx.session(), ctx.user()
+    owner = ctx.owner("tenant-a")
+    first = ctx.event(user, "first turn", session_id=sid, owner_subject=owner)
+    ctx.call("first turn", lambda: ctx.commit_turn(sid, b"t1", expected_version=None,
+                                                   owner_subject=owner, pending_message="p",
+                                                   events=[first]))
+    return events, sid, user, owner
+
+
+@case("durability", needs_event_turns=True)
+def fault_after_state(ctx: CaseContext) -> None:
+    """A turn failed after its state write (fault seam) leaves nothing of itself behind."""
+    _fault_point(ctx, "turn.after_state")
+    events, sid, user, owner = _seed_turn(ctx)
+    before, events_before = _row(ctx, ctx.store, sid), _event_view(ctx, events, user)
+    turn = [ctx.event(user, f"faulted {n}", session_id=sid, owner_subject=owner)
+            for n in range(2)]
+    try:
+        with ctx.adapter.inject_fault("turn.after_state"):
+            result = ctx.commit_turn(sid, b"t2", expected_version=1, owner_subject=owner,
+                                     events=turn)
+    except Exception:  # noqa: BLE001 - the planted fault (or the adapter's wrapping of it)
+        pass
+    else:
+        ctx.fail("commit_turn with turn.after_state armed", "the planted fault raised",
+                 f"returned {result!r} (a declared fault point that does not fire)")
+    ctx.expect_equal(_row(ctx, ctx.store, sid), before, "state after the faulted turn")
+    ctx.expect_equal(_event_view(ctx, events, user), events_before,
+                     "events after the faulted turn")
+    for event in turn:
+        ctx.expect_equal(ctx.call("get_event", lambda: events.get_event(event.event_id)), None,
+                         "a faulted turn's event looked up by id")
+    retry = [ctx.event(user, "retried", session_id=sid, owner_subject=owner)]
+    version = ctx.call("the turn retried without a fault", lambda: ctx.commit_turn(
+        sid, b"t2", expected_version=1, owner_subject=owner, events=retry))
+    ctx.expect_int_version(version, 2, "the retried turn")
+    if events.assigns_sequences:
+        ctx.expect_equal([seq for _id, seq, _c in _event_view(ctx, events, user)], [1, 2],
+                         "sequences after the faulted and the retried turn (no gap)")
+
+
+@case("durability", needs_event_turns=True)
+def connection_cut_mid_turn(ctx: CaseContext) -> None:
+    """A connection cut inside a turn leaves either the whole turn or nothing of it."""
+    _fault_point(ctx, "turn.cut_connection")
+    events, sid, user, owner = _seed_turn(ctx)
+    before, events_before = _row(ctx, ctx.store, sid), _event_view(ctx, events, user)
+    turn = [ctx.event(user, f"cut {n}", session_id=sid, owner_subject=owner) for n in range(2)]
+    raised: BaseException | None = None
+    try:
+        with ctx.adapter.inject_fault("turn.cut_connection"):
+            ctx.commit_turn(sid, b"t2", expected_version=1, owner_subject=owner, events=turn)
+    except Exception as exc:  # noqa: BLE001 - the cut, as the driver reports it
+        raised = exc
+    # the adapter must be usable again (reconnect); read through it
+    after = _row(ctx, ctx.store, sid)
+    listed = _event_view(ctx, events, user)
+    whole = (after is not None and after[:2] == (b"t2", 2)
+             and sorted(c for _i, _s, c in listed)
+             == sorted([c for _i, _s, c in events_before] + [e.content for e in turn]))
+    nothing = after == before and listed == events_before
+    if raised is None:
+        ctx.expect(whole, "a cut turn that returned success", "the whole turn stored",
+                   f"state {after!r}, events {[c for _i, _s, c in listed]}")
+    else:
+        ctx.expect(whole or nothing, "a cut turn that raised "
+                   f"{type(raised).__name__}", "the whole turn or nothing of it",
+                   f"state {after!r}, events {[c for _i, _s, c in listed]}")
