@@ -56,6 +56,12 @@ def hoist_global_flags(args: Sequence[str]) -> list[str]:
 class RootGroup(TyperGroup):
     """Root command group: hoists global flags and owns the error boundary."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from semvecctl.numeric import harden
+
+        harden(self)  # every numeric option: finite and in range, or exit 2
+
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, hoist_global_flags(args))
 

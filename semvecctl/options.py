@@ -37,7 +37,7 @@ Yes = Annotated[
 ]
 Timeout = Annotated[
     float,
-    typer.Option("--timeout", "-t", min=0.01, help="Seconds before giving up."),
+    typer.Option("--timeout", "-t", min=0.01, max=3600.0, help="Seconds before giving up."),
 ]
 
 

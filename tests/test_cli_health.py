@@ -79,11 +79,13 @@ def test_backend_contradicting_uri_is_a_usage_error():
     assert "contradicts" in result.stderr
 
 
-def test_unknown_backend_falls_back_loudly():
+def test_unknown_backend_is_a_usage_error_not_a_memory_probe():
+    """#15.1: a typo must never make a readiness gate probe memory and go green (this test
+    used to assert the engine's degrade-to-memory rule for the CLI)."""
     result = run("health", "--backend", "reddis", "-o", "json")
-    assert result.exit_code == 0
-    assert json.loads(result.stdout)["backend"] == "memory"
-    assert "did you mean 'redis'" in result.stderr
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "unknown backend 'reddis'" in result.stderr and "did you mean 'redis'" in result.stderr
 
 
 def test_adapter_factory_flag(tmp_path, monkeypatch):

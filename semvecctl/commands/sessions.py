@@ -68,7 +68,7 @@ def list_sessions(
     owner: Optional[str] = OwnerOpt,
     unowned: bool = UnownedOpt,
     match: Optional[str] = typer.Option(None, "--match", "-m", help="Only session ids matching this glob (*, ?, [..])."),
-    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="Stop after this many sessions."),
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, max=1_000_000_000, help="Stop after this many sessions."),
     batch_size: int = typer.Option(500, "--batch-size", min=1, max=10000, help="Sessions read per round trip."),
     output: StreamOutput = StreamFormat.table,
 ) -> None:
