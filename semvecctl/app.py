@@ -82,10 +82,16 @@ class RootGroup(TyperGroup):
     def _run(self, args, prog_name, complete_var, **extra) -> int:
         from semvecctl.commands.completions import enable_runtime_completion
 
+        from semvecctl.interrupts import Interrupted, interruption_of, signals_raise
+
         enable_runtime_completion()
         try:
-            rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
-                              standalone_mode=False, **extra)
+            with signals_raise():
+                rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
+                                  standalone_mode=False, **extra)
+        except Interrupted as exc:
+            _report(f"{exc}: stopped", None)
+            return exc.exit_code
         except TyperException as exc:  # click's usage errors, vendored by typer
             ctx = getattr(exc, "ctx", None)
             if type(exc).__name__ == "NoArgsIsHelpError":
@@ -95,7 +101,11 @@ class RootGroup(TyperGroup):
             _report(f"{exc.format_message()}{hint}", None)
             code = getattr(exc, "exit_code", ExitCode.USAGE)
             return code if code not in (None, 0, 1) else ExitCode.USAGE
-        except Abort:
+        except Abort as exc:
+            signalled = interruption_of(exc)
+            if signalled is not None:
+                _report(f"{signalled}: stopped", None)
+                return signalled.exit_code
             _report("aborted, nothing more was done", None)
             return 130
         except Exit as exc:

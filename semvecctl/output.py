@@ -7,6 +7,7 @@ a credential that slipped into a message or a value still never reaches the term
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -81,6 +82,7 @@ class Output:
         self.verbose = verbose
         self.no_color = no_color or bool(os.environ.get("NO_COLOR"))
         self._scrub = scrubber or (lambda text: text)
+        self.last_progress: ProgressTask | None = None
 
     # -- streams ----------------------------------------------------------------------
 
@@ -234,14 +236,74 @@ class Output:
 
     def progress(self, items: Iterable[Any], *, total: int | None = None,
                  label: str = "working") -> Iterator[Any]:
-        """Wrap ``items`` with a progress bar on a TTY; a plain passthrough otherwise."""
-        if not self._isatty(sys.stderr):
-            yield from items
-            return
-        from rich.progress import Progress
-
-        with Progress(console=self._console(sys.stderr), transient=True) as bar:
-            task = bar.add_task(label, total=total)
+        """Wrap ``items`` with a live count, rate and ETA on a TTY; a plain passthrough on
+        a pipe. ``self.last_progress`` keeps (count, seconds) for the summary line."""
+        with self.progress_task(label, total=total) as task:
             for item in items:
                 yield item
-                bar.advance(task)
+                task.advance()
+
+    @contextlib.contextmanager
+    def progress_task(self, label: str, *, total: int | None = None,
+                      unit: str = "") -> Iterator["ProgressTask"]:
+        """A progress display the caller advances (or sets) itself; rich on a TTY only."""
+        task = ProgressTask(total)
+        self.last_progress = task
+        if not self._isatty(sys.stderr):
+            try:
+                yield task
+            finally:
+                task.finish()
+            return
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        columns = [TextColumn("{task.description}"), BarColumn() if total else TextColumn(""),
+                   TextColumn("{task.completed:,.0f}" + (f"/{total:,}" if total else "") + f"{unit}"),
+                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn()]
+        if total:
+            columns.append(TimeRemainingColumn())
+        with Progress(*columns, console=self._console(sys.stderr), transient=True) as bar:
+            handle = bar.add_task(label, total=total, rate="")
+            task.attach(lambda: bar.update(handle, completed=task.count,
+                                           rate=f"{task.rate:,.0f}/s"))
+            try:
+                yield task
+            finally:
+                task.finish()
+
+
+class ProgressTask:
+    """Counts work for a progress display and for the final summary line."""
+
+    def __init__(self, total: int | None = None) -> None:
+        import time
+
+        self.total = total
+        self.count = 0
+        self._clock = time.monotonic
+        self.started = self._clock()
+        self.elapsed = 0.0
+        self._refresh: Callable[[], None] | None = None
+
+    def attach(self, refresh: Callable[[], None]) -> None:
+        self._refresh = refresh
+
+    def advance(self, n: int = 1) -> None:
+        self.set(self.count + n)
+
+    def set(self, count: int) -> None:
+        self.count = count
+        self.elapsed = self._clock() - self.started
+        if self._refresh is not None:
+            self._refresh()
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.elapsed if self.elapsed > 0 else 0.0
+
+    def finish(self) -> None:
+        self.elapsed = self._clock() - self.started
+
+    def summary(self) -> str:
+        """``in 3.2s (385/s)``: what the final line appends."""
+        return f"in {self.elapsed:.1f}s ({self.rate:,.0f}/s)"
