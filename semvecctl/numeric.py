@@ -43,8 +43,8 @@ class BoundedNumber(ParamType):
         return f"{left}{self.lo:g}, {self.hi:g}{right}" if self.kind is float else \
             f"{left}{self.lo}, {self.hi}{right}"
 
-    def get_metavar(self, param: Parameter, *args: Any) -> str:  # click 8.1 / 8.2
-        return "INTEGER" if self.kind is int else "FLOAT"
+    def get_metavar(self, param: Parameter, *args: Any, **kwargs: Any) -> str:  # click 8.1 / 8.2+
+        return f"{'INTEGER' if self.kind is int else 'FLOAT'} {self.describe()}"
 
     def convert(self, value: Any, param: Parameter | None, ctx: Context | None) -> Any:
         if value is None:
