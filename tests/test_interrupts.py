@@ -129,3 +129,63 @@ def test_cleanup_that_cannot_finish_prints_prefix_and_a_working_command(redis_ur
     out, err2 = again.communicate(timeout=60)
     assert again.returncode == 0, err2
     assert load_keys(client) == []
+
+
+@pytest.mark.postgres
+def test_load_run_interrupted_on_postgresql_removes_sessions_events_and_counters(pgvector_url):
+    """The issue saw sessions and events left in PostgreSQL too."""
+    import psycopg
+
+    def leftovers() -> int:
+        with psycopg.connect(pgvector_url, autocommit=True) as conn:
+            tables = {r[0] for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+            total = 0
+            for table, column in (("semvec_session_state", "session_id"),
+                                  ("compliance_events", "user_id"),
+                                  ("compliance_event_counters", "user_id")):
+                if table in tables:
+                    total += conn.execute(
+                        f"SELECT count(*) FROM {table} WHERE {column} LIKE 'semvec-load-%'"
+                    ).fetchone()[0]
+            return total
+
+    proc = spawn("load", "run", "--uri", pgvector_url, "--duration", "120", "--yes",
+                 "--sessions", "3", "--events-per-turn", "2", "--writers", "2")
+    try:
+        wait_for(lambda: proc.poll() is not None or leftovers() > 20, timeout=60,
+                 what="load rows in PostgreSQL")
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "removed everything written under prefix" in err
+    assert leftovers() == 0
+
+
+def test_sessions_import_interrupted_says_how_far_it_got(redis_server, redis_url, tmp_path):
+    """An import cannot un-write what it wrote (it never overwrites, so nothing is lost):
+    interrupted, it says how many sessions landed and how to add the rest."""
+    _seed(redis_url, 4000)
+    archive = tmp_path / "a.jsonl"
+    done = subprocess.run([sys.executable, "-m", "semvecctl", "sessions", "export", "--uri",
+                           redis_url, "--out", str(archive)], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    client = redis_server.client()
+    client.flushdb()
+    proc = spawn("sessions", "import", str(archive), "--uri", redis_url, "--apply")
+    try:
+        wait_for(lambda: proc.poll() is not None or client.dbsize() > 200, what="imported rows")
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "the import stopped after" in err and "--on-conflict skip" in err
+    assert "Traceback" not in err
