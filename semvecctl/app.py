@@ -81,7 +81,6 @@ class RootGroup(TyperGroup):
 
     def _run(self, args, prog_name, complete_var, **extra) -> int:
         from semvecctl.commands.completions import enable_runtime_completion
-
         from semvecctl.interrupts import Interrupted, interruption_of, signals_raise
 
         enable_runtime_completion()

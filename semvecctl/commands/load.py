@@ -68,7 +68,7 @@ def run(
     output: Output = OutputFormat.table,
 ) -> None:
     """Write load-test turns to a live store under a unique prefix, audit, remove them."""
-    from backends.loadtest import LoadPlan, new_load_prefix, run_load
+    from backends.loadtest import LoadPlan, new_load_prefix
     from backends.probe import call_with_timeout
 
     out = current().output
