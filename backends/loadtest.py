@@ -439,14 +439,43 @@ def cleanup(adapter: Any, run: _Run, timeout_s: float = 30.0) -> list[str]:
     return problems
 
 
+class LoadInterrupted(BaseException):
+    """The run was interrupted (``cause``, e.g. a signal); the writers were stopped and the
+    cleanup ran, leaving ``problems`` (empty = everything under ``prefix`` removed)."""
+
+    def __init__(self, prefix: str, sessions: int, problems: list[str],
+                 cause: BaseException) -> None:
+        super().__init__(f"load run {prefix} interrupted")
+        self.prefix = prefix
+        self.sessions = sessions
+        self.problems = problems
+        self.cause = cause
+
+
+def cleanup_prefix(adapter: Any, prefix: str, sessions: int, *,
+                   timeout_s: float = 30.0) -> list[str]:
+    """Remove what a run under ``prefix`` with ``sessions`` sessions wrote (an interrupted
+    run whose own cleanup could not finish); only names a load run generates."""
+    if not prefix.startswith("semvec-load-") or len(prefix) <= len("semvec-load-"):
+        raise ValueError(f"{prefix!r} is not a load-run prefix (semvec-load-<hex>-)")
+    run = _Run(LoadPlan(sessions=sessions, prefix=prefix), prefix,
+               1 if adapter.event_store() is not None else 0)
+    return cleanup(adapter, run, timeout_s)
+
+
 def run_load(adapter: Any, plan: LoadPlan | None = None, *, keep: bool = False,
-             attempts_out: list[Attempt] | None = None) -> LoadReport:
+             attempts_out: list[Attempt] | None = None,
+             on_tick: Callable[[int, float], None] | None = None) -> LoadReport:
     """Run ``plan`` against ``adapter``, verify, clean up (unless ``keep``), report.
 
     Never raises for what the store does during the run: failures are counted by
     category, and a category no retry can fix (credentials, configuration, an
     unsupported operation) ends the run early with ``fatal`` set. ``attempts_out``
-    receives every attempt (turn, version, outcome, when it settled).
+    receives every attempt (turn, version, outcome, when it settled); ``on_tick(acked,
+    elapsed_s)`` is called a few times a second while the writers run (progress).
+
+    Interrupted (a signal raised in the calling thread), it stops the writers, removes
+    what the run wrote and raises :class:`LoadInterrupted`.
     """
     plan = plan or LoadPlan()
     prefix = plan.prefix or new_load_prefix()
@@ -462,17 +491,31 @@ def run_load(adapter: Any, plan: LoadPlan | None = None, *, keep: bool = False,
     threads = [threading.Thread(target=_writer, args=(adapter, run, i, deadline),
                                 name=f"semvec-load-{i}", daemon=True)
                for i in range(plan.writers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    elapsed = time.monotonic() - started
     try:
-        verification = verify(adapter, run, plan.verify_timeout_s)
-    except Exception as exc:  # noqa: BLE001 - an audit that cannot read proves nothing
-        verification = Verification(sessions=len(run.session_ids),
-                                    problems=[f"verification could not read the store: "
-                                              f"{error_category(exc)}: {exc}"])
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.25 if on_tick is not None else None)
+                if on_tick is not None:
+                    on_tick(run.acked, time.monotonic() - started)
+        elapsed = time.monotonic() - started
+        try:
+            verification = verify(adapter, run, plan.verify_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - an audit that cannot read proves nothing
+            verification = Verification(sessions=len(run.session_ids),
+                                        problems=[f"verification could not read the store: "
+                                                  f"{error_category(exc)}: {exc}"])
+    except BaseException as exc:  # a signal (Ctrl-C, SIGTERM) mid-run: stop, then clean up
+        run.stop.set()
+        for thread in threads:
+            if thread.is_alive():
+                thread.join(plan.verify_timeout_s)
+        if keep:
+            raise
+        # a second signal here escapes as itself: the caller then knows cleanup did not finish
+        problems = cleanup(adapter, run, plan.verify_timeout_s)
+        raise LoadInterrupted(prefix, plan.sessions, problems, exc) from exc
     cleanup_problems = [] if keep else cleanup(adapter, run, plan.verify_timeout_s)
     if attempts_out is not None:
         attempts_out.extend(run.attempts)

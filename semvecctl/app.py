@@ -56,6 +56,12 @@ def hoist_global_flags(args: Sequence[str]) -> list[str]:
 class RootGroup(TyperGroup):
     """Root command group: hoists global flags and owns the error boundary."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from semvecctl.numeric import harden
+
+        harden(self)  # every numeric option: finite and in range, or exit 2
+
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, hoist_global_flags(args))
 
@@ -75,11 +81,16 @@ class RootGroup(TyperGroup):
 
     def _run(self, args, prog_name, complete_var, **extra) -> int:
         from semvecctl.commands.completions import enable_runtime_completion
+        from semvecctl.interrupts import Interrupted, interruption_of, signals_raise
 
         enable_runtime_completion()
         try:
-            rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
-                              standalone_mode=False, **extra)
+            with signals_raise():
+                rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
+                                  standalone_mode=False, **extra)
+        except Interrupted as exc:
+            _report(f"{exc}: stopped", None)
+            return exc.exit_code
         except TyperException as exc:  # click's usage errors, vendored by typer
             ctx = getattr(exc, "ctx", None)
             if type(exc).__name__ == "NoArgsIsHelpError":
@@ -89,7 +100,11 @@ class RootGroup(TyperGroup):
             _report(f"{exc.format_message()}{hint}", None)
             code = getattr(exc, "exit_code", ExitCode.USAGE)
             return code if code not in (None, 0, 1) else ExitCode.USAGE
-        except Abort:
+        except Abort as exc:
+            signalled = interruption_of(exc)
+            if signalled is not None:
+                _report(f"{signalled}: stopped", None)
+                return signalled.exit_code
             _report("aborted, nothing more was done", None)
             return 130
         except Exit as exc:

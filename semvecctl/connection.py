@@ -111,9 +111,28 @@ def resolve_connection(
     if uri:
         implied(uri)
         app.remember_secret(uri)
+    if origin != "default":
+        require_known_backend(chosen, origin)
     if database and fold_name(chosen) == "mongo":
         options.setdefault("database", database)
     return ConnectionSpec(backend=chosen, uri=uri, options=options, origin=origin)
+
+
+def require_known_backend(name: str, origin: str = "flag") -> None:
+    """A name the operator typed (flag, environment, profile) must exist: exit 2 with close
+    matches. Only the engine's own selection path degrades an unknown name to memory; a
+    gate that probes ``memory`` for a typo would go green on nothing."""
+    from backends.registry import Registry
+
+    registry = Registry()
+    resolution = registry.resolve(name)
+    if not resolution.fell_back:
+        return
+    where = {"flag": "--backend", "env": "$SEMVEC_SESSION_BACKEND"}.get(origin, origin)
+    close = resolution.close_matches
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise usage_error(f"unknown backend {name!r} (from {where}): neither shipped nor "
+                      f"installed{hint} (see 'semvecctl backends list')")
 
 
 def load_factory(spec: str) -> Any:

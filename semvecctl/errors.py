@@ -35,6 +35,9 @@ def classify(exc: BaseException) -> tuple[ExitCode, str]:
         return exc.code, exc.message
     if isinstance(exc, InvalidURI):
         return ExitCode.USAGE, str(exc)
+    if isinstance(exc, be.BackendTransient):
+        return ExitCode.UNREACHABLE, (f"backend temporarily unavailable (transient: a failover "
+                                      f"or a timeout that should pass): {exc}; retry the command")
     if isinstance(exc, be.BackendUnreachable):
         return ExitCode.UNREACHABLE, f"backend unreachable: {exc}"
     if isinstance(exc, be.BackendAuthError):
@@ -42,6 +45,12 @@ def classify(exc: BaseException) -> tuple[ExitCode, str]:
     if isinstance(exc, (be.MissingDriver, be.ContestedBackend, be.ContractError,
                         be.BackendConfigError, be.UnsupportedOperation)):
         return ExitCode.ENVIRONMENT, str(exc)
+    if isinstance(exc, be.CorruptState):
+        return ExitCode.CHECK_FAILED, (f"damaged data: {exc} (nothing was written; the row "
+                                       "is left as it is)")
+    if isinstance(exc, be.InjectedFault):
+        return ExitCode.CHECK_FAILED, (f"injected fault (the adapter's conformance fault seam "
+                                       f"is active): {exc}")
     if isinstance(exc, be.IntegrityError):
         return ExitCode.CHECK_FAILED, f"integrity check failed: {exc}"
     if be.is_state_version_conflict(exc):

@@ -7,11 +7,12 @@ from enum import IntEnum
 
 class ExitCode(IntEnum):
     OK = 0
-    #: a check failed: unhealthy gate, drift, conformance failure, CI gate missed
+    #: a check failed: unhealthy gate, drift, conformance failure, CI gate missed, a
+    #: version conflict, damaged (corrupt) stored data
     CHECK_FAILED = 1
     #: bad command line: unknown option, malformed URI, unknown output format
     USAGE = 2
     #: environment: driver missing, contested or broken backend, bad configuration
     ENVIRONMENT = 3
-    #: the backend could not be reached
+    #: the backend could not be reached, or failed transiently (retry)
     UNREACHABLE = 4

@@ -21,6 +21,13 @@ Backend = Annotated[
     typer.Option("--backend", "-b", help="Backend name (default: $SEMVEC_SESSION_BACKEND, then the profile, then memory).",
                  show_default=False),
 ]
+#: for commands that never pick a backend for you (conformance certifies what it is told)
+NamedBackend = Annotated[
+    Optional[str],
+    typer.Option("--backend", "-b", help="Backend name to certify (or name it with --uri / --adapter); "
+                                         "there is no default: an unnamed backend is never certified as memory.",
+                 show_default=False),
+]
 Uri = Annotated[
     Optional[str],
     typer.Option("--uri", "-u", help="Connection URI; its scheme implies the backend (redis://, mongodb://, postgresql://, memory://).",
@@ -37,7 +44,7 @@ Yes = Annotated[
 ]
 Timeout = Annotated[
     float,
-    typer.Option("--timeout", "-t", min=0.01, help="Seconds before giving up."),
+    typer.Option("--timeout", "-t", min=0.01, max=3600.0, help="Seconds before giving up."),
 ]
 
 

@@ -7,6 +7,7 @@ a credential that slipped into a message or a value still never reaches the term
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -47,6 +48,50 @@ def to_plain(value: Any) -> Any:
     return value
 
 
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\x1b": "\\e", "\\": "\\\\"}
+
+
+def escape_cell(text: str) -> str:
+    """A table cell on one line: control and invisible format characters (newlines, tabs,
+    ESC, bidi overrides) shown as escapes, so a hostile id cannot split a row, hide text
+    or move the cursor. JSON and YAML carry the value unchanged."""
+    import unicodedata
+
+    if text.isprintable():  # backslashes are doubled only when escapes appear beside them
+        return text
+    out = []
+    for ch in text:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"):
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else
+                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def display_width(text: str) -> int:
+    """Terminal cells ``text`` takes: wide (CJK, fullwidth) characters take two, combining
+    marks none."""
+    import unicodedata
+
+    if text.isascii():
+        return len(text)
+    width = 0
+    for ch in text:
+        if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+            continue
+        width += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return width
+
+
+def pad(text: str, width: int) -> str:
+    """``ljust`` by display width."""
+    return text + " " * max(width - display_width(text), 0)
+
+
 class Column:
     """A table column: header, how to get the cell from a row, optional style."""
 
@@ -69,8 +114,8 @@ class Column:
         if isinstance(value, float):
             return f"{value:.4g}"
         if isinstance(value, (list, tuple, set, frozenset)):
-            return ", ".join(str(v) for v in value) or "-"
-        return str(value)
+            return escape_cell(", ".join(str(v) for v in value)) or "-"
+        return escape_cell(str(value))
 
 
 class Output:
@@ -81,6 +126,7 @@ class Output:
         self.verbose = verbose
         self.no_color = no_color or bool(os.environ.get("NO_COLOR"))
         self._scrub = scrubber or (lambda text: text)
+        self.last_progress: ProgressTask | None = None
 
     # -- streams ----------------------------------------------------------------------
 
@@ -157,18 +203,18 @@ class Output:
     def table(self, columns: Sequence[Column], rows: Iterable[Any], *, title: str | None = None) -> int:
         """Aligned plain-text columns (kubectl style); bold header only on a colour TTY."""
         cells = [[col.cell(row) for col in columns] for row in rows]
-        widths = [len(col.header) for col in columns]
+        widths = [display_width(col.header) for col in columns]
         for row in cells:
             for i, value in enumerate(row):
-                widths[i] = max(widths[i], *(len(part) for part in value.splitlines() or [""]))
+                widths[i] = max(widths[i], display_width(value))
         bold = self._isatty(sys.stdout) and not self.no_color
         lines = []
         if title:
-            lines.append(title)
-        header = "  ".join(c.header.ljust(widths[i]) for i, c in enumerate(columns)).rstrip()
+            lines.append(escape_cell(title))
+        header = "  ".join(pad(c.header, widths[i]) for i, c in enumerate(columns)).rstrip()
         lines.append(f"\x1b[1m{header}\x1b[0m" if bold else header)
         for row in cells:
-            lines.append("  ".join(v.ljust(widths[i]) for i, v in enumerate(row)).rstrip())
+            lines.append("  ".join(pad(v, widths[i]) for i, v in enumerate(row)).rstrip())
         self.write("\n".join(lines))
         return len(cells)
 
@@ -204,11 +250,11 @@ class Output:
         if not header_done:
             for row in cells:
                 for i, value in enumerate(row[:-1]):
-                    widths[i] = min(max(widths[i], len(value)), 60)
-            self.write("  ".join(c.header.ljust(widths[i]) for i, c in enumerate(columns)).rstrip())
+                    widths[i] = min(max(widths[i], display_width(value)), 60)
+            self.write("  ".join(pad(c.header, widths[i]) for i, c in enumerate(columns)).rstrip())
             header_done = True
         for row in cells:
-            self.write("  ".join(v.ljust(widths[i]) for i, v in enumerate(row)).rstrip())
+            self.write("  ".join(pad(v, widths[i]) for i, v in enumerate(row)).rstrip())
         return header_done
 
     # -- interaction ------------------------------------------------------------------
@@ -234,14 +280,74 @@ class Output:
 
     def progress(self, items: Iterable[Any], *, total: int | None = None,
                  label: str = "working") -> Iterator[Any]:
-        """Wrap ``items`` with a progress bar on a TTY; a plain passthrough otherwise."""
-        if not self._isatty(sys.stderr):
-            yield from items
-            return
-        from rich.progress import Progress
-
-        with Progress(console=self._console(sys.stderr), transient=True) as bar:
-            task = bar.add_task(label, total=total)
+        """Wrap ``items`` with a live count, rate and ETA on a TTY; a plain passthrough on
+        a pipe. ``self.last_progress`` keeps (count, seconds) for the summary line."""
+        with self.progress_task(label, total=total) as task:
             for item in items:
                 yield item
-                bar.advance(task)
+                task.advance()
+
+    @contextlib.contextmanager
+    def progress_task(self, label: str, *, total: int | None = None,
+                      unit: str = "") -> Iterator["ProgressTask"]:
+        """A progress display the caller advances (or sets) itself; rich on a TTY only."""
+        task = ProgressTask(total)
+        self.last_progress = task
+        if not self._isatty(sys.stderr):
+            try:
+                yield task
+            finally:
+                task.finish()
+            return
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        columns = [TextColumn("{task.description}"), BarColumn() if total else TextColumn(""),
+                   TextColumn("{task.completed:,.0f}" + (f"/{total:,}" if total else "") + f"{unit}"),
+                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn()]
+        if total:
+            columns.append(TimeRemainingColumn())
+        with Progress(*columns, console=self._console(sys.stderr), transient=True) as bar:
+            handle = bar.add_task(label, total=total, rate="")
+            task.attach(lambda: bar.update(handle, completed=task.count,
+                                           rate=f"{task.rate:,.0f}/s"))
+            try:
+                yield task
+            finally:
+                task.finish()
+
+
+class ProgressTask:
+    """Counts work for a progress display and for the final summary line."""
+
+    def __init__(self, total: int | None = None) -> None:
+        import time
+
+        self.total = total
+        self.count = 0
+        self._clock = time.monotonic
+        self.started = self._clock()
+        self.elapsed = 0.0
+        self._refresh: Callable[[], None] | None = None
+
+    def attach(self, refresh: Callable[[], None]) -> None:
+        self._refresh = refresh
+
+    def advance(self, n: int = 1) -> None:
+        self.set(self.count + n)
+
+    def set(self, count: int) -> None:
+        self.count = count
+        self.elapsed = self._clock() - self.started
+        if self._refresh is not None:
+            self._refresh()
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.elapsed if self.elapsed > 0 else 0.0
+
+    def finish(self) -> None:
+        self.elapsed = self._clock() - self.started
+
+    def summary(self) -> str:
+        """``in 3.2s (385/s)``: what the final line appends."""
+        return f"in {self.elapsed:.1f}s ({self.rate:,.0f}/s)"

@@ -177,3 +177,45 @@ def test_python_dash_m_works():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "memory" in {r["name"] for r in json.loads(proc.stdout)}
+
+
+# -- #15.2: --check imports nothing it cannot and constructs nothing, yet is truthful ----
+
+
+def test_check_reports_pgvector_driver_missing_without_constructing(monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    result = run("backends", "list", "--check", "-o", "json")
+    rows = {r["name"]: r for r in json.loads(result.stdout)}
+    assert rows["pgvector"]["status"] == "driver-missing", rows["pgvector"]
+    assert "psycopg" in rows["pgvector"]["detail"]
+
+
+def test_check_reports_a_target_that_is_not_an_adapter_as_broken(site):
+    name = f"dumps_{uuid.uuid4().hex[:6]}"
+    const = f"const_{uuid.uuid4().hex[:6]}"
+    make_distribution(site, "odd-dist", "1.0", {name: "json:dumps",
+                                                const: "json.decoder:NaN"})
+    result = run("backends", "list", "--check", "-o", "json")
+    assert result.exit_code == 1, result.stdout
+    rows = {r["name"]: r for r in json.loads(result.stdout)}
+    assert rows[name]["status"] == "contract-error"
+    assert "'obj'" in rows[name]["detail"]
+    assert rows[const]["status"] == "contract-error"
+    assert "not an adapter" in rows[const]["detail"]
+
+
+def test_check_accepts_a_well_formed_factory_and_checks_its_annotated_class(site):
+    good = f"fact_{uuid.uuid4().hex[:6]}"
+    module = f"{good}_mod"
+    make_distribution(site, "fact-dist", "1.0", {good: f"{module}:make"}, {module: f"""
+        from backends.memory import MemoryBackendAdapter
+        class A(MemoryBackendAdapter):
+            name = {good!r}
+        def make(uri=None) -> A:
+            raise AssertionError("--check must not construct")
+        """})
+    result = run("backends", "list", "--check", "-o", "json")
+    rows = {r["name"]: r for r in json.loads(result.stdout)}
+    assert rows[good]["status"] == "ok", rows[good]
+    assert rows[good]["persistent"] is False
+    forget_modules(module)

@@ -86,7 +86,7 @@ def test_adapter_with_selected_name_checks_it():
 def test_unknown_backend_is_a_usage_error_not_a_memory_certificate():
     result = invoke("run", "--backend", "redsi")
     assert result.exit_code == 2
-    assert "does not certify 'memory' in its place" in result.stderr
+    assert "unknown backend 'redsi'" in result.stderr  # the CLI-wide rule (#15.1) answers first
     assert "did you mean 'redis'" in result.stderr
 
 

@@ -96,3 +96,32 @@ def test_store_refusing_every_turn_is_exit_3():
     result = invoke("--adapter", "tests.test_load_cli:no_turns", "--duration", "5", "--yes")
     assert result.exit_code == 3
     assert "refused the load run" in result.stderr
+
+
+def test_load_cleanup_refuses_anything_but_a_load_prefix():
+    for prefix in ("", "semvec-load-", "chat-", "semvec:state:"):
+        result = CliRunner().invoke(app, ["load", "cleanup", "--prefix", prefix, "--sessions", "2",
+                                          "--backend", "memory", "--yes"])
+        assert result.exit_code == 2, (prefix, result.stderr)
+        assert "not a load-run prefix" in result.stderr
+
+
+def test_load_cleanup_removes_only_the_named_run(redis_url):
+    from backends.loadtest import LoadPlan, run_load
+    from backends.redis import RedisBackendAdapter
+
+    adapter = RedisBackendAdapter(uri=redis_url)
+    try:
+        adapter.state_store().save("keep-me", b"x", expected_version=None)
+        report = run_load(adapter, LoadPlan(writers=1, duration_s=0.3, sessions=2,
+                                            events_per_turn=1), keep=True)
+        assert adapter.state_store().load_full(f"{report.prefix}s0") is not None
+    finally:
+        adapter.close()
+    result = CliRunner().invoke(app, ["load", "cleanup", "--prefix", report.prefix, "--sessions", "2",
+                                      "--uri", redis_url, "--yes"])
+    assert result.exit_code == 0, result.stderr
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    assert sorted(client.scan_iter(count=1000)) == [b"semvec:state:keep-me"]

@@ -39,6 +39,8 @@ class PgVectorAdapter(StateStoreSeams):
 
     name = "pgvector"
     is_persistent = True
+    #: driver modules, checked without importing them by ``backends list --check``
+    required_modules = ("psycopg", "pgvector")
 
     def __init__(self, uri: str | None = None, **options: Any) -> None:
         from backends.pgvector.config import PgVectorConfig

@@ -16,7 +16,7 @@ import typer
 from semvecctl.application import current
 from semvecctl.errors import CliError, usage_error
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, Uri
+from semvecctl.options import AdapterFactory, NamedBackend, Output, Uri
 from semvecctl.output import Column, OutputFormat
 
 NAME = "conformance"
@@ -163,7 +163,7 @@ def _render_table(out: Any, report: Any) -> None:
 
 @app.command("run")
 def run(
-    backend: Backend = None,
+    backend: NamedBackend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
     only: Optional[list[str]] = typer.Option(

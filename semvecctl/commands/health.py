@@ -20,6 +20,60 @@ NAME = "health"
 HELP = "Probe a backend (check_health, bounded by a timeout); exit 0/1/3/4 for CI gates."
 
 
+#: a session id no one writes: reading it tells why a store is unhealthy
+_DIAGNOSIS_ID = "__semvecctl_health_diagnosis__"
+
+
+def categorise(exc: BaseException) -> dict[str, Any]:
+    """One category, exit code and line for why a backend is unhealthy: refused
+    credentials and TLS or configuration problems are the environment (3), a host that
+    does not answer or a transient failure is unreachable (4)."""
+    import ssl
+
+    from backends import errors as be
+
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(chain) < 8:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    text = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+    if any(isinstance(e, (ssl.SSLError, ssl.CertificateError)) for e in chain) or \
+            any(word in str(e).lower() for e in chain
+                for word in ("certificate verify", "[ssl", "tls handshake", "ssl handshake")):
+        return {"category": "tls error", "exit": int(ExitCode.ENVIRONMENT), "message": text}
+    if any(isinstance(e, (be.BackendAuthError, PermissionError)) for e in chain):
+        return {"category": "credentials refused", "exit": int(ExitCode.ENVIRONMENT), "message": text}
+    if any(isinstance(e, (be.BackendConfigError, be.MissingDriver, be.UnsupportedOperation))
+           for e in chain):
+        return {"category": "misconfigured", "exit": int(ExitCode.ENVIRONMENT), "message": text}
+    if isinstance(exc, be.BackendTransient):
+        return {"category": "transient failure", "exit": int(ExitCode.UNREACHABLE),
+                "message": f"{text}; retry"}
+    return {"category": "unreachable" if isinstance(exc, (ConnectionError, TimeoutError, OSError))
+            else "error", "exit": int(ExitCode.UNREACHABLE), "message": text}
+
+
+def diagnose(adapter_obj: Any, error: BaseException | None, budget: float) -> dict[str, Any]:
+    """Why the probe failed. ``check_health`` answers only yes/no, so one read of a session
+    no one writes (bounded by what is left of the timeout) recovers the categorised
+    error the store raises."""
+    from backends.probe import call_with_timeout
+
+    if error is None:
+        got = call_with_timeout(
+            lambda: adapter_obj.state_store().current_version(_DIAGNOSIS_ID), budget)
+        if got.error is not None:
+            error = got.error
+        elif got.timed_out:
+            return {"category": "unreachable", "exit": int(ExitCode.UNREACHABLE),
+                    "message": "the health probe failed and a read got no answer in time"}
+        else:
+            return {"category": "unreachable", "exit": int(ExitCode.UNREACHABLE),
+                    "message": "the health probe failed though a read succeeded (flapping?)"}
+    return categorise(error)
+
+
 def app(
     backend: Backend = None,
     uri: Uri = None,
@@ -32,20 +86,33 @@ def app(
     """Probe a backend (check_health, bounded by a timeout); exit 0/1/3/4 for CI gates."""
     from backends.contract import HealthDetails
     from backends.probe import call_with_timeout
+    from backends.registry import accepts_keyword
 
     out = current().output
     spec = resolve_connection(backend, uri, adapter)
     with open_adapter(spec) as adapter_obj:
         started = time.monotonic()
-        outcome = call_with_timeout(adapter_obj.check_health, timeout)
+        # the timeout is passed to adapters that take one, and bounds the call either way
+        takes_timeout = accepts_keyword(adapter_obj.check_health, "timeout")
+        if takes_timeout:
+            outcome = call_with_timeout(lambda: adapter_obj.check_health(timeout=timeout), timeout)
+        else:
+            outcome = call_with_timeout(adapter_obj.check_health, timeout)
         latency_ms = round((time.monotonic() - started) * 1000, 1)
         healthy = outcome.value is True
+        cause: dict[str, Any] | None = None
         if outcome.timed_out:
             state = "timed out"
-        elif outcome.error is not None:
-            state = "error"
+            cause = {"category": "unreachable", "exit": int(ExitCode.UNREACHABLE),
+                     "message": f"no answer within {timeout:g}s"}
+        elif not healthy:
+            state = "error" if outcome.error is not None else "unreachable"
+            remaining = max(timeout - (time.monotonic() - started), 0.1)
+            cause = diagnose(adapter_obj, outcome.error, remaining)
+            if cause["category"] != "unreachable":
+                state = cause["category"]
         else:
-            state = "healthy" if healthy else "unreachable"
+            state = "healthy"
         persistent = bool(getattr(type(adapter_obj), "is_persistent", False))
         details: dict[str, Any] = {}
         if healthy and isinstance(adapter_obj, HealthDetails):
@@ -76,11 +143,15 @@ def app(
             "persistent": persistent,
             "latency_ms": latency_ms,
             "timeout_s": timeout,
+            "timeout_passed_to_adapter": takes_timeout,
             "gates": gates,
             "details": details,
         }
         if outcome.error is not None:
             report["error"] = f"{type(outcome.error).__name__}: {outcome.error}"
+        if cause is not None:
+            report["cause"] = cause["category"]
+            report["cause_detail"] = cause["message"]
 
     rows = [{"field": k, "value": v} for k, v in report.items()
             if k not in ("gates", "details") and v not in (None, "")]
@@ -88,8 +159,10 @@ def app(
     rows += [{"field": k, "value": v} for k, v in details.items()]
     out.emit(report, output, columns=[Column("CHECK", "field", style="bold"), Column("RESULT", "value")], rows=rows)
     if not healthy:
-        out.error(f"backend {report['backend']!r} at {spec.display_uri} is {state} (timeout {timeout:g}s)")
-        raise typer.Exit(ExitCode.UNREACHABLE)
+        assert cause is not None
+        out.error(f"backend {report['backend']!r} at {spec.display_uri} is {state}: "
+                  f"{cause['message']} (timeout {timeout:g}s)")
+        raise typer.Exit(cause["exit"])
     if any(not g["passed"] for g in gates):
         for gate in gates:
             if not gate["passed"]:

@@ -68,21 +68,23 @@ def run(
     output: Output = OutputFormat.table,
 ) -> None:
     """Write load-test turns to a live store under a unique prefix, audit, remove them."""
-    from backends.loadtest import LoadPlan, run_load
+    from backends.loadtest import LoadPlan, new_load_prefix
     from backends.probe import call_with_timeout
 
     out = current().output
     spec = resolve_connection(backend, uri, adapter)
     out.confirm(f"write load-test sessions and events to {spec.display_uri} "
                 "(removed afterwards)", yes=yes)
+    prefix = new_load_prefix()
     plan = LoadPlan(writers=writers, duration_s=duration, sessions=sessions,
-                    events_per_turn=events_per_turn, max_commits=max_commits)
+                    events_per_turn=events_per_turn, max_commits=max_commits, prefix=prefix)
     with open_adapter(spec) as adapter_obj:
         probe = call_with_timeout(adapter_obj.check_health, _PREFLIGHT_TIMEOUT_S)
         if probe.value is not True:
             raise CliError(f"backend {adapter_obj.name!r} at {spec.display_uri} is unreachable; "
                            "nothing was written", ExitCode.UNREACHABLE)
-        report = run_load(adapter_obj, plan)
+        out.info(f"writing under prefix {prefix} for up to {duration:g}s")
+        report = _run_interruptible(adapter_obj, plan, spec, out)
     data = {"uri": spec.display_uri, **report.to_dict()}
     out.emit(data, output, columns=[Column("CHECK", "field", style="bold"),
                                     Column("RESULT", "value")],
@@ -91,10 +93,74 @@ def run(
         raise CliError(f"the store refused the load run: {report.fatal}", ExitCode.ENVIRONMENT)
     if report.cleanup_problems:
         out.warn(f"{len(report.cleanup_problems)} cleanup problem(s): rows under prefix "
-                 f"{report.prefix} may remain")
+                 f"{report.prefix} may remain; remove them with: "
+                 f"{cleanup_command(spec, report.prefix, report.sessions)}")
     if not report.verification.ok:
         out.error(f"audit failed: {len(report.verification.problems)} problem(s), first: "
                   f"{report.verification.problems[0]}")
         raise typer.Exit(ExitCode.CHECK_FAILED)
     out.success(f"{report.commits} commits ({report.commits_per_s:.0f}/s), "
-                f"{report.conflicts} conflicts ({report.conflicts_per_s:.0f}/s): nothing lost")
+                f"{report.conflicts} conflicts ({report.conflicts_per_s:.0f}/s) in "
+                f"{report.elapsed_s:.1f}s: nothing lost")
+
+
+def cleanup_command(spec: Any, prefix: str, sessions: int) -> str:
+    """The exact command that removes what a run under ``prefix`` left (URI redacted: put
+    the credentials back in)."""
+    if spec.adapter_factory:
+        where = f"--adapter {spec.adapter_factory}" + (f" --uri '{spec.display_uri}'" if spec.uri else "")
+    elif spec.uri:
+        where = f"--uri '{spec.display_uri}'"
+    else:
+        where = f"--backend {spec.backend}"
+    return f"semvecctl load cleanup --prefix {prefix} --sessions {sessions} {where} --yes"
+
+
+def _run_interruptible(adapter_obj: Any, plan: Any, spec: Any, out: Any) -> Any:
+    """run_load with progress; on SIGINT/SIGTERM say what was removed, or exactly what is
+    left and the command that removes it, then let the signal end the command."""
+    from backends.loadtest import LoadInterrupted, run_load
+
+    try:
+        with out.progress_task("load", unit=" commits") as task:
+            return run_load(adapter_obj, plan, on_tick=lambda acked, _s: task.set(acked))
+    except LoadInterrupted as stopped:
+        if stopped.problems:
+            out.error(f"interrupted; cleanup could not finish ({stopped.problems[0]}): rows under "
+                      f"prefix {stopped.prefix} may remain; remove them with: "
+                      f"{cleanup_command(spec, stopped.prefix, stopped.sessions)}")
+        else:
+            out.info(f"interrupted; removed everything written under prefix {stopped.prefix}")
+        raise stopped.cause from None
+    except BaseException:
+        out.error(f"interrupted during cleanup: rows under prefix {plan.prefix} may remain; "
+                  f"remove them with: {cleanup_command(spec, plan.prefix, plan.sessions)}")
+        raise
+
+
+@app.command("cleanup")
+def cleanup(
+    prefix: str = typer.Option(..., "--prefix", help="The run's prefix (semvec-load-<hex>-), as printed by 'load run'."),
+    sessions: int = typer.Option(..., "--sessions", min=1, max=10_000,
+                                 help="The run's --sessions (how many session/user names to remove)."),
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    yes: Yes = False,
+) -> None:
+    """Remove what an interrupted load run left behind (its sessions, events, counters)."""
+    from backends.loadtest import cleanup_prefix
+
+    out = current().output
+    if not prefix.startswith("semvec-load-") or len(prefix) <= len("semvec-load-"):
+        raise CliError(f"--prefix {prefix!r} is not a load-run prefix (semvec-load-<hex>-)",
+                       ExitCode.USAGE)
+    spec = resolve_connection(backend, uri, adapter)
+    out.confirm(f"delete the load-run rows under {prefix} from {spec.display_uri}", yes=yes)
+    with open_adapter(spec) as adapter_obj:
+        problems = cleanup_prefix(adapter_obj, prefix, sessions)
+    for problem in problems:
+        out.error(problem)
+    if problems:
+        raise typer.Exit(ExitCode.CHECK_FAILED)
+    out.success(f"removed the load-run rows under {prefix}")

@@ -46,13 +46,13 @@ QueryVector = Annotated[Optional[str], typer.Option(
 Like = Annotated[Optional[str], typer.Option(
     "--like", help="Query with a stored item's embedding and text (no embedding model needed).",
     show_default=False)]
-TopK = Annotated[int, typer.Option("--top-k", "-k", min=1, help="Results to return.")]
+TopK = Annotated[int, typer.Option("--top-k", "-k", min=1, max=10_000, help="Results to return.")]
 Bm25 = Annotated[bool, typer.Option("--bm25/--no-bm25", help="Use the lexical signal (BM25 / $search).")]
-Bm25FetchK = Annotated[int, typer.Option("--bm25-fetch-k", min=0, help="Candidate width when BM25 is on.")]
+Bm25FetchK = Annotated[int, typer.Option("--bm25-fetch-k", min=0, max=100_000, help="Candidate width when BM25 is on.")]
 MmrFetchK = Annotated[int, typer.Option(
-    "--mmr-fetch-k", min=0, help="MMR diversity over this many candidates (when above --top-k).")]
+    "--mmr-fetch-k", min=0, max=100_000, help="MMR diversity over this many candidates (when above --top-k).")]
 MmrLambda = Annotated[float, typer.Option("--mmr-lambda", min=0.0, max=1.0, help="MMR relevance weight.")]
-RrfK = Annotated[int, typer.Option("--rrf-k", min=0, help="Reciprocal-rank fusion constant k.")]
+RrfK = Annotated[int, typer.Option("--rrf-k", min=0, max=100_000, help="Reciprocal-rank fusion constant k.")]
 RrfWeights = Annotated[str, typer.Option("--rrf-weights", help="Fusion weights dense,bm25.")]
 Items = Annotated[Optional[Path], typer.Option(
     "--items", help="Read the in-process side's items from this JSONL file instead of the store.",

@@ -68,7 +68,7 @@ def list_sessions(
     owner: Optional[str] = OwnerOpt,
     unowned: bool = UnownedOpt,
     match: Optional[str] = typer.Option(None, "--match", "-m", help="Only session ids matching this glob (*, ?, [..])."),
-    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="Stop after this many sessions."),
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, max=1_000_000_000, help="Stop after this many sessions."),
     batch_size: int = typer.Option(500, "--batch-size", min=1, max=10000, help="Sessions read per round trip."),
     output: StreamOutput = StreamFormat.table,
 ) -> None:
@@ -103,11 +103,17 @@ def inspect_session(
     from backends.blobinfo import describe_blob
     from backends.snapshot import read_snapshot
 
+    from backends.errors import CorruptState
+
     out = current().output
     scope = owner_filter(owner, unowned)
     spec = resolve_connection(backend, uri, adapter)
     with open_adapter(spec) as adapter_obj:
-        state, summary = read_snapshot(adapter_obj, session_id, owner_subject=scope)
+        try:
+            state, summary = read_snapshot(adapter_obj, session_id, owner_subject=scope)
+        except CorruptState as exc:
+            _report_damaged(out, output, adapter_obj.name, exc)
+            raise typer.Exit(ExitCode.CHECK_FAILED) from None
         if state is None:
             raise CliError(f"no session {session_id!r}" + ("" if owner is None and not unowned
                                                            else " with that owner"),
@@ -135,6 +141,18 @@ def inspect_session(
              rows=rows)
 
 
+def _report_damaged(out: Any, output: Any, backend_name: str, exc: Any) -> None:
+    """A row that cannot be read strictly is shown as damaged (which field, what is wrong),
+    never as a best-effort value and never as a crash."""
+    report = {"session_id": exc.session_id, "backend": backend_name, "status": "damaged",
+              "field": exc.field, "problem": exc.problem}
+    out.emit(report, output, columns=[Column("FIELD", "field", style="bold"),
+                                      Column("VALUE", "value")],
+             rows=[{"field": k, "value": v} for k, v in report.items()])
+    out.error(f"session {exc.session_id!r} is damaged: field {exc.field!r} {exc.problem} "
+              "(not repaired; export what is readable, then restore this session)")
+
+
 @app.command("delete")
 def delete_session(
     session_id: str = typer.Argument(..., help="The session id."),
@@ -144,17 +162,32 @@ def delete_session(
     owner: Optional[str] = typer.Option(None, "--owner", help="Delete only if the session belongs to this owner.",
                                         show_default=False),
     unowned: bool = typer.Option(False, "--unowned", help="Delete only if the session has no owner."),
+    if_version: Optional[int] = typer.Option(
+        None, "--if-version", min=1, max=2**63 - 1, show_default=False,
+        help="Delete only if the session is still at this version (as 'inspect' showed it); "
+             "a session a writer has moved is a conflict (exit 1) and is left as it is."),
     yes: Yes = False,
 ) -> None:
-    """Delete one session (scoped by --owner / --unowned when given); asks first."""
+    """Delete one session (scoped by --owner / --unowned, checked by --if-version); asks first."""
     out = current().output
     scope = owner_filter(owner, unowned)
     spec = resolve_connection(backend, uri, adapter)
     with open_adapter(spec) as adapter_obj:
         scoped = "" if owner is None and not unowned else (
             f" owned by {owner!r}" if owner is not None else " without an owner")
-        out.confirm(f"delete session {session_id!r}{scoped} from {spec.display_uri}", yes=yes)
-        deleted = adapter_obj.state_store().delete(session_id, owner_subject=scope)
+        at = "" if if_version is None else f" at version {if_version}"
+        out.confirm(f"delete session {session_id!r}{scoped}{at} from {spec.display_uri}", yes=yes)
+        store = adapter_obj.state_store()
+        if if_version is None:
+            deleted = store.delete(session_id, owner_subject=scope)
+        else:
+            from backends.registry import accepts_keyword
+
+            if not accepts_keyword(store.delete, "expected_version"):  # never delete unchecked
+                raise CliError(f"version-checked delete (--if-version) is not supported by "
+                               f"backend {adapter_obj.name!r}; nothing was deleted",
+                               ExitCode.ENVIRONMENT)
+            deleted = store.delete(session_id, owner_subject=scope, expected_version=if_version)
     if not deleted:
         out.error(f"no session {session_id!r}{scoped}: nothing deleted")
         raise typer.Exit(ExitCode.CHECK_FAILED)

@@ -143,8 +143,9 @@ def export_sessions(
             result = export_to_path(source, out_path, **options)
     where = "stdout" if to_stdout else out_path
     items = f" and {result.items} item(s)" if with_items else ""
+    timing = f" {out.last_progress.summary()}" if out.last_progress else ""
     out.success(f"exported {result.count} session(s){items} from {source.name} "
-                f"({_source_label(spec)}) to {where}; digest {result.digest[:16]}…")
+                f"({_source_label(spec)}) to {where}{timing}; digest {result.digest[:16]}…")
     if result.vanished:
         out.info(f"{result.vanished} session(s) disappeared while exporting and are not in the archive")
     if result.duplicates_dropped:
@@ -206,7 +207,8 @@ def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: s
         out.emit(document, output.value)
     items = f", {result.items_synced} item(s) synced" if result.items_synced else ""
     versions = "versions preserved" if result.versions_preserved else "created at version 1"
-    out.success(f"wrote {result.created} session(s) to {target_name} ({versions}){items}; "
+    timing = f" {out.last_progress.summary()}" if out.last_progress else ""
+    out.success(f"wrote {result.created} session(s) to {target_name} ({versions}){items}{timing}; "
                 f"{result.skipped} skipped (already there, left unchanged)")
     if result.items_not_imported:
         out.warn(f"{result.items_not_imported} item(s) not imported: the target has no item mirror")
@@ -233,7 +235,7 @@ def _run_import(importer: Any, *, apply: bool, output: StreamFormat, verb: str,
             return
         try:
             result = importer.apply(progress=_progress("importing", summary.count))
-        except Exception as exc:
+        except BaseException as exc:  # a signal too: say how far the import got
             from backends.errors import is_state_version_conflict
 
             written = importer.result.created if importer.result else 0
