@@ -293,3 +293,41 @@ def test_scope_only_store_skips_unowned_only_reads_instead_of_failing():
     assert reads.status == Status.PASSED
     assert "no 'unowned rows only' read" in reads.message
     assert report.capabilities["owner_convention"] == "scope"
+
+
+def test_an_interrupted_case_still_removes_what_it_created():
+    """Ctrl-C or SIGTERM reach the main thread while it waits on a case: the case's
+    cleanup runs before the interruption goes on (nothing of the run is left behind)."""
+    import signal
+    import threading
+
+    from backends.conformance.catalogue import Case
+    from backends.conformance.context import ConformanceOptions
+    from backends.conformance.runner import run_case
+
+    adapter = MemoryBackendAdapter()
+    written = threading.Event()
+    release = threading.Event()
+
+    def slow_case(ctx):
+        sid = ctx.session()
+        ctx.store.save(sid, b"x", expected_version=None)
+        written.set()
+        release.wait(10)
+
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    timer = threading.Thread(target=lambda: written.wait(10) and signal.pthread_kill(
+        threading.main_thread().ident, signal.SIGUSR1))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_case(adapter, Case("state", "slow", slow_case, "a case that blocks"),
+                     prefix="semvec-conf-intr-", options=ConformanceOptions())
+    finally:
+        release.set()
+        timer.join()
+        signal.signal(signal.SIGUSR1, previous)
+    assert list(adapter.iter_sessions()) == []

@@ -56,7 +56,13 @@ def run_case(adapter: Any, entry: Case, *, prefix: str, options: ConformanceOpti
                       options=options, selected_name=selected_name, factory=factory)
     result = CaseResult(entry.group, entry.name, Status.PASSED, doc=entry.doc)
     started = time.perf_counter()
-    outcome = call_with_timeout(entry.func, options.case_timeout, ctx)
+    try:
+        outcome = call_with_timeout(entry.func, options.case_timeout, ctx)
+    except BaseException:
+        # Interrupted while the case ran (Ctrl-C, SIGTERM reach the main thread here):
+        # remove what the case created before the interruption goes on.
+        call_with_timeout(ctx.cleanup, options.case_timeout)
+        raise
     error = outcome.error
     if outcome.timed_out:
         result.status = Status.ERROR
