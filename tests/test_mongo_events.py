@@ -31,8 +31,7 @@ def uid() -> str:
 
 
 def event(user: str, n: int | str = 0, **kw) -> MemoryEvent:
-    return MemoryEvent(event_id=f"e-{uuid.uuid4().hex[:10]}-{n}", user_id=user,
-                       content=f"content {n}", **kw)
+    return MemoryEvent(event_id=str(uuid.uuid4()), user_id=user, content=f"content {n}", **kw)
 
 
 @pytest.fixture
@@ -67,7 +66,7 @@ def test_event_round_trip_and_layout(make_adapter):
     user = uid()
     created = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
     original = event(user, "x", created_at=created, embedding=(0.5, -1.0), meta={"k": [1, "v"]},
-                     source_event_id="src", owner_subject="t1", session_id="s1")
+                     source_event_id=str(uuid.uuid4()), owner_subject="t1", session_id="s1")
     stored = store.append(original)
     got = store.get_event(original.event_id)
     assert got == stored and got.sequence == 1 and got.created_at == created
@@ -75,8 +74,8 @@ def test_event_round_trip_and_layout(make_adapter):
     assert {"event_id", "user_id", "owner_subject", "session_id", "created_at", "content",
             "embedding", "meta", "source_event_id", "sequence"} <= set(doc)
     counter = adapter.database["compliance_event_counters"].find_one({"_id": user})
-    assert counter["seq"] == 1
-    assert store.get_event("nope") is None
+    assert counter == {"_id": user, "value": 1}
+    assert store.get_event(str(uuid.uuid4())) is None
 
 
 def test_list_events_owner_filter(make_adapter):
@@ -218,7 +217,7 @@ def test_transaction_rolls_back_state_when_an_event_insert_fails(txn_adapter):
                             events=[MemoryEvent(first.event_id, user, "dup")])
     assert adapter.state_store().load_full(s).version == 1
     counter = adapter.database["compliance_event_counters"].find_one({"_id": user})
-    assert counter["seq"] == 1
+    assert counter["value"] == 1
 
 
 def test_append_uses_a_transaction_on_a_replica_set(txn_adapter):
