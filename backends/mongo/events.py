@@ -24,6 +24,7 @@ from backends.contract import (
     EngineEventSurface,
     MemoryEvent,
     OwnerFilter,
+    speaks_both_conventions,
     validate_event,
 )
 from backends.errors import InvalidEvent, StateVersionConflict
@@ -73,6 +74,7 @@ def counter_value(doc: Mapping[str, Any] | None) -> int:
                or [0])
 
 
+@speaks_both_conventions
 class MongoEventStore(EngineEventSurface):
     """EventStore (ours and the engine's surface) over ``compliance_events``.
     ``transaction_runner`` returns a callable that runs a callback in a multi-document
@@ -150,7 +152,7 @@ class MongoEventStore(EngineEventSurface):
         for user_id, indexes in by_user.items():
             first = self._reserve(user_id, len(indexes), session)
             for offset, index in enumerate(indexes):
-                stamped[index] = events[index].with_sequence(first + offset)
+                stamped[index] = _as_stored(events[index], first + offset)
         done = [e for e in stamped if e is not None]
         if done:
             kwargs = {"session": session} if session is not None else {}
@@ -168,7 +170,7 @@ class MongoEventStore(EngineEventSurface):
 
     def _append_standalone(self, event: MemoryEvent) -> MemoryEvent:
         sequence = self._reserve(event.user_id, 1, None)
-        stamped = event.with_sequence(sequence)
+        stamped = _as_stored(event, sequence)
         try:
             with driver_errors("events.insert", events=True, on_duplicate=_already_recorded):
                 self._events.insert_one(event_document(stamped))
@@ -304,6 +306,11 @@ class MongoEventStore(EngineEventSurface):
 
         runner = self._transaction_runner()
         return runner(purge) if runner is not None else purge(None)
+
+
+def _as_stored(event: MemoryEvent, sequence: int) -> MemoryEvent:
+    """The event as it reads back: its sequence, and BSON's millisecond timestamp."""
+    return replace(event, sequence=sequence, created_at=bson_time(event.created_at))
 
 
 def _as_event(raw: Any) -> MemoryEvent:
