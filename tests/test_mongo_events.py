@@ -395,3 +395,24 @@ def test_standalone_offers_no_fault_points(make_adapter):
     with pytest.raises(UnsupportedOperation):
         with adapter.inject_fault("turn.after_state"):
             pass
+
+
+def test_a_transaction_the_driver_gave_up_on_is_transient(txn_adapter, monkeypatch):
+    """Inside the transaction a labelled error passes through untouched (the driver's
+    with_transaction retries it); once it escapes the transaction it is categorised."""
+    from pymongo.errors import OperationFailure
+
+    from backends.errors import BackendTransient
+    from tests.fixtures.mongo import FakeSession
+
+    adapter, _client = txn_adapter
+    original = OperationFailure("write conflict", code=112,
+                                details={"errorLabels": ["TransientTransactionError"]})
+
+    def gave_up(self, callback, **kwargs):
+        raise original
+
+    monkeypatch.setattr(FakeSession, "with_transaction", gave_up)
+    with pytest.raises(BackendTransient) as info:
+        adapter.commit_turn("s", b"a", expected_version=None, events=[event(uid())])
+    assert info.value.__cause__ is original
