@@ -255,3 +255,12 @@ def test_get_event_honours_the_owner_filter(make_adapter):
     assert events.get_event(unowned.event_id, owner_subject=None) == unowned
     assert events.get_event(unowned.event_id, scope=OwnerScope("t1")) is None
     assert events.get_event(owned.event_id, scope=OwnerScope("t1")) == owned
+
+
+def test_batch_read_is_strict_and_ordered(store):
+    good, bad, missing = sid(), sid(), sid()
+    plant(store, good)
+    plant(store, bad, blob_sha256=sha(b"other"))
+    assert store.load_full_many([good, missing]) == [LoadedState(b"x", 1, None, None), None]
+    with pytest.raises(CorruptState):
+        store.load_full_many([good, bad])

@@ -179,6 +179,10 @@ class MongoStateStore(DerivedReads):
     """StateStoreProtocol over ``semvec_session_state``. ``session`` arguments let
     commit_turn run the same writes inside a transaction."""
 
+    #: A retried insert or CAS whose exact result is stored (``blob_sha256``, owner,
+    #: pending, version) returns that version instead of a conflict.
+    idempotent_retries = True
+
     def __init__(self, database: Any, *, session_ttl_s: int | None = None) -> None:
         self._collection = database[STATE_COLLECTION]
         self._session_ttl_s = session_ttl_s
