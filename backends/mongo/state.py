@@ -336,11 +336,21 @@ class MongoStateStore(DerivedReads):
         """True when a live session was deleted. With ``expected_version``, only a row
         still at that version goes; a moved row is a conflict and stays. An expired
         row is removed (the TTL monitor would) but reported as absent (False)."""
-        if expected_version is not None:
-            check_delete_version(session_id, expected_version, expected_version)  # validates
         flt = {"_id": session_id, **owner_clause(owner_subject)}
-        for _attempt in range(3):
+        if expected_version is None:  # one round trip: delete what is live, reap what is not
             with driver_errors("state.delete"):
+                if self._collection.delete_one({**flt, **self._live_clause()}).deleted_count:
+                    return True
+                if self._expired_clause():
+                    self._collection.delete_one({**flt, **self._expired_clause()})
+            return False
+        check_delete_version(session_id, expected_version, expected_version)  # validates
+        for _attempt in range(3):
+            # The version is in the filter: a row that moved is never deleted.
+            with driver_errors("state.delete"):
+                if self._collection.delete_one({**flt, "version": expected_version,
+                                                **self._live_clause()}).deleted_count:
+                    return True
                 doc = self._collection.find_one(flt, {"version": 1, "updated_at": 1})
             if doc is None:
                 return False
@@ -348,16 +358,8 @@ class MongoStateStore(DerivedReads):
                 with driver_errors("state.delete"):
                     self._collection.delete_one({**flt, **self._expired_clause()})
                 return False
-            if expected_version is not None:
-                check_delete_version(session_id, _checked_version(session_id, doc),
-                                     expected_version)
-            # Delete exactly what was judged: same version, still live.
-            with driver_errors("state.delete"):
-                deleted = self._collection.delete_one(
-                    {**flt, "version": doc.get("version"), **self._live_clause()}
-                ).deleted_count
-            if deleted == 1:
-                return True
+            check_delete_version(session_id, _checked_version(session_id, doc),
+                                 expected_version)  # moved: the conflict, nothing deleted
         raise StateVersionConflict(
             f"session {session_id!r} kept changing while it was being deleted; nothing was deleted"
         )
