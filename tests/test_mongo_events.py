@@ -389,12 +389,34 @@ def test_fault_after_state_aborts_the_whole_turn(txn_adapter):
     assert [e.sequence for e in adapter.event_store().list_events(user)] == [1, 2]
 
 
-def test_standalone_offers_no_fault_points(make_adapter):
+def test_fault_seam_on_a_standalone_refuses_the_turn_before_writing(make_adapter):
     adapter = make_adapter()
-    assert adapter.fault_points == frozenset()
+    s, user = f"s-{uuid.uuid4().hex[:8]}", uid()
+    adapter.commit_turn(s, b"a", expected_version=None)
+    with adapter.inject_fault("turn.after_state"):
+        with pytest.raises(UnsupportedOperation, match="replica set"):
+            adapter.commit_turn(s, b"b", expected_version=1, events=[event(user)])
+    with adapter.inject_fault("turn.after_state"):  # armed, even without events
+        with pytest.raises(UnsupportedOperation):
+            adapter.commit_turn(s, b"b", expected_version=1)
+    assert adapter.state_store().load(s) == (b"a", 1)
+    assert adapter.event_store().list_events(user) == []
     with pytest.raises(UnsupportedOperation):
-        with adapter.inject_fault("turn.after_state"):
+        with adapter.inject_fault("turn.cut_connection"):
             pass
+
+
+def test_fault_seam_check_does_no_io(monkeypatch):
+    """isinstance(adapter, FaultSeam) must not probe an unreachable server."""
+    from backends.contract import FaultSeam
+    from backends.mongo import MongoBackendAdapter
+
+    adapter = MongoBackendAdapter("mongodb://127.0.0.1:9/", server_selection_timeout_ms=30000)
+    try:
+        monkeypatch.setattr(adapter, "topology", lambda: pytest.fail("probed the server"))
+        assert isinstance(adapter, FaultSeam)
+    finally:
+        adapter.close()
 
 
 def test_a_transaction_the_driver_gave_up_on_is_transient(txn_adapter, monkeypatch):

@@ -209,16 +209,13 @@ class MongoBackendAdapter(StateStoreSeams):
 
     # -- fault seam (conformance only) -------------------------------------------------
 
-    @property
-    def fault_points(self) -> frozenset[str]:
-        """``turn.after_state`` where turns run in a transaction (a replica set or
-        mongos): the fault is raised inside it, so the transaction aborts. A standalone
-        refuses turns with events, so it offers nothing. ``turn.cut_connection`` is not
-        offered: we cannot drop a MongoDB connection mid-transaction from the client."""
-        try:
-            return frozenset({"turn.after_state"}) if self.topology().transactions else frozenset()
-        except Exception:  # noqa: BLE001 - an unreachable server offers no fault points
-            return frozenset()
+    #: ``turn.after_state`` is raised inside the turn's transaction, after the state
+    #: write, so the transaction aborts. A standalone refuses turns with events (and an
+    #: armed turn) up front with UnsupportedOperation, before writing anything.
+    #: ``turn.cut_connection`` is not offered: the client cannot drop a MongoDB
+    #: connection mid-transaction on purpose. A plain attribute, so that checking the
+    #: FaultSeam protocol never probes the server.
+    fault_points = frozenset({"turn.after_state"})
 
     @contextmanager
     def inject_fault(self, point: str) -> Iterator[None]:
