@@ -438,3 +438,30 @@ def test_a_transaction_the_driver_gave_up_on_is_transient(txn_adapter, monkeypat
     with pytest.raises(BackendTransient) as info:
         adapter.commit_turn("s", b"a", expected_version=None, events=[event(uid())])
     assert info.value.__cause__ is original
+
+
+def test_legacy_counter_fold_under_concurrent_appends(make_adapter):
+    """Six threads append for one user whose counter is legacy ({seq: 100}): every
+    number is above 100 and none is handed out twice (gaps are allowed on a standalone).
+    mongomock is serialised per call by the fixture's lock, so the threads interleave
+    between the increment and the fold, which is the race the guard is for."""
+    import threading
+
+    adapter = make_adapter()
+    user = uid()
+    adapter.database["compliance_event_counters"].insert_one({"_id": user, "seq": 100})
+    store = adapter.event_store()
+    got: list[int] = []
+
+    def worker():
+        for _ in range(10):
+            got.append(store.append(event(user)).sequence)
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 60 and len(set(got)) == 60 and min(got) > 100
+    counter = adapter.database["compliance_event_counters"].find_one({"_id": user})
+    assert "seq" not in counter and counter["value"] >= max(got)

@@ -8,7 +8,7 @@ then inserts, and hands the number back if the insert fails.
 
 Counters are ``{_id: user_id, value: n}`` (n = the last number handed out), as the
 engine writes them. Earlier semvecctl releases wrote the field ``seq``; such a counter
-is folded into ``value`` (``$max``, then ``$unset: seq``) before its next increment, so
+is folded into ``value`` (``$max``, then ``$unset: seq``) by its next increment, so
 numbers never go backwards and both sides count on one field from then on.
 """
 
@@ -107,20 +107,43 @@ class MongoEventStore(EngineEventSurface):
             )
 
     def _reserve(self, user_id: str, count: int, session: Any) -> int:
-        """Advance the user's counter by ``count``; returns the first reserved sequence."""
+        """Advance the user's counter by ``count``; returns the first reserved sequence.
+
+        One ``$inc`` in the common case. When the counter still carries a legacy ``seq``,
+        the increment is followed by a fold guarded on what the increment returned:
+        ``value`` becomes ``max(value, seq + count)`` and ``seq`` goes, so the numbers
+        taken lie above both. If a concurrent writer moved the counter in between (only
+        possible outside a transaction), the increment is abandoned as a gap, never
+        reused, and the reservation starts again."""
         from pymongo import ReturnDocument
 
         kwargs = {"session": session} if session is not None else {}
-        self._fold_legacy(user_id, kwargs)
-        with driver_errors("events.counter", events=True):
-            doc = self._counters.find_one_and_update(
-                {"_id": user_id},
-                {"$inc": {COUNTER_FIELD: count}},
-                upsert=True,
-                return_document=ReturnDocument.AFTER,
-                **kwargs,
-            )
-        return int(doc[COUNTER_FIELD]) - count + 1
+        for _attempt in range(8):
+            with driver_errors("events.counter", events=True):
+                doc = self._counters.find_one_and_update(
+                    {"_id": user_id},
+                    {"$inc": {COUNTER_FIELD: count}},
+                    upsert=True,
+                    return_document=ReturnDocument.AFTER,
+                    **kwargs,
+                )
+            legacy = doc.get(LEGACY_COUNTER_FIELD)
+            if legacy is None:
+                return int(doc[COUNTER_FIELD]) - count + 1
+            with driver_errors("events.counter_fold", events=True):
+                folded = self._counters.find_one_and_update(
+                    {"_id": user_id, LEGACY_COUNTER_FIELD: legacy,
+                     COUNTER_FIELD: doc[COUNTER_FIELD]},
+                    {"$max": {COUNTER_FIELD: int(legacy) + count},
+                     "$unset": {LEGACY_COUNTER_FIELD: ""}},
+                    return_document=ReturnDocument.AFTER,
+                    **kwargs,
+                )
+            if folded is not None:
+                return int(folded[COUNTER_FIELD]) - count + 1
+        from backends.errors import BackendTransient
+
+        raise BackendTransient("the event counter kept changing under concurrent writers; retry")
 
     def read_counter(self, user_id: str) -> int:
         """The last sequence handed out to ``user_id`` (0 when none)."""
