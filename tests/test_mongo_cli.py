@@ -220,3 +220,80 @@ def test_sessions_list_inspect_delete(cli_mongo, mongo_client, db_name):
     assert deleted.exit_code == 0, deleted.output
     assert store.load(f"{prefix}-a") is None
     adapter.close()
+
+
+# -- required (the engine's) vs recommended (ours) indexes -------------------------------
+
+
+def _stock_engine_indexes(mongo_client, db_name, search_registry, *, dimensions=16):
+    """Exactly what a stock engine deployment creates (ENGINE-WIRE §4): the idle-TTL
+    index, the three event indexes (no collation option), the two item search indexes;
+    none of semvecctl's own recommendations."""
+    from backends.mongo.manifest import lexical_index_definition, vector_index_definition
+    from pymongo.operations import SearchIndexModel
+
+    db = mongo_client[db_name]
+    db["semvec_session_state"].create_index([("updated_at", 1)], name="semvec_session_ttl",
+                                            expireAfterSeconds=3600)
+    events = db["compliance_events"]
+    events.create_index([("user_id", 1)], name="ix_evt_user")
+    events.create_index([("user_id", 1), ("sequence", 1)], name="ix_evt_user_seq", unique=True)
+    events.create_index([("user_id", 1), ("created_at", 1)], name="ix_evt_user_time")
+    items = db["semvec_memory_items"]
+    items.create_search_index(SearchIndexModel(definition=vector_index_definition(dimensions),
+                                               name="semvec_items_vec", type="vectorSearch"))
+    items.create_search_index(SearchIndexModel(definition=lexical_index_definition(),
+                                               name="semvec_items_lex", type="search"))
+
+
+def test_stock_engine_deployment_validates_with_warnings(mongo, search_registry, mongo_client,
+                                                         db_name):
+    _stock_engine_indexes(mongo_client, db_name, search_registry)
+    result = run("indexes", "validate", *HOOK, "--dimensions", "16", "-o", "json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["ok"] is True and payload["strict"] is False
+    rows = index_rows(result)
+    recommended = {n for n, r in rows.items() if not r["required"]}
+    assert recommended == {"ix_state_owner", "ix_items_session", "ix_items_live_recency"}
+    assert all(rows[n]["state"] == "missing" for n in recommended)
+    assert all(r["state"] == "ok" for r in rows.values() if r["required"])
+    for name in recommended:
+        assert f"recommended index {name}" in result.stderr
+    table = run("indexes", "validate", *HOOK, "--dimensions", "16")
+    assert table.exit_code == 0 and "recommended" in table.stdout
+    strict = run("indexes", "validate", *HOOK, "--dimensions", "16", "--strict")
+    assert strict.exit_code == 1
+    assert "ix_state_owner missing" in strict.stderr
+
+
+def test_missing_required_index_fails_even_without_strict(mongo, search_registry, mongo_client,
+                                                          db_name):
+    _stock_engine_indexes(mongo_client, db_name, search_registry)
+    mongo_client[db_name]["compliance_events"].drop_index("ix_evt_user_seq")
+    result = run("indexes", "validate", *HOOK, "--dimensions", "16", "-o", "json")
+    assert result.exit_code == 1
+    row = index_rows(result)["ix_evt_user_seq"]
+    assert row["required"] is True and row["state"] == "missing"
+    assert "ix_evt_user_seq missing" in result.stderr
+
+
+def test_recommended_drift_is_a_warning_unless_strict(mongo, mongo_client, db_name):
+    assert run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes").exit_code == 0
+    coll = mongo_client[db_name]["semvec_session_state"]
+    coll.drop_index("ix_state_owner")
+    coll.create_index([("owner_subject", 1), ("_id", 1)], name="ix_state_owner", unique=True)
+    assert run("indexes", "validate", *HOOK, "--dimensions", "16").exit_code == 0
+    assert run("indexes", "validate", *HOOK, "--dimensions", "16", "--strict").exit_code == 1
+
+
+def test_engine_deployment_without_ttl_or_item_sync(cli_mongo, mongo_client, db_name):
+    """No TTL configured and no item mirror: only the event indexes are required."""
+    events = mongo_client[db_name]["compliance_events"]
+    events.create_index([("user_id", 1)], name="ix_evt_user")
+    events.create_index([("user_id", 1), ("sequence", 1)], name="ix_evt_user_seq", unique=True)
+    events.create_index([("user_id", 1), ("created_at", 1)], name="ix_evt_user_time")
+    result = run("indexes", "validate", *HOOK, "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert {n for n, r in index_rows(result).items() if r["required"]} == {
+        "ix_evt_user", "ix_evt_user_seq", "ix_evt_user_time"}

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-import tests.fixtures.mongo  # noqa: F401 - the mongomock bulk-write shim
+from tests.fixtures.mongo import locked_mongomock_client  # the bulk-write shim, and a lock
 from backends.conformance import ConformanceOptions, ConformanceSuite, Status, run_conformance
 
 mongomock = pytest.importorskip("mongomock")
@@ -21,7 +21,7 @@ mongomock = pytest.importorskip("mongomock")
 def _factory():
     from backends.mongo import MongoBackendAdapter
 
-    client = mongomock.MongoClient()
+    client = locked_mongomock_client()
     database = f"semvec_conf_{uuid.uuid4().hex[:10]}"
     return lambda: MongoBackendAdapter(client=client, database=database, item_sync=True,
                                        dimensions=8)

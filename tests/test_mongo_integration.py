@@ -144,21 +144,40 @@ def test_commit_turn_with_events_is_one_transaction(adapter):
     needs_transactions(adapter)
     adapter.ensure_indexes()
     session, user = f"s-{uuid.uuid4().hex[:8]}", f"u-{uuid.uuid4().hex[:8]}"
-    ev = [MemoryEvent(f"e-{uuid.uuid4().hex}", user, f"c{i}") for i in range(3)]
+    ev = [MemoryEvent(str(uuid.uuid4()), user, f"c{i}") for i in range(3)]
     assert adapter.commit_turn(session, b"one", expected_version=None, owner_subject="t1",
                                events=ev) == 1
     assert [e.sequence for e in adapter.event_store().list_events(user)] == [1, 2, 3]
     with pytest.raises(StateVersionConflict):
         adapter.commit_turn(session, b"two", expected_version=7, owner_subject="t1",
-                            events=[MemoryEvent(f"e-{uuid.uuid4().hex}", user, "lost")])
+                            events=[MemoryEvent(str(uuid.uuid4()), user, "lost")])
     assert adapter.state_store().load(session)[0] == b"one"
     assert len(adapter.event_store().list_events(user)) == 3
     with pytest.raises(StateVersionConflict):
         adapter.commit_turn(session, b"two", expected_version=1, owner_subject="t2",
-                            events=[MemoryEvent(f"e-{uuid.uuid4().hex}", user, "foreign")])
+                            events=[MemoryEvent(str(uuid.uuid4()), user, "foreign")])
     assert adapter.commit_turn(session, b"two", expected_version=1, owner_subject="t1",
-                               events=[MemoryEvent(f"e-{uuid.uuid4().hex}", user, "next")]) == 2
+                               events=[MemoryEvent(str(uuid.uuid4()), user, "next")]) == 2
     assert [e.sequence for e in adapter.event_store().list_events(user)] == [1, 2, 3, 4]
+
+
+def test_fault_after_state_aborts_the_real_transaction(adapter):
+    """The fault seam raises inside the server's transaction, after the state write: a
+    real abort must leave neither the state nor the events nor the counter moved."""
+    from backends.errors import InjectedFault
+
+    needs_transactions(adapter)
+    adapter.ensure_indexes()
+    session, user = f"s-{uuid.uuid4().hex[:8]}", f"u-{uuid.uuid4().hex[:8]}"
+    adapter.commit_turn(session, b"one", expected_version=None,
+                        events=[MemoryEvent(str(uuid.uuid4()), user, "first")])
+    with adapter.inject_fault("turn.after_state"):
+        with pytest.raises(InjectedFault):
+            adapter.commit_turn(session, b"two", expected_version=1,
+                                events=[MemoryEvent(str(uuid.uuid4()), user, "lost")])
+    assert adapter.state_store().load(session) == (b"one", 1)
+    assert [e.sequence for e in adapter.event_store().list_events(user)] == [1]
+    assert adapter.event_store().read_counter(user) == 1
 
 
 def test_standalone_refuses_events_and_writes_nothing(adapter):
@@ -166,7 +185,7 @@ def test_standalone_refuses_events_and_writes_nothing(adapter):
         pytest.skip("replica set / mongos: transactions available")
     with pytest.raises(UnsupportedOperation):
         adapter.commit_turn("s", b"x", expected_version=None,
-                            events=[MemoryEvent("e", "u", "c")])
+                            events=[MemoryEvent(str(uuid.uuid4()), "u", "c")])
     assert adapter.state_store().load("s") is None
 
 

@@ -80,7 +80,7 @@ def test_document_layout(adapter, session):
 
 
 def test_one_unordered_bulk_write(adapter, session, monkeypatch):
-    from pymongo import InsertOne, UpdateOne
+    from pymongo import UpdateOne
 
     mirror = adapter.item_mirror()
     adapter.sync_items(session, [item("a"), item("b")])
@@ -97,14 +97,16 @@ def test_one_unordered_bulk_write(adapter, session, monkeypatch):
     ops, kwargs = calls[0]
     assert kwargs == {"ordered": False}
     kinds = sorted(type(op).__name__ for op in ops)
-    assert kinds == ["InsertOne", "UpdateOne", "UpdateOne"]
+    assert kinds == ["UpdateOne", "UpdateOne", "UpdateOne"]  # the new item is upserted
     update_a = next(op for op in ops if isinstance(op, UpdateOne) and op._filter["_id"].endswith(":a"))
     assert update_a._filter == {"_id": f"{session}:a", "session_id": session}
     assert update_a._doc["$set"]["text"] == "new"
     assert {"text", "embedding", "content_sha256", "updated_at"} <= set(update_a._doc["$set"])
     evict_b = next(op for op in ops if isinstance(op, UpdateOne) and op._filter["_id"].endswith(":b"))
     assert set(evict_b._doc["$set"]) == {"evicted", "updated_at"} and evict_b._doc["$set"]["evicted"] is True
-    assert isinstance(next(op for op in ops if isinstance(op, InsertOne)), InsertOne)
+    upsert_c = next(op for op in ops if op._filter["_id"].endswith(":c"))
+    assert upsert_c._filter == {"_id": f"{session}:c"} and upsert_c._upsert is True
+    assert "created_at" in upsert_c._doc["$setOnInsert"]
     calls.clear()
     adapter.sync_items(session, [item("a", "new"), item("c")])
     assert calls == []  # nothing to do: no write at all

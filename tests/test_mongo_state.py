@@ -24,6 +24,7 @@ from backends.errors import (
     BackendAuthError,
     BackendConfigError,
     BackendError,
+    BackendTransient,
     BackendUnreachable,
     IntegrityError,
     StateVersionConflict,
@@ -310,7 +311,8 @@ def test_enumeration_uses_binary_size_pipeline(store, monkeypatch):
     assert seen == [[
         {"$match": {"owner_subject": "t1"}},
         {"$sort": {"_id": 1}},
-        {"$addFields": {"blob_size": {"$binarySize": "$blob"}}},
+        {"$addFields": {"blob_size": {"$cond": [
+            {"$eq": [{"$type": "$blob"}, "binData"]}, {"$binarySize": "$blob"}, None]}}},
         {"$project": {"blob": 0}},
     ]]
 
@@ -353,7 +355,15 @@ def _raising_collection(exc):
         (lambda pe: pe.OperationFailure("auth failed on host secret-host", code=18), BackendAuthError),
         (lambda pe: pe.OperationFailure("not authorized on semvec", code=13), BackendAuthError),
         (lambda pe: pe.ServerSelectionTimeoutError("secret-host:27017 timed out"), BackendUnreachable),
-        (lambda pe: pe.AutoReconnect("connection reset secret-host"), BackendUnreachable),
+        (lambda pe: pe.AutoReconnect("connection reset secret-host"), BackendTransient),
+        (lambda pe: pe.NotPrimaryError("secret-host stepped down"), BackendTransient),
+        (lambda pe: pe.OperationFailure("WriteConflict secret-host", code=112), BackendTransient),
+        (lambda pe: pe.OperationFailure("retry secret-host", code=424243,
+                                        details={"errorLabels": ["RetryableWriteError"]}),
+         BackendTransient),
+        (lambda pe: pe.ConnectionFailure("secret-host refused"), BackendUnreachable),
+        (lambda pe: pe.ConfigurationError("bad option near secret-host"), BackendConfigError),
+        (lambda pe: pe.InvalidURI("mongodb://secret-host:x"), BackendConfigError),
         (lambda pe: pe.OperationFailure("bad value", code=2), BackendConfigError),
         (lambda pe: pe.OperationFailure("weird", code=424242), BackendError),
     ],
@@ -374,12 +384,27 @@ def test_driver_errors_map_to_categories(store, monkeypatch, caplog, make_exc, c
 
 
 def test_duplicate_key_on_insert_is_a_conflict(store, monkeypatch):
+    """A lost insert race (the driver's duplicate key) is a conflict, not an error, when
+    the document found is not this very write."""
     from pymongo import errors as pe
 
-    monkeypatch.setattr(store, "_collection",
-                        _raising_collection(pe.DuplicateKeyError("E11000 dup", code=11000)))
+    s = sid()
+    real = store.collection
+    real.insert_one({"_id": s, "version": 1, "blob": b"theirs",
+                     "blob_sha256": hashlib.sha256(b"theirs").hexdigest()})
+
+    class DupOnInsert:
+        name = real.name
+
+        def insert_one(self, *a, **k):
+            raise pe.DuplicateKeyError("E11000 dup", code=11000)
+
+        def __getattr__(self, attr):
+            return getattr(real, attr)
+
+    monkeypatch.setattr(store, "_collection", DupOnInsert())
     with pytest.raises(StateVersionConflict):
-        store.save(sid(), b"x", expected_version=None)
+        store.save(s, b"x", expected_version=None)
 
 
 def test_timeouts_in_the_uri_win_over_defaults():

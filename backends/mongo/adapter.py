@@ -8,6 +8,7 @@ CLI can build an adapter (and read ``is_persistent``) cheaply. An injected ``cli
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
 from backends.contract import (
@@ -24,7 +25,8 @@ from backends.contract import (
     OwnerFilter,
     validate_turn_events,
 )
-from backends.errors import BackendConfigError, MissingDriver, UnsupportedOperation
+from backends.errors import (BackendAuthError, BackendConfigError, InjectedFault, MissingDriver,
+                             UnsupportedOperation)
 from backends.mongo.config import MongoSettings, resolve_settings
 from backends.mongo.errors import categorise, driver_errors
 from backends.mongo.topology import TRANSACTIONS_ADVICE, Topology, probe_topology
@@ -93,6 +95,7 @@ class MongoBackendAdapter(StateStoreSeams):
         self._lock = threading.Lock()
         self._topology: Topology | None = None
         self._retrieval: Any = None
+        self._armed_fault: str | None = None
 
         from backends.mongo.events import MongoEventStore
         from backends.mongo.indexes import MongoIndexManager
@@ -162,7 +165,7 @@ class MongoBackendAdapter(StateStoreSeams):
         from pymongo import WriteConcern
         from pymongo.read_concern import ReadConcern
 
-        with driver_errors("transaction"):
+        with driver_errors("transaction", inside_transaction=False):
             with self._client.start_session() as session:
                 return session.with_transaction(
                     body,
@@ -182,7 +185,8 @@ class MongoBackendAdapter(StateStoreSeams):
     ) -> int:
         """Without events: one compare-and-set. With events: ONE multi-document
         transaction (state, counters, events), refused up front on a standalone."""
-        if not events:
+        fault = self._take_fault()
+        if not events and fault is None:
             return self._state.save(session_id, blob, expected_version=expected_version,
                                     owner_subject=owner_subject, pending_message=pending_message)
 
@@ -196,21 +200,57 @@ class MongoBackendAdapter(StateStoreSeams):
             version = self._state.save(session_id, blob, expected_version=expected_version,
                                        owner_subject=owner_subject,
                                        pending_message=pending_message, session=session)
+            if fault == "turn.after_state":
+                raise InjectedFault("injected fault after the state write (turn.after_state)")
             self._events.append_many(checked, session=session)
             return version
 
         return runner(body)
 
-    def check_health(self) -> bool:
-        """A ping bounded by ``health_timeout_s``; never raises."""
+    # -- fault seam (conformance only) -------------------------------------------------
+
+    #: ``turn.after_state`` is raised inside the turn's transaction, after the state
+    #: write, so the transaction aborts. A standalone refuses turns with events (and an
+    #: armed turn) up front with UnsupportedOperation, before writing anything.
+    #: ``turn.cut_connection`` is not offered: the client cannot drop a MongoDB
+    #: connection mid-transaction on purpose. A plain attribute, so that checking the
+    #: FaultSeam protocol never probes the server.
+    fault_points = frozenset({"turn.after_state"})
+
+    @contextmanager
+    def inject_fault(self, point: str) -> Iterator[None]:
+        if point not in self.fault_points:
+            raise UnsupportedOperation(f"fault point {point!r} is not offered by this adapter")
+        self._armed_fault = point
         try:
-            with _deadline(self._health_timeout_s):
-                self._client.admin.command("ping")
+            yield
+        finally:
+            self._armed_fault = None
+
+    def _take_fault(self) -> str | None:
+        with self._lock:
+            fault, self._armed_fault = self._armed_fault, None
+        return fault
+
+    def check_health(self, timeout: float | None = None) -> bool:
+        """A ping bounded by ``timeout`` (default ``health_timeout_s``); never raises."""
+        try:
+            self._ping(self._health_timeout_s if timeout is None else timeout)
             return True
         except Exception:  # noqa: BLE001 - health answers the question, never raises
             return False
 
+    def _ping(self, timeout: float) -> None:
+        """``ping`` within ``timeout`` seconds, server selection included: pymongo's
+        client-side operation timeout bounds selection, connection and the command, so
+        a host that does not answer costs ``timeout``, not serverSelectionTimeoutMS."""
+        with _deadline(timeout):
+            self._client.admin.command("ping")
+
     def health_details(self, timeout: float) -> dict[str, Any]:
+        """Reachability, topology and durability within ``timeout``; never raises. A
+        refusal of our credentials is reported as ``category: auth`` (the server
+        answered), apart from an unreachable host."""
         details: dict[str, Any] = {
             "backend": self.name,
             "database": self.settings.database,
@@ -224,7 +264,11 @@ class MongoBackendAdapter(StateStoreSeams):
                 support = self._indexes.search_support()
         except Exception as exc:  # noqa: BLE001
             mapped = categorise(exc) or exc
-            details.update(reachable=False, error=type(mapped).__name__)
+            auth = isinstance(mapped, BackendAuthError)
+            details.update(reachable=auth, error=type(mapped).__name__,
+                           category=_category(mapped), durable=False)
+            if auth:
+                details["reason"] = "the server refused the credentials or privileges"
             return details
         details.update(
             reachable=True,
@@ -287,6 +331,19 @@ class MongoBackendAdapter(StateStoreSeams):
                                 progress_cb: Callable[[dict[str, str]], None] | None = None,
                                 **kwargs: Any) -> Any:
         return self._indexes.wait_for_search_indexes(timeout, poll, progress_cb, **kwargs)
+
+
+def _category(exc: BaseException) -> str:
+    """One word for an error category, as health reports it."""
+    from backends.errors import (BackendTransient, BackendUnreachable, CorruptState,
+                                 IntegrityError)
+
+    for cls, word in ((BackendAuthError, "auth"), (BackendTransient, "transient"),
+                      (BackendUnreachable, "unreachable"), (BackendConfigError, "config"),
+                      (CorruptState, "corrupt"), (IntegrityError, "corrupt")):
+        if isinstance(exc, cls):
+            return word
+    return "error"
 
 
 def _timeouts_not_in_uri(settings: MongoSettings, explicit_selection: int | None,

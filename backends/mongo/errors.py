@@ -16,7 +16,9 @@ from backends.errors import (
     BackendAuthError,
     BackendConfigError,
     BackendError,
+    BackendTransient,
     BackendUnreachable,
+    IntegrityError,
     InvalidEvent,
     StateVersionConflict,
 )
@@ -27,8 +29,13 @@ log = logging.getLogger("backends.mongo")
 AUTH_CODES = frozenset({11, 13, 18, 8000, 31, 33})
 #: Server codes meaning the request itself was malformed.
 INVALID_CODES = frozenset({2, 9, 14, 17, 52, 121, 10334})
-#: Server codes meaning "not now": the write may be retried elsewhere.
-TRANSIENT_CODES = frozenset({6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436})
+#: Server codes meaning "not now, retry": a primary stepping down, a failover, a write
+#: conflict between transactions (112), an interrupted operation.
+TRANSIENT_CODES = frozenset({6, 7, 89, 91, 112, 189, 262, 9001, 10107, 11600, 11602, 13435,
+                             13436})
+#: Error labels with which the server or driver says "the same call may succeed now".
+TRANSIENT_LABELS = ("RetryableWriteError", "TransientTransactionError",
+                    "UnknownTransactionCommitResult")
 
 _OURS = (
     StateVersionConflict,
@@ -37,20 +44,31 @@ _OURS = (
 
 
 def categorise(exc: BaseException, *, events: bool = False) -> BackendError | None:
-    """The category exception for a driver error, or None if it is not a driver error."""
+    """The category exception for a driver error, or None if it is not a driver error.
+
+    Transient (retry the same call now) is told apart from unreachable (the host cannot
+    be reached at all): ``ServerSelectionTimeoutError`` is unreachable although pymongo
+    derives it from ``AutoReconnect``, which is otherwise transient."""
     try:
         from pymongo import errors as pe
     except ImportError:  # pragma: no cover - the adapter cannot exist without pymongo
         return None
+    try:
+        from bson.errors import BSONError
+    except ImportError:  # pragma: no cover
+        BSONError = ()  # type: ignore[assignment,misc]
     code = getattr(exc, "code", None)
     name = getattr(exc, "details", None) or {}
     code_name = name.get("codeName") if isinstance(name, dict) else None
     label = f" ({code_name})" if isinstance(code_name, str) and code_name.isidentifier() else ""
-    if isinstance(exc, (pe.ServerSelectionTimeoutError, pe.ConnectionFailure,
-                        pe.NetworkTimeout, pe.WaitQueueTimeoutError)):
+    if isinstance(exc, pe.ServerSelectionTimeoutError):
         return BackendUnreachable(
             f"MongoDB is unreachable{label}: no server answered within the selection timeout"
         )
+    if isinstance(exc, pe.AutoReconnect):  # NotPrimaryError, NetworkTimeout, a dropped socket
+        return BackendTransient(f"MongoDB connection or primary changed{label}; retry now")
+    if isinstance(exc, pe.ConnectionFailure):
+        return BackendUnreachable(f"MongoDB is unreachable{label}")
     if isinstance(exc, (pe.ConfigurationError, pe.InvalidURI, pe.InvalidName)):
         if "auth" in type(exc).__name__.lower():
             return BackendAuthError("MongoDB refused the credentials")
@@ -59,14 +77,19 @@ def categorise(exc: BaseException, *, events: bool = False) -> BackendError | No
         return BackendAuthError(
             f"MongoDB refused the credentials or privileges{label}; check the user's roles"
         )
-    if isinstance(exc, pe.OperationFailure) and code in TRANSIENT_CODES:
-        return BackendUnreachable(f"MongoDB could not serve the request right now{label}")
+    has_label = getattr(exc, "has_error_label", None)
+    if (isinstance(exc, pe.OperationFailure) and code in TRANSIENT_CODES) or (
+        callable(has_label) and any(has_label(lbl) for lbl in TRANSIENT_LABELS)
+    ):
+        return BackendTransient(f"MongoDB could not serve the request right now{label}; retry")
     if isinstance(exc, (pe.InvalidDocument, pe.DocumentTooLarge)) or (
         isinstance(exc, pe.OperationFailure) and code in INVALID_CODES
     ):
         if events:
             return InvalidEvent(f"MongoDB rejected an event document{label}")
         return BackendConfigError(f"MongoDB rejected the request as invalid{label}")
+    if isinstance(exc, BSONError):
+        return IntegrityError("a stored MongoDB document cannot be decoded (damaged BSON)")
     if isinstance(exc, pe.ExecutionTimeout):
         return BackendUnreachable(f"MongoDB did not finish in time{label}")
     if isinstance(exc, pe.PyMongoError):
@@ -76,18 +99,21 @@ def categorise(exc: BaseException, *, events: bool = False) -> BackendError | No
 
 @contextmanager
 def driver_errors(operation: str, *, events: bool = False,
-                  on_duplicate: Callable[[], BaseException] | None = None) -> Iterator[None]:
+                  on_duplicate: Callable[[], BaseException] | None = None,
+                  inside_transaction: bool = True) -> Iterator[None]:
     """Translate driver errors raised inside the block, keeping the original as cause,
     and log one identifier-free line per failed operation. ``on_duplicate`` builds the
     exception a duplicate key means here (a lost insert race is an outcome, not an
-    error, so it is logged at debug level)."""
+    error, so it is logged at debug level). Errors labelled for a transaction retry pass
+    through untouched (``with_transaction`` needs them) unless ``inside_transaction`` is
+    False: the block that wraps the whole transaction maps what its retries gave up on."""
     started = time.monotonic()
     try:
         yield
     except _OURS:
         raise
     except Exception as exc:  # noqa: BLE001 - we re-raise everything we do not map
-        if in_transaction_retry(exc):
+        if inside_transaction and in_transaction_retry(exc):
             raise  # the driver's with_transaction retries these; it needs them untouched
         if on_duplicate is not None and is_duplicate_key(exc):
             log.debug("mongo op=%s outcome=duplicate_key duration_ms=%d", operation,

@@ -39,7 +39,35 @@ def content_digest(content: Mapping[str, Any]) -> str:
 
 
 def item_doc_id(session_id: str, item_id: str) -> str:
+    """The engine's ``_id`` for a mirrored item."""
     return f"{session_id}:{item_id}"
+
+
+#: The engine's memory tiers, lowest first.
+TIER_ORDER = ("short_term", "medium_term", "long_term")
+
+
+def _tier_rank(tier: str | None) -> int:
+    return TIER_ORDER.index(tier) if tier in TIER_ORDER else -1
+
+
+def merge_tiers(items: Sequence[MemoryItem]) -> MemoryItem:
+    """One item seen in several tiers (the engine walks them lowest first) becomes one
+    document: ``tiers`` is every tier it sits in, ``tier`` the highest of them (the
+    engine's rule); the content is the last one seen."""
+    from dataclasses import replace
+
+    last = items[-1]
+    tiers: list[str] = []
+    for item in items:
+        for tier in (*item.tiers, item.tier):
+            if tier and tier not in tiers:
+                tiers.append(tier)
+    ranked = [t for t in tiers if _tier_rank(t) >= 0]
+    top = max(ranked, key=_tier_rank) if ranked else last.tier
+    if len(items) == 1 and top == last.tier:
+        return last
+    return replace(last, tier=top, tiers=tuple(tiers) if len(items) > 1 else last.tiers)
 
 
 def item_content(item: MemoryItem, owner_subject: str | None) -> dict[str, Any]:
@@ -85,15 +113,16 @@ class MongoItemMirror:
     def plan_sync(self, session_id: str, items: Sequence[MemoryItem], *,
                   owner_subject: str | None = None) -> tuple[list[Any], ItemSyncResult]:
         """The bulk operations a sync would send, and the counts. Reads only."""
-        from pymongo import InsertOne, UpdateOne
+        from pymongo import UpdateOne
 
         if not isinstance(session_id, str) or not session_id:
             raise ValueError("session_id must be a non-empty string")
-        wanted: dict[str, MemoryItem] = {}
+        seen: dict[str, list[MemoryItem]] = {}
         for item in items:
             if not isinstance(item, MemoryItem) or not item.item_id:
                 raise ValueError("items must be MemoryItem objects with an item_id")
-            wanted[item.item_id] = item  # last one wins, like the engine's tier walk
+            seen.setdefault(item.item_id, []).append(item)
+        wanted = {item_id: merge_tiers(found) for item_id, found in seen.items()}
         stored = self._stored_view(session_id, wanted)
         now = utcnow()
         ops: list[Any] = []
@@ -104,10 +133,14 @@ class MongoItemMirror:
             touched = bson_time(item.updated_at) or now
             current = stored.get(item_id)
             if current is None:
-                doc = {"_id": item_doc_id(session_id, item_id), "session_id": session_id, **content,
-                       CONTENT_DIGEST_FIELD: digest, "updated_at": touched,
-                       "created_at": bson_time(item.created_at) or now}
-                ops.append(InsertOne(doc))
+                # Upserted under the engine's _id, so a sync racing another (or the
+                # engine's own mirror) converges instead of failing on a duplicate key.
+                fields = {"session_id": session_id, **content, CONTENT_DIGEST_FIELD: digest,
+                          "updated_at": touched}
+                ops.append(UpdateOne({"_id": item_doc_id(session_id, item_id)},
+                                     {"$set": fields, "$setOnInsert": {
+                                         "created_at": bson_time(item.created_at) or now}},
+                                     upsert=True))
                 added += 1
                 continue
             selector = {"_id": current["_id"], "session_id": session_id}

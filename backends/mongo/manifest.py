@@ -128,10 +128,16 @@ def lexical_index_definition() -> dict[str, Any]:
 def build_manifest(*, session_ttl_s: int | None, include_items: bool,
                    dimensions: int | None) -> list[RegularIndex | SearchIndex]:
     """What this configuration needs. The item collection and its search indexes are
-    included when the item mirror is on, or when the operator sized them explicitly."""
+    included when the item mirror is on, or when the operator sized them explicitly.
+
+    ``required`` marks what the engine itself creates and relies on (ENGINE-WIRE §4: the
+    idle-TTL index when a TTL is configured, the three event indexes, the two item search
+    indexes); the others are semvecctl's recommendations (owner listing, item sync and
+    recency), which a stock engine deployment does not have and ``validate`` only warns
+    about unless told to be strict."""
     manifest: list[RegularIndex | SearchIndex] = [
         RegularIndex(STATE_OWNER_INDEX, STATE_COLLECTION, (("owner_subject", 1), ("_id", 1)),
-                     collation=SIMPLE_COLLATION),
+                     collation=SIMPLE_COLLATION, required=False),
     ]
     if session_ttl_s is not None:
         manifest.append(RegularIndex(SESSION_TTL_INDEX, STATE_COLLECTION, (("updated_at", 1),),
@@ -147,10 +153,11 @@ def build_manifest(*, session_ttl_s: int | None, include_items: bool,
     if include_items:
         manifest += [
             RegularIndex(ITEMS_SESSION_INDEX, ITEMS_COLLECTION, (("session_id", 1), ("item_id", 1)),
-                         collation=SIMPLE_COLLATION),
+                         collation=SIMPLE_COLLATION, required=False),
             RegularIndex(ITEMS_LIVE_RECENCY_INDEX, ITEMS_COLLECTION,
                          (("session_id", 1), ("updated_at", -1)),
-                         partial_filter={"evicted": False}, collation=SIMPLE_COLLATION),
+                         partial_filter={"evicted": False}, collation=SIMPLE_COLLATION,
+                         required=False),
             SearchIndex(VECTOR_SEARCH_INDEX, ITEMS_COLLECTION, "vectorSearch",
                         vector_index_definition(dimensions),
                         note="" if dimensions else

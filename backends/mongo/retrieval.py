@@ -42,10 +42,22 @@ def num_candidates(limit: int) -> int:
     return max(10 * limit, 100)
 
 
+def _owner_values(ctx: RetrievalContext) -> list[Any] | None:
+    """The stored owner values a search may return (None: unscoped). Unowned rows carry
+    null (ours) or ``""`` (the engine's encoding), so "unowned only" accepts both."""
+    clause = owner_clause(ctx.owner_subject)
+    if not clause:
+        return None
+    return [None, ""] if ctx.owner_subject is None else [ctx.owner_subject]
+
+
 def vector_stage(ctx: RetrievalContext, limit: int) -> dict[str, Any]:
     clauses: list[dict[str, Any]] = [{"session_id": {"$eq": ctx.session_id}},
                                      {"evicted": {"$eq": False}}]
-    clauses += [{name: {"$eq": value}} for name, value in owner_clause(ctx.owner_subject).items()]
+    owners = _owner_values(ctx)
+    if owners is not None:
+        eqs = [{"owner_subject": {"$eq": value}} for value in owners]
+        clauses.append(eqs[0] if len(eqs) == 1 else {"$or": eqs})
     return {
         "$vectorSearch": {
             "index": VECTOR_SEARCH_INDEX,
@@ -63,8 +75,11 @@ def search_stage(ctx: RetrievalContext) -> dict[str, Any]:
         {"equals": {"path": "session_id", "value": ctx.session_id}},
         {"equals": {"path": "evicted", "value": False}},
     ]
-    filters += [{"equals": {"path": name, "value": value}}
-                for name, value in owner_clause(ctx.owner_subject).items()]
+    owners = _owner_values(ctx)
+    if owners is not None:
+        eqs = [{"equals": {"path": "owner_subject", "value": value}} for value in owners]
+        filters.append(eqs[0] if len(eqs) == 1 else
+                       {"compound": {"should": eqs, "minimumShouldMatch": 1}})
     return {
         "$search": {
             "index": LEXICAL_SEARCH_INDEX,

@@ -1,18 +1,23 @@
 """Session state on MongoDB: one document per session, compare-and-set by filter.
 
 The version check, the owner rule and the write happen in ONE server-side operation
-(``find_one_and_replace`` with the expected version and owner in the filter), so two
-writers can never both win. ``blob_sha256`` is written with every blob and verified on
-every load: a blob damaged at rest is reported, never handed to the engine.
+(an ``update_one`` whose filter carries the expected version and owner, and whose
+``$set`` keeps fields we do not know, as the engine's does), so two writers can never
+both win. Reads are strict: a document with a missing or mistyped field, an impossible
+version, or a blob that fails ``blob_sha256`` raises :class:`CorruptState`, never a
+best-effort value the engine would then save over. With an idle TTL configured, a
+document older than the TTL is expired even before MongoDB's TTL monitor (~60 s)
+removes it: it reads as absent and refuses updates, as an expired Redis key does.
 """
 
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, Mapping
 
 from backends.contract import (
+    check_delete_version,
     DerivedReads,
     speaks_both_conventions,
     UNSCOPED,
@@ -23,7 +28,7 @@ from backends.contract import (
     validate_owner_filter,
     validate_save_args,
 )
-from backends.errors import IntegrityError, StateVersionConflict
+from backends.errors import CorruptState, StateVersionConflict
 from backends.mongo.errors import driver_errors
 from backends.mongo.names import STATE_COLLECTION
 
@@ -53,11 +58,62 @@ def utcnow() -> datetime:
 
 
 def owner_clause(owner_subject: OwnerFilter) -> dict[str, Any]:
-    """The three-state owner filter as a query fragment (``None`` matches a missing field)."""
+    """The three-state owner filter as a query fragment. Unowned is stored as null or a
+    missing field by us and as ``""`` by the engine's event store: ``None`` matches all
+    three."""
     validate_owner_filter(owner_subject)
     if owner_subject is UNSCOPED:
         return {}
+    if owner_subject is None:
+        return {"owner_subject": {"$in": [None, ""]}}
     return {"owner_subject": owner_subject}
+
+
+def _digest(blob: bytes) -> str:
+    return hashlib.sha256(blob).hexdigest()
+
+
+def _checked_version(session_id: str, doc: Mapping[str, Any]) -> int:
+    """The stored version, or CorruptState: an int >= 1 (a bool or a float is damage,
+    not a version to round)."""
+    if "version" not in doc:
+        raise CorruptState(session_id, "version", "is missing")
+    version = doc["version"]
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise CorruptState(session_id, "version", f"is a {type(version).__name__}, not an integer")
+    if version < 1:
+        raise CorruptState(session_id, "version", f"is {version}, below 1")
+    return int(version)
+
+
+def _checked_text(session_id: str, doc: Mapping[str, Any], name: str) -> str | None:
+    """An optional text field (owner, pending): a string or null; ``""`` reads as none."""
+    value = doc.get(name)
+    if value is not None and not isinstance(value, str):
+        raise CorruptState(session_id, name, f"is a {type(value).__name__}, not a string")
+    return value or None
+
+
+def strict_state(session_id: str, doc: Mapping[str, Any]) -> LoadedState:
+    """A stored state document as :class:`LoadedState`, every field checked."""
+    if "blob" not in doc:
+        raise CorruptState(session_id, "blob", "is missing")
+    blob = doc["blob"]
+    if not isinstance(blob, (bytes, bytearray)):
+        raise CorruptState(session_id, "blob", f"is a {type(blob).__name__}, not binary")
+    version = _checked_version(session_id, doc)
+    stored = doc.get("blob_sha256")
+    if stored is None:
+        raise CorruptState(session_id, "blob_sha256", "is missing; the blob cannot be verified")
+    if not isinstance(stored, str) or stored.lower() != _digest(bytes(blob)):
+        raise CorruptState(session_id, "blob_sha256",
+                           "does not match the blob (damaged or changed outside semvec)")
+    return LoadedState(
+        blob=bytes(blob),
+        version=version,
+        owner_subject=_checked_text(session_id, doc, "owner_subject"),
+        pending_message=_checked_text(session_id, doc, "pending_message"),
+    )
 
 
 def glob_to_regex(pattern: str) -> str:
@@ -79,6 +135,16 @@ def glob_to_regex(pattern: str) -> str:
 
 def _exists(session_id: str) -> StateVersionConflict:
     return StateVersionConflict(f"session {session_id!r} already exists")
+
+
+def _same_write(current: Mapping[str, Any], doc: Mapping[str, Any]) -> bool:
+    """True when the stored document is exactly what ``doc`` writes (version, digest,
+    owner, pending): the write already landed and its acknowledgement was lost."""
+    return (current.get("version") == doc["version"]
+            and not isinstance(current.get("version"), bool)
+            and current.get("blob_sha256") == doc["blob_sha256"]
+            and (current.get("owner_subject") or None) == (doc["owner_subject"] or None)
+            and (current.get("pending_message") or None) == doc["pending_message"])
 
 
 def state_document(session_id: str, blob: bytes, version: int, owner_subject: str | None,
@@ -113,6 +179,10 @@ class MongoStateStore(DerivedReads):
     """StateStoreProtocol over ``semvec_session_state``. ``session`` arguments let
     commit_turn run the same writes inside a transaction."""
 
+    #: A retried insert or CAS whose exact result is stored (``blob_sha256``, owner,
+    #: pending, version) returns that version instead of a conflict.
+    idempotent_retries = True
+
     def __init__(self, database: Any, *, session_ttl_s: int | None = None) -> None:
         self._collection = database[STATE_COLLECTION]
         self._session_ttl_s = session_ttl_s
@@ -121,6 +191,33 @@ class MongoStateStore(DerivedReads):
     @property
     def collection(self) -> Any:
         return self._collection
+
+    def ttl_seconds(self) -> int | None:
+        """The idle TTL (the engine asks its Redis and Mongo stores); None when off."""
+        return self._session_ttl_s
+
+    # -- expiry -----------------------------------------------------------------------
+
+    def _cutoff(self) -> datetime | None:
+        """Documents last written before this are expired (None: no TTL configured)."""
+        if not self._session_ttl_s:
+            return None
+        return datetime.now(timezone.utc) - timedelta(seconds=self._session_ttl_s)
+
+    def _expired(self, doc: Mapping[str, Any]) -> bool:
+        cutoff = self._cutoff()
+        updated = as_utc(doc.get("updated_at"))
+        return cutoff is not None and updated is not None and updated < cutoff
+
+    def _live_clause(self) -> dict[str, Any]:
+        """Filter fragment that refuses expired documents (a missing ``updated_at``
+        never expires, as the TTL monitor never removes it)."""
+        cutoff = self._cutoff()
+        return {} if cutoff is None else {"updated_at": {"$not": {"$lt": bson_time(cutoff)}}}
+
+    def _expired_clause(self) -> dict[str, Any]:
+        cutoff = self._cutoff()
+        return {"updated_at": {"$lt": bson_time(cutoff)}} if cutoff is not None else {}
 
     # -- writes ---------------------------------------------------------------------
 
@@ -139,35 +236,71 @@ class MongoStateStore(DerivedReads):
         doc = state_document(session_id, blob, new_version, owner_subject, pending_message)
         kwargs = {"session": session} if session is not None else {}
         if expected_version is None:
-            with driver_errors("state.insert", on_duplicate=lambda: _exists(session_id)):
-                self._collection.insert_one(doc, **kwargs)
-            return 1
-        flt: dict[str, Any] = {"_id": session_id, "version": expected_version}
+            return self._insert(session_id, doc, kwargs)
+        flt: dict[str, Any] = {"_id": session_id, "version": expected_version,
+                               **self._live_clause()}
         if owner_subject is not None:
-            flt["owner_subject"] = {"$in": [None, owner_subject]}
-        replacement = {k: v for k, v in doc.items() if k != "_id"}
+            flt["owner_subject"] = {"$in": [owner_subject, None, ""]}
+        fields = {k: v for k, v in doc.items() if k != "_id"}
         with driver_errors("state.compare_and_set"):
-            before = self._collection.find_one_and_replace(
-                flt, replacement, projection={"_id": 1}, **kwargs
-            )
-        if before is None:
-            raise self._explain_conflict(session_id, expected_version, owner_subject, kwargs)
+            matched = self._collection.update_one(flt, {"$set": fields}, **kwargs).matched_count
+        if matched != 1:
+            self._after_lost_update(session_id, expected_version, doc, kwargs)
         return new_version
 
-    def _explain_conflict(self, session_id: str, expected_version: int,
-                          owner_subject: str | None, kwargs: Mapping[str, Any]) -> StateVersionConflict:
-        with driver_errors("state.explain_conflict"):
-            current = self._collection.find_one(
-                {"_id": session_id}, {"version": 1, "owner_subject": 1}, **kwargs
-            )
+    def _insert(self, session_id: str, doc: dict[str, Any], kwargs: Mapping[str, Any]) -> int:
+        """Insert at version 1. A document already there is, in this order: an expired one
+        (replaced, as if the TTL monitor had run), this very insert retried after a lost
+        acknowledgement (same digest, owner and pending, still at version 1: returns 1),
+        or a conflict. In a transaction the existing document is read first, because a
+        failed write would abort the transaction."""
+        if kwargs:
+            with driver_errors("state.insert_check"):
+                current = self._collection.find_one({"_id": session_id}, **kwargs)
+            if current is None:
+                with driver_errors("state.insert", on_duplicate=lambda: _exists(session_id)):
+                    self._collection.insert_one(doc, **kwargs)
+                return 1
+        else:
+            try:
+                with driver_errors("state.insert", on_duplicate=lambda: _exists(session_id)):
+                    self._collection.insert_one(doc)
+                return 1
+            except StateVersionConflict:
+                current = None
+        if self._expired_clause():
+            replacement = {k: v for k, v in doc.items() if k != "_id"}
+            with driver_errors("state.insert_over_expired"):
+                replaced = self._collection.replace_one(
+                    {"_id": session_id, **self._expired_clause()}, replacement, **kwargs
+                ).matched_count
+            if replaced == 1:
+                return 1
         if current is None:
-            return StateVersionConflict(f"session {session_id!r} does not exist")
-        if current.get("version") != expected_version:
-            return StateVersionConflict(
-                f"session {session_id!r} is at version {current.get('version')}, "
-                f"not {expected_version}"
+            with driver_errors("state.insert_check"):
+                current = self._collection.find_one({"_id": session_id}, **kwargs)
+        if current is not None and _same_write(current, doc):
+            return 1
+        raise _exists(session_id)
+
+    def _after_lost_update(self, session_id: str, expected_version: int,
+                           doc: Mapping[str, Any], kwargs: Mapping[str, Any]) -> None:
+        """The CAS matched nothing: return quietly if the stored document IS this write
+        (a retry after a lost acknowledgement), else raise the conflict that says why."""
+        with driver_errors("state.explain_conflict"):
+            current = self._collection.find_one({"_id": session_id}, **kwargs)
+        if current is None:
+            raise StateVersionConflict(f"session {session_id!r} does not exist")
+        if self._expired(current):
+            raise StateVersionConflict(f"session {session_id!r} has expired (idle TTL)")
+        if _same_write(current, doc):
+            return
+        stored = current.get("version")
+        if stored != expected_version:
+            raise StateVersionConflict(
+                f"session {session_id!r} is at version {stored}, not {expected_version}"
             )
-        return StateVersionConflict(f"session {session_id!r} belongs to another owner")
+        raise StateVersionConflict(f"session {session_id!r} belongs to another owner")
 
     def restore_session(
         self,
@@ -179,69 +312,129 @@ class MongoStateStore(DerivedReads):
         pending_message: str | None = None,
         ttl_seconds: int | None = None,
     ) -> None:
-        """Create a session at ``version``; never overwrites. ``ttl_seconds`` is not
-        per-session on MongoDB (the idle TTL index applies to every session)."""
+        """Create a session at ``version``; never overwrites a live one (an expired one
+        is replaced). ``ttl_seconds`` is not per-session on MongoDB (the idle TTL index
+        applies to every session)."""
         validate_save_args(session_id, blob, version, owner_subject)
+        if version is None:
+            raise ValueError("version must be a positive int")
         doc = state_document(session_id, blob, version, owner_subject, pending_message)
-        with driver_errors("state.restore", on_duplicate=lambda: _exists(session_id)):
-            self._collection.insert_one(doc)
+        try:
+            with driver_errors("state.restore", on_duplicate=lambda: _exists(session_id)):
+                self._collection.insert_one(doc)
+        except StateVersionConflict:
+            if not self._expired_clause():
+                raise
+            replacement = {k: v for k, v in doc.items() if k != "_id"}
+            with driver_errors("state.restore_over_expired"):
+                if self._collection.replace_one({"_id": session_id, **self._expired_clause()},
+                                                replacement).matched_count != 1:
+                    raise
 
-    def delete(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> bool:
+    def delete(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
+               expected_version: int | None = None) -> bool:
+        """True when a live session was deleted. With ``expected_version``, only a row
+        still at that version goes; a moved row is a conflict and stays. An expired
+        row is removed (the TTL monitor would) but reported as absent (False)."""
         flt = {"_id": session_id, **owner_clause(owner_subject)}
-        with driver_errors("state.delete"):
-            return self._collection.delete_one(flt).deleted_count == 1
+        if expected_version is None:  # one round trip: delete what is live, reap what is not
+            with driver_errors("state.delete"):
+                if self._collection.delete_one({**flt, **self._live_clause()}).deleted_count:
+                    return True
+                if self._expired_clause():
+                    self._collection.delete_one({**flt, **self._expired_clause()})
+            return False
+        check_delete_version(session_id, expected_version, expected_version)  # validates
+        for _attempt in range(3):
+            # The version is in the filter: a row that moved is never deleted.
+            with driver_errors("state.delete"):
+                if self._collection.delete_one({**flt, "version": expected_version,
+                                                **self._live_clause()}).deleted_count:
+                    return True
+                doc = self._collection.find_one(flt, {"version": 1, "updated_at": 1})
+            if doc is None:
+                return False
+            if self._expired(doc):
+                with driver_errors("state.delete"):
+                    self._collection.delete_one({**flt, **self._expired_clause()})
+                return False
+            check_delete_version(session_id, _checked_version(session_id, doc),
+                                 expected_version)  # moved: the conflict, nothing deleted
+        raise StateVersionConflict(
+            f"session {session_id!r} kept changing while it was being deleted; nothing was deleted"
+        )
 
     # -- reads ----------------------------------------------------------------------
 
     def _find(self, session_id: str, owner_subject: OwnerFilter,
               projection: Mapping[str, Any] | None = None) -> Mapping[str, Any] | None:
+        """The live document (None when missing, filtered out, or expired)."""
         flt = {"_id": session_id, **owner_clause(owner_subject)}
+        if projection is not None:
+            projection = {**projection, "updated_at": 1}
         with driver_errors("state.load"):
-            return self._collection.find_one(flt, projection)
+            doc = self._collection.find_one(flt, projection)
+        if doc is None or self._expired(doc):
+            return None
+        return doc
 
     def load_full(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> LoadedState | None:
         doc = self._find(session_id, owner_subject)
-        if doc is None:
-            return None
-        blob = bytes(doc.get("blob") or b"")
-        stored = doc.get("blob_sha256")
-        if stored is not None and hashlib.sha256(blob).hexdigest() != stored:
-            raise IntegrityError(
-                "stored session blob failed sha256 verification; the document was changed "
-                "or damaged outside semvec"
-            )
-        return LoadedState(
-            blob=blob,
-            version=int(doc["version"]),
-            owner_subject=doc.get("owner_subject"),
-            pending_message=normalise_pending(doc.get("pending_message")),
-        )
+        return None if doc is None else strict_state(session_id, doc)
 
     def load_owner(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> str | None:
         doc = self._find(session_id, owner_subject, {"owner_subject": 1})
-        return doc.get("owner_subject") if doc else None
+        return None if doc is None else _checked_text(session_id, doc, "owner_subject")
 
     def current_version(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> int | None:
         doc = self._find(session_id, owner_subject, {"version": 1})
-        return int(doc["version"]) if doc else None
+        return None if doc is None else _checked_version(session_id, doc)
+
+    def load_full_many(self, session_ids: Any, *,
+                       owner_subject: OwnerFilter = UNSCOPED) -> list[LoadedState | None]:
+        """``load_full`` for many sessions in one round trip (exports), in order."""
+        ids = list(session_ids)
+        flt = {"_id": {"$in": ids}, **owner_clause(owner_subject)}
+        with driver_errors("state.load_many"):
+            found = {doc["_id"]: doc for doc in self._collection.find(flt)}
+        out: list[LoadedState | None] = []
+        for sid in ids:
+            doc = found.get(sid)
+            out.append(None if doc is None or self._expired(doc) else strict_state(sid, doc))
+        return out
 
     # -- enumeration ----------------------------------------------------------------
 
     def _summary(self, doc: Mapping[str, Any], blob_size: int) -> SessionSummary:
+        """A listing row. A damaged document is listed (never breaks the listing) with
+        ``extra["damaged"]`` saying which field; a strict read of it raises."""
         updated = as_utc(doc.get("updated_at"))
         ttl_left = None
         if self._session_ttl_s is not None and updated is not None:
             elapsed = (datetime.now(timezone.utc) - updated).total_seconds()
             ttl_left = max(0, int(self._session_ttl_s - elapsed))
+        session_id = str(doc["_id"])
+        extra: dict[str, Any] = {}
+        version = 0
+        owner = pending = None
+        try:
+            version = _checked_version(session_id, doc)
+            owner = _checked_text(session_id, doc, "owner_subject")
+            pending = _checked_text(session_id, doc, "pending_message")
+            if doc.get("blob_size") is None:
+                raise CorruptState(session_id, "blob", "is missing or not binary")
+        except CorruptState as damage:
+            extra["damaged"] = f"field {damage.field!r} {damage.problem}"
         return SessionSummary(
-            session_id=str(doc["_id"]),
-            version=int(doc["version"]),
-            owner_subject=doc.get("owner_subject"),
-            pending_message=normalise_pending(doc.get("pending_message")),
+            session_id=session_id,
+            version=version,
+            owner_subject=owner,
+            pending_message=pending,
             blob_size=blob_size,
             blob_sha256=str(doc.get("blob_sha256") or ""),
             ttl_seconds=ttl_left,
             updated_at=updated,
+            extra=extra,
         )
 
     def _summaries(self, flt: Mapping[str, Any], batch_size: int) -> Iterator[SessionSummary]:
@@ -252,7 +445,8 @@ class MongoStateStore(DerivedReads):
             pipeline = [
                 {"$match": dict(flt)},
                 {"$sort": {"_id": 1}},
-                {"$addFields": {"blob_size": {"$binarySize": "$blob"}}},
+                {"$addFields": {"blob_size": {"$cond": [
+                    {"$eq": [{"$type": "$blob"}, "binData"]}, {"$binarySize": "$blob"}, None]}}},
                 {"$project": {"blob": 0}},
             ]
             try:
@@ -267,15 +461,24 @@ class MongoStateStore(DerivedReads):
                 self._size_by_aggregate = True
                 if first is None:
                     return
-                yield self._summary(first, int(first.get("blob_size") or 0))
+                if not self._expired(first):
+                    yield self._summary(first, int(first.get("blob_size") or 0))
                 with driver_errors("state.enumerate"):
                     for doc in cursor:
-                        yield self._summary(doc, int(doc.get("blob_size") or 0))
+                        if not self._expired(doc):
+                            yield self._summary(doc, int(doc.get("blob_size") or 0))
                 return
         with driver_errors("state.enumerate"):
             cursor = self._collection.find(dict(flt)).sort("_id", 1).batch_size(batch_size)
             for doc in cursor:
-                yield self._summary(doc, len(doc.get("blob") or b""))
+                if self._expired(doc):
+                    continue
+                blob = doc.get("blob")
+                if isinstance(blob, (bytes, bytearray)):
+                    doc = {**doc, "blob_size": len(blob)}
+                else:
+                    doc = {k: v for k, v in doc.items() if k != "blob"}
+                yield self._summary(doc, int(doc.get("blob_size") or 0))
 
     def iter_sessions(
         self,

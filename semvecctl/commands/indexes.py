@@ -4,7 +4,8 @@ Generic over the ``IndexManager`` seam, so any backend that provisions indexes (
 pgvector, a third-party one) plugs in; a backend without the seam has nothing to
 provision, which is a fine answer (exit 0). ``ensure`` is the only command that writes,
 and it previews unless told to apply; ``validate`` only reads and exits like
-``kubectl diff``: 0 all match, 1 drift, 2+ errors.
+``kubectl diff``: 0 all match, 1 drift, 2+ errors; drift of an index the backend only
+recommends (``IndexSpec.required`` False) is a warning unless ``--strict``.
 """
 
 
@@ -187,13 +188,14 @@ def _wait(adapter_obj: Any, dimensions: int | None, timeout: float,
     return True, dict(result.states)
 
 
-def _report_row(report: Any) -> dict[str, Any]:
+def _report_row(report: Any, required: bool = True) -> dict[str, Any]:
     return {
         "name": report.name,
         "target": report.target,
         "kind": report.kind,
         "state": report.status,
         "ok": report.ok,
+        "required": required,
         "detail": report.detail,
         "differences": [{"field": d.field, "expected": d.expected, "actual": d.actual}
                         for d in report.differences],
@@ -207,17 +209,26 @@ def _differences_cell(row: dict[str, Any]) -> str:
     return "; ".join(parts) or "-"
 
 
+def _need_cell(row: dict[str, Any]) -> str:
+    return "required" if row["required"] else "recommended"
+
+
 @app.command("validate")
 def validate(
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
     dimensions: Dimensions = None,
+    strict: bool = typer.Option(False, "--strict",
+                                help="Also fail (exit 1) on recommended indexes that are missing "
+                                     "or differ, not only on required ones."),
     output: Output = OutputFormat.table,
 ) -> None:
     """Compare the server's indexes with the plan, option by option. Read-only.
-    Exit 0 when everything matches, 1 on drift (missing, differing options, not
-    queryable), 2 or more on errors."""
+    Indexes the engine itself needs are required; the rest are semvecctl's
+    recommendations. Exit 0 when every required index matches (a recommended one that
+    is missing or differs is a warning), 1 on required drift (missing, differing
+    options, not queryable) or, with --strict, on any drift; 2 or more on errors."""
     from backends.contract import IndexManager
 
     out = current().output
@@ -226,18 +237,29 @@ def validate(
         if not isinstance(adapter_obj, IndexManager):
             _nothing_to_provision(adapter_obj, output, spec, "indexes")
             return
+        required = {(s.target, s.name): bool(getattr(s, "required", True))
+                    for s in adapter_obj.index_plan(dimensions=dimensions)}
         reports = adapter_obj.validate_indexes(dimensions=dimensions)
-        rows = [_report_row(r) for r in reports]
-        ok = all(r["ok"] for r in rows)
-        out.emit({"backend": adapter_obj.name, "uri": spec.display_uri, "ok": ok, "indexes": rows},
+        rows = [_report_row(r, required.get((r.target, r.name), True)) for r in reports]
+        failing = [r for r in rows if not r["ok"] and (r["required"] or strict)]
+        advisory = [r for r in rows if not r["ok"] and not r["required"] and not strict]
+        ok = not failing
+        out.emit({"backend": adapter_obj.name, "uri": spec.display_uri, "ok": ok,
+                  "strict": strict, "indexes": rows},
                  output,
                  columns=[Column("INDEX", "name", style="bold"), Column("TARGET", "target"),
-                          Column("KIND", "kind"), Column("STATE", "state"),
-                          Column("DIFFERENCES", _differences_cell)],
+                          Column("KIND", "kind"), Column("NEED", _need_cell),
+                          Column("STATE", "state"), Column("DIFFERENCES", _differences_cell)],
                  rows=rows)
-    if not ok:
-        bad = [r for r in rows if not r["ok"]]
-        out.error(f"{len(bad)} of {len(rows)} index(es) do not match: "
-                  + ", ".join(f"{r['name']} {r['state']}" for r in bad))
+    for row in advisory:
+        out.warn(f"recommended index {row['name']} ({row['target']}) is {row['state']}: "
+                 "semvecctl suggests it, the engine does not need it (--strict to fail on it)")
+    if failing:
+        out.error(f"{len(failing)} of {len(rows)} index(es) do not match: "
+                  + ", ".join(f"{r['name']} {r['state']}" for r in failing))
         raise typer.Exit(ExitCode.CHECK_FAILED)
-    out.success(f"all {len(rows)} index(es) match")
+    if advisory:
+        out.success(f"every required index matches ({len(advisory)} recommended one(s) "
+                    "missing or different)")
+    else:
+        out.success(f"all {len(rows)} index(es) match")
