@@ -8,6 +8,7 @@ import gzip
 import io
 import json
 from dataclasses import replace
+from datetime import datetime, timezone
 
 import pytest
 
@@ -38,7 +39,8 @@ def records(n: int = 4) -> list[SessionRecord]:
         out.append(SessionRecord(
             session_id=f"s{i}", version=i + 1, owner_subject=None if i == 0 else f"tenant/agent{i}",
             pending_message="confirm?" if i == 2 else None, blob=bytes(range(256)) * (i + 1),
-            ttl_seconds=60 if i == 1 else None, items=items,
+            expires_at=datetime(2030, 1, 1, tzinfo=timezone.utc) if i == 1 else None, items=items,
+            drift_exempt=i == 3,
         ))
     return out
 
@@ -89,7 +91,7 @@ def test_layout_is_header_sessions_trailer_in_canonical_json():
     parsed = [json.loads(line) for line in lines(data)]
     assert [p["kind"] for p in parsed] == ["header"] + ["session"] * 4 + ["trailer"]
     header = parsed[0]
-    assert header["format"] == FORMAT_NAME and header["format_version"] == 1
+    assert header["format"] == FORMAT_NAME and header["format_version"] == 2
     assert header["source_backend"] == "memory" and header["tool"] == "semvecctl"
     assert [p["n"] for p in parsed[1:-1]] == [1, 2, 3, 4]
     assert parsed[-1]["count"] == 4
@@ -222,10 +224,10 @@ def test_duplicate_session_id_is_refused_even_when_every_checksum_agrees():
 def test_wrong_format_version_says_what_to_upgrade():
     ls = lines(archive_bytes())
     header = json.loads(ls[0])
-    header["format_version"] = 2
+    header["format_version"] = 3
     ls[0] = canonical(header) + b"\n"
     message = refused(b"".join(ls), ArchiveUnsupported)
-    assert "version 2 is not supported" in message and "upgrade semvecctl" in message
+    assert "version 3 is not supported" in message and "upgrade semvecctl" in message
 
 
 def test_wrong_format_name_is_refused():

@@ -164,10 +164,17 @@ def test_sessions_enumerated_twice_are_written_once(source, tmp_path, monkeypatc
     assert "archive verified: 6 session(s)" in verify.stderr
 
 
-def test_export_with_items_needs_an_item_source(source, tmp_path):
-    result = invoke("sessions", "export", *SRC, "--with-items", "--out", str(tmp_path / "a.jsonl"))
-    assert result.exit_code == 3 and "no item mirror" in error_line(result)
+def test_export_with_items_from_a_store_without_items_is_a_lossy_transfer(source, tmp_path):
+    """#15.9: the same rule (exit 1, --allow-loss) as import and copy."""
+    path = tmp_path / "a.jsonl"
+    result = invoke("sessions", "export", *SRC, "--with-items", "--out", str(path))
+    assert result.exit_code == 1 and "no item mirror" in error_line(result)
+    assert "--allow-loss" in error_line(result)
     assert list(tmp_path.iterdir()) == []
+    accepted = invoke("sessions", "export", *SRC, "--with-items", "--allow-loss", "--out", str(path))
+    assert accepted.exit_code == 0, accepted.output
+    assert "accepted loss: the items (backend 'memory' has no item mirror" in accepted.stderr
+    assert json.loads(path.read_text().splitlines()[0])["with_items"] is False
 
 
 # -- import: preview, apply, conflicts ---------------------------------------------------------

@@ -169,14 +169,21 @@ def test_export_then_import_round_trip(request, tmp_path, source_name, target_na
     assert exported.count == 5
     assert exported.items == sum(len(v or ()) for v in seeded.values())
 
-    importer = SessionImporter(target, ArchiveFile(path))
+    carries_items = with_items and isinstance(target, ItemMirror)
+    loses_items = with_items and not carries_items and exported.items > 0
+    importer = SessionImporter(target, ArchiveFile(path), allow_loss=loses_items)
     assert importer.verify().count == 5
     assert {r.action for r in importer.plan()} == {"create"}
+    if loses_items:  # the one loss rule: refused before any write unless accepted
+        from backends.migrate import LossyTransfer
+
+        with pytest.raises(LossyTransfer, match=f"{exported.items} item\\(s\\)"):
+            SessionImporter(target, ArchiveFile(path)).apply()
+        assert list(target.iter_sessions(match=f"{tag}-*")) == []
     result = importer.apply()
     assert result.created == 5 and result.skipped == 0 and result.versions_preserved
     report = importer.verify_target()
     assert report.ok and report.matched == 5, report.examples
-    carries_items = with_items and isinstance(target, ItemMirror)
     assert_same_sessions(source, target, tag, with_items=carries_items)
     if with_items and not isinstance(target, ItemMirror):
         assert result.items_not_imported == exported.items
@@ -213,7 +220,9 @@ def test_redis_ttl_travels_between_redis_databases(redis_server, redis_url, tmp_
         assert not any("time to live" in n for n in SessionImporter(dst, ArchiveFile(path)).notes())
 
 
-def test_a_ttl_the_target_cannot_keep_is_said_not_dropped_silently(redis_url, tmp_path):
+def test_a_ttl_the_target_cannot_keep_is_refused_unless_the_loss_is_accepted(redis_url, tmp_path):
+    from backends.migrate import LossyTransfer
+
     from backends.redis import RedisBackendAdapter
 
     tag = uuid.uuid4().hex[:8]
@@ -222,8 +231,15 @@ def test_a_ttl_the_target_cannot_keep_is_said_not_dropped_silently(redis_url, tm
         path = tmp_path / "a.jsonl"
         export_to_path(src, path, source_uri="redis", match=f"{tag}-*")
     target = MemoryBackendAdapter()
-    notes = SessionImporter(target, ArchiveFile(path)).notes()
-    assert any("1 session(s) carry a time to live" in n and "'memory'" in n for n in notes)
+    with pytest.raises(LossyTransfer, match=r"1 session expiry time\(s\) \(backend 'memory' keeps no"):
+        SessionImporter(target, ArchiveFile(path)).apply()
+    assert list(target.iter_sessions()) == []
+    accepted = SessionImporter(target, ArchiveFile(path), allow_loss=True)
+    assert accepted.check_losses() == [
+        "accepted loss: 1 session expiry time(s) (backend 'memory' keeps no per-session expiry; "
+        "they would not expire) not transferred"]
+    assert accepted.apply().created == 1
+    assert any("not persistent" in n for n in accepted.notes())
 
 
 # -- the same through the CLI's copy -----------------------------------------------------------
@@ -280,9 +296,14 @@ def test_cli_copy_redis_to_pgvector(redis, redis_url, pgvector, pgvector_url, mo
 def test_cli_copy_mongomock_to_redis_and_back(shared_mongo, redis, redis_url):
     tag = uuid.uuid4().hex[:8]
     seed(shared_mongo, tag)
-    result = invoke("sessions", "copy", "--from-adapter", "tests.transfer_doubles:mongo_shared",
-                    "--to", redis_url, "--apply", "--with-items")
+    args = ("sessions", "copy", "--from-adapter", "tests.transfer_doubles:mongo_shared",
+            "--to", redis_url, "--apply", "--with-items")
+    refused = invoke(*args)
+    assert refused.exit_code == 1 and "5 item(s) (backend 'redis' has no item mirror)" in refused.stderr
+    assert "--allow-loss" in refused.stderr and list(redis.iter_sessions()) == []
+    result = invoke(*args, "--allow-loss")
     assert result.exit_code == 0, result.output
+    assert "accepted loss: 5 item(s)" in result.stderr
     assert "item(s) not imported: the target has no item mirror" in result.stderr
     assert_same_sessions(shared_mongo, redis, tag)
     # and back into a fresh mongomock database

@@ -2,8 +2,8 @@
 migrations between backends (``semvecctl sessions export/import/copy``).
 
 Public API: :class:`ArchiveWriter` and :func:`atomic_output` to write,
-:class:`ArchiveReader` and :func:`verify_archive` to read, :class:`SessionRecord` and
-:class:`ArchiveHeader` for the content, and the refusals :class:`ArchiveDamaged` /
+:class:`ArchiveReader` and :func:`verify_archive` to read, :class:`SessionRecord`,
+:class:`UserRecord` and :class:`ArchiveHeader` for the content, and the refusals :class:`ArchiveDamaged` /
 :class:`ArchiveUnsupported`. See :mod:`backends.archive.format` for the layout.
 """
 
@@ -13,6 +13,7 @@ from backends.archive.format import (
     FORMAT_VERSION,
     ArchiveHeader,
     SessionRecord,
+    UserRecord,
 )
 from backends.archive.reader import ArchiveReader, ArchiveSummary, verify_archive
 from backends.archive.writer import ArchiveWriter, atomic_output, is_gzip_name
@@ -28,6 +29,7 @@ __all__ = [
     "ArchiveUnsupported",
     "ArchiveWriter",
     "SessionRecord",
+    "UserRecord",
     "atomic_output",
     "is_gzip_name",
     "verify_archive",

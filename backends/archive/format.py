@@ -1,17 +1,27 @@
-"""The sessions archive format, version 1: JSON Lines, gzip when the name ends in ``.gz``.
+"""The sessions archive format, version 2 (version 1 is still read): JSON Lines, gzip
+when the name ends in ``.gz``.
 
-Line 1 is the header, then one line per session, then the trailer::
+Line 1 is the header, then one line per session, then (v2) one line per whole-user log,
+then the trailer::
 
-    {"kind":"header","format":"semvecctl-sessions","format_version":1,...}
-    {"kind":"session","n":1,"session_id":...,"blob":<base64>,"blob_sha256":...,"line_sha256":...}
-    {"kind":"trailer","count":N,"digest":<hex>}
+    {"kind":"header","format":"semvecctl-sessions","format_version":2,...}
+    {"kind":"session","n":1,"session_id":...,"blob":<base64>,"expires_at":...,"drift_exempt":false,...}
+    {"kind":"user","n":2,"user_id":...,"counter":7,"events":[...],"line_sha256":...}
+    {"kind":"trailer","count":N,"users":U,"digest":<hex>}
 
 Every line is canonical JSON (sorted keys, no spaces, ASCII), so a reader can re-encode a
-parsed record and get the writer's bytes back. ``line_sha256`` covers the session record
-without that field; ``n`` numbers the sessions from 1, which makes a reordered or a
-dropped line an error with a line number rather than only a digest mismatch; the trailer's
-``digest`` is one sha256 run over the header line and every session line in order, so
-nothing can be swapped, added or removed without the trailer disagreeing.
+parsed record and get the writer's bytes back. ``line_sha256`` covers the record without
+that field; ``n`` numbers the records from 1, which makes a reordered or a dropped line an
+error with a line number rather than only a digest mismatch; the trailer's ``digest`` is
+one sha256 run over the header line and every record line in order, so nothing can be
+swapped, added or removed without the trailer disagreeing.
+
+Version 2 adds, per session, ``drift_exempt`` and ``expires_at`` (an absolute UTC time,
+so an import applies the time *remaining when it runs*; v1's ``ttl_seconds`` was the time
+left at export and drifted by however long the archive sat on disk), optional
+``events`` (the session's compliance events, ``MemoryEvent.to_dict()`` each), and
+``user`` records (a user's whole log and sequence counter, from ``export --user``).
+A v1 session's ``ttl_seconds`` is read as ``header.created_at + ttl_seconds``.
 """
 
 from __future__ import annotations
@@ -22,22 +32,26 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any, Mapping, Union
 
 from backends.archive.errors import ArchiveDamaged, ArchiveUnsupported
 
 FORMAT_NAME = "semvecctl-sessions"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: format versions this code reads
-READABLE_VERSIONS = frozenset({1})
+READABLE_VERSIONS = frozenset({1, 2})
 
-HEADER_KEYS = frozenset({"kind", "format", "format_version", "source_backend", "source_uri",
-                         "created_at", "tool", "tool_version", "with_items", "filters"})
-SESSION_KEYS = frozenset({"kind", "n", "session_id", "version", "owner_subject",
-                          "pending_message", "ttl_seconds", "blob", "blob_sha256", "items",
-                          "line_sha256"})
-TRAILER_KEYS = frozenset({"kind", "count", "digest"})
+_HEADER_V1 = frozenset({"kind", "format", "format_version", "source_backend", "source_uri",
+                        "created_at", "tool", "tool_version", "with_items", "filters"})
+HEADER_KEYS = {1: _HEADER_V1, 2: _HEADER_V1 | {"with_events"}}
+_SESSION_COMMON = frozenset({"kind", "n", "session_id", "version", "owner_subject",
+                             "pending_message", "blob", "blob_sha256", "items", "line_sha256"})
+SESSION_KEYS = {1: _SESSION_COMMON | {"ttl_seconds"},
+                2: _SESSION_COMMON | {"expires_at", "drift_exempt", "events"}}
+USER_KEYS = frozenset({"kind", "n", "user_id", "counter", "events", "line_sha256"})
+TRAILER_KEYS = {1: frozenset({"kind", "count", "digest"}),
+                2: frozenset({"kind", "count", "users", "digest"})}
 ITEM_KEYS = frozenset({"item_id", "text", "embedding", "tier", "tiers", "unit", "created_at",
                        "updated_at"})
 
@@ -52,6 +66,22 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def parse_utc(value: str) -> datetime:
+    """An ISO timestamp as an aware UTC datetime (``Z`` accepted; naive means UTC)."""
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.astimezone(timezone.utc)
+
+
+def iso_utc(value: datetime) -> str:
+    return value.astimezone(timezone.utc).isoformat()
+
+
 @dataclass(frozen=True)
 class ArchiveHeader:
     source_backend: str
@@ -60,36 +90,65 @@ class ArchiveHeader:
     tool_version: str
     with_items: bool = False
     filters: Mapping[str, Any] = field(default_factory=dict)
+    with_events: bool = False
+    #: the format version the archive was written in (what is written is always the newest)
+    format_version: int = FORMAT_VERSION
 
     def to_record(self) -> dict[str, Any]:
         return {
             "kind": "header", "format": FORMAT_NAME, "format_version": FORMAT_VERSION,
             "source_backend": self.source_backend, "source_uri": self.source_uri,
             "created_at": self.created_at, "tool": "semvecctl", "tool_version": self.tool_version,
-            "with_items": bool(self.with_items), "filters": dict(self.filters),
+            "with_items": bool(self.with_items), "with_events": bool(self.with_events),
+            "filters": dict(self.filters),
         }
 
     @staticmethod
     def now() -> str:
-        return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+        return utc_now().isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
 class SessionRecord:
-    """One session as archived. ``items`` is None when the export did not carry items
-    (as opposed to an empty tuple: the session had no live items)."""
+    """One session as archived. ``items`` / ``events`` are None when the export did not
+    carry them (as opposed to an empty tuple: the session had none). ``expires_at`` is
+    the absolute UTC expiry, None when the session does not expire."""
 
     session_id: str
     version: int
     owner_subject: str | None
     pending_message: str | None
     blob: bytes
-    ttl_seconds: int | None = None
+    expires_at: datetime | None = None
     items: tuple[Any, ...] | None = None  # MemoryItem
+    drift_exempt: bool = False
+    events: tuple[Any, ...] | None = None  # MemoryEvent, with their sequence numbers
 
     @property
     def blob_sha256(self) -> str:
         return sha256_hex(self.blob)
+
+    def ttl_left(self, now: datetime | None = None) -> int | None:
+        """Whole seconds until expiry (rounded up) at ``now``; None = no expiry; <= 0 =
+        already expired."""
+        if self.expires_at is None:
+            return None
+        left = (self.expires_at - (now or utc_now())).total_seconds()
+        return math.ceil(left) if left > 0 else 0
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    """A user's whole compliance log (``export --user``): every event with its sequence
+    number, and the user's counter (the last sequence handed out; None when the source
+    could not report it, then an import continues after the highest event)."""
+
+    user_id: str
+    counter: int | None
+    events: tuple[Any, ...]  # MemoryEvent
+
+
+ArchiveRecord = Union[SessionRecord, UserRecord]
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -115,6 +174,11 @@ def item_to_record(item: Any) -> dict[str, Any]:
     }
 
 
+def _signed(body: dict[str, Any]) -> dict[str, Any]:
+    body["line_sha256"] = sha256_hex(canonical(body))
+    return body
+
+
 def session_to_record(record: SessionRecord, n: int) -> dict[str, Any]:
     body: dict[str, Any] = {
         "kind": "session",
@@ -123,14 +187,21 @@ def session_to_record(record: SessionRecord, n: int) -> dict[str, Any]:
         "version": record.version,
         "owner_subject": record.owner_subject,
         "pending_message": record.pending_message,
-        "ttl_seconds": record.ttl_seconds,
+        "expires_at": _iso(record.expires_at),
+        "drift_exempt": bool(record.drift_exempt),
         "blob": base64.b64encode(record.blob).decode("ascii"),
         "blob_sha256": record.blob_sha256,
     }
     if record.items is not None:
         body["items"] = [item_to_record(i) for i in record.items]
-    body["line_sha256"] = sha256_hex(canonical(body))
-    return body
+    if record.events is not None:
+        body["events"] = [e.to_dict() for e in record.events]
+    return _signed(body)
+
+
+def user_to_record(record: UserRecord, n: int) -> dict[str, Any]:
+    return _signed({"kind": "user", "n": n, "user_id": record.user_id, "counter": record.counter,
+                    "events": [e.to_dict() for e in record.events]})
 
 
 # -- decoding (every check names the line; nothing is read best-effort) -----------------
@@ -165,12 +236,16 @@ def check_header(record: Any, line_no: int = 1) -> ArchiveHeader:
             f"archive format {FORMAT_NAME} version {version} is not supported (this semvecctl "
             f"reads version {', '.join(str(v) for v in sorted(READABLE_VERSIONS))}): {advice}"
         )
-    unknown = set(record) - HEADER_KEYS
+    unknown = set(record) - HEADER_KEYS[version]
     if unknown:
         raise damaged(line_no, f"header has unknown fields {sorted(unknown)}")
     for key in ("source_backend", "source_uri", "created_at", "tool_version"):
         if not isinstance(record.get(key), str):
             raise damaged(line_no, f"header field {key!r} is missing or not a string")
+    try:
+        parse_utc(record["created_at"])
+    except ValueError:
+        raise damaged(line_no, "header field 'created_at' is not an ISO timestamp") from None
     filters = record.get("filters")
     if not isinstance(filters, dict):
         raise damaged(line_no, "header field 'filters' is not an object")
@@ -178,6 +253,7 @@ def check_header(record: Any, line_no: int = 1) -> ArchiveHeader:
         source_backend=record["source_backend"], source_uri=record["source_uri"],
         created_at=record["created_at"], tool_version=record["tool_version"],
         with_items=bool(record.get("with_items")), filters=filters,
+        with_events=bool(record.get("with_events")), format_version=version,
     )
 
 
@@ -194,10 +270,13 @@ def _opt_time(value: Any, line_no: int, what: str) -> datetime | None:
     if value is None:
         return None
     try:
-        parsed = datetime.fromisoformat(value)
-    except (TypeError, ValueError):
+        return parse_utc(value)
+    except (TypeError, ValueError, AttributeError):
         raise damaged(line_no, f"{what} is not an ISO timestamp") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _item_from_record(raw: Any, line_no: int, session_id: str, owner: str | None) -> Any:
@@ -231,30 +310,87 @@ def _item_from_record(raw: Any, line_no: int, session_id: str, owner: str | None
     )
 
 
-def check_session(record: dict[str, Any], line_no: int, expected_n: int) -> tuple[SessionRecord, bytes]:
-    """Validate one session line; return the record and its canonical bytes (for the chain)."""
-    unknown = set(record) - SESSION_KEYS
+def event_from_record(raw: Any, line_no: int) -> Any:
+    """One archived event (``MemoryEvent.to_dict()``), checked as strictly as a store checks
+    an event before writing it, except that it keeps its sequence number."""
+    from dataclasses import replace
+
+    from backends.contract import EVENT_FIELDS, MemoryEvent, validate_event
+    from backends.errors import InvalidEvent
+
+    if not isinstance(raw, dict) or set(raw) != set(EVENT_FIELDS):
+        raise damaged(line_no, "an event does not have exactly the engine's event fields")
+    sequence = raw["sequence"]
+    if not _is_int(sequence) or sequence < 0:
+        raise damaged(line_no, "an event's sequence is not a non-negative integer")
+    if not isinstance(raw["created_at"], str) or not isinstance(raw["embedding"], list):
+        raise damaged(line_no, "an event's created_at/embedding is malformed")
+    for key in ("owner_subject", "session_id"):
+        if not isinstance(raw[key], str):
+            raise damaged(line_no, f"an event's {key} is not a string")
+    try:
+        event = MemoryEvent.from_dict(raw)
+        checked = validate_event(replace(event, sequence=0))
+    except (InvalidEvent, TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise damaged(line_no, f"event {str(raw.get('event_id'))[:40]!r} is malformed "
+                               f"({str(exc).splitlines()[0][:80] if str(exc) else type(exc).__name__})") from None
+    return replace(checked, sequence=sequence)
+
+
+def _events(raw: Any, line_no: int, what: str) -> tuple[Any, ...]:
+    if not isinstance(raw, list):
+        raise damaged(line_no, f"{what}: events must be a list")
+    events = tuple(event_from_record(e, line_no) for e in raw)
+    ids = [e.event_id for e in events]
+    if len(set(ids)) != len(ids):
+        raise damaged(line_no, f"{what}: an event id appears twice")
+    return events
+
+
+def _check_line(record: dict[str, Any], line_no: int, expected_n: int, allowed: frozenset[str],
+                what: str) -> None:
+    unknown = set(record) - allowed
     if unknown:
-        raise damaged(line_no, f"session record has unknown fields {sorted(unknown)}")
+        raise damaged(line_no, f"{what} record has unknown fields {sorted(unknown)}")
     claimed = record.get("line_sha256")
     body = {k: v for k, v in record.items() if k != "line_sha256"}
     if not isinstance(claimed, str) or sha256_hex(canonical(body)) != claimed:
         raise damaged(line_no, "the line's checksum does not match its content (changed after export)")
     n = record.get("n")
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise damaged(line_no, "session record has no sequence number")
+    if not _is_int(n):
+        raise damaged(line_no, f"{what} record has no sequence number")
     if n != expected_n:
-        raise damaged(line_no, f"session record {n} found where record {expected_n} was expected "
+        raise damaged(line_no, f"record {n} found where record {expected_n} was expected "
                                "(lines were reordered, removed or duplicated)")
+
+
+def check_session(record: dict[str, Any], line_no: int, expected_n: int,
+                  header: ArchiveHeader | None = None) -> tuple[SessionRecord, bytes]:
+    """Validate one session line; return the record and its canonical bytes (for the chain)."""
+    version_of_format = header.format_version if header is not None else FORMAT_VERSION
+    _check_line(record, line_no, expected_n, SESSION_KEYS[version_of_format], "session")
     session_id = record.get("session_id")
     if not isinstance(session_id, str) or not session_id:
         raise damaged(line_no, "session_id must be a non-empty string")
     version = record.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+    if not _is_int(version) or version < 1:
         raise damaged(line_no, f"session {session_id!r} has an invalid version")
-    ttl = record.get("ttl_seconds")
-    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0):
-        raise damaged(line_no, f"session {session_id!r} has an invalid ttl_seconds")
+    expires_at = None
+    drift_exempt = False
+    if version_of_format == 1:
+        ttl = record.get("ttl_seconds")
+        if ttl is not None and (not _is_int(ttl) or ttl < 0):
+            raise damaged(line_no, f"session {session_id!r} has an invalid ttl_seconds")
+        if ttl is not None:
+            # v1 kept the seconds left at export: anchor them to the export's start
+            created = parse_utc(header.created_at) if header is not None else utc_now()
+            expires_at = created + timedelta(seconds=ttl)
+    else:
+        expires_at = _opt_time(record.get("expires_at"), line_no,
+                               f"session {session_id!r}: expires_at")
+        drift_exempt = record.get("drift_exempt")
+        if not isinstance(drift_exempt, bool):
+            raise damaged(line_no, f"session {session_id!r}: drift_exempt must be true or false")
     owner = _opt_str(record, "owner_subject", line_no)
     pending = _opt_str(record, "pending_message", line_no, empty_ok=True)
     try:
@@ -271,17 +407,46 @@ def check_session(record: dict[str, Any], line_no: int, expected_n: int) -> tupl
         ids = [i.item_id for i in items]
         if len(set(ids)) != len(ids):
             raise damaged(line_no, f"session {session_id!r}: an item id appears twice")
-    return (SessionRecord(session_id, version, owner, pending or None, blob, ttl, items),
+    events = None
+    if "events" in record:
+        events = _events(record["events"], line_no, f"session {session_id!r}")
+        if any(e.session_id != session_id for e in events):
+            raise damaged(line_no, f"session {session_id!r} carries an event of another session")
+    return (SessionRecord(session_id, version, owner, pending or None, blob, expires_at, items,
+                          drift_exempt, events),
             canonical(record))
 
 
-def check_trailer(record: dict[str, Any], line_no: int, count: int, digest: str) -> None:
-    unknown = set(record) - TRAILER_KEYS
+def check_user(record: dict[str, Any], line_no: int, expected_n: int) -> tuple[UserRecord, bytes]:
+    """Validate one whole-user line (v2 only)."""
+    _check_line(record, line_no, expected_n, USER_KEYS, "user")
+    user_id = record.get("user_id")
+    if not isinstance(user_id, str) or not user_id:
+        raise damaged(line_no, "user_id must be a non-empty string")
+    counter = record.get("counter")
+    if counter is not None and (not _is_int(counter) or counter < 0):
+        raise damaged(line_no, f"user {user_id!r} has an invalid counter")
+    events = _events(record.get("events"), line_no, f"user {user_id!r}")
+    if any(e.user_id != user_id for e in events):
+        raise damaged(line_no, f"user {user_id!r} carries an event of another user")
+    top = max((e.sequence for e in events), default=0)
+    if counter is not None and counter < top:
+        raise damaged(line_no, f"user {user_id!r}: the counter {counter} is below the highest "
+                               f"sequence {top} it carries")
+    return UserRecord(user_id, counter, events), canonical(record)
+
+
+def check_trailer(record: dict[str, Any], line_no: int, count: int, digest: str,
+                  users: int = 0, format_version: int = FORMAT_VERSION) -> None:
+    unknown = set(record) - TRAILER_KEYS[format_version]
     if unknown:
         raise damaged(line_no, f"trailer has unknown fields {sorted(unknown)}")
     if record.get("count") != count:
         raise damaged(line_no, f"the trailer counts {record.get('count')} sessions but the "
                                f"archive holds {count}")
+    if format_version >= 2 and record.get("users") != users:
+        raise damaged(line_no, f"the trailer counts {record.get('users')} user log(s) but the "
+                               f"archive holds {users}")
     if record.get("digest") != digest:
         raise damaged(line_no, "the trailer digest does not match the lines (the archive was "
                                "altered after export)")
@@ -290,7 +455,7 @@ def check_trailer(record: dict[str, Any], line_no: int, count: int, digest: str)
 def parse_line(raw: bytes, line_no: int) -> dict[str, Any]:
     try:
         record = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise damaged(line_no, "not a complete JSON object (truncated or corrupted)") from None
     if not isinstance(record, dict):
         raise damaged(line_no, "not a JSON object")

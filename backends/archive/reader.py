@@ -1,8 +1,10 @@
 """Reading an archive: every check, in order, before a caller acts on a record.
 
-``ArchiveReader.sessions()`` streams validated records (header first, then per line: the
-line checksum, the sequence number, the blob's sha256, field shapes) and checks the
-trailer's count and chain digest after the last one. Because the trailer can only be
+``ArchiveReader.records()`` streams validated records, sessions then whole-user logs
+(header first, then per line: the line checksum, the sequence number, the blob's sha256,
+field shapes, each event as strictly as a store checks it) and checks the trailer's
+counts and chain digest after the last one; ``sessions()`` is the same stream without
+the user logs. Version 1 archives read into the same records. Because the trailer can only be
 checked at the end, an importer must not write during that first pass: it calls
 :func:`verify_archive` (a full pass, plus duplicate detection) and only then streams the
 archive a second time to apply it. Memory stays flat: one line at a time.
@@ -21,11 +23,14 @@ from typing import IO, Any, Iterator
 from backends.archive.errors import ArchiveDamaged, ArchiveUnsupported
 from backends.archive.format import (
     ArchiveHeader,
+    ArchiveRecord,
     SessionRecord,
+    UserRecord,
     canonical,
     check_header,
     check_session,
     check_trailer,
+    check_user,
     damaged,
     parse_line,
 )
@@ -45,8 +50,20 @@ class ArchiveSummary:
     digest: str
     #: the embedding widths the archived items use (empty without embeddings)
     dimensions: frozenset[int] = frozenset()
-    #: sessions archived with a remaining time to live
+    #: sessions archived with an expiry time
     sessions_with_ttl: int = 0
+    #: sessions archived with drift_exempt set
+    drift_exempt: int = 0
+    #: events carried, in sessions and in user logs
+    events: int = 0
+    #: of those, events carrying a sequence number (> 0)
+    sequenced_events: int = 0
+    #: sessions that carry their events (``export --with-events``)
+    sessions_with_events: int = 0
+    #: whole-user logs (``export --user``)
+    users: int = 0
+    #: of those, logs carrying the user's counter
+    counters: int = 0
 
 
 class ArchiveReader:
@@ -124,36 +141,81 @@ class ArchiveReader:
 
     # -- the stream --------------------------------------------------------------------
 
-    def sessions(self) -> Iterator[SessionRecord]:
-        """Validated session records; raises ArchiveDamaged at the first failed check,
-        including after the last record when the trailer disagrees or is missing."""
-        count = 0
+    def records(self) -> Iterator[ArchiveRecord]:
+        """Validated records (sessions, then user logs); raises ArchiveDamaged at the first
+        failed check, including after the last record when the trailer disagrees or is
+        missing."""
+        count = users = 0
+        version = self.header.format_version
         while True:
             raw = self._next_line()
             if raw is None:
-                raise damaged(self._line_no, f"the archive ends after {count} session(s) without "
-                                             "its trailer (truncated)")
+                raise damaged(self._line_no, f"the archive ends after {count + users} record(s) "
+                                             "without its trailer (truncated)")
             record = parse_line(raw, self._line_no)
             kind = record.get("kind")
             if kind == "trailer":
-                check_trailer(record, self._line_no, count, self._chain.hexdigest())
+                check_trailer(record, self._line_no, count, self._chain.hexdigest(), users, version)
                 if self._next_line() is not None:
                     raise damaged(self._line_no, "there is data after the trailer")
                 return
-            if kind != "session":
+            parsed: ArchiveRecord
+            if kind == "session" and not users:
+                parsed, line = check_session(record, self._line_no, count + users + 1, self.header)
+                count += 1
+            elif kind == "user" and version >= 2:
+                parsed, line = check_user(record, self._line_no, count + users + 1)
+                users += 1
+            elif kind == "session":
+                raise damaged(self._line_no, "a session record after the user logs")
+            else:
                 raise damaged(self._line_no, f"unexpected record kind {kind!r}")
-            session, line = check_session(record, self._line_no, count + 1)
             self._chain.update(line + b"\n")
-            count += 1
-            yield session
+            yield parsed
+
+    def sessions(self) -> Iterator[SessionRecord]:
+        """The session records only (the whole stream is still read and checked)."""
+        for record in self.records():
+            if isinstance(record, SessionRecord):
+                yield record
 
     @property
     def digest(self) -> str:
         return self._chain.hexdigest()
 
 
+def _event_keys(events: Any) -> Iterator[str]:
+    """Keys that must be unique across an archive: each event id, and each (user,
+    sequence) pair with a sequence (two events cannot hold one number of one log)."""
+    for event in events:
+        yield "e\x00" + event.event_id
+        if event.sequence:
+            yield f"s\x00{event.user_id}\x00{event.sequence}"
+
+
+def _record_keys(record: ArchiveRecord) -> Iterator[str]:
+    if isinstance(record, SessionRecord):
+        yield "session\x00" + record.session_id
+        yield from _event_keys(record.events or ())
+    else:
+        yield "user\x00" + record.user_id
+        yield from _event_keys(record.events)
+
+
+def _duplicate_message(key: str, count: int) -> str:
+    kind, _, rest = key.partition("\x00")
+    what = {"session": f"session {rest!r}", "user": f"the log of user {rest!r}",
+            "e": f"event {rest!r}"}.get(kind)
+    if what is None:
+        user, _, seq = rest.partition("\x00")
+        what = f"sequence {seq} of user {user!r}"
+    return (f"{what} appears more than once in the archive ({count} duplicated key(s)); "
+            "nothing was imported from it")
+
+
 def verify_archive(source_factory: Any) -> ArchiveSummary:
-    """Read the whole archive once, checking everything, and refuse duplicate session ids.
+    """Read the whole archive once, checking everything, and refuse duplicate session ids,
+    user logs, event ids and (user, sequence) pairs.
 
     ``source_factory()`` opens the archive afresh (a path works too; the opened stream
     is closed after each pass); a second pass runs
@@ -165,29 +227,41 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
     else:
         opener = source_factory
     seen = SeenFilter()
-    count = items = with_items = with_ttl = 0
+    count = items = with_items = with_ttl = drift = events = sequenced = with_events = 0
+    users = counters = 0
     dimensions: set[int] = set()
     with ArchiveReader(opener(), close_source=True) as reader:
         header = reader.header
-        for record in reader.sessions():
+        for record in reader.records():
+            for key in _record_keys(record):
+                seen.add(key)
+            if isinstance(record, UserRecord):
+                users += 1
+                counters += record.counter is not None
+                events += len(record.events)
+                sequenced += sum(1 for e in record.events if e.sequence)
+                continue
             count += 1
-            seen.add(record.session_id)
-            if record.ttl_seconds is not None:
+            if record.expires_at is not None:
                 with_ttl += 1
+            drift += record.drift_exempt
             if record.items is not None:
                 with_items += 1
                 items += len(record.items)
                 dimensions.update(len(i.embedding) for i in record.items if i.embedding is not None)
+            if record.events is not None:
+                with_events += 1
+                events += len(record.events)
+                sequenced += sum(1 for e in record.events if e.sequence)
         digest = reader.digest
     if seen.suspects:
         with ArchiveReader(opener(), close_source=True) as reader:
-            dups = confirmed_duplicates((r.session_id for r in reader.sessions()), seen.suspects)
+            keys = (key for record in reader.records() for key in _record_keys(record))
+            dups = confirmed_duplicates(keys, seen.suspects)
         if dups:
-            example = sorted(dups)[0]
-            raise ArchiveDamaged(
-                f"session {example!r} appears more than once in the archive "
-                f"({len(dups)} duplicated id(s)); nothing was imported from it"
-            )
+            raise ArchiveDamaged(_duplicate_message(sorted(dups)[0], len(dups)))
     return ArchiveSummary(header=header, count=count, items=items,
                           sessions_with_items=with_items, digest=digest,
-                          dimensions=frozenset(dimensions), sessions_with_ttl=with_ttl)
+                          dimensions=frozenset(dimensions), sessions_with_ttl=with_ttl,
+                          drift_exempt=drift, events=events, sequenced_events=sequenced,
+                          sessions_with_events=with_events, users=users, counters=counters)

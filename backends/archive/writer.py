@@ -16,17 +16,28 @@ import tempfile
 from pathlib import Path
 from typing import IO, Iterator
 
-from backends.archive.format import ArchiveHeader, SessionRecord, canonical, session_to_record
+from backends.archive.format import (
+    ArchiveHeader,
+    ArchiveRecord,
+    UserRecord,
+    canonical,
+    session_to_record,
+    user_to_record,
+)
 
 
 class ArchiveWriter:
-    """Encode header, sessions and trailer onto a binary stream."""
+    """Encode header, sessions, user logs and trailer onto a binary stream (always the
+    newest format version). Sessions come first: a session after a user log is refused,
+    because the reader refuses it."""
 
     def __init__(self, stream: IO[bytes], header: ArchiveHeader) -> None:
         self._stream = stream
         self._chain = hashlib.sha256()
         self.count = 0
+        self.users = 0
         self.items = 0
+        self.events = 0
         self._closed = False
         self._emit(canonical(header.to_record()))
 
@@ -34,17 +45,27 @@ class ArchiveWriter:
         self._chain.update(line + b"\n")
         self._stream.write(line + b"\n")
 
-    def add(self, record: SessionRecord) -> None:
+    def add(self, record: ArchiveRecord) -> None:
         if self._closed:
             raise ValueError("archive already finished")
+        n = self.count + self.users + 1
+        if isinstance(record, UserRecord):
+            self.users += 1
+            self.events += len(record.events)
+            self._emit(canonical(user_to_record(record, n)))
+            return
+        if self.users:
+            raise ValueError("sessions must be written before the user logs")
         self.count += 1
         self.items += len(record.items or ())
-        self._emit(canonical(session_to_record(record, self.count)))
+        self.events += len(record.events or ())
+        self._emit(canonical(session_to_record(record, n)))
 
     def finish(self) -> str:
         """Write the trailer; returns the chain digest."""
         digest = self._chain.hexdigest()
-        self._stream.write(canonical({"kind": "trailer", "count": self.count, "digest": digest}) + b"\n")
+        trailer = {"kind": "trailer", "count": self.count, "users": self.users, "digest": digest}
+        self._stream.write(canonical(trailer) + b"\n")
         self._closed = True
         return digest
 

@@ -7,10 +7,13 @@ Usable without the CLI::
     export_to_path(redis_adapter, "backup.jsonl.gz", source_uri=redact_uri(url))
     importer = SessionImporter(pg_adapter, ArchiveFile("backup.jsonl.gz"), on_conflict="skip")
     importer.verify(); importer.apply(); assert importer.verify_target().ok
+
+What a target cannot keep (or a source cannot provide) is refused by one rule,
+:func:`backends.migrate.loss.settle`, unless ``allow_loss=True``.
 """
 
 from backends.migrate.copy import staged_copy, verify_copy
-from backends.migrate.errors import ImportConflict
+from backends.migrate.errors import ImportConflict, LossyTransfer
 from backends.migrate.export import (
     ExportResult,
     check_exportable,
@@ -20,6 +23,7 @@ from backends.migrate.export import (
     write_archive,
 )
 from backends.migrate.importer import ImportResult, PlanRow, PlanTotals, SessionImporter
+from backends.migrate.loss import Loss, persistence_warning, settle
 from backends.migrate.sources import ArchiveFile, StagedStream
 from backends.migrate.verify import VerifyReport
 
@@ -28,6 +32,8 @@ __all__ = [
     "ExportResult",
     "ImportConflict",
     "ImportResult",
+    "Loss",
+    "LossyTransfer",
     "PlanRow",
     "PlanTotals",
     "SessionImporter",
@@ -36,6 +42,8 @@ __all__ = [
     "check_exportable",
     "export_to_path",
     "export_to_stream",
+    "persistence_warning",
+    "settle",
     "staged_copy",
     "staged_export",
     "verify_copy",

@@ -9,47 +9,64 @@ same filters, and compares each session's blob sha256, owner, pending message, v
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from backends.contract import UNSCOPED, LiveItemSource, OwnerFilter
-from backends.migrate.export import ExportResult, staged_export
+from backends.migrate.export import ExportResult, drift_reader, staged_export
 from backends.migrate.importer import ImportResult, SessionImporter
+from backends.migrate.loss import state_store_member
 from backends.migrate.sources import StagedStream
 from backends.migrate.verify import Expected, VerifyReport, check_all
 
 
 @contextlib.contextmanager
 def staged_copy(source: Any, target: Any, *, source_uri: str, owner_subject: OwnerFilter = UNSCOPED,
-                match: str | None = None, with_items: bool = False, batch_size: int = 500,
+                match: str | None = None, with_items: bool = False, with_events: bool = False,
+                users: Sequence[str] = (), allow_loss: bool = False, batch_size: int = 500,
                 progress: Any = None, on_conflict: str = "error",
                 keep_versions: bool = False) -> Iterator[tuple[SessionImporter, ExportResult]]:
     """Export ``source`` into a staged archive and hand back an importer into ``target``
-    (verified already). The staged file disappears when the block ends."""
+    (verified already). The staged file disappears when the block ends. ``allow_loss``
+    applies the one loss rule to both halves."""
     with staged_export(source, source_uri=source_uri, owner_subject=owner_subject, match=match,
-                       with_items=with_items, batch_size=batch_size,
+                       with_items=with_items, with_events=with_events, users=users,
+                       allow_loss=allow_loss, batch_size=batch_size,
                        progress=progress) as (staged, exported):
         importer = SessionImporter(target, StagedStream(staged, "staged copy"),
-                                   on_conflict=on_conflict, keep_versions=keep_versions)
+                                   on_conflict=on_conflict, keep_versions=keep_versions,
+                                   allow_loss=allow_loss)
         importer.verify()
         yield importer, exported
 
 
 def verify_copy(source: Any, target: Any, result: ImportResult, *,
                 owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
-                with_items: bool = False, batch_size: int = 500) -> VerifyReport:
-    """Re-read the source (fresh summaries) and compare each session with the target."""
+                with_items: bool = False, batch_size: int = 500,
+                importer: SessionImporter | None = None,
+                only: set[str] | None = None) -> VerifyReport:
+    """Re-read the source (fresh summaries) and compare each session with the target;
+    with ``importer``, also compare the copied events with the staged archive's.
+    ``only`` limits the sessions compared (a whole-user copy selects by the user's log)."""
     compare_items = with_items and isinstance(source, LiveItemSource) and isinstance(target, LiveItemSource)
+    keeps_drift = state_store_member(target, "set_drift_exempt") is not None and \
+        state_store_member(target, "is_drift_exempt") is not None
+    drift = drift_reader(source)
     report = VerifyReport(source_count=0)
 
     def expected() -> Iterator[Expected]:
         for summary in source.iter_sessions(owner_subject=owner_subject, match=match,
                                             batch_size=batch_size):
+            if only is not None and summary.session_id not in only:
+                continue
             report.source_count = (report.source_count or 0) + 1
             items = (list(source.iter_live_items(summary.session_id, owner_subject=owner_subject))
                      if compare_items else None)
             yield Expected(summary.session_id, summary.blob_sha256, summary.version,
-                           summary.owner_subject, summary.pending_message, items)
+                           summary.owner_subject, summary.pending_message, items,
+                           drift(summary) if keeps_drift else None)
 
-    check_all(report, target, expected(), skipped=result.skipped_ids,
+    check_all(report, target, expected(), skipped=result.skipped_ids | result.expired_ids,
               versions_preserved=result.versions_preserved)
+    if importer is not None:
+        importer.verify_events(report)
     return report

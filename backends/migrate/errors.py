@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
-from backends.errors import StateVersionConflict
+from backends.errors import BackendError, StateVersionConflict
 
 
 class ImportConflict(StateVersionConflict):
     """Sessions of the archive already exist on the target and ``on_conflict`` is
     ``error``: refused (before the first write when the conflict was visible up front)."""
+
+
+class LossyTransfer(BackendError):
+    """The transfer would lose data the source holds (items, events, expiry times, drift
+    flags, sequence numbers): refused before anything is written unless the caller
+    accepts the loss (``allow_loss=True``, ``--allow-loss``). ``losses`` says what."""
+
+    def __init__(self, message: str, losses: tuple = ()) -> None:
+        super().__init__(message)
+        self.losses = losses

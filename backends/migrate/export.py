@@ -5,6 +5,14 @@ session's items) at a time, a running digest, and a fixed-size duplicate filter.
 session enumerated twice (Redis SCAN may report a key twice while the server resizes
 its table) is written once: the filter makes it a suspect, and the finished archive is
 rewritten without the later copy when a second pass confirms it.
+
+Archive v2 content read here: each session's ``drift_exempt`` (the enumeration's
+``extra["drift_exempt"]`` when it reports one, else the store's ``is_drift_exempt``),
+its absolute expiry (read time + the TTL enumeration reports), with ``with_events`` its
+compliance events (the users from ``session_subjects(session_id)``, each user's events
+filtered to the session), and with ``users`` a whole-user log per user (every event,
+then the counter, read in that order so the counter is never below an exported
+sequence). What the source cannot provide is settled by :mod:`backends.migrate.loss`.
 """
 
 from __future__ import annotations
@@ -14,13 +22,29 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Iterable, Iterator
+from datetime import timedelta
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
-from backends.archive import ArchiveHeader, ArchiveReader, ArchiveWriter, SessionRecord, atomic_output
+from backends.archive import (
+    ArchiveHeader,
+    ArchiveReader,
+    ArchiveWriter,
+    SessionRecord,
+    UserRecord,
+    atomic_output,
+)
+from backends.archive.format import utc_now
 from backends.archive.seen import SeenFilter, confirmed_duplicates
 from backends.contract import UNSCOPED, LiveItemSource, OwnerFilter, SessionEnumerator
 from backends.errors import UnsupportedOperation
 from backends.migrate.batch_reads import READ_CHUNK, batch_loader, chunks
+from backends.migrate.loss import (
+    counter_reader,
+    export_losses,
+    session_event_source,
+    settle,
+    state_store_member,
+)
 
 Progress = Callable[[Iterable[Any]], Iterable[Any]]
 
@@ -29,7 +53,11 @@ Progress = Callable[[Iterable[Any]], Iterable[Any]]
 class ExportResult:
     count: int = 0
     items: int = 0
+    events: int = 0
+    users: int = 0
     digest: str = ""
+    #: accepted losses, one line each (see backends.migrate.loss)
+    warnings: list[str] = field(default_factory=list)
     #: enumerated, but deleted (or re-owned out of scope) before its blob was read
     vanished: int = 0
     #: sessions the enumeration reported twice, written once
@@ -37,18 +65,24 @@ class ExportResult:
     suspects: set[str] = field(default_factory=set, repr=False)
 
 
-def check_exportable(adapter: Any, *, with_items: bool) -> None:
+def check_exportable(adapter: Any, *, with_items: bool, with_events: bool = False,
+                     users: Sequence[str] = (), allow_loss: bool = False) -> list[str]:
+    """Refuse an export that cannot run (no enumeration; ``users`` without an event store)
+    or that would lose what it was asked to carry (the loss rule); returns the warnings
+    for accepted losses."""
     name = getattr(adapter, "name", "?")
     if not isinstance(adapter, SessionEnumerator):
         raise UnsupportedOperation(f"backend {name!r} cannot enumerate sessions, so it cannot be exported")
-    if with_items and not isinstance(adapter, LiveItemSource):
-        raise UnsupportedOperation(
-            f"backend {name!r} has no item mirror to read items from; export without --with-items"
-        )
+    if users and adapter.event_store() is None:
+        raise UnsupportedOperation(f"backend {name!r} has no event store, so there is no user log "
+                                   "to export; drop --user")
+    return settle(export_losses(adapter, with_items=with_items, with_events=with_events,
+                                users=users), allow_loss=allow_loss)
 
 
 def make_header(adapter: Any, source_uri: str, *, with_items: bool, owner_subject: OwnerFilter,
-                match: str | None) -> ArchiveHeader:
+                match: str | None, with_events: bool = False,
+                users: Sequence[str] = ()) -> ArchiveHeader:
     from backends import __version__
 
     filters: dict[str, Any] = {}
@@ -56,21 +90,71 @@ def make_header(adapter: Any, source_uri: str, *, with_items: bool, owner_subjec
         filters["owner_subject"] = owner_subject  # None = unowned only
     if match is not None:
         filters["match"] = match
+    if users:
+        filters["users"] = list(users)
     return ArchiveHeader(source_backend=str(getattr(adapter, "name", "?")), source_uri=source_uri,
                          created_at=ArchiveHeader.now(), tool_version=__version__,
-                         with_items=with_items, filters=filters)
+                         with_items=with_items, filters=filters, with_events=with_events)
+
+
+def drift_reader(adapter: Any) -> Callable[[Any], bool]:
+    is_exempt = state_store_member(adapter, "is_drift_exempt")
+
+    def read(summary: Any) -> bool:
+        reported = (summary.extra or {}).get("drift_exempt")
+        if isinstance(reported, bool):
+            return reported
+        return bool(is_exempt(summary.session_id)) if is_exempt is not None else False
+
+    return read
+
+
+def _session_events(store: Any, session_id: str, owner_subject: OwnerFilter,
+                    skip_users: set[str]) -> tuple[Any, ...]:
+    found = []
+    for user in sorted(set(store.session_subjects(session_id)) - skip_users):
+        found.extend(e for e in store.list_events(user, owner_subject=owner_subject)
+                     if e.session_id == session_id)
+    return tuple(sorted(found, key=lambda e: (e.user_id, e.sequence, e.event_id)))
+
+
+def user_sessions(adapter: Any, users: Sequence[str], owner_subject: OwnerFilter) -> set[str]:
+    """The sessions the users have events in (what a whole-user export selects)."""
+    store = adapter.event_store()
+    return {e.session_id for user in users
+            for e in store.list_events(user, owner_subject=owner_subject) if e.session_id}
+
+
+def iter_user_records(adapter: Any, users: Sequence[str],
+                      owner_subject: OwnerFilter = UNSCOPED) -> Iterator[UserRecord]:
+    store = adapter.event_store()
+    read_counter = counter_reader(adapter)
+    for user in users:
+        events = tuple(store.list_events(user, owner_subject=owner_subject))
+        top = max((e.sequence for e in events), default=0)
+        # read after the events: the counter only grows, so it covers every one of them
+        counter = max(int(read_counter(user)), top) if read_counter is not None else None
+        yield UserRecord(user, counter, events)
 
 
 def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilter = UNSCOPED,
-                 match: str | None = None, with_items: bool = False,
-                 batch_size: int = 500) -> Iterator[SessionRecord]:
+                 match: str | None = None, with_items: bool = False, with_events: bool = False,
+                 users: Sequence[str] = (), batch_size: int = 500) -> Iterator[SessionRecord]:
     """Full records for every enumerated session, in enumeration order, read a chunk of
-    64 at a time (see :mod:`backends.migrate.batch_reads`): memory is bounded by the chunk."""
+    64 at a time (see :mod:`backends.migrate.batch_reads`): memory is bounded by the chunk.
+    With ``users``, only the sessions those users have events in."""
     load_many = batch_loader(adapter)
-    summaries = adapter.iter_sessions(owner_subject=owner_subject, match=match,
-                                      batch_size=batch_size)
+    drift = drift_reader(adapter)
+    events_from = session_event_source(adapter) if with_events else None
+    whole_users = set(users)
+    selected = user_sessions(adapter, users, owner_subject) if users else None
+    summaries: Iterable[Any] = adapter.iter_sessions(owner_subject=owner_subject, match=match,
+                                                     batch_size=batch_size)
+    if selected is not None:
+        summaries = (s for s in summaries if s.session_id in selected)
     for chunk in chunks(summaries, READ_CHUNK):
         states = load_many([s.session_id for s in chunk], owner_subject)
+        read_at = utc_now()
         for summary, state in zip(chunk, states):
             if state is None:  # deleted (or re-owned out of scope) since it was enumerated
                 result.vanished += 1
@@ -78,34 +162,51 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
             items = None
             if with_items:
                 items = tuple(adapter.iter_live_items(summary.session_id, owner_subject=owner_subject))
+            events = None
+            if events_from is not None:
+                events = _session_events(events_from, summary.session_id, owner_subject, whole_users)
+            expires_at = (None if summary.ttl_seconds is None
+                          else read_at + timedelta(seconds=summary.ttl_seconds))
             yield SessionRecord(
                 session_id=summary.session_id, version=state.version,
                 owner_subject=state.owner_subject, pending_message=state.pending_message,
-                blob=bytes(state.blob), ttl_seconds=summary.ttl_seconds, items=items,
+                blob=bytes(state.blob), expires_at=expires_at, items=items,
+                drift_exempt=drift(summary), events=events,
             )
 
 
 def write_archive(adapter: Any, stream: IO[bytes], *, source_uri: str,
                   owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
-                  with_items: bool = False, batch_size: int = 500,
+                  with_items: bool = False, with_events: bool = False,
+                  users: Sequence[str] = (), allow_loss: bool = False, batch_size: int = 500,
                   progress: Progress | None = None) -> ExportResult:
-    """One pass: enumerate and write. Duplicates are only *suspected* here (see module)."""
-    check_exportable(adapter, with_items=with_items)
-    result = ExportResult()
+    """One pass: enumerate and write. Duplicates are only *suspected* here (see module).
+
+    What the source cannot provide is refused by the loss rule before the first line is
+    written; with ``allow_loss`` it is left out and said in ``result.warnings``."""
+    users = tuple(dict.fromkeys(users))
+    warnings = check_exportable(adapter, with_items=with_items, with_events=with_events,
+                                users=users, allow_loss=allow_loss)
+    with_items = with_items and isinstance(adapter, LiveItemSource)
+    with_events = with_events and session_event_source(adapter) is not None
+    result = ExportResult(warnings=warnings)
     header = make_header(adapter, source_uri, with_items=with_items, owner_subject=owner_subject,
-                         match=match)
+                         match=match, with_events=with_events, users=users)
     writer = ArchiveWriter(stream, header)
     seen = SeenFilter()
     records: Iterable[SessionRecord] = iter_records(
         adapter, result, owner_subject=owner_subject, match=match, with_items=with_items,
-        batch_size=batch_size)
+        with_events=with_events, users=users, batch_size=batch_size)
     if progress is not None:
         records = progress(records)
     for record in records:
         seen.add(record.session_id)
         writer.add(record)
+    for user_record in iter_user_records(adapter, users, owner_subject):
+        writer.add(user_record)
     result.digest = writer.finish()
     result.count, result.items, result.suspects = writer.count, writer.items, seen.suspects
+    result.events, result.users = writer.events, writer.users
     return result
 
 
@@ -115,8 +216,8 @@ def rewrite_without_duplicates(source: IO[bytes], dest: IO[bytes], duplicates: s
     written: set[str] = set()
     with ArchiveReader(source) as reader:
         writer = ArchiveWriter(dest, reader.header)
-        for record in reader.sessions():
-            if record.session_id in duplicates:
+        for record in reader.records():
+            if isinstance(record, SessionRecord) and record.session_id in duplicates:
                 if record.session_id in written:
                     result.duplicates_dropped += 1
                     continue
@@ -124,6 +225,7 @@ def rewrite_without_duplicates(source: IO[bytes], dest: IO[bytes], duplicates: s
             writer.add(record)
         result.digest = writer.finish()
         result.count, result.items = writer.count, writer.items
+        result.events, result.users = writer.events, writer.users
 
 
 def _duplicates_in(source: IO[bytes], suspects: set[str]) -> set[str]:

@@ -12,6 +12,17 @@ Order of work, each step a full pass over the archive (memory stays flat):
    without ``keep_versions``) with ``save(expected_version=None)``, i.e. at version 1.
    Items go through ``sync_items`` when the target has an item mirror.
 4. ``verify_target()``: read every session back and compare.
+
+Archive v2: a session whose expiry time has passed is not imported (counted as
+expired); the others get the time *remaining now* as their TTL. ``drift_exempt`` is set
+with the store's ``set_drift_exempt``. Events are restored with their sequence numbers
+through the target's ``EventRestorer`` (``restore_events``), then each user's counter is
+raised (``raise_counter``: to the highest restored sequence, or a user log's archived
+counter) so the next append continues the sequence. An event whose id, or whose
+(user, sequence), the target already holds is a conflict like an existing session.
+Events of an expired session are still restored: the compliance log does not expire
+with session state. Whatever the target cannot keep is settled by the one loss rule
+(:mod:`backends.migrate.loss`) before the first write.
 """
 
 from __future__ import annotations
@@ -19,11 +30,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from backends.archive import ArchiveReader, ArchiveSummary, SessionRecord, verify_archive
+from backends.archive import ArchiveReader, ArchiveSummary, SessionRecord, UserRecord, verify_archive
+from backends.archive.format import utc_now
 from backends.contract import UNSCOPED, ItemMirror, SessionRestorer
 from backends.errors import UnsupportedOperation, is_state_version_conflict
 from backends.migrate.errors import ImportConflict
-from backends.migrate.verify import Expected, VerifyReport, check_all
+from backends.migrate.loss import (
+    event_restorer,
+    import_losses,
+    keeps_expiry,
+    persistence_warning,
+    settle,
+    state_store_member,
+)
+from backends.migrate.verify import Expected, VerifyReport, check_all, check_events
 
 ON_CONFLICT = ("error", "skip")
 
@@ -48,9 +68,13 @@ class PlanRow:
     session_id: str
     version: int
     owner_subject: str | None
-    action: str  # create | skip | conflict
+    action: str  # create | skip | conflict | expired
     detail: str
     items: int | None
+    events: int | None = None
+    #: "session", or "user" for a whole-user log (then session_id is "")
+    kind: str = "session"
+    user_id: str | None = None
 
 
 @dataclass
@@ -58,6 +82,7 @@ class PlanTotals:
     create: int = 0
     skip: int = 0
     conflict: int = 0
+    expired: int = 0
     first_conflict: str | None = None
 
 
@@ -65,23 +90,67 @@ class PlanTotals:
 class ImportResult:
     created: int = 0
     skipped: int = 0
+    #: sessions whose archived expiry time had passed: not imported
+    expired: int = 0
     items_synced: int = 0
     items_not_imported: int = 0
+    events_restored: int = 0
+    #: events the target already held (by id or by user and sequence), left as they are
+    events_skipped: int = 0
+    events_not_imported: int = 0
+    #: user id -> the counter after the import
+    counters: dict[str, int] = field(default_factory=dict)
     versions_preserved: bool = True
     skipped_ids: set[str] = field(default_factory=set, repr=False)
+    expired_ids: set[str] = field(default_factory=set, repr=False)
+    skipped_event_ids: set[str] = field(default_factory=set, repr=False)
+
+
+class _TargetLogs:
+    """What the target's event logs already hold, per user, read once per user and kept
+    current as events are restored (ids and sequence numbers)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self._users: dict[str, tuple[set[str], set[int]]] = {}
+
+    def _load(self, user: str) -> tuple[set[str], set[int]]:
+        if user not in self._users:
+            lister = getattr(self._store, "list_events", None) or self._store.list_by_user
+            events = lister(user)
+            self._users[user] = ({e.event_id for e in events},
+                                 {e.sequence for e in events if e.sequence})
+        return self._users[user]
+
+    def clash(self, event: Any) -> str | None:
+        ids, sequences = self._load(event.user_id)
+        if event.event_id in ids:
+            return f"event {event.event_id} already exists on the target"
+        if event.sequence and event.sequence in sequences:
+            return (f"sequence {event.sequence} of user {event.user_id!r} is taken on the "
+                    "target by another event")
+        return None
+
+    def add(self, events: Iterable[Any]) -> None:
+        for event in events:
+            ids, sequences = self._load(event.user_id)
+            ids.add(event.event_id)
+            if event.sequence:
+                sequences.add(event.sequence)
 
 
 class SessionImporter:
     """Import an archive (``source.open()`` gives a fresh stream per pass) into ``adapter``."""
 
     def __init__(self, adapter: Any, source: Any, *, on_conflict: str = "error",
-                 keep_versions: bool = False) -> None:
+                 keep_versions: bool = False, allow_loss: bool = False) -> None:
         if on_conflict not in ON_CONFLICT:
             raise ValueError(f"on_conflict must be one of {', '.join(ON_CONFLICT)}")
         self.adapter = adapter
         self.source = source
         self.on_conflict = on_conflict
         self.keep_versions = keep_versions
+        self.allow_loss = allow_loss
         self.restores_versions = isinstance(adapter, SessionRestorer)
         self.mirrors_items = isinstance(adapter, ItemMirror)
         self.summary: ArchiveSummary | None = None
@@ -116,53 +185,94 @@ class SessionImporter:
                     f"{foreign[0]} dimensions (or import without items)"
                 )
 
+    def check_losses(self) -> list[str]:
+        """The loss rule for this archive and target: raises ``LossyTransfer`` naming what
+        the target cannot keep, or (``allow_loss``) returns one warning line per loss."""
+        return settle(import_losses(self.adapter, self.verify()), allow_loss=self.allow_loss)
+
     def notes(self) -> list[str]:
-        """What will not travel as archived, said plainly (verify first)."""
-        summary = self.verify()
+        """What will not travel as archived, said plainly (verify first). Losses are not
+        notes: :meth:`check_losses` refuses them unless accepted."""
+        self.verify()
         notes = []
         if not self.restores_versions:
             notes.append(f"backend {self.target_name!r} cannot restore versions: sessions are "
                          "created at version 1 instead of their archived version")
-        if summary.sessions_with_ttl and not getattr(self.adapter, "keeps_session_ttl", False):
-            notes.append(f"{summary.sessions_with_ttl} session(s) carry a time to live but backend "
-                         f"{self.target_name!r} keeps no per-session expiry: they are imported "
-                         "without one")
-        if summary.items and not self.mirrors_items:
-            notes.append(f"the archive carries {summary.items} item(s) but backend "
-                         f"{self.target_name!r} has no item mirror: items are not imported")
+        warning = persistence_warning(self.adapter)
+        if warning:
+            notes.append(warning)
         return notes
 
     # -- 2. plan ---------------------------------------------------------------------
 
-    def _records(self) -> Iterator[SessionRecord]:
+    def _all_records(self) -> Iterator[SessionRecord | UserRecord]:
         self.verify()
         with ArchiveReader(self.source.open(), close_source=True) as reader:
-            yield from reader.sessions()
+            yield from reader.records()
+
+    def _records(self) -> Iterator[SessionRecord]:
+        for record in self._all_records():
+            if isinstance(record, SessionRecord):
+                yield record
 
     def _exists(self, session_id: str) -> bool:
         return self.adapter.state_store().current_version(session_id, owner_subject=UNSCOPED) is not None
 
-    def _row(self, record: SessionRecord) -> PlanRow:
+    def _logs(self) -> _TargetLogs | None:
+        store = event_restorer(self.adapter)
+        return None if store is None else _TargetLogs(store)
+
+    @staticmethod
+    def _event_clash(logs: _TargetLogs | None, events: Iterable[Any]) -> str | None:
+        if logs is None:
+            return None
+        for event in events:
+            clash = logs.clash(event)
+            if clash:
+                return clash
+        return None
+
+    def _row(self, record: SessionRecord | UserRecord, logs: _TargetLogs | None) -> PlanRow:
+        conflict = "conflict" if self.on_conflict == "error" else "skip"
+        if isinstance(record, UserRecord):
+            counter = "" if record.counter is None else f", counter {record.counter}"
+            detail = f"log of user {record.user_id!r}: {len(record.events)} event(s){counter}"
+            clash = self._event_clash(logs, record.events)
+            action = "create"
+            if clash:
+                action, detail = ("conflict", clash) if conflict == "conflict" else (
+                    "create", f"{detail}; events the target holds are skipped")
+            return PlanRow("", 0, None, action, detail, None, len(record.events), "user",
+                           record.user_id)
         items = None if record.items is None else len(record.items)
+        events = None if record.events is None else len(record.events)
+        row = lambda action, detail: PlanRow(  # noqa: E731
+            record.session_id, record.version, record.owner_subject, action, detail, items, events)
         if self._exists(record.session_id):
-            action = "conflict" if self.on_conflict == "error" else "skip"
-            return PlanRow(record.session_id, record.version, record.owner_subject, action,
-                           "already exists on the target", items)
+            return row(conflict, "already exists on the target")
+        clash = self._event_clash(logs, record.events or ())
+        if clash and conflict == "conflict":
+            return row("conflict", clash)
+        left = record.ttl_left()
+        if left is not None and left <= 0:
+            return row("expired", f"expired at {record.expires_at.isoformat()}; not imported")
         if self.restores_versions:
             detail = f"at version {record.version}"
         else:
             detail = f"at version 1 (archived at {record.version})"
-        return PlanRow(record.session_id, record.version, record.owner_subject, "create", detail,
-                       items)
+        if left is not None and keeps_expiry(self.adapter):
+            detail += f", expires in {left}s"
+        return row("create", detail)
 
     def plan(self) -> Iterator[PlanRow]:
         """Stream the preview; ``self.totals`` is complete once the stream is exhausted."""
         self.totals = PlanTotals()
-        for record in self._records():
-            row = self._row(record)
+        logs = self._logs()
+        for record in self._all_records():
+            row = self._row(record, logs)
             setattr(self.totals, row.action, getattr(self.totals, row.action) + 1)
             if row.action == "conflict" and self.totals.first_conflict is None:
-                self.totals.first_conflict = row.session_id
+                self.totals.first_conflict = row.session_id or f"log of user {row.user_id!r}"
             yield row
 
     # -- 3. apply --------------------------------------------------------------------
@@ -175,23 +285,61 @@ class SessionImporter:
             f"{done}. Nothing is ever overwritten: rerun with --on-conflict skip to import the rest"
         )
 
-    def _write(self, record: SessionRecord) -> None:
+    def _write(self, record: SessionRecord, ttl: int | None) -> None:
         if self.restores_versions:
             self.adapter.restore_session(
                 record.session_id, record.blob, version=record.version,
                 owner_subject=record.owner_subject, pending_message=record.pending_message,
-                ttl_seconds=record.ttl_seconds,
+                ttl_seconds=ttl if keeps_expiry(self.adapter) else None,
             )
         else:
             self.adapter.state_store().save(
                 record.session_id, record.blob, expected_version=None,
                 owner_subject=record.owner_subject, pending_message=record.pending_message,
             )
+        if record.drift_exempt:
+            mark = state_store_member(self.adapter, "set_drift_exempt")
+            if mark is not None:  # else an accepted loss
+                mark(record.session_id, True)
 
-    def apply(self, progress: Callable[[Iterable[SessionRecord]], Iterable[SessionRecord]] | None = None
+    def _restore_events(self, events: tuple[Any, ...], logs: _TargetLogs | None,
+                        result: ImportResult, counter: tuple[str, int] | None = None) -> None:
+        """Restore events keeping their numbers, then raise each user's counter."""
+        store = event_restorer(self.adapter)
+        if store is None:  # an accepted loss (check_losses ran first)
+            result.events_not_imported += len(events)
+            return
+        fresh = []
+        for event in events:
+            clash = logs.clash(event) if logs is not None else None
+            if clash and self.on_conflict == "error":  # a writer got in after the plan
+                raise ImportConflict(f"{clash}; {result.created} session(s) and "
+                                     f"{result.events_restored} event(s) were written before it. "
+                                     "Rerun with --on-conflict skip to import the rest")
+            if clash:
+                result.events_skipped += 1
+                result.skipped_event_ids.add(event.event_id)
+            else:
+                fresh.append(event)
+        if fresh:
+            store.restore_events(fresh)
+            if logs is not None:
+                logs.add(fresh)
+            result.events_restored += len(fresh)
+        tops: dict[str, int] = {}
+        for event in fresh:
+            tops[event.user_id] = max(tops.get(event.user_id, 0), event.sequence)
+        if counter is not None:
+            tops[counter[0]] = max(tops.get(counter[0], 0), counter[1])
+        for user, top in tops.items():
+            if top:
+                result.counters[user] = store.raise_counter(user, top)
+
+    def apply(self, progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None
               ) -> ImportResult:
         self.verify()
         self.check_capabilities()
+        self.check_losses()
         if self.on_conflict == "error":
             for _ in self.plan():
                 pass
@@ -199,16 +347,29 @@ class SessionImporter:
                 raise self._conflict(self.totals.first_conflict or "?", self.totals.conflict, 0)
         result = ImportResult(versions_preserved=self.restores_versions)
         self.result = result
-        records: Iterable[SessionRecord] = self._records()
+        logs = self._logs()
+        records: Iterable[SessionRecord | UserRecord] = self._all_records()
         if progress is not None:
             records = progress(records)
         for record in records:
+            if isinstance(record, UserRecord):
+                self._restore_events(record.events, logs, result,
+                                     (record.user_id, record.counter or 0))
+                continue
             if self.on_conflict == "skip" and self._exists(record.session_id):
                 result.skipped += 1
                 result.skipped_ids.add(record.session_id)
+                result.skipped_event_ids.update(e.event_id for e in record.events or ())
+                continue
+            ttl = record.ttl_left()
+            if ttl is not None and ttl <= 0:
+                result.expired += 1
+                result.expired_ids.add(record.session_id)
+                if record.events:
+                    self._restore_events(record.events, logs, result)
                 continue
             try:
-                self._write(record)
+                self._write(record, ttl)
             except Exception as exc:
                 if not is_state_version_conflict(exc):
                     raise
@@ -225,6 +386,8 @@ class SessionImporter:
                     result.items_synced += len(record.items)
                 else:
                     result.items_not_imported += len(record.items)
+            if record.events:
+                self._restore_events(record.events, logs, result)
         return result
 
     # -- 4. read back ----------------------------------------------------------------
@@ -233,12 +396,33 @@ class SessionImporter:
         """Compare every archived session with the target (after ``apply``)."""
         result = self.result or ImportResult(versions_preserved=self.restores_versions)
         report = VerifyReport()
+        keeps_drift = state_store_member(self.adapter, "is_drift_exempt") is not None and \
+            state_store_member(self.adapter, "set_drift_exempt") is not None
         expected = (
             Expected(record.session_id, record.blob_sha256, record.version,
                      record.owner_subject, record.pending_message,
-                     record.items if (record.items is not None and self.mirrors_items) else None)
+                     record.items if (record.items is not None and self.mirrors_items) else None,
+                     record.drift_exempt if keeps_drift else None)
             for record in self._records()
         )
-        check_all(report, self.adapter, expected, skipped=result.skipped_ids,
+        check_all(report, self.adapter, expected, skipped=result.skipped_ids | result.expired_ids,
                   versions_preserved=result.versions_preserved)
+        self.verify_events(report)
         return report
+
+    def verify_events(self, report: VerifyReport) -> None:
+        """Compare every archived event the import wrote with the target's copy, and each
+        user's counter with the archived one (a copy's read-back adds this too)."""
+        store = event_restorer(self.adapter)
+        if store is None or not self.verify().events:
+            return
+        result = self.result or ImportResult()
+
+        def archived() -> Iterator[tuple[tuple[Any, ...], tuple[str, int] | None]]:
+            for record in self._all_records():
+                if isinstance(record, UserRecord):
+                    yield record.events, (record.user_id, record.counter or 0)
+                elif record.events:
+                    yield record.events, None
+
+        check_events(report, store, archived(), skipped=result.skipped_event_ids)

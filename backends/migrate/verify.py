@@ -2,8 +2,11 @@
 
 The comparison is per session: blob sha256, owner, pending message, version (when the
 target could preserve it) and, when items travelled, the live item ids and texts (and
-embeddings within float32 rounding: pgvector stores float4). Sessions the import
-skipped because they already existed are counted apart, not as mismatches.
+embeddings within float32 rounding: pgvector stores float4), and the drift-exempt flag
+where the target stores one. Sessions the import skipped because they already existed
+(or had expired) are counted apart, not as mismatches. Events are compared one by one
+(every field; the sequence where the target keeps sequences) and each restored user's
+counter must have reached the archived one.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any, Iterable, Sequence
 from backends.archive.format import sha256_hex
 from backends.contract import UNSCOPED, LiveItemSource
 from backends.migrate.batch_reads import batch_loader, chunks
+from backends.migrate.loss import state_store_member
 
 MAX_EXAMPLES = 20
 
@@ -27,6 +31,9 @@ class VerifyReport:
     mismatched: int = 0
     examples: list[str] = field(default_factory=list)
     source_count: int | None = None
+    events_compared: int = 0
+    events_matched: int = 0
+    events_skipped: int = 0
 
     @property
     def ok(self) -> bool:
@@ -46,6 +53,7 @@ class Expected:
     owner_subject: str | None
     pending_message: str | None
     items: Sequence[Any] | None = None  # MemoryItem; None = not compared
+    drift_exempt: bool | None = None  # None = not compared
 
 
 def _same_embedding(a: Sequence[float] | None, b: Sequence[float] | None) -> bool:
@@ -88,6 +96,10 @@ def compare(target: Any, expected: Expected, state: Any, *,
         return f"{sid!r}: pending message differs"
     if versions_preserved and state.version != expected.version:
         return f"{sid!r}: version {state.version} on the target, {expected.version} expected"
+    if expected.drift_exempt is not None:
+        is_exempt = state_store_member(target, "is_drift_exempt")
+        if is_exempt is None or bool(is_exempt(sid)) != expected.drift_exempt:
+            return f"{sid!r}: drift_exempt differs"
     if expected.items is not None and isinstance(target, LiveItemSource):
         diff = item_difference(expected.items, list(target.iter_live_items(sid)))
         if diff:
@@ -113,3 +125,52 @@ def check_all(report: VerifyReport, target: Any, expected: Iterable[Expected], *
                 report.matched += 1
             else:
                 report.note(reason)
+
+
+def event_difference(want: Any, have: Any, *, sequences: bool) -> str | None:
+    """The first field in which the target's event differs from the archived one."""
+    if have is None:
+        return f"event {want.event_id}: missing on the target"
+    fields = ["user_id", "content", "owner_subject", "session_id", "source_event_id"]
+    if sequences:
+        fields.append("sequence")
+    for name in fields:
+        if (getattr(want, name) or "") != (getattr(have, name) or ""):
+            return f"event {want.event_id}: {name} differs"
+    if dict(want.meta) != dict(have.meta):
+        return f"event {want.event_id}: meta differs"
+    if abs((want.created_at - have.created_at).total_seconds()) > 1e-3:
+        return f"event {want.event_id}: created_at differs"
+    if not _same_embedding(tuple(want.embedding), tuple(have.embedding)):
+        return f"event {want.event_id}: embedding differs"
+    return None
+
+
+def check_events(report: VerifyReport, store: Any, batches: Iterable[tuple[Sequence[Any], Any]], *,
+                 skipped: set[str]) -> None:
+    """Compare archived events with the target's event store. ``batches`` yields
+    ``(events, counter)`` where counter is ``(user_id, value)`` for a user log, else None.
+    Events in ``skipped`` (already on the target) are counted apart."""
+    sequences = getattr(store, "assigns_sequences", True) is not False
+    getter = getattr(store, "get_event", None) or store.get
+    tops: dict[str, int] = {}
+    for events, counter in batches:
+        for event in events:
+            report.events_compared += 1
+            if event.event_id in skipped:
+                report.events_skipped += 1
+                continue
+            reason = event_difference(event, getter(event.event_id), sequences=sequences)
+            if reason is None:
+                report.events_matched += 1
+                tops[event.user_id] = max(tops.get(event.user_id, 0), event.sequence)
+            else:
+                report.note(reason)
+        if counter is not None:
+            tops[counter[0]] = max(tops.get(counter[0], 0), counter[1])
+    if not sequences:
+        return
+    for user, top in tops.items():
+        have = store.read_counter(user)
+        if have < top:
+            report.note(f"the counter of user {user!r} is {have} on the target, below {top}")

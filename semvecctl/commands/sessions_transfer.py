@@ -6,13 +6,20 @@ flags, renders previews and maps refusals to exit codes:
 
 - 0: done (a preview with nothing in the way, an import or copy applied and read back).
 - 1: a check failed: the archive is damaged (truncated, reordered, duplicated, tampered,
-  trailer disagrees), sessions already exist with ``--on-conflict error``, or the
-  read-back after writing found a difference. A damaged archive writes nothing.
+  trailer disagrees), sessions or events already exist with ``--on-conflict error``, the
+  read-back after writing found a difference, or the transfer would lose data (items,
+  events, sequence numbers, expiry times or drift flags the source cannot provide or the
+  target cannot keep): one rule for export, import and copy, refused before anything is
+  written unless ``--allow-loss`` accepts it (then each loss is a warning line).
+  A damaged archive writes nothing.
 - 2: usage: bad flags, the archive file does not exist.
 - 3: environment: the file is not a sessions archive or has a format version this
   semvecctl cannot read (the message says what to upgrade); the backend lacks what the
-  command needs (enumeration to export, an item source for ``--with-items``, version
-  restore for ``--keep-versions``).
+  command needs (enumeration to export, an event store for ``--user``, version restore
+  for ``--keep-versions``).
+
+Writing into a backend that is not persistent (memory) is allowed, with a warning that
+the data dies with the process.
 - 4: a backend is unreachable.
 """
 
@@ -21,7 +28,7 @@ import contextlib
 import os
 import sys
 from enum import Enum
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, List, Optional
 
 import typer
 
@@ -38,6 +45,17 @@ MatchOpt = typer.Option(None, "--match", "-m", help="Only session ids matching t
                         show_default=False)
 WithItemsOpt = typer.Option(False, "--with-items",
                             help="Also carry each session's live memory items (needs an item mirror on the source).")
+WithEventsOpt = typer.Option(False, "--with-events",
+                             help="Also carry each session's compliance events, with their sequence numbers "
+                                  "(needs an event store that can list a session's users).")
+UserOpt = typer.Option(None, "--user", show_default=False,
+                       help="Whole-user export (repeatable): the sessions this user has events in, every "
+                            "event of the user and the user's sequence counter, so an import continues "
+                            "the sequence.")
+AllowLossOpt = typer.Option(False, "--allow-loss",
+                            help="Accept losing what the source cannot provide or the target cannot keep "
+                                 "(items, events, sequences, expiry times, drift flags); without it such a "
+                                 "transfer is refused (exit 1) before anything is written.")
 ApplyOpt = typer.Option(False, "--apply", help="Write to the target (default: preview only).")
 
 
@@ -59,17 +77,22 @@ _PLAN_COLUMNS = [
     Column("OWNER", "owner_subject"),
     Column("ACTION", "action"),
     Column("ITEMS", "items", justify="right"),
+    Column("EVENTS", "events", justify="right"),
     Column("DETAIL", "detail"),
 ]
 
 
 @contextlib.contextmanager
 def archive_errors() -> Iterator[None]:
-    """Archive refusals as one-line CLI errors: damaged = 1, unsupported = 3."""
+    """Archive refusals and the loss rule as one-line CLI errors: damaged = 1, lossy = 1,
+    unsupported = 3."""
     from backends.archive import ArchiveDamaged, ArchiveUnsupported
+    from backends.migrate import LossyTransfer
 
     try:
         yield
+    except LossyTransfer as exc:
+        raise CliError(str(exc), ExitCode.CHECK_FAILED) from None
     except ArchiveDamaged as exc:
         raise CliError(f"archive check failed: {exc}", ExitCode.CHECK_FAILED) from None
     except ArchiveUnsupported as exc:
@@ -105,6 +128,9 @@ def export_sessions(
     unowned: bool = UnownedOpt,
     match: Optional[str] = MatchOpt,
     with_items: bool = WithItemsOpt,
+    with_events: bool = WithEventsOpt,
+    users: Optional[List[str]] = UserOpt,
+    allow_loss: bool = AllowLossOpt,
     out_path: str = typer.Option("-", "--out", "-O", help="Archive file (gzip when it ends in .gz), or - for stdout."),
     batch_size: int = BatchOpt,
     yes: Yes = False,
@@ -130,21 +156,29 @@ def export_sessions(
         if os.path.isdir(out_path):
             raise usage_error(f"--out {out_path} is a directory; name a file")
     spec = resolve_connection(backend, uri, adapter)
+    users = _users(users)
     with open_adapter(spec) as source:
-        check_exportable(source, with_items=with_items)
+        with archive_errors():
+            for warning in check_exportable(source, with_items=with_items, with_events=with_events,
+                                            users=users, allow_loss=allow_loss):
+                out.warn(warning)
         if not to_stdout and os.path.exists(out_path):
             out.confirm(f"overwrite the existing file {out_path}", yes=yes)
         options = dict(source_uri=_source_label(spec), owner_subject=scope, match=match,
-                       with_items=with_items, batch_size=batch_size,
+                       with_items=with_items, with_events=with_events, users=users,
+                       allow_loss=allow_loss, batch_size=batch_size,
                        progress=_progress("exporting"))
-        if to_stdout:
-            result = export_to_stream(source, sys.stdout.buffer, **options)
-        else:
-            result = export_to_path(source, out_path, **options)
+        with archive_errors():
+            if to_stdout:
+                result = export_to_stream(source, sys.stdout.buffer, **options)
+            else:
+                result = export_to_path(source, out_path, **options)
     where = "stdout" if to_stdout else out_path
-    items = f" and {result.items} item(s)" if with_items else ""
+    items = f", {result.items} item(s)" if with_items and not result.warnings else ""
+    events = (f", {result.events} event(s)" + (f" and {result.users} user log(s)" if users else "")
+              if (with_events or users) else "")
     timing = f" {out.last_progress.summary()}" if out.last_progress else ""
-    out.success(f"exported {result.count} session(s){items} from {source.name} "
+    out.success(f"exported {result.count} session(s){items}{events} from {source.name} "
                 f"({_source_label(spec)}) to {where}{timing}; digest {result.digest[:16]}…")
     if result.vanished:
         out.info(f"{result.vanished} session(s) disappeared while exporting and are not in the archive")
@@ -157,16 +191,26 @@ def export_sessions(
 # --------------------------------------------------------------------------------------
 
 
+def _users(users: Optional[List[str]]) -> tuple[str, ...]:
+    cleaned = tuple(dict.fromkeys(u for u in (users or ())))
+    if any(not u.strip() for u in cleaned):
+        raise usage_error("--user needs a non-empty user id")
+    return cleaned
+
+
 def _describe_archive(summary: Any) -> str:
     h = summary.header
     items = f", {summary.items} item(s)" if summary.sessions_with_items else ""
-    return (f"archive verified: {summary.count} session(s){items} exported from {h.source_backend} "
-            f"({h.source_uri}) at {h.created_at} by semvecctl {h.tool_version}")
+    events = f", {summary.events} event(s)" if summary.events else ""
+    users = f", {summary.users} user log(s)" if summary.users else ""
+    return (f"archive verified: {summary.count} session(s){items}{events}{users} exported from "
+            f"{h.source_backend} ({h.source_uri}) at {h.created_at} by semvecctl {h.tool_version} "
+            f"(format version {h.format_version})")
 
 
 def _plan_row(row: Any) -> dict[str, Any]:
     return {"session_id": row.session_id, "version": row.version, "owner_subject": row.owner_subject,
-            "action": row.action, "items": row.items, "detail": row.detail}
+            "action": row.action, "items": row.items, "events": row.events, "detail": row.detail}
 
 
 def _preview(importer: Any, output: StreamFormat, verb: str) -> None:
@@ -178,12 +222,13 @@ def _preview(importer: Any, output: StreamFormat, verb: str) -> None:
         listed = list(rows)
         t = importer.totals
         out.emit({"applied": False, "archive_sessions": importer.summary.count,
-                  "create": t.create, "skip": t.skip, "conflict": t.conflict,
+                  "create": t.create, "skip": t.skip, "conflict": t.conflict, "expired": t.expired,
                   "notes": importer.notes(), "sessions": listed}, fmt)
     else:
         out.stream(rows, fmt, _PLAN_COLUMNS)
     t = importer.totals
-    out.info(f"preview: {t.create} to create, {t.skip} to skip, {t.conflict} in conflict; "
+    expired = f", {t.expired} expired (not imported)" if t.expired else ""
+    out.info(f"preview: {t.create} to create, {t.skip} to skip, {t.conflict} in conflict{expired}; "
              f"nothing was written (rerun with --apply to {verb})")
     if t.conflict:
         out.error(f"{t.conflict} session(s) already exist on the target (first: {t.first_conflict!r}); "
@@ -196,10 +241,15 @@ def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: s
     out = current().output
     document = {
         "applied": True, "created": result.created, "skipped": result.skipped,
+        "expired": result.expired,
         "versions_preserved": result.versions_preserved, "items_synced": result.items_synced,
         "items_not_imported": result.items_not_imported,
+        "events_restored": result.events_restored, "events_skipped": result.events_skipped,
+        "events_not_imported": result.events_not_imported, "counters": dict(result.counters),
         "verified": {"compared": report.compared, "matched": report.matched,
                      "skipped": report.skipped, "mismatched": report.mismatched,
+                     "events_compared": report.events_compared,
+                     "events_matched": report.events_matched,
                      "examples": report.examples},
         **(extra or {}),
     }
@@ -208,10 +258,17 @@ def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: s
     items = f", {result.items_synced} item(s) synced" if result.items_synced else ""
     versions = "versions preserved" if result.versions_preserved else "created at version 1"
     timing = f" {out.last_progress.summary()}" if out.last_progress else ""
-    out.success(f"wrote {result.created} session(s) to {target_name} ({versions}){items}{timing}; "
+    events = f", {result.events_restored} event(s) restored" if result.events_restored else ""
+    out.success(f"wrote {result.created} session(s) to {target_name} ({versions}){items}{events}{timing}; "
                 f"{result.skipped} skipped (already there, left unchanged)")
+    if result.expired:
+        out.info(f"{result.expired} session(s) had expired since the export and were not imported")
+    if result.events_skipped:
+        out.info(f"{result.events_skipped} event(s) were already on the target and left unchanged")
     if result.items_not_imported:
         out.warn(f"{result.items_not_imported} item(s) not imported: the target has no item mirror")
+    if result.events_not_imported:
+        out.warn(f"{result.events_not_imported} event(s) not imported: the target cannot restore them")
     if not report.ok:
         for example in report.examples:
             out.error(f"read-back mismatch: {example}")
@@ -228,6 +285,8 @@ def _run_import(importer: Any, *, apply: bool, output: StreamFormat, verb: str,
         summary = importer.verify()
         out.info(_describe_archive(summary))
         importer.check_capabilities()
+        for warning in importer.check_losses():
+            out.warn(warning)
         for note in importer.notes():
             out.warn(note)
         if not apply:
@@ -276,6 +335,7 @@ def import_sessions(
     apply: bool = ApplyOpt,
     on_conflict: OnConflict = OnConflictOpt,
     keep_versions: bool = KeepVersionsOpt,
+    allow_loss: bool = AllowLossOpt,
     output: StreamOutput = StreamFormat.table,
 ) -> None:
     """Import an archive into a backend: preview by default, --apply to write.
@@ -289,7 +349,8 @@ def import_sessions(
     policy = _on_conflict(on_conflict)
     spec = resolve_connection(backend, uri, adapter)
     with _archive_source(archive) as source, open_adapter(spec) as target:
-        importer = SessionImporter(target, source, on_conflict=policy, keep_versions=keep_versions)
+        importer = SessionImporter(target, source, on_conflict=policy, keep_versions=keep_versions,
+                                   allow_loss=allow_loss)
         _run_import(importer, apply=apply, output=output, verb="import")
 
 
@@ -314,6 +375,9 @@ def copy_sessions(
     unowned: bool = UnownedOpt,
     match: Optional[str] = MatchOpt,
     with_items: bool = WithItemsOpt,
+    with_events: bool = WithEventsOpt,
+    users: Optional[List[str]] = UserOpt,
+    allow_loss: bool = AllowLossOpt,
     apply: bool = ApplyOpt,
     on_conflict: OnConflict = OnConflictOpt,
     keep_versions: bool = KeepVersionsOpt,
@@ -337,26 +401,35 @@ def copy_sessions(
         raise usage_error("--from and --to name the same store; nothing to copy")
     policy = _on_conflict(on_conflict)
     scope = owner_filter(owner, unowned)
+    users = _users(users)
     source_spec = resolve_connection(None, from_uri, from_adapter)
     target_spec = resolve_connection(None, to_uri, to_adapter)
     with open_adapter(source_spec) as source, open_adapter(target_spec) as target:
         # refuse what cannot be honoured before reading a single session
-        check_exportable(source, with_items=with_items)
+        with archive_errors():
+            for warning in check_exportable(source, with_items=with_items, with_events=with_events,
+                                            users=users, allow_loss=allow_loss):
+                out.warn(warning)
         SessionImporter(target, None, keep_versions=keep_versions).check_capabilities()
         out.info(f"copying from {source.name} ({_source_label(source_spec)}) to {target.name} "
                  f"({_source_label(target_spec)})")
         with archive_errors(), staged_copy(
             source, target, source_uri=_source_label(source_spec), owner_subject=scope,
-            match=match, with_items=with_items, batch_size=batch_size,
+            match=match, with_items=with_items, with_events=with_events, users=users,
+            allow_loss=allow_loss, batch_size=batch_size,
             progress=_progress("reading source"), on_conflict=policy, keep_versions=keep_versions,
         ) as (importer, exported):
             if exported.vanished:
                 out.info(f"{exported.vanished} session(s) disappeared from the source while reading")
 
             def read_back(result: Any) -> Any:
+                from backends.migrate.export import user_sessions
+
+                only = user_sessions(source, users, scope) if users else None
                 report = verify_copy(source, target, result, owner_subject=scope, match=match,
-                                     with_items=with_items, batch_size=batch_size)
-                expected = result.created + result.skipped
+                                     with_items=with_items, batch_size=batch_size,
+                                     importer=importer, only=only)
+                expected = result.created + result.skipped + result.expired
                 if report.source_count != expected:
                     out.warn(f"the source now holds {report.source_count} matching session(s); "
                              f"{expected} were copied or skipped (it changed during the copy)")

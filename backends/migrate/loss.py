@@ -1,0 +1,146 @@
+"""The one rule for lossy transfers, used by export, import and copy alike.
+
+A transfer that cannot carry everything it was asked to carry (items, events, sequence
+numbers or counters, session expiry times, drift-exempt flags) is refused *before
+anything is written*, naming each loss, unless the caller accepts the loss
+(``allow_loss=True``; ``--allow-loss`` on the command line, where the refusal is a failed
+check, exit 1). Accepted losses are returned as warning lines, so they are said, never
+silent. Writing into a backend that is not persistent is allowed but always said: the
+data dies with the process.
+
+The capability probes below are the only place that decides what a backend can read or
+keep; the exporter and importer ask them rather than probing on their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from backends.contract import EventRestorer, ItemMirror, LiveItemSource, SessionRestorer
+from backends.migrate.errors import LossyTransfer
+
+
+@dataclass(frozen=True)
+class Loss:
+    """One kind of data a transfer cannot carry. ``count`` is None when it is not known
+    before reading (an export that cannot read items does not know how many there are)."""
+
+    what: str  # a plural-able noun: "item", "event", ...
+    count: int | None
+    why: str
+
+    def describe(self) -> str:
+        amount = f"{self.count} {self.what}(s)" if self.count is not None else f"the {self.what}s"
+        return f"{amount} ({self.why})"
+
+
+def _name(adapter: Any) -> str:
+    return str(getattr(adapter, "name", "?"))
+
+
+def settle(losses: Sequence[Loss], *, allow_loss: bool) -> list[str]:
+    """THE rule: raise :class:`LossyTransfer` naming every loss, or, when the loss is
+    accepted, return one warning line per loss."""
+    losses = [loss for loss in losses if loss.count is None or loss.count > 0]
+    if not losses:
+        return []
+    if not allow_loss:
+        listed = "; ".join(loss.describe() for loss in losses)
+        raise LossyTransfer(
+            f"the transfer would lose {listed}; nothing was written. Accept the loss with "
+            "--allow-loss (allow_loss=True), or choose a target that keeps them",
+            tuple(losses),
+        )
+    return [f"accepted loss: {loss.describe()} not transferred" for loss in losses]
+
+
+def persistence_warning(adapter: Any) -> str | None:
+    """A line to show when writing into a backend that keeps nothing past the process."""
+    if getattr(adapter, "is_persistent", True):
+        return None
+    return (f"backend {_name(adapter)!r} is not persistent: what is written lives only in this "
+            "process and is gone when it exits")
+
+
+# -- what a backend can read --------------------------------------------------------------
+
+
+def state_store_member(adapter: Any, member: str) -> Any:
+    """A callable ``member`` of the adapter's state store (else of the adapter), or None."""
+    for holder in (adapter.state_store(), adapter):
+        found = getattr(holder, member, None)
+        if callable(found):
+            return found
+    return None
+
+
+def session_event_source(adapter: Any) -> Any:
+    """The event store when it can find a session's events (``session_subjects``), else None."""
+    store = adapter.event_store()
+    if store is None or not callable(getattr(store, "session_subjects", None)):
+        return None
+    return store
+
+
+def counter_reader(adapter: Any) -> Any:
+    """``read_counter`` of the adapter's event store, or None."""
+    store = adapter.event_store()
+    return store.read_counter if isinstance(store, EventRestorer) else None
+
+
+def export_losses(adapter: Any, *, with_items: bool, with_events: bool,
+                  users: Sequence[str] = ()) -> list[Loss]:
+    """What an export from ``adapter`` could not carry although it was asked to."""
+    name = _name(adapter)
+    losses = []
+    if with_items and not isinstance(adapter, LiveItemSource):
+        losses.append(Loss("item", None, f"backend {name!r} has no item mirror to read them from"))
+    if with_events and session_event_source(adapter) is None:
+        why = ("has no event store" if adapter.event_store() is None
+               else "cannot find a session's events (its event store has no session_subjects)")
+        losses.append(Loss("event", None, f"backend {name!r} {why}"))
+    if users and adapter.event_store() is not None and counter_reader(adapter) is None:
+        losses.append(Loss("sequence counter", len(users),
+                           f"backend {name!r} cannot report them; an import continues after "
+                           "the highest exported sequence instead"))
+    return losses
+
+
+# -- what a backend can keep --------------------------------------------------------------
+
+
+def keeps_expiry(adapter: Any) -> bool:
+    return bool(getattr(adapter, "keeps_session_ttl", False)) and isinstance(adapter, SessionRestorer)
+
+
+def event_restorer(adapter: Any) -> Any:
+    """The adapter's event store when it can restore events with their sequence numbers."""
+    store = adapter.event_store()
+    return store if isinstance(store, EventRestorer) else None
+
+
+def import_losses(adapter: Any, summary: Any) -> list[Loss]:
+    """What importing an archive (``ArchiveSummary``) into ``adapter`` could not keep."""
+    name = _name(adapter)
+    losses = []
+    if summary.items and not isinstance(adapter, ItemMirror):
+        losses.append(Loss("item", summary.items, f"backend {name!r} has no item mirror"))
+    if summary.sessions_with_ttl and not keeps_expiry(adapter):
+        losses.append(Loss("session expiry time", summary.sessions_with_ttl,
+                           f"backend {name!r} keeps no per-session expiry; they would not expire"))
+    if summary.drift_exempt and state_store_member(adapter, "set_drift_exempt") is None:
+        losses.append(Loss("drift-exempt flag", summary.drift_exempt,
+                           f"backend {name!r} cannot store drift flags"))
+    carried = summary.events
+    if carried:
+        restorer = event_restorer(adapter)
+        if adapter.event_store() is None:
+            losses.append(Loss("event", carried, f"backend {name!r} has no event store"))
+        elif restorer is None:
+            losses.append(Loss("event", carried, f"backend {name!r} cannot restore events with "
+                                                 "their sequence numbers"))
+        elif summary.sequenced_events and getattr(restorer, "assigns_sequences", True) is False:
+            losses.append(Loss("event sequence number", summary.sequenced_events,
+                               f"backend {name!r} keeps no per-user sequences"))
+    return losses
