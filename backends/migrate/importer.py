@@ -360,6 +360,7 @@ class SessionImporter:
                 result.skipped += 1
                 result.skipped_ids.add(record.session_id)
                 result.skipped_event_ids.update(e.event_id for e in record.events or ())
+                result.events_skipped += len(record.events or ())
                 continue
             ttl = record.ttl_left()
             if ttl is not None and ttl <= 0:
