@@ -19,7 +19,7 @@ swapped, added or removed without the trailer disagreeing.
 Version 2 adds, per session, ``drift_exempt`` and ``expires_at`` (an absolute UTC time,
 so an import applies the time *remaining when it runs*; v1's ``ttl_seconds`` was the time
 left at export and drifted by however long the archive sat on disk), optional
-``events`` (the session's compliance events, ``MemoryEvent.to_dict()`` each), and
+``events`` (the session's compliance events: ``MemoryEvent.to_dict()`` plus ``sequence``), and
 ``user`` records (a user's whole log and sequence counter, from ``export --user``).
 A v1 session's ``ttl_seconds`` is read as ``header.created_at + ttl_seconds``.
 """
@@ -174,6 +174,12 @@ def item_to_record(item: Any) -> dict[str, Any]:
     }
 
 
+def event_to_record(event: Any) -> dict[str, Any]:
+    """``MemoryEvent.to_dict()`` (the engine's keys) plus ``sequence``, which the engine
+    leaves to the store and an archive must keep so an import can continue the log."""
+    return {**event.to_dict(), "sequence": event.sequence}
+
+
 def _signed(body: dict[str, Any]) -> dict[str, Any]:
     body["line_sha256"] = sha256_hex(canonical(body))
     return body
@@ -195,13 +201,13 @@ def session_to_record(record: SessionRecord, n: int) -> dict[str, Any]:
     if record.items is not None:
         body["items"] = [item_to_record(i) for i in record.items]
     if record.events is not None:
-        body["events"] = [e.to_dict() for e in record.events]
+        body["events"] = [event_to_record(e) for e in record.events]
     return _signed(body)
 
 
 def user_to_record(record: UserRecord, n: int) -> dict[str, Any]:
     return _signed({"kind": "user", "n": n, "user_id": record.user_id, "counter": record.counter,
-                    "events": [e.to_dict() for e in record.events]})
+                    "events": [event_to_record(e) for e in record.events]})
 
 
 # -- decoding (every check names the line; nothing is read best-effort) -----------------
