@@ -433,6 +433,8 @@ LOSSY_TARGETS = {
                     "5 event(s) (backend 'seamed' cannot restore events with their sequence numbers)"),
     "no-sequences": (lambda: doubles.SeamedAdapter(doubles.SequencelessLog()),
                      "5 event sequence number(s) (backend 'seamed' keeps no per-user sequences)"),
+    "numberless-append": (lambda: doubles.SeamedAdapter(doubles.NumberlessLog()),
+                          "5 event sequence number(s) (backend 'seamed' keeps no per-user sequences)"),
     "no-drift": (lambda: doubles.SeamedAdapter(drift=False),
                  "1 drift-exempt flag(s) (backend 'seamed' cannot store drift flags)"),
 }
@@ -459,6 +461,27 @@ def test_import_refuses_what_the_target_cannot_keep_unless_accepted(events_archi
     assert accepted.exit_code == 0, accepted.output
     assert f"accepted loss: {named} not transferred" in accepted.stderr
     assert len(list(target.iter_sessions())) == 2
+
+
+def test_events_without_numbers_are_appended_and_numbered_by_the_target(source, target, tmp_path):
+    """A store without sequences (pgvector) restores by appending; an archive from it
+    carries sequence 0, and a target that numbers events gives them fresh numbers."""
+    src, names = source
+    numberless = doubles.SeamedAdapter(doubles.NumberlessLog())
+    path = tmp_path / "a.jsonl"
+    export_to_path(src, path, source_uri="seamed://", users=[names["alice"]])
+    SessionImporter(numberless, ArchiveFile(path), allow_loss=True).apply()
+    assert [e.sequence for e in numberless.event_store().list_events(names["alice"])] == [0] * 4
+    again = tmp_path / "b.jsonl"
+    exported = export_to_path(numberless, again, source_uri="seamed://", users=[names["alice"]])
+    assert exported.warnings == []  # no counter to lose where there are no numbers
+    user_log = [r for r in ArchiveReader(again).records() if isinstance(r, UserRecord)][0]
+    assert user_log.counter is None and {e.sequence for e in user_log.events} == {0}
+    importer = SessionImporter(target, ArchiveFile(again))
+    importer.apply()
+    assert importer.verify_target().ok
+    assert [e.sequence for e in target.event_store().list_events(names["alice"])] == [1, 2, 3, 4]
+    assert target.event_store().append(event(names["alice"], "", 8)).sequence == 5
 
 
 def test_writing_into_memory_warns_that_the_data_dies_with_the_process(tmp_path):

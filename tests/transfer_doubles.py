@@ -260,6 +260,16 @@ class SequencelessLog(LogDouble):
     assigns_sequences = False
 
 
+class NumberlessLog(_Log):
+    """Keeps no sequence numbers and has no restore seam, only ``append`` (the engine's SQL
+    layout, and pgvector on it): events are restored by appending them, numbers lost."""
+
+    assigns_sequences = False
+
+    def session_subjects(self, session_id: str) -> list[str]:
+        return LogDouble.session_subjects(self, session_id)  # type: ignore[arg-type]
+
+
 class SeamedStateStore(MemoryStateStore):
     """A memory state store that also keeps drift-exempt flags and per-session expiry."""
 

@@ -21,7 +21,8 @@ raised (``raise_counter``: to the highest restored sequence, or a user log's arc
 counter) so the next append continues the sequence. An event whose id, or whose
 (user, sequence), the target already holds is a conflict like an existing session.
 Events of an expired session are still restored: the compliance log does not expire
-with session state. Whatever the target cannot keep is settled by the one loss rule
+with session state. Events archived without a number (from a store that keeps none)
+are appended, so the target numbers them. Whatever the target cannot keep is settled by the one loss rule
 (:mod:`backends.migrate.loss`) before the first write.
 """
 
@@ -322,7 +323,12 @@ class SessionImporter:
             else:
                 fresh.append(event)
         if fresh:
-            store.restore_events(fresh)
+            numbered = [e for e in fresh if e.sequence]
+            if numbered:
+                store.restore_events(numbered)
+            for event in fresh:  # from a store that kept no numbers: the target assigns them
+                if not event.sequence:
+                    store.append(event)
             if logs is not None:
                 logs.add(fresh)
             result.events_restored += len(fresh)

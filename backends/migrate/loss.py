@@ -100,7 +100,8 @@ def export_losses(adapter: Any, *, with_items: bool, with_events: bool,
         why = ("has no event store" if adapter.event_store() is None
                else "cannot find a session's events (its event store has no session_subjects)")
         losses.append(Loss("event", None, f"backend {name!r} {why}"))
-    if users and adapter.event_store() is not None and counter_reader(adapter) is None:
+    store = adapter.event_store()
+    if users and store is not None and keeps_sequences(store) and counter_reader(adapter) is None:
         losses.append(Loss("sequence counter", len(users),
                            f"backend {name!r} cannot report them; an import continues after "
                            "the highest exported sequence instead"))
@@ -114,10 +115,45 @@ def keeps_expiry(adapter: Any) -> bool:
     return bool(getattr(adapter, "keeps_session_ttl", False)) and isinstance(adapter, SessionRestorer)
 
 
+def keeps_sequences(store: Any) -> bool:
+    return getattr(store, "assigns_sequences", True) is not False
+
+
+class _AppendRestorer:
+    """Restores events into a store that keeps no sequence numbers (the engine's SQL
+    layout): ``append`` with sequence 0 writes the event whole except for its number,
+    which that store could not keep anyway (a loss the rule names). No counters."""
+
+    assigns_sequences = False
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def restore_events(self, events: Sequence[Any]) -> int:
+        for event in events:
+            self._store.append(event.with_sequence(0))
+        return len(events)
+
+    def read_counter(self, user_id: str) -> int:
+        return 0
+
+    def raise_counter(self, user_id: str, value: int) -> int:
+        return 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
 def event_restorer(adapter: Any) -> Any:
-    """The adapter's event store when it can restore events with their sequence numbers."""
+    """How events are restored into ``adapter``: its event store when it restores them with
+    their sequence numbers (EventRestorer); a store that keeps no sequences at all, through
+    ``append``; else None (they cannot be restored)."""
     store = adapter.event_store()
-    return store if isinstance(store, EventRestorer) else None
+    if isinstance(store, EventRestorer):
+        return store
+    if store is not None and not keeps_sequences(store) and callable(getattr(store, "append", None)):
+        return _AppendRestorer(store)
+    return None
 
 
 def import_losses(adapter: Any, summary: Any) -> list[Loss]:
@@ -140,7 +176,7 @@ def import_losses(adapter: Any, summary: Any) -> list[Loss]:
         elif restorer is None:
             losses.append(Loss("event", carried, f"backend {name!r} cannot restore events with "
                                                  "their sequence numbers"))
-        elif summary.sequenced_events and getattr(restorer, "assigns_sequences", True) is False:
+        elif summary.sequenced_events and not keeps_sequences(restorer):
             losses.append(Loss("event sequence number", summary.sequenced_events,
                                f"backend {name!r} keeps no per-user sequences"))
     return losses

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 from backends.archive.format import sha256_hex
 from backends.contract import UNSCOPED, LiveItemSource
 from backends.migrate.batch_reads import batch_loader, chunks
-from backends.migrate.loss import state_store_member
+from backends.migrate.loss import keeps_sequences, state_store_member
 
 MAX_EXAMPLES = 20
 
@@ -132,7 +132,7 @@ def event_difference(want: Any, have: Any, *, sequences: bool) -> str | None:
     if have is None:
         return f"event {want.event_id}: missing on the target"
     fields = ["user_id", "content", "owner_subject", "session_id", "source_event_id"]
-    if sequences:
+    if sequences and want.sequence:
         fields.append("sequence")
     for name in fields:
         if (getattr(want, name) or "") != (getattr(have, name) or ""):
@@ -151,7 +151,7 @@ def check_events(report: VerifyReport, store: Any, batches: Iterable[tuple[Seque
     """Compare archived events with the target's event store. ``batches`` yields
     ``(events, counter)`` where counter is ``(user_id, value)`` for a user log, else None.
     Events in ``skipped`` (already on the target) are counted apart."""
-    sequences = getattr(store, "assigns_sequences", True) is not False
+    sequences = keeps_sequences(store)
     getter = getattr(store, "get_event", None) or store.get
     tops: dict[str, int] = {}
     for events, counter in batches:
