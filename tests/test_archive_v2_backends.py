@@ -117,9 +117,10 @@ def event(user: str, session: str, n: int, owner: str = "acme") -> MemoryEvent:
 
 
 def seed(adapter, tag: str) -> dict:
-    """Three sessions (s2 drift exempt where the store keeps the flag, s3 expiring where it
-    keeps expiry) and two users; alice's last event is deleted, so where the store keeps a
-    counter it stays above her highest event."""
+    """Three sessions (s2 drift exempt where the store keeps the flag, s3 unowned and
+    expiring where the store keeps expiry) and two users, alice with events in all three;
+    her last event (of no session) is deleted, so where the store keeps a counter it
+    stays above her highest event."""
     store, log = adapter.state_store(), adapter.event_store()
     n = {k: f"{tag}-{k}" for k in ("alice", "bob", "s1", "s2", "s3")}
     store.save(n["s1"], b"one", expected_version=None, owner_subject="acme")
@@ -136,7 +137,7 @@ def seed(adapter, tag: str) -> dict:
         adapter.restore_session(n["s3"], b"", version=1, ttl_seconds=3600)
     else:
         store.save(n["s3"], b"", expected_version=None)
-    log.append(event(n["alice"], "", 5, owner=""))
+    log.append(event(n["alice"], n["s3"], 5, owner=""))
     gone = log.append(event(n["alice"], "", 6, owner=""))
     assert log.delete(gone.event_id)
     return n
