@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
+import uuid
+from datetime import datetime, timezone
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,9 +24,10 @@ from backends.archive import (
     ArchiveUnsupported,
     ArchiveWriter,
     SessionRecord,
+    UserRecord,
     verify_archive,
 )
-from backends.contract import MemoryItem
+from backends.contract import MemoryEvent, MemoryItem
 
 EXAMPLES = int(os.environ.get("SEMVEC_HYPOTHESIS_EXAMPLES", "120"))
 FAST = settings(max_examples=EXAMPLES, deadline=None,
@@ -32,16 +37,30 @@ HEADER = ArchiveHeader(source_backend="memory", source_uri="memory://",
                        created_at="2026-01-01T00:00:00Z", tool_version="0.0.test")
 
 
+def _event(n: int, session: str) -> MemoryEvent:
+    return MemoryEvent(event_id=str(uuid.UUID(int=n + 1)), user_id="u\u00e9", content=f"c{n}\n",
+                       created_at=datetime(2026, 1, 1, tzinfo=timezone.utc), embedding=(0.5, -2.0),
+                       meta={"k": [n]}, session_id=session, sequence=n + 1,
+                       source_event_id=str(uuid.UUID(int=99)) if n else None)
+
+
 def valid_archive(compress: bool = False) -> bytes:
+    """Three sessions (one with items, one with events, an expiry and a drift flag) and a
+    user log: every kind of line the v2 reader parses."""
     stream = io.BytesIO()
     writer = ArchiveWriter(stream, HEADER)
     for i in range(3):
+        sid = f"s{i}\u2603[*]"
         items = (MemoryItem(item_id=f"it{i}", text="t\u00e9xt\n*?", embedding=(0.5, -1.0),
                             tier="working", tiers=("working",)),) if i == 1 else None
-        writer.add(SessionRecord(session_id=f"s{i}\u2603[*]", version=i + 1,
+        writer.add(SessionRecord(session_id=sid, version=i + 1,
                                  owner_subject="tenant/agent" if i else None,
                                  pending_message="ok?" if i == 2 else None,
-                                 blob=bytes(range(i * 40)), items=items))
+                                 blob=bytes(range(i * 40)), items=items,
+                                 expires_at=datetime(2030, 1, 1, tzinfo=timezone.utc) if i == 2 else None,
+                                 drift_exempt=i == 0,
+                                 events=(_event(0, sid),) if i == 2 else None))
+    writer.add(UserRecord("u\u00e9", 3, (_event(1, ""), _event(2, "s1\u2603[*]"))))
     writer.finish()
     data = stream.getvalue()
     return gzip.compress(data) if compress else data
@@ -122,6 +141,32 @@ def test_the_valid_archive_is_accepted():
     assert read_all(VALID) == 3 and read_all(VALID_GZ) == 3
 
 
+def _resigned(line: bytes, change) -> bytes:
+    from backends.archive.format import canonical, sha256_hex
+
+    record = json.loads(line)
+    change(record)
+    body = {k: v for k, v in record.items() if k != "line_sha256"}
+    body["line_sha256"] = sha256_hex(canonical(body))
+    return canonical(body) + b"\n"
+
+
+HUGE = 10**400  # valid JSON, too large for a float or any store's integer
+
+
+@pytest.mark.parametrize("line,change", [
+    (2, lambda r: r["items"][0].update(embedding=[HUGE])),
+    (3, lambda r: r["events"][0].update(embedding=[HUGE])),
+    (3, lambda r: r["events"][0].update(sequence=HUGE)),
+    (4, lambda r: r.update(counter=HUGE)),
+    (1, lambda r: r.update(version=HUGE)),
+], ids=["item-embedding", "event-embedding", "sequence", "counter", "version"])
+def test_numbers_no_float_or_store_can_hold_are_refused_as_damage(line, change):
+    lines = VALID.splitlines(keepends=True)
+    lines[line] = _resigned(lines[line], change)
+    assert outcome(b"".join(lines)) == "refused"
+
+
 @settings(max_examples=max(EXAMPLES // 4, 10), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(mutations(VALID))
@@ -140,4 +185,4 @@ def test_import_of_a_refused_archive_writes_nothing(tmp_path_factory, data):
     except (ArchiveDamaged, ArchiveUnsupported):
         assert list(target.iter_sessions()) == []
         return
-    assert len(list(target.iter_sessions())) == 3
+    assert len(list(target.iter_sessions())) == 3  # (events: memory keeps none, loss accepted)

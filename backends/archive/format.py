@@ -281,8 +281,32 @@ def _opt_time(value: Any, line_no: int, what: str) -> datetime | None:
         raise damaged(line_no, f"{what} is not an ISO timestamp") from None
 
 
+#: the largest version, sequence or counter an archive may hold (a signed 64-bit integer;
+#: anything larger is damage, not data any store could have written)
+MAX_INT = 2**63 - 1
+
+
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_INT
+
+
+def finite_floats(values: Any) -> tuple[float, ...] | None:
+    """``values`` as finite floats, or None when any is not a finite number (a JSON integer
+    too large for a float included)."""
+    if not isinstance(values, list):
+        return None
+    out = []
+    for x in values:
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            return None
+        try:
+            value = float(x)
+        except OverflowError:
+            return None
+        if not math.isfinite(value):
+            return None
+        out.append(value)
+    return tuple(out)
 
 
 def _item_from_record(raw: Any, line_no: int, session_id: str, owner: str | None) -> Any:
@@ -294,12 +318,9 @@ def _item_from_record(raw: Any, line_no: int, session_id: str, owner: str | None
         raise damaged(line_no, "an item's item_id/text is malformed")
     embedding = raw["embedding"]
     if embedding is not None:
-        if not isinstance(embedding, list) or not all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-            for x in embedding
-        ):
+        embedding = finite_floats(embedding)
+        if embedding is None:
             raise damaged(line_no, f"item {raw['item_id']!r} has a malformed embedding")
-        embedding = tuple(float(x) for x in embedding)
     tiers = raw["tiers"]
     if not isinstance(tiers, list) or not all(isinstance(t, str) for t in tiers):
         raise damaged(line_no, f"item {raw['item_id']!r} has malformed tiers")
@@ -329,7 +350,7 @@ def event_from_record(raw: Any, line_no: int) -> Any:
     sequence = raw["sequence"]
     if not _is_int(sequence) or sequence < 0:
         raise damaged(line_no, "an event's sequence is not a non-negative integer")
-    if not isinstance(raw["created_at"], str) or not isinstance(raw["embedding"], list):
+    if not isinstance(raw["created_at"], str) or finite_floats(raw["embedding"]) is None:
         raise damaged(line_no, "an event's created_at/embedding is malformed")
     for key in ("owner_subject", "session_id"):
         if not isinstance(raw[key], str):
@@ -337,7 +358,7 @@ def event_from_record(raw: Any, line_no: int) -> Any:
     try:
         event = MemoryEvent.from_dict(raw)
         checked = validate_event(replace(event, sequence=0))
-    except (InvalidEvent, TypeError, ValueError, KeyError, AttributeError) as exc:
+    except (InvalidEvent, TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
         raise damaged(line_no, f"event {str(raw.get('event_id'))[:40]!r} is malformed "
                                f"({str(exc).splitlines()[0][:80] if str(exc) else type(exc).__name__})") from None
     return replace(checked, sequence=sequence)
@@ -390,7 +411,10 @@ def check_session(record: dict[str, Any], line_no: int, expected_n: int,
         if ttl is not None:
             # v1 kept the seconds left at export: anchor them to the export's start
             created = parse_utc(header.created_at) if header is not None else utc_now()
-            expires_at = created + timedelta(seconds=ttl)
+            try:
+                expires_at = created + timedelta(seconds=ttl)
+            except OverflowError:
+                raise damaged(line_no, f"session {session_id!r} has an invalid ttl_seconds") from None
     else:
         expires_at = _opt_time(record.get("expires_at"), line_no,
                                f"session {session_id!r}: expires_at")

@@ -40,6 +40,7 @@ from backends.migrate.loss import (
     event_restorer,
     import_losses,
     keeps_expiry,
+    keeps_sequences,
     persistence_warning,
     settle,
     state_store_member,
@@ -337,6 +338,8 @@ class SessionImporter:
             tops[event.user_id] = max(tops.get(event.user_id, 0), event.sequence)
         if counter is not None:
             tops[counter[0]] = max(tops.get(counter[0], 0), counter[1])
+        if not keeps_sequences(store):  # no numbers, no counters: a loss the rule named
+            return
         for user, top in tops.items():
             if top:
                 result.counters[user] = store.raise_counter(user, top)

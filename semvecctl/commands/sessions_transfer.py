@@ -210,7 +210,8 @@ def _describe_archive(summary: Any) -> str:
 
 def _plan_row(row: Any) -> dict[str, Any]:
     return {"session_id": row.session_id, "version": row.version, "owner_subject": row.owner_subject,
-            "action": row.action, "items": row.items, "events": row.events, "detail": row.detail}
+            "action": row.action, "items": row.items, "events": row.events, "detail": row.detail,
+            "kind": row.kind, "user_id": row.user_id}
 
 
 def _preview(importer: Any, output: StreamFormat, verb: str) -> None:
