@@ -86,6 +86,8 @@ class PlanTotals:
     conflict: int = 0
     expired: int = 0
     first_conflict: str | None = None
+    #: why the first conflict is one (the session exists, or an event is already there)
+    first_conflict_detail: str | None = None
 
 
 @dataclass
@@ -275,15 +277,18 @@ class SessionImporter:
             setattr(self.totals, row.action, getattr(self.totals, row.action) + 1)
             if row.action == "conflict" and self.totals.first_conflict is None:
                 self.totals.first_conflict = row.session_id or f"log of user {row.user_id!r}"
+                self.totals.first_conflict_detail = row.detail
             yield row
 
     # -- 3. apply --------------------------------------------------------------------
 
-    def _conflict(self, first: str, count: int, written: int) -> ImportConflict:
+    def _conflict(self, first: str, count: int, written: int,
+                  detail: str | None = None) -> ImportConflict:
         done = ("nothing was written" if written == 0 else
                 f"{written} session(s) were written before it")
+        why = detail or "already exists on the target"
         return ImportConflict(
-            f"{count} session(s) of the archive already exist on the target (first: {first!r}); "
+            f"{count} record(s) of the archive conflict with the target (first: {first!r}: {why}); "
             f"{done}. Nothing is ever overwritten: rerun with --on-conflict skip to import the rest"
         )
 
@@ -353,7 +358,8 @@ class SessionImporter:
             for _ in self.plan():
                 pass
             if self.totals.conflict:
-                raise self._conflict(self.totals.first_conflict or "?", self.totals.conflict, 0)
+                raise self._conflict(self.totals.first_conflict or "?", self.totals.conflict, 0,
+                                     self.totals.first_conflict_detail)
         result = ImportResult(versions_preserved=self.restores_versions)
         self.result = result
         logs = self._logs()

@@ -232,7 +232,8 @@ def _preview(importer: Any, output: StreamFormat, verb: str) -> None:
     out.info(f"preview: {t.create} to create, {t.skip} to skip, {t.conflict} in conflict{expired}; "
              f"nothing was written (rerun with --apply to {verb})")
     if t.conflict:
-        out.error(f"{t.conflict} session(s) already exist on the target (first: {t.first_conflict!r}); "
+        out.error(f"{t.conflict} record(s) conflict with the target (first: {t.first_conflict!r}: "
+                  f"{t.first_conflict_detail}); "
                   "--apply would refuse: use --on-conflict skip to leave them as they are")
         raise typer.Exit(ExitCode.CHECK_FAILED)
 
