@@ -10,7 +10,8 @@ Archive v2 content read here: each session's ``drift_exempt`` (the enumeration's
 ``extra["drift_exempt"]`` when it reports one, else the store's ``is_drift_exempt``),
 its absolute expiry (read time + the TTL enumeration reports), with ``with_events`` its
 compliance events (the users from ``session_subjects(session_id)``, each user's events
-filtered to the session), and with ``users`` a whole-user log per user (every event,
+filtered to the session; one ``session_subjects`` call per session, which on Redis scans
+every event hash, so prefer ``users`` on a large store), and with ``users`` a whole-user log per user (every event,
 then the counter, read in that order so the counter is never below an exported
 sequence). What the source cannot provide is settled by :mod:`backends.migrate.loss`.
 """
@@ -109,13 +110,40 @@ def drift_reader(adapter: Any) -> Callable[[Any], bool]:
     return read
 
 
-def _session_events(store: Any, session_id: str, owner_subject: OwnerFilter,
-                    skip_users: set[str]) -> tuple[Any, ...]:
-    found = []
-    for user in sorted(set(store.session_subjects(session_id)) - skip_users):
-        found.extend(e for e in store.list_events(user, owner_subject=owner_subject)
-                     if e.session_id == session_id)
-    return tuple(sorted(found, key=lambda e: (e.user_id, e.sequence, e.event_id)))
+#: events of users' logs kept while exporting with events (bounds the export's memory)
+LOG_CACHE_EVENTS = 100_000
+
+
+class _SessionEvents:
+    """A session's events: the users from ``session_subjects(session_id)``, each user's
+    log read once per export (grouped by session, kept while the cache holds fewer than
+    LOG_CACHE_EVENTS events) instead of once per session the user appears in."""
+
+    def __init__(self, store: Any, owner_subject: OwnerFilter, skip_users: set[str]) -> None:
+        self._store = store
+        self._owner = owner_subject
+        self._skip = skip_users
+        self._logs: dict[str, dict[str, list[Any]]] = {}
+        self._cached = 0
+
+    def _log(self, user: str) -> dict[str, list[Any]]:
+        if user not in self._logs:
+            events = self._store.list_events(user, owner_subject=self._owner)
+            if self._cached + len(events) > LOG_CACHE_EVENTS:
+                self._logs.clear()
+                self._cached = 0
+            by_session: dict[str, list[Any]] = {}
+            for event in events:
+                by_session.setdefault(event.session_id, []).append(event)
+            self._logs[user] = by_session
+            self._cached += len(events)
+        return self._logs[user]
+
+    def __call__(self, session_id: str) -> tuple[Any, ...]:
+        found = []
+        for user in sorted(set(self._store.session_subjects(session_id)) - self._skip):
+            found.extend(self._log(user).get(session_id, ()))
+        return tuple(sorted(found, key=lambda e: (e.user_id, e.sequence, e.event_id)))
 
 
 def user_sessions(adapter: Any, users: Sequence[str], owner_subject: OwnerFilter) -> set[str]:
@@ -145,8 +173,8 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
     With ``users``, only the sessions those users have events in."""
     load_many = batch_loader(adapter)
     drift = drift_reader(adapter)
-    events_from = session_event_source(adapter) if with_events else None
-    whole_users = set(users)
+    store = session_event_source(adapter) if with_events else None
+    events_of = _SessionEvents(store, owner_subject, set(users)) if store is not None else None
     selected = user_sessions(adapter, users, owner_subject) if users else None
     summaries: Iterable[Any] = adapter.iter_sessions(owner_subject=owner_subject, match=match,
                                                      batch_size=batch_size)
@@ -163,8 +191,8 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
             if with_items:
                 items = tuple(adapter.iter_live_items(summary.session_id, owner_subject=owner_subject))
             events = None
-            if events_from is not None:
-                events = _session_events(events_from, summary.session_id, owner_subject, whole_users)
+            if events_of is not None:
+                events = events_of(summary.session_id)
             expires_at = (None if summary.ttl_seconds is None
                           else read_at + timedelta(seconds=summary.ttl_seconds))
             yield SessionRecord(
