@@ -47,7 +47,8 @@ WithItemsOpt = typer.Option(False, "--with-items",
                             help="Also carry each session's live memory items (needs an item mirror on the source).")
 WithEventsOpt = typer.Option(False, "--with-events",
                              help="Also carry each session's compliance events, with their sequence numbers "
-                                  "(needs an event store that can list a session's users).")
+                                  "(needs an event store that can list a session's users; on Redis that scans "
+                                  "every event once per session, so on a large store prefer --user).")
 UserOpt = typer.Option(None, "--user", show_default=False,
                        help="Whole-user export (repeatable): the sessions this user has events in, every "
                             "event of the user and the user's sequence counter, so an import continues "
