@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import uuid
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest

@@ -11,7 +11,6 @@ must be refused by the loss rule first, then imported with ``allow_loss``.
 
 from __future__ import annotations
 
-import io
 import uuid
 from datetime import datetime, timedelta, timezone
 

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from backends.archive import ArchiveReader, ArchiveSummary, SessionRecord, UserRecord, verify_archive
-from backends.archive.format import utc_now
 from backends.contract import UNSCOPED, ItemMirror, SessionRestorer
 from backends.errors import UnsupportedOperation, is_state_version_conflict
 from backends.migrate.errors import ImportConflict
