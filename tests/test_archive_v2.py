@@ -226,6 +226,20 @@ def test_import_applies_the_time_remaining_and_skips_what_has_expired(target):
     assert report.ok and report.matched == 2 and report.skipped == 1
 
 
+def test_an_expired_session_is_no_loss_for_a_target_without_expiry():
+    """Only an expiry still ahead can be lost: an expired session is not imported at all."""
+    now = datetime.now(UTC)
+    data = archive_of(SessionRecord("gone", 1, None, None, b"b", expires_at=now - timedelta(seconds=1)),
+                      SessionRecord("kept", 1, None, None, b"c"))
+    memory = MemoryBackendAdapter()
+    importer = SessionImporter(memory, staged(data))
+    assert importer.check_losses() == []
+    assert (importer.apply().created, importer.result.expired) == (1, 1)
+    ahead = archive_of(SessionRecord("soon", 1, None, None, b"a", expires_at=now + timedelta(hours=1)))
+    with pytest.raises(LossyTransfer, match=r"1 session expiry time\(s\)"):
+        SessionImporter(MemoryBackendAdapter(), staged(ahead)).check_losses()
+
+
 def test_cli_says_how_many_sessions_had_expired(target, tmp_path):
     now = datetime.now(UTC)
     path = tmp_path / "a.jsonl"

@@ -33,6 +33,7 @@ from backends.archive.format import (
     check_user,
     damaged,
     parse_line,
+    utc_now,
 )
 from backends.archive.seen import SeenFilter, confirmed_duplicates
 
@@ -52,6 +53,9 @@ class ArchiveSummary:
     dimensions: frozenset[int] = frozenset()
     #: sessions archived with an expiry time
     sessions_with_ttl: int = 0
+    #: of those, sessions whose expiry was still ahead when the archive was verified
+    #: (the others are not imported at all)
+    sessions_expiring: int = 0
     #: sessions archived with drift_exempt set
     drift_exempt: int = 0
     #: events carried, in sessions and in user logs
@@ -228,8 +232,9 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
         opener = source_factory
     seen = SeenFilter()
     count = items = with_items = with_ttl = drift = events = sequenced = with_events = 0
-    users = counters = 0
+    users = counters = expiring = 0
     dimensions: set[int] = set()
+    now = utc_now()
     with ArchiveReader(opener(), close_source=True) as reader:
         header = reader.header
         for record in reader.records():
@@ -244,6 +249,7 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
             count += 1
             if record.expires_at is not None:
                 with_ttl += 1
+                expiring += record.expires_at > now
             drift += record.drift_exempt
             if record.items is not None:
                 with_items += 1
@@ -264,4 +270,5 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
                           sessions_with_items=with_items, digest=digest,
                           dimensions=frozenset(dimensions), sessions_with_ttl=with_ttl,
                           drift_exempt=drift, events=events, sequenced_events=sequenced,
-                          sessions_with_events=with_events, users=users, counters=counters)
+                          sessions_with_events=with_events, users=users, counters=counters,
+                          sessions_expiring=expiring)

@@ -162,8 +162,8 @@ def import_losses(adapter: Any, summary: Any) -> list[Loss]:
     losses = []
     if summary.items and not isinstance(adapter, ItemMirror):
         losses.append(Loss("item", summary.items, f"backend {name!r} has no item mirror"))
-    if summary.sessions_with_ttl and not keeps_expiry(adapter):
-        losses.append(Loss("session expiry time", summary.sessions_with_ttl,
+    if summary.sessions_expiring and not keeps_expiry(adapter):
+        losses.append(Loss("session expiry time", summary.sessions_expiring,
                            f"backend {name!r} keeps no per-session expiry; they would not expire"))
     if summary.drift_exempt and state_store_member(adapter, "set_drift_exempt") is None:
         losses.append(Loss("drift-exempt flag", summary.drift_exempt,
