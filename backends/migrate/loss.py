@@ -48,8 +48,8 @@ def settle(losses: Sequence[Loss], *, allow_loss: bool) -> list[str]:
     if not allow_loss:
         listed = "; ".join(loss.describe() for loss in losses)
         raise LossyTransfer(
-            f"the transfer would lose {listed}; nothing was written. Accept the loss with "
-            "--allow-loss (allow_loss=True), or choose a target that keeps them",
+            f"the transfer would lose {listed}; nothing was written. Rerun with --allow-loss "
+            "(allow_loss=True) to accept the loss",
             tuple(losses),
         )
     return [f"accepted loss: {loss.describe()} not transferred" for loss in losses]
