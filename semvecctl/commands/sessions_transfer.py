@@ -277,7 +277,7 @@ def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: s
             out.error(f"read-back mismatch: {example}")
         raise CliError(f"read-back found {report.mismatched} session(s) that differ from the source",
                        ExitCode.CHECK_FAILED)
-    events = (f"; {report.events_matched} event(s) and the counters match"
+    events = (f"; {report.events_matched} event(s) match"
               if report.events_compared else "")
     out.info(f"read back {report.matched} session(s): blobs, owners, pending messages"
              + (", versions" if result.versions_preserved else "") + f" match{events}")
