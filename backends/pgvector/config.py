@@ -14,6 +14,10 @@ from backends.errors import BackendConfigError
 from backends.uris import redact_uri
 
 ENV_URL = "SEMVEC_PGVECTOR_URL"
+#: the engine's own variable for its SQL database, honoured as the engine does
+ENV_DATABASE_URL = "DATABASE_URL"
+#: where each SQL backend looks for its location, first hit wins
+URL_VARIABLES = {"pgvector": (ENV_URL, ENV_DATABASE_URL), "postgres": (ENV_DATABASE_URL,)}
 ENV_DIMENSIONS = "SEMVEC_PGVECTOR_DIMENSIONS"
 ENV_SCHEMA = "SEMVEC_PGVECTOR_SCHEMA"
 DEFAULT_DIMENSIONS = 384
@@ -62,22 +66,29 @@ class PgVectorConfig:
     dimensions_explicit: bool = True
 
     @classmethod
-    def resolve(cls, uri: str | None, options: dict) -> "PgVectorConfig":
+    def resolve(cls, uri: str | None, options: dict, *, backend: str = "pgvector") -> "PgVectorConfig":
+        """Options and environment to a config. ``backend`` names the caller in messages
+        and picks its URL variables (:data:`URL_VARIABLES`). A SQLAlchemy-style scheme
+        (``postgresql+psycopg://``, as the engine's ``DATABASE_URL`` may be) is accepted."""
         options = dict(options)
+        variables = URL_VARIABLES.get(backend, (ENV_URL,))
         if uri is None:
-            uri = os.environ.get(ENV_URL) or None
+            uri = next((os.environ[v] for v in variables if os.environ.get(v)), None)
         if not uri:
             raise BackendConfigError(
-                f"the pgvector backend needs a location: pass uri='postgresql://...' or set {ENV_URL}"
+                f"the {backend} backend needs a location: pass uri='postgresql://...' or set "
+                + " or ".join(variables)
             )
         try:
             parts = urlsplit(uri)
         except ValueError as exc:
-            raise BackendConfigError(f"malformed pgvector URI {redact_uri(uri)!r}: {exc}") from None
-        if parts.scheme.lower() not in _SCHEMES:
+            raise BackendConfigError(f"malformed {backend} URI {redact_uri(uri)!r}: {exc}") from None
+        scheme = parts.scheme.lower().partition("+")[0]
+        if scheme not in _SCHEMES:
             raise BackendConfigError(
-                f"pgvector URI must start with postgresql:// (got {redact_uri(uri)!r})"
+                f"{backend} URI must start with postgresql:// (got {redact_uri(uri)!r})"
             )
+        parts = parts._replace(scheme=scheme)
         query = parse_qsl(parts.query, keep_blank_values=True)
         uri_schema = [value for key, value in query if key == "schema"]
         kept = [(key, value) for key, value in query if key != "schema"]
@@ -88,7 +99,7 @@ class PgVectorConfig:
         schema = schema or os.environ.get(ENV_SCHEMA) or "public"
         if not _IDENT.match(schema):
             raise BackendConfigError(
-                f"pgvector schema must be a plain identifier (letters, digits, _), got {schema!r}"
+                f"{backend} schema must be a plain identifier (letters, digits, _), got {schema!r}"
             )
         dims = options.pop("dimensions", None)
         if dims is None:
@@ -111,7 +122,7 @@ class PgVectorConfig:
         )
         if options:
             raise BackendConfigError(
-                "unknown pgvector option(s): " + ", ".join(sorted(options))
+                f"unknown {backend} option(s): " + ", ".join(sorted(options))
                 + " (known: schema, dimensions, connect_timeout, statement_timeout_ms, "
                 "pool_size, create_tables)"
             )
