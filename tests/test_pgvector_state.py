@@ -334,3 +334,18 @@ def test_tables_dropped_behind_the_adapters_back_are_recreated_on_write(adapter,
         conn.execute("DROP TABLE semvec_session_state")
     assert store.load("a") is None
     assert store.save("a", b"2", expected_version=None) == 1
+
+
+def test_a_table_of_the_engines_name_with_another_shape_is_a_config_error(adapter, pgvector_url):
+    """What an older semvecctl pgvector created: refused clearly, never written into."""
+    import psycopg
+
+    with psycopg.connect(pgvector_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE semvec_session_state (session_id text PRIMARY KEY,"
+                     " version bigint NOT NULL, blob bytea NOT NULL, blob_sha256 text NOT NULL)")
+        conn.execute("CREATE TABLE compliance_events (event_id text PRIMARY KEY)")
+    with pytest.raises(BackendConfigError, match="engine's SQL layout"):
+        adapter.state_store().load("s")
+    with pytest.raises(BackendConfigError, match="engine's SQL layout"):
+        adapter.state_store().save("s", b"x", expected_version=None)
+    assert adapter.health_details(2.0)["legacy_tables"] == ["compliance_events"]
