@@ -211,6 +211,8 @@ def test_unconfigured_dimensions_follow_the_deployed_column(adapter, pgvector_ur
     try:
         assert all(r.ok for r in unconfigured.validate_indexes())
         assert unconfigured.index_plan()[-2].definition["dimensions"] == 16
-        assert unconfigured.health_details(2.0)["embedding_column"] == "vector(16)"
+        details = unconfigured.health_details(2.0)
+        assert details["embedding_column"] == "vector(16)"
+        assert details["dimensions"] == 16 and details["dimensions_configured"] is False
     finally:
         unconfigured.close()

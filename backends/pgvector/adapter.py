@@ -118,7 +118,8 @@ class PgVectorAdapter(PostgresAdapter):
             " AND NOT a.attisdropped", (self.config.schema, ITEMS_TABLE),
         ).fetchone()
         details.update(
-            dimensions=self.config.dimensions,
+            # the width in force: configured, else the deployed column's vector(n)
+            dimensions=self._db.dimensions,
             dimensions_configured=self.config.dimensions_explicit,
             extension_available=available is not None,
             extension_present=bool(available and available[1]),
