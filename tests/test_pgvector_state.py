@@ -349,3 +349,13 @@ def test_a_table_of_the_engines_name_with_another_shape_is_a_config_error(adapte
     with pytest.raises(BackendConfigError, match="engine's SQL layout"):
         adapter.state_store().save("s", b"x", expected_version=None)
     assert adapter.health_details(2.0)["legacy_tables"] == ["compliance_events"]
+
+
+def test_versions_beyond_the_engines_integer_column_are_refused_before_any_write(adapter):
+    with pytest.raises(ValueError, match="INTEGER"):
+        adapter.restore_session(sid(), b"x", version=2**31)
+    with pytest.raises(ValueError, match="INTEGER"):
+        adapter.state_store().save(sid(), b"x", expected_version=2**31 - 1)
+    s = sid()
+    adapter.restore_session(s, b"x", version=2**31 - 2)
+    assert adapter.state_store().save(s, b"y", expected_version=2**31 - 2) == 2**31 - 1

@@ -30,6 +30,10 @@ from backends.pgvector.database import Database
 from backends.pgvector.schema import STATE_GROUP
 
 
+#: the engine's ``version`` column is INTEGER
+MAX_VERSION = 2**31 - 1
+
+
 def has_nul(*values: Any) -> bool:
     """PostgreSQL text cannot hold NUL: such a value can never be stored or matched."""
     return any(isinstance(v, str) and "\x00" in v for v in values)
@@ -45,6 +49,9 @@ def validate_pg_save_args(session_id: Any, blob: Any, expected_version: Any,
         if has_nul(value):
             raise ValueError(f"{name} contains a NUL character, which PostgreSQL text "
                              "cannot store")
+    if expected_version is not None and expected_version >= MAX_VERSION:
+        raise ValueError(f"version must stay below {MAX_VERSION}: the engine's version "
+                         "column is INTEGER")
     for name, value in (("session_id", session_id), ("owner_subject", owner_subject)):
         if value is not None and len(value) > 128:
             raise ValueError(f"{name} is longer than 128 characters, the width of the "
