@@ -163,6 +163,8 @@ def test_a_damaged_row_raises_corrupt_state_naming_session_and_field(adapter, pg
     s = sid()
     store.save(s, b"original", expected_version=None)
     with psycopg.connect(pgvector_url, autocommit=True) as conn:
+        # ENGINE-WIRE's literal DDL leaves these columns nullable; ours does not
+        conn.execute(f"ALTER TABLE semvec_session_state ALTER COLUMN {field} DROP NOT NULL")
         conn.execute(f"UPDATE semvec_session_state SET {damage} WHERE session_id = %s", (s,))
     for read in (store.load, store.load_full):
         with pytest.raises(CorruptState) as info:

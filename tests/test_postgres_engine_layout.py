@@ -1,8 +1,9 @@
 """An engine SQL deployment, operated by semvecctl as ``postgres`` and then switched to
 ``pgvector`` (issue 13), on the real PostgreSQL the suite starts.
 
-The database is prepared with the engine's DDL (tests/fixtures/engine_sql_ddl.py, written
-from ENGINE-WIRE section 5) and rows in the engine's shape. Every session must stay byte
+The database is prepared with the engine's DDL (tests/fixtures/engine_sql_ddl.py: the
+literal ENGINE-WIRE section 5 shape and the shape the engine's create_all emits, NOT NULL
+without server DEFAULTs) and rows in the engine's shape. Every session must stay byte
 identical through listing, inspecting, exporting, conformance runs, ``indexes ensure`` as
 pgvector and use as pgvector, and back.
 """
@@ -18,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from semvecctl.app import app
-from tests.fixtures.engine_sql_ddl import ENGINE_DDL
+from tests.fixtures.engine_sql_ddl import ENGINE_MODEL_DDL, ENGINE_WIRE_DDL
 
 pytestmark = pytest.mark.postgres
 
@@ -41,11 +42,12 @@ def sql(url: str, statement: str, params=()):
             statement, params).description else None
 
 
-@pytest.fixture
-def engine_url(pgvector_url):
-    """A database exactly as an engine deployment leaves it."""
+@pytest.fixture(params=["wire", "model"])
+def engine_url(request, pgvector_url):
+    """A database exactly as an engine deployment leaves it (either shape)."""
+    ddl = ENGINE_WIRE_DDL if request.param == "wire" else ENGINE_MODEL_DDL
     with psycopg.connect(pgvector_url, autocommit=True) as conn:
-        for statement in ENGINE_DDL:
+        for statement in ddl:
             conn.execute(statement)
         rows = [
             ("engine-anon", BLOBS["engine-anon"], 3, True, "__anonymous__", "hello"),
@@ -88,14 +90,16 @@ def snapshot(url: str) -> dict:
         }
 
 
-def columns(url: str) -> list[tuple]:
+def columns(url: str, *fields: str) -> list[tuple]:
     with psycopg.connect(url) as conn:
         return conn.execute(
-            "SELECT table_name, column_name, data_type, character_maximum_length,"
-            " is_nullable, column_default FROM information_schema.columns"
+            f"SELECT table_name, column_name, {', '.join(fields)} FROM information_schema.columns"
             " WHERE table_schema = 'public' AND table_name IN"
             " ('semvec_session_state', 'semvec_memory_events')"
-            " ORDER BY table_name, ordinal_position").fetchall()
+            " ORDER BY table_name, column_name").fetchall()
+
+
+SHAPE = ("data_type", "character_maximum_length", "datetime_precision")
 
 
 def indexes(url: str) -> list[tuple]:
@@ -105,17 +109,29 @@ def indexes(url: str) -> list[tuple]:
             " ('semvec_session_state', 'semvec_memory_events') ORDER BY indexname").fetchall()
 
 
-def test_our_tables_have_exactly_the_engines_shape(engine_url, postgres_server):
+def test_our_tables_have_exactly_the_engines_shape(postgres_server):
+    """Types and widths of both engine shapes; nullability of the engine's model; the
+    DEFAULTs ENGINE-WIRE lists; the same indexes."""
     from backends.postgres import PostgresAdapter
 
-    fresh = postgres_server.url(postgres_server.take_database())
-    adapter = PostgresAdapter(fresh)
-    try:
-        adapter.ensure_schema()
-    finally:
-        adapter.close()
-    assert columns(fresh) == columns(engine_url)
-    assert indexes(fresh) == indexes(engine_url)
+    urls = {}
+    for name, ddl in (("ours", None), ("wire", ENGINE_WIRE_DDL), ("model", ENGINE_MODEL_DDL)):
+        urls[name] = postgres_server.url(postgres_server.take_database())
+        if ddl is None:
+            adapter = PostgresAdapter(urls[name])
+            try:
+                adapter.ensure_schema()
+            finally:
+                adapter.close()
+        else:
+            with psycopg.connect(urls[name], autocommit=True) as conn:
+                for statement in ddl:
+                    conn.execute(statement)
+    assert columns(urls["ours"], *SHAPE) == columns(urls["wire"], *SHAPE) \
+        == columns(urls["model"], *SHAPE)
+    assert columns(urls["ours"], "is_nullable") == columns(urls["model"], "is_nullable")
+    assert columns(urls["ours"], "column_default") == columns(urls["wire"], "column_default")
+    assert indexes(urls["ours"]) == indexes(urls["wire"]) == indexes(urls["model"])
 
 
 def test_an_engine_database_is_operated_as_postgres(engine_url, tmp_path):

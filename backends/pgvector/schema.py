@@ -71,26 +71,31 @@ class Tables:
 def state_ddl(t: Tables) -> list[str]:
     """The engine's own SQL layout (ENGINE-WIRE section 5), column for column, so either
     side can create the tables and the other reads and writes them unchanged. Events have
-    no sequence column: the engine reads sequence 0, and so do we."""
+    no sequence column: the engine reads sequence 0, and so do we.
+
+    Nullability follows the engine's model (semvec 0.8.9 declares every column NOT NULL
+    except the state's owner_subject and pending_message and the events' source_event_id;
+    its ``create_all`` emits no server DEFAULTs). The DEFAULTs ENGINE-WIRE lists are kept:
+    they change nothing for a writer that names every column, as both sides do."""
     return [
         f"""CREATE TABLE IF NOT EXISTS {t.state} (
             session_id      VARCHAR(128) PRIMARY KEY,
-            state_blob      BYTEA,
-            version         INTEGER DEFAULT 1,
-            drift_exempt    BOOLEAN DEFAULT false,
+            state_blob      BYTEA NOT NULL,
+            version         INTEGER NOT NULL DEFAULT 1,
+            drift_exempt    BOOLEAN NOT NULL DEFAULT false,
             owner_subject   VARCHAR(128) NULL,
             pending_message TEXT NULL,
-            updated_at      TIMESTAMP
+            updated_at      TIMESTAMP NOT NULL
         )""",
         f"""CREATE TABLE IF NOT EXISTS {t.events} (
             event_id        VARCHAR(36) PRIMARY KEY,
-            user_id         VARCHAR(128),
+            user_id         VARCHAR(128) NOT NULL,
             owner_subject   VARCHAR(128) NOT NULL DEFAULT '',
             session_id      VARCHAR(64) NOT NULL DEFAULT '',
-            created_at      TIMESTAMP,
-            content         TEXT,
-            embedding       TEXT,
-            meta            TEXT DEFAULT '{{}}',
+            created_at      TIMESTAMP NOT NULL,
+            content         TEXT NOT NULL,
+            embedding       TEXT NOT NULL,
+            meta            TEXT NOT NULL DEFAULT '{{}}',
             source_event_id VARCHAR(36) NULL
         )""",
         # part of the engine's table definition (it creates it with the table), so it

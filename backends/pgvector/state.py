@@ -95,8 +95,9 @@ def save_in_transaction(
     pending = normalise_pending(pending_message)
     if expected_version is None:
         row = conn.execute(
-            f"INSERT INTO {table} (session_id, state_blob, version, owner_subject,"
-            f" pending_message, updated_at) VALUES (%s, %s, 1, %s, %s, {_utc_now_sql()})"
+            # every column named: the engine's create_all gives no server DEFAULTs
+            f"INSERT INTO {table} (session_id, state_blob, version, drift_exempt, owner_subject,"
+            f" pending_message, updated_at) VALUES (%s, %s, 1, false, %s, %s, {_utc_now_sql()})"
             " ON CONFLICT (session_id) DO NOTHING RETURNING version",
             (session_id, data, owner_subject, pending),
         ).fetchone()
