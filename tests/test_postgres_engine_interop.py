@@ -119,3 +119,34 @@ def test_our_ddl_matches_the_engines_create_all(engine, pgvector_url, postgres_s
                 " ('semvec_session_state', 'semvec_memory_events') ORDER BY 1").fetchall()
 
     assert shape(fresh) == shape(pgvector_url)
+
+
+def test_the_engine_resolves_our_pgvector_plugin_and_runs_a_turn(engine, pgvector_url,
+                                                                 monkeypatch):
+    """The engine's own resolver (not our imitation of it) loads pgvector from our entry
+    point, with DATABASE_URL as its only configuration."""
+    from semvec.api import backend_adapter
+    from semvec.api.owner_scope import OwnerScope as EngineScope
+    from semvec.compliance.event_store import MemoryEvent as EngineEvent
+
+    monkeypatch.delenv("SEMVEC_PGVECTOR_URL", raising=False)
+    monkeypatch.setenv("SEMVEC_PGVECTOR_DIMENSIONS", "8")
+    backend_adapter.invalidate_discovery_cache()
+    assert "pgvector" in backend_adapter.installed_backend_names()
+    assert backend_adapter.installed_backend_is_persistent("pgvector") is True
+    plugin = backend_adapter.resolve_adapter("pgvector")
+    try:
+        assert type(plugin).__module__.startswith("backends.pgvector")
+        scope = EngineScope("acme")
+        event = EngineEvent(event_id=uuid.uuid4(), user_id="carol",
+                            created_at=datetime.now(timezone.utc), content="via plugin",
+                            embedding=[0.1], meta={}, owner_subject="acme")
+        assert plugin.commit_turn("plug-1", b"p", expected_version=None, scope=scope,
+                                  events=[event]) == 1
+        assert plugin.state_store().load("plug-1", scope=scope) == (b"p", 1)
+        assert plugin.event_store().get(event.event_id).content == "via plugin"
+    finally:
+        plugin.close()
+    # and the engine's own postgres backend sees what the plugin wrote
+    assert engine.state_store().load("plug-1", scope=scope) == (b"p", 1)
+    assert [e.content for e in engine.event_store().list_by_user("carol")] == ["via plugin"]
