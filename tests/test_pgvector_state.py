@@ -361,3 +361,17 @@ def test_versions_beyond_the_engines_integer_column_are_refused_before_any_write
     s = sid()
     adapter.restore_session(s, b"x", version=2**31 - 2)
     assert adapter.state_store().save(s, b"y", expected_version=2**31 - 2) == 2**31 - 1
+
+
+def test_purge_idle_removes_only_sessions_idle_beyond_the_ttl(store, pgvector_url):
+    import psycopg
+
+    old, fresh = sid(), sid()
+    store.save(old, b"o", expected_version=None, owner_subject="acme")
+    store.save(fresh, b"f", expected_version=None)
+    with psycopg.connect(pgvector_url, autocommit=True) as conn:
+        conn.execute("UPDATE semvec_session_state SET updated_at = updated_at"
+                     " - interval '2 hours' WHERE session_id = %s", (old,))
+    assert store.purge_idle(0) == 0
+    assert store.purge_idle(3600) == 1
+    assert store.load(old) is None and store.load(fresh) == (b"f", 1)

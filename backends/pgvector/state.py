@@ -292,6 +292,22 @@ class PgVectorStateStore(DerivedReads):
         row = self._select("drift_exempt", session_id, UNSCOPED)
         return bool(row and row[0])
 
+    def purge_idle(self, ttl_seconds: int) -> int:
+        """Delete every session untouched for more than ``ttl_seconds`` (the engine's
+        ``SEMVEC_SQL_SESSION_TTL_S`` sweep: owner-agnostic, ``updated_at`` older than the
+        cutoff); ``ttl_seconds <= 0`` is a no-op. Returns the number removed."""
+        if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int):
+            raise ValueError("ttl_seconds must be an int")
+        if ttl_seconds <= 0:
+            return 0
+
+        def work(conn: Any) -> int:
+            return conn.execute(
+                f"DELETE FROM {self._table} WHERE updated_at <"
+                f" {_utc_now_sql()} - make_interval(secs => %s)", (ttl_seconds,)).rowcount
+
+        return self._db.read(work, lambda: 0)
+
     # -- operator seams ---------------------------------------------------------------
 
     def restore_session(
