@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime
 
 import psycopg
 import pytest
@@ -34,12 +34,6 @@ EVENT_IDS = [str(uuid.uuid4()) for _ in range(4)]
 
 def run(*args: str):
     return CliRunner().invoke(app, list(args))
-
-
-def sql(url: str, statement: str, params=()):
-    with psycopg.connect(url, autocommit=True) as conn:
-        return conn.execute(statement, params).fetchall() if conn.execute(
-            statement, params).description else None
 
 
 @pytest.fixture(params=["wire", "model"])
