@@ -69,3 +69,20 @@ class TestPgVectorConformanceMixin(ConformanceSuite):
         adapter = PgVectorAdapter(pgvector_url, dimensions=8)
         yield adapter
         adapter.close()
+
+
+def test_an_unconfigured_adapter_takes_its_dimensions_from_the_store(pgvector_url, monkeypatch):
+    """Issue 15.4: a store provisioned at vector(8) certifies without telling the suite 8."""
+    from backends.pgvector import PgVectorAdapter
+
+    monkeypatch.delenv("SEMVEC_PGVECTOR_DIMENSIONS", raising=False)
+    PgVectorAdapter(pgvector_url, dimensions=8).ensure_schema()
+    unconfigured = PgVectorAdapter(pgvector_url)
+    try:
+        assert unconfigured.dimensions == 8
+    finally:
+        unconfigured.close()
+    report = run_conformance(lambda: PgVectorAdapter(pgvector_url), selected_name="pgvector",
+                             options=ConformanceOptions(), only=("retrieval",))
+    assert report.level == Level.FULL, [f"{r.case_id}: {r.message}" for r in report.cases
+                                        if r.status != Status.PASSED]

@@ -77,6 +77,12 @@ class PgVectorAdapter(PostgresAdapter):
     def retrieval_backend(self):
         return self._retrieval
 
+    @property
+    def dimensions(self) -> int:
+        """The embedding width in force: configured, else the deployed item table's
+        ``vector(n)``, else the default (what conformance and health read)."""
+        return self._db.dimensions
+
     # -- operator seams ---------------------------------------------------------------
 
     def sync_items(self, session_id: str, items: Sequence[MemoryItem], *,
