@@ -27,24 +27,24 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _SCHEMES = ("postgresql", "postgres")
 
 
-def _positive_int(name: str, value, *, upper: int | None = None) -> int:
+def _positive_int(name: str, value, *, upper: int | None = None, backend: str = "pgvector") -> int:
     try:
         number = int(value)
     except (TypeError, ValueError):
-        raise BackendConfigError(f"pgvector option {name} must be an integer, got {value!r}") from None
+        raise BackendConfigError(f"{backend} option {name} must be an integer, got {value!r}") from None
     if isinstance(value, bool) or number < 1 or (upper is not None and number > upper):
         limit = f" and at most {upper}" if upper else ""
-        raise BackendConfigError(f"pgvector option {name} must be at least 1{limit}, got {value!r}")
+        raise BackendConfigError(f"{backend} option {name} must be at least 1{limit}, got {value!r}")
     return number
 
 
-def _positive_float(name: str, value) -> float:
+def _positive_float(name: str, value, *, backend: str = "pgvector") -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise BackendConfigError(f"pgvector option {name} must be a number, got {value!r}") from None
+        raise BackendConfigError(f"{backend} option {name} must be a number, got {value!r}") from None
     if not number > 0:
-        raise BackendConfigError(f"pgvector option {name} must be positive, got {value!r}")
+        raise BackendConfigError(f"{backend} option {name} must be positive, got {value!r}")
     return number
 
 
@@ -111,12 +111,15 @@ class PgVectorConfig:
             conninfo=conninfo,
             display_uri=redact_uri(uri),
             schema=schema,
-            dimensions=_positive_int("dimensions", dims, upper=MAX_DIMENSIONS),
-            connect_timeout=_positive_float("connect_timeout", options.pop("connect_timeout", 5.0)),
+            dimensions=_positive_int("dimensions", dims, upper=MAX_DIMENSIONS, backend=backend),
+            connect_timeout=_positive_float("connect_timeout", options.pop("connect_timeout", 5.0),
+                                            backend=backend),
             statement_timeout_ms=_positive_int(
-                "statement_timeout_ms", options.pop("statement_timeout_ms", 30_000)
+                "statement_timeout_ms", options.pop("statement_timeout_ms", 30_000),
+                backend=backend,
             ),
-            pool_size=_positive_int("pool_size", options.pop("pool_size", 4), upper=64),
+            pool_size=_positive_int("pool_size", options.pop("pool_size", 4), upper=64,
+                                    backend=backend),
             create_tables=bool(options.pop("create_tables", True)),
             dimensions_explicit=explicit,
         )
