@@ -21,6 +21,11 @@ SCHEME_BACKENDS: dict[str, str] = {
     "postgres": "pgvector",
 }
 
+#: backends that share a scheme with the one it implies; what the store holds decides
+#: between them (:func:`choose_backend_for_uri`), ``--backend`` overrides
+SHARED_SCHEME_BACKENDS: dict[str, tuple[str, ...]] = {"pgvector": ("pgvector", "postgres")}
+
+
 #: query parameters whose values are secrets, compared lower-case
 _SECRET_PARAMS = frozenset(
     {
@@ -186,3 +191,22 @@ def backend_for_uri(uri: str) -> str:
     if scheme == "unix" and not parts.path:
         raise InvalidURI(f"URI {redact_uri(uri)!r} names no socket path")
     return SCHEME_BACKENDS[scheme]
+
+
+def fitting_backends(uri: str) -> tuple[str, ...]:
+    """Every backend the URI's scheme fits (``postgresql://``: pgvector and postgres)."""
+    implied = backend_for_uri(uri)
+    return SHARED_SCHEME_BACKENDS.get(implied, (implied,))
+
+
+def choose_backend_for_uri(uri: str) -> tuple[str, str]:
+    """``(backend, reason)`` for a URI given without a backend name. Where several
+    backends fit the scheme, the store's content decides (a short connection, see
+    :mod:`backends.postgres.detect`); otherwise the scheme alone does."""
+    fits = fitting_backends(uri)
+    if len(fits) == 1:
+        return fits[0], f"the URI scheme implies {fits[0]!r}"
+    from backends.postgres.detect import choose_sql_backend
+
+    choice = choose_sql_backend(uri)
+    return choice.backend, choice.reason

@@ -22,11 +22,12 @@ URI_ENV: dict[str, str] = {
     "redis": "REDIS_URL",
     "mongo": "MONGODB_URI",
     "pgvector": "SEMVEC_PGVECTOR_URL",
+    "postgres": "DATABASE_URL",
 }
 
 
 #: backends a URI scheme can imply; --backend may not contradict these
-SCHEME_IMPLIED = frozenset({"memory", "redis", "mongo", "pgvector"})
+SCHEME_IMPLIED = frozenset({"memory", "redis", "mongo", "pgvector", "postgres"})
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class ConnectionSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     adapter_factory: str | None = None
     origin: str = "default"
+    #: why a URI that fits several backends got this one (shown by health/resolve)
+    choice_reason: str = ""
 
     @property
     def display_uri(self) -> str:
@@ -53,7 +56,7 @@ def resolve_connection(
 ) -> ConnectionSpec:
     """Combine flags, environment and profile into one connection spec."""
     from backends.registry import ENV_VAR, fold_name
-    from backends.uris import InvalidURI, backend_for_uri
+    from backends.uris import InvalidURI, backend_for_uri, choose_backend_for_uri, fitting_backends
 
     from semvecctl.config import load_config, select_profile
 
@@ -77,14 +80,18 @@ def resolve_connection(
     options: dict[str, Any] = dict(profile.options) if profile else {}
     database = env.get("SEMVEC_MONGO_DB") or (profile.database if profile else None)
 
+    reason = ""
     if uri:
         scheme_backend = implied(uri)
-        chosen = backend or scheme_backend
-        if backend and fold_name(backend) in SCHEME_IMPLIED and fold_name(backend) != scheme_backend:
+        fits = fitting_backends(uri)
+        if backend and fold_name(backend) in SCHEME_IMPLIED and fold_name(backend) not in fits:
             raise usage_error(
                 f"--backend {backend} contradicts the URI scheme, which implies "
-                f"{scheme_backend!r}; drop one of them"
+                f"{' or '.join(repr(f) for f in fits)}; drop one of them"
             )
+        chosen = backend or scheme_backend
+        if not backend and len(fits) > 1:
+            chosen, reason = choose_backend_for_uri(uri)
         origin = "flag"
     elif backend:
         chosen = backend
@@ -92,7 +99,8 @@ def resolve_connection(
         origin = "flag"
         if uri is None and profile and profile.uri and (
             (profile.backend and fold_name(profile.backend) == fold_name(backend))
-            or (not profile.backend and implied(profile.uri) == fold_name(backend))
+            or (not profile.backend and implied(profile.uri)
+                and fold_name(backend) in fitting_backends(profile.uri))
         ):
             uri = profile.uri
     else:
@@ -100,10 +108,13 @@ def resolve_connection(
         if env_backend:
             chosen, origin = env_backend, "env"
             uri = env.get(URI_ENV.get(fold_name(env_backend), ""), "") or None
-            if uri is None and profile and profile.uri and implied(profile.uri) == fold_name(env_backend):
+            if uri is None and profile and profile.uri and implied(profile.uri) \
+                    and fold_name(env_backend) in fitting_backends(profile.uri):
                 uri = profile.uri
         elif profile and (profile.backend or profile.uri):
             chosen = profile.backend or implied(profile.uri or "")
+            if not profile.backend and profile.uri and len(fitting_backends(profile.uri)) > 1:
+                chosen, reason = choose_backend_for_uri(profile.uri)
             uri = env.get(URI_ENV.get(fold_name(chosen), ""), "") or profile.uri
             origin = f"profile {profile.name}"
         else:
@@ -115,7 +126,8 @@ def resolve_connection(
         require_known_backend(chosen, origin)
     if database and fold_name(chosen) == "mongo":
         options.setdefault("database", database)
-    return ConnectionSpec(backend=chosen, uri=uri, options=options, origin=origin)
+    return ConnectionSpec(backend=chosen, uri=uri, options=options, origin=origin,
+                          choice_reason=reason)
 
 
 def require_known_backend(name: str, origin: str = "flag") -> None:

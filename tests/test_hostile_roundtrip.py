@@ -104,11 +104,15 @@ def test_nasty_values_round_trip_or_are_refused(adapter):
             save_and_compare(adapter, sid, None, None, b"\x00\xff" + value.encode("utf-8", "replace")),
             save_and_compare(adapter, f"o{i}-{uuid.uuid4().hex[:6]}", value, value, b"b"),
         )
-    # every backend keeps what it can hold; NUL is the only value PostgreSQL text cannot
+    # every backend keeps what it can hold; PostgreSQL text cannot hold NUL, and the
+    # engine's SQL layout (pgvector, postgres) holds ids and owners of 128 characters
+    too_long = {v[:20] for v in NASTY if len(v) > 128} \
+        if adapter.name in ("pgvector", "postgres") else set()
     for value, (as_id, as_owner) in outcomes.items():
-        if "\u0000" not in value and value.strip():
+        fits = value not in too_long
+        if "\u0000" not in value and value.strip() and fits:
             assert as_id == "ok", (adapter.name, value)
-        if "\u0000" not in value:
+        if "\u0000" not in value and fits:
             assert as_owner == "ok", (adapter.name, value)
 
 

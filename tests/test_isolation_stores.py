@@ -99,8 +99,7 @@ def test_redis_other_tenants_unchanged_by_conformance_and_load(redis_url, redis_
 
 TABLES = {
     "semvec_session_state": "session_id",
-    "compliance_events": "event_id",
-    "compliance_event_counters": "user_id",
+    "semvec_memory_events": "event_id",
     "semvec_memory_items": "session_id, item_id",
 }
 

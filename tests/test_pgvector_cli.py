@@ -57,20 +57,28 @@ def _sql(url: str, statement: str) -> None:
 @pg
 def test_indexes_ensure_validate_and_drift(pgvector_url, monkeypatch):
     monkeypatch.setenv("SEMVEC_PGVECTOR_DIMENSIONS", "16")
-    plan = run("indexes", "plan", "--uri", pgvector_url, "-o", "json")
+    # an empty database holds no item table, so the URI alone would pick postgres
+    auto = run("backends", "resolve", "--uri", pgvector_url, "-o", "json")
+    assert json.loads(auto.stdout)["resolved"] == "postgres", auto.output
+    plan = run("indexes", "plan", "--backend", "pgvector", "--uri", pgvector_url, "-o", "json")
     assert plan.exit_code == 0, plan.output
     assert {r["action"] for r in json.loads(plan.stdout)["indexes"]} == {"create"}
 
-    before = run("indexes", "validate", "--uri", pgvector_url, "-o", "json")
+    before = run("indexes", "validate", "--backend", "pgvector", "--uri", pgvector_url, "-o", "json")
     assert before.exit_code == 1  # nothing provisioned yet; validate wrote nothing
     assert {r["state"] for r in json.loads(before.stdout)["indexes"]} == {"missing"}
 
-    ensured = run("indexes", "ensure", "--uri", pgvector_url, "--yes", "-o", "json")
+    ensured = run("indexes", "ensure", "--backend", "pgvector", "--uri", pgvector_url, "--yes",
+                  "-o", "json")
     assert ensured.exit_code == 0, ensured.output
     assert json.loads(ensured.stdout)["applied"] is True
 
     ok = run("indexes", "validate", "--uri", pgvector_url)
     assert ok.exit_code == 0, ok.output
+    # now the database holds the item table and the extension: the URI picks pgvector
+    auto = run("backends", "resolve", "--uri", pgvector_url, "-o", "json")
+    data = json.loads(auto.stdout)
+    assert data["resolved"] == "pgvector" and "vector extension" in data["chosen_by"]
 
     _sql(pgvector_url, "DROP INDEX semvec_items_session_recency")
     missing = run("indexes", "validate", "--uri", pgvector_url, "-o", "json")

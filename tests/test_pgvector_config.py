@@ -35,8 +35,29 @@ def test_no_uri_and_no_env_is_a_config_error(monkeypatch):
     from backends.pgvector import PgVectorAdapter
 
     monkeypatch.delenv("SEMVEC_PGVECTOR_URL", raising=False)
-    with pytest.raises(BackendConfigError, match="SEMVEC_PGVECTOR_URL"):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    with pytest.raises(BackendConfigError, match="SEMVEC_PGVECTOR_URL or DATABASE_URL"):
         PgVectorAdapter()
+
+
+def test_the_location_comes_from_our_variable_then_the_engines(monkeypatch):
+    from backends.pgvector.config import PgVectorConfig
+
+    monkeypatch.setenv("DATABASE_URL", "postgresql+psycopg://u:pw@engine-host/db")
+    monkeypatch.delenv("SEMVEC_PGVECTOR_URL", raising=False)
+    config = PgVectorConfig.resolve(None, {})
+    assert config.conninfo == "postgresql://u:pw@engine-host/db"  # SQLAlchemy's +driver dropped
+    assert "pw" not in config.display_uri
+    monkeypatch.setenv("SEMVEC_PGVECTOR_URL", "postgresql://ours/db")
+    assert PgVectorConfig.resolve(None, {}).conninfo == "postgresql://ours/db"
+    # the postgres backend reads the engine's variable only, and says so
+    assert PgVectorConfig.resolve(None, {}, backend="postgres").conninfo == \
+        "postgresql://u:pw@engine-host/db"
+    monkeypatch.delenv("DATABASE_URL")
+    with pytest.raises(BackendConfigError, match="postgres backend needs a location.*DATABASE_URL"):
+        PgVectorConfig.resolve(None, {}, backend="postgres")
+    with pytest.raises(BackendConfigError, match="postgres option pool_size"):
+        PgVectorConfig.resolve("postgresql://h/db", {"pool_size": 0}, backend="postgres")
 
 
 def test_env_supplies_uri_dimensions_and_schema(monkeypatch):

@@ -1,4 +1,9 @@
-"""pgvector index manifest: plan, ensure (the only mutating path) and read-only validate."""
+"""SQL index manifests: plan, ensure (the only mutating path) and read-only validate.
+
+``postgres`` manages exactly what the engine's schema needs; ``pgvector`` adds its item
+table and HNSW/GIN indexes. Updated for the engine's layout (issue 13): the old
+``compliance_*`` tables and the (user_id, sequence) key are gone, so the dropped-unique-
+key test now drops the engine's ``ix_semvec_memory_events_user_id``."""
 
 from __future__ import annotations
 
@@ -9,10 +14,12 @@ from backends.contract import IndexManager
 
 pytestmark = pytest.mark.postgres
 
-EXPECTED = {
-    "semvec_session_state_pkey", "compliance_event_counters_pkey", "compliance_events_pkey",
-    "ix_evt_user_seq", "ix_evt_user_time", "semvec_memory_items_pkey",
-    "semvec_items_session_recency", "semvec_items_vec", "semvec_items_lex",
+ENGINE_EXPECTED = {
+    "semvec_session_state_pkey", "semvec_memory_events_pkey", "ix_semvec_memory_events_user_id",
+}
+EXPECTED = ENGINE_EXPECTED | {
+    "semvec_memory_items_pkey", "semvec_items_session_recency", "semvec_items_vec",
+    "semvec_items_lex",
 }
 
 
@@ -57,8 +64,8 @@ def test_preview_changes_nothing_then_ensure_then_validate_ok(adapter, pgvector_
 
     applied = adapter.ensure_indexes()
     tables = [a.name for a in applied if a.kind == "table"]
-    assert set(tables) == {"semvec_session_state", "compliance_event_counters",
-                           "compliance_events", "semvec_memory_items"}
+    assert set(tables) == {"semvec_session_state", "semvec_memory_events",
+                           "semvec_memory_items"}
     reports = adapter.validate_indexes()
     assert all(r.ok for r in reports), [(r.name, r.status, r.differences) for r in reports]
     assert {r.name for r in reports if r.status == "ok"} == EXPECTED
@@ -130,12 +137,50 @@ def test_wrong_sort_direction_and_extra_indexes(adapter, pgvector_url):
     assert reports["my_own_index"].status == "extra" and reports["my_own_index"].ok
 
 
-def test_a_dropped_unique_key_is_missing_and_ensure_restores_it(adapter, pgvector_url):
+def test_a_dropped_engine_index_is_missing_and_ensure_restores_it(adapter, pgvector_url):
     adapter.ensure_indexes()
-    sql(pgvector_url, "ALTER TABLE compliance_events DROP CONSTRAINT ix_evt_user_seq")
-    assert by_name(adapter.validate_indexes())["ix_evt_user_seq"].status == "missing"
+    sql(pgvector_url, "DROP INDEX ix_semvec_memory_events_user_id")
+    assert by_name(adapter.validate_indexes())["ix_semvec_memory_events_user_id"].status == "missing"
     adapter.ensure_indexes()
-    assert by_name(adapter.validate_indexes())["ix_evt_user_seq"].status == "ok"
+    assert by_name(adapter.validate_indexes())["ix_semvec_memory_events_user_id"].status == "ok"
+
+
+@pytest.mark.parametrize("option,value", [("m", 8), ("ef_construction", 32)])
+def test_hnsw_build_options_are_compared(adapter, pgvector_url, option, value):
+    adapter.ensure_indexes()
+    sql(pgvector_url, "DROP INDEX semvec_items_vec")
+    sql(pgvector_url, "CREATE INDEX semvec_items_vec ON semvec_memory_items"
+                      f" USING hnsw (embedding vector_cosine_ops) WITH ({option} = {value})")
+    report = by_name(adapter.validate_indexes())["semvec_items_vec"]
+    assert report.status == "drift"
+    assert [(d.field, d.actual) for d in report.differences] == [(option, value)]
+    assert by_name(adapter.ensure_indexes())["semvec_items_vec"].action == "mismatch"
+    assert by_name(adapter.ensure_indexes(recreate=True))["semvec_items_vec"].applied
+    assert by_name(adapter.validate_indexes())["semvec_items_vec"].status == "ok"
+
+
+def test_hnsw_built_without_options_has_the_planned_defaults(adapter, pgvector_url):
+    adapter.ensure_indexes()
+    sql(pgvector_url, "DROP INDEX semvec_items_vec")
+    sql(pgvector_url, "CREATE INDEX semvec_items_vec ON semvec_memory_items"
+                      " USING hnsw (embedding vector_cosine_ops)")
+    assert by_name(adapter.validate_indexes())["semvec_items_vec"].status == "ok"
+
+
+def test_postgres_manages_the_engine_schema_and_nothing_else(postgres_adapter_factory,
+                                                              pgvector_url):
+    adapter = postgres_adapter_factory()
+    assert {spec.name for spec in adapter.index_plan()} == ENGINE_EXPECTED
+    assert {r.status for r in adapter.validate_indexes()} == {"missing"}
+    actions = adapter.ensure_indexes()
+    assert {a.name for a in actions if a.kind == "table"} == {"semvec_session_state",
+                                                            "semvec_memory_events"}
+    reports = adapter.validate_indexes()
+    assert {r.name for r in reports if r.status == "ok"} == ENGINE_EXPECTED
+    assert all(r.ok for r in reports)
+    with psycopg.connect(pgvector_url) as conn:
+        assert conn.execute("SELECT to_regclass('semvec_memory_items')").fetchone() == (None,)
+    assert {a.action for a in adapter.ensure_indexes()} == {"exists"}
 
 
 def test_ensure_in_a_named_schema(pgvector_adapter_factory):
@@ -166,6 +211,8 @@ def test_unconfigured_dimensions_follow_the_deployed_column(adapter, pgvector_ur
     try:
         assert all(r.ok for r in unconfigured.validate_indexes())
         assert unconfigured.index_plan()[-2].definition["dimensions"] == 16
-        assert unconfigured.health_details(2.0)["embedding_column"] == "vector(16)"
+        details = unconfigured.health_details(2.0)
+        assert details["embedding_column"] == "vector(16)"
+        assert details["dimensions"] == 16 and details["dimensions_configured"] is False
     finally:
         unconfigured.close()

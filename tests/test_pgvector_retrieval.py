@@ -152,9 +152,11 @@ def test_fusion_matches_the_shared_rrf_over_semantic_and_recency(adapter):
     q = vec(random.Random(99))
     ctx = RetrievalContext(session_id="s", query_embedding=q, top_k=8, rrf_k=30)
     got = adapter.retrieval_backend().search(ctx)
-    width = 8
-    semantic = sorted(content, key=lambda it: (cosine_distance(it.embedding, q), it.item_id))[:width]
-    recency = sorted(content, key=lambda it: it.updated_at, reverse=True)[:width]
+    from backends.pgvector.retrieval import candidate_pool
+
+    pool = candidate_pool(8)  # each signal ranks the pool, not just the top k (issue 15.5)
+    semantic = sorted(content, key=lambda it: (cosine_distance(it.embedding, q), it.item_id))[:pool]
+    recency = sorted(content, key=lambda it: it.updated_at, reverse=True)[:pool]
     expected = rrf_fuse([semantic, recency],
                         [DEFAULT_WEIGHTS["semantic"], DEFAULT_WEIGHTS["recency"]], k=30)
     assert [u.item_id for u in got] == [f.key for f in expected][:8]
@@ -265,3 +267,57 @@ def test_iterative_scan_needs_pgvector_0_8(version, ok):
     from backends.pgvector.retrieval import supports_iterative_scan
 
     assert supports_iterative_scan(version) is ok
+
+
+def _prefix_cases():
+    from hypothesis import strategies as st
+
+    return st.tuples(st.integers(2, 24), st.integers(0, 10_000), st.booleans(),
+                     st.sampled_from(["alpha", "beta gamma", "zzz"]))
+
+
+def test_server_top_k_is_a_prefix_of_the_top_k_plus_one(pgvector_adapter_factory):
+    """Issue 15.5: with pools covering the session, the fused order does not depend on k.
+    (Before, each signal's pool was cut at k: at k=1 only the newest item had a recency
+    rank, and the --like item moved between first and fourth as k grew.)"""
+    from hypothesis import HealthCheck, given, settings
+
+    adapter = pgvector_adapter_factory(dimensions=DIMS)
+    retriever = adapter.retrieval_backend()
+    counter = iter(range(10**6))
+
+    @settings(max_examples=25, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(_prefix_cases())
+    def check(case):
+        n, seed, bm25, text = case
+        sid = f"prefix-{next(counter)}"
+        items = items_for(n, seed=seed)
+        adapter.sync_items(sid, items)
+        query = items[seed % n].embedding  # like --like: the item's own vector
+        ranked = {}
+        for k in range(1, n + 1):
+            ranked[k] = [u.item_id for u in retriever.search(RetrievalContext(
+                sid, query_embedding=query, query_text=text, use_bm25=bm25, bm25_fetch_k=0,
+                top_k=k))]
+            assert len(ranked[k]) == k
+        for k in range(1, n):
+            assert ranked[k] == ranked[k + 1][:k], (k, ranked[k], ranked[k + 1])
+
+    check()
+
+
+def test_in_process_top_k_is_prefix_stable_when_pools_are_not_truncated():
+    """The same property for the in-process retriever, whose semantic pool is the fetch
+    width: untruncated once the width covers the session (here through bm25_fetch_k)."""
+    from backends.retrieval import InProcessRetrievalBackend
+
+    items = items_for(15, seed=3)
+    query = items[7].embedding
+    ranked = {}
+    for k in range(1, 16):
+        ctx = RetrievalContext("s", query_embedding=query, query_text="alpha", use_bm25=True,
+                               bm25_fetch_k=15, top_k=k, memory=items)
+        ranked[k] = [u.item_id for u in InProcessRetrievalBackend().search(ctx)]
+    for k in range(1, 15):
+        assert ranked[k] == ranked[k + 1][:k]

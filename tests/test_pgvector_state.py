@@ -1,4 +1,10 @@
-"""pgvector state store on a real PostgreSQL: every save/load/delete rule of the contract."""
+"""The SQL state store on a real PostgreSQL, for both SQL backends (``postgres`` and
+``pgvector`` share the engine's ``semvec_session_state``): every save/load/delete rule of
+the contract, strict reads, idempotent retries and the engine's extra members.
+
+Updated for the engine's layout (issue 13): the table has no ``blob_sha256`` column, so
+the old "corrupted blob is detected by its sha256" test became the strict-read tests
+(a NULL ``state_blob`` or an impossible ``version`` raise CorruptState)."""
 
 from __future__ import annotations
 
@@ -8,14 +14,14 @@ import uuid
 import pytest
 
 from backends.contract import UNSCOPED, LoadedState, StateStoreProtocol
-from backends.errors import BackendConfigError, IntegrityError, StateVersionConflict
+from backends.errors import BackendConfigError, CorruptState, StateVersionConflict
 
 pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def adapter(pgvector_adapter_factory):
-    return pgvector_adapter_factory()
+def adapter(sql_adapter_factory):
+    return sql_adapter_factory()
 
 
 @pytest.fixture
@@ -42,7 +48,8 @@ def test_reads_on_an_unprovisioned_database_find_nothing_and_create_nothing(adap
     assert store.delete("nope") is False
     assert list(adapter.iter_sessions()) == []
     assert adapter.event_store().list_events("u") == []
-    assert list(adapter.iter_live_items("nope")) == []
+    if hasattr(adapter, "iter_live_items"):
+        assert list(adapter.iter_live_items("nope")) == []
     with psycopg.connect(pgvector_url) as conn:
         assert conn.execute("SELECT to_regclass('public.semvec_session_state')").fetchone() == (None,)
 
@@ -142,15 +149,119 @@ def test_binary_blobs_round_trip_byte_for_byte(store):
     assert store.load(s)[0] == blob
 
 
-def test_a_corrupted_blob_is_detected_by_its_sha256(store, pgvector_url):
+@pytest.mark.parametrize("damage,field", [
+    ("state_blob = NULL", "state_blob"),
+    ("version = NULL", "version"),
+    ("version = 0", "version"),
+    ("version = -4", "version"),
+])
+def test_a_damaged_row_raises_corrupt_state_naming_session_and_field(adapter, pgvector_url,
+                                                                      damage, field):
     import psycopg
 
+    store = adapter.state_store()
     s = sid()
     store.save(s, b"original", expected_version=None)
     with psycopg.connect(pgvector_url, autocommit=True) as conn:
-        conn.execute("UPDATE semvec_session_state SET blob = 'tampered' WHERE session_id = %s", (s,))
-    with pytest.raises(IntegrityError):
-        store.load(s)
+        # ENGINE-WIRE's literal DDL leaves these columns nullable; ours does not
+        conn.execute(f"ALTER TABLE semvec_session_state ALTER COLUMN {field} DROP NOT NULL")
+        conn.execute(f"UPDATE semvec_session_state SET {damage} WHERE session_id = %s", (s,))
+    for read in (store.load, store.load_full):
+        with pytest.raises(CorruptState) as info:
+            read(s)
+        assert info.value.session_id == s and info.value.field == field
+        assert s in str(info.value) and field in str(info.value)
+    if field == "version":
+        with pytest.raises(CorruptState):
+            store.current_version(s)
+    # a listing reports the damage instead of failing
+    listed = {x.session_id: x for x in adapter.iter_sessions()}
+    assert field in listed[s].extra["damaged"]
+    assert field in adapter.describe_session(s).extra["damaged"]
+    # and nothing is saved over it as if it were empty
+    with pytest.raises(StateVersionConflict):
+        store.save(s, b"fresh", expected_version=None)
+
+
+def test_a_retried_insert_or_update_whose_result_is_stored_returns_its_version(store):
+    """Lost acknowledgement: the write landed, the caller did not hear, and retries."""
+    s = sid()
+    assert store.save(s, b"a", expected_version=None, owner_subject="acme",
+                      pending_message="p") == 1
+    assert store.save(s, b"a", expected_version=None, owner_subject="acme",
+                      pending_message="p") == 1
+    assert store.save(s, b"b", expected_version=1, owner_subject="acme") == 2
+    assert store.save(s, b"b", expected_version=1, owner_subject="acme") == 2
+    # anything that differs from what is stored is still a conflict
+    for blob, owner, pending in ((b"c", "acme", None), (b"b", None, None),
+                                 (b"b", "acme", "p"), (b"b", "other", None)):
+        with pytest.raises(StateVersionConflict):
+            store.save(s, blob, expected_version=1, owner_subject=owner,
+                       pending_message=pending)
+    with pytest.raises(StateVersionConflict):
+        store.save(s, b"a", expected_version=None, owner_subject="acme", pending_message="p")
+    assert store.load_full(s) == LoadedState(b"b", 2, "acme", None)
+
+
+def test_a_version_checked_delete_refuses_a_moved_row(store):
+    s = sid()
+    store.save(s, b"a", expected_version=None)
+    store.save(s, b"b", expected_version=1)
+    with pytest.raises(StateVersionConflict, match="nothing was deleted"):
+        store.delete(s, expected_version=1)
+    assert store.load(s) == (b"b", 2)
+    assert store.delete(s, owner_subject="other", expected_version=2) is False
+    assert store.delete(s, expected_version=2) is True
+    assert store.delete(s, expected_version=2) is False
+    with pytest.raises(ValueError):
+        store.delete(s, expected_version=0)
+
+
+def test_drift_exempt_is_kept_by_saves_and_defaults_false(store):
+    s = sid()
+    assert store.is_drift_exempt(s) is False
+    store.set_drift_exempt(s, True)  # a missing row: no-op
+    assert store.is_drift_exempt(s) is False
+    store.save(s, b"a", expected_version=None)
+    assert store.is_drift_exempt(s) is False
+    store.set_drift_exempt(s, True)
+    store.save(s, b"b", expected_version=1)
+    assert store.is_drift_exempt(s) is True
+    assert store.describe_session(s).extra["drift_exempt"] is True
+
+
+def test_the_engine_convention_scope_and_load_tuple(store):
+    from backends.contract import OwnerScope
+
+    s, u = sid(), sid()
+    scope = OwnerScope("acme", "bot")
+    assert store.save(s, b"a", expected_version=None, scope=scope) == 1
+    assert store.load(s, scope=scope) == (b"a", 1)
+    assert store.load(s, scope=OwnerScope("other")) is None
+    assert store.load(s, scope=None) == (b"a", 1)  # scope=None is unscoped on reads
+    assert store.load_full(s, scope=scope).owner_subject == "acme/bot"
+    assert store.load_owner(s) == "acme/bot" and store.current_version(s) == 1
+    store.save(u, b"u", expected_version=None)
+    assert store.load(u, scope=None) == (b"u", 1)
+    assert store.load(u, owner_subject=None) == (b"u", 1)
+    assert store.load(s, owner_subject=None) is None  # but owner_subject=None is unowned only
+    with pytest.raises(TypeError):
+        store.load(s, scope=scope, owner_subject="acme/bot")
+    assert store.delete(s, scope=OwnerScope("other")) is False
+    assert store.delete(s, scope=scope) is True
+
+
+def test_engine_rows_with_an_empty_owner_are_unowned_and_adoptable(store, pgvector_url):
+    import psycopg
+
+    s = sid()
+    store.save(s, b"a", expected_version=None)
+    with psycopg.connect(pgvector_url, autocommit=True) as conn:
+        conn.execute("UPDATE semvec_session_state SET owner_subject = '' WHERE session_id = %s",
+                     (s,))
+    assert store.load(s, owner_subject=None) == (b"a", 1)
+    assert store.load_full(s).owner_subject is None
+    assert store.save(s, b"b", expected_version=1, owner_subject="acme") == 2
 
 
 def test_restore_creates_at_the_given_version_and_never_overwrites(adapter):
@@ -187,9 +298,9 @@ def test_enumeration_reads_no_blobs_and_filters(adapter):
     assert adapter.describe_session(f"{prefix}-3", owner_subject=None) is None
 
 
-def test_schema_option_isolates_tables(pgvector_adapter_factory):
-    a = pgvector_adapter_factory(schema="tenant_a")
-    b = pgvector_adapter_factory(schema="tenant_b")
+def test_schema_option_isolates_tables(sql_adapter_factory):
+    a = sql_adapter_factory(schema="tenant_a")
+    b = sql_adapter_factory(schema="tenant_b")
     a.state_store().save("same", b"a", expected_version=None)
     assert b.state_store().load("same") is None
     b.state_store().save("same", b"b", expected_version=None)
@@ -208,8 +319,8 @@ def test_schema_from_the_uri_query(pgvector_url):
         adapter.close()
 
 
-def test_create_tables_off_refuses_writes_with_advice(pgvector_adapter_factory):
-    adapter = pgvector_adapter_factory(create_tables=False)
+def test_create_tables_off_refuses_writes_with_advice(sql_adapter_factory):
+    adapter = sql_adapter_factory(create_tables=False)
     with pytest.raises(BackendConfigError, match="indexes ensure"):
         adapter.state_store().save("x", b"1", expected_version=None)
     adapter.ensure_schema()
@@ -225,3 +336,42 @@ def test_tables_dropped_behind_the_adapters_back_are_recreated_on_write(adapter,
         conn.execute("DROP TABLE semvec_session_state")
     assert store.load("a") is None
     assert store.save("a", b"2", expected_version=None) == 1
+
+
+def test_a_table_of_the_engines_name_with_another_shape_is_a_config_error(adapter, pgvector_url):
+    """What an older semvecctl pgvector created: refused clearly, never written into."""
+    import psycopg
+
+    with psycopg.connect(pgvector_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE semvec_session_state (session_id text PRIMARY KEY,"
+                     " version bigint NOT NULL, blob bytea NOT NULL, blob_sha256 text NOT NULL)")
+        conn.execute("CREATE TABLE compliance_events (event_id text PRIMARY KEY)")
+    with pytest.raises(BackendConfigError, match="engine's SQL layout"):
+        adapter.state_store().load("s")
+    with pytest.raises(BackendConfigError, match="engine's SQL layout"):
+        adapter.state_store().save("s", b"x", expected_version=None)
+    assert adapter.health_details(2.0)["legacy_tables"] == ["compliance_events"]
+
+
+def test_versions_beyond_the_engines_integer_column_are_refused_before_any_write(adapter):
+    with pytest.raises(ValueError, match="INTEGER"):
+        adapter.restore_session(sid(), b"x", version=2**31)
+    with pytest.raises(ValueError, match="INTEGER"):
+        adapter.state_store().save(sid(), b"x", expected_version=2**31 - 1)
+    s = sid()
+    adapter.restore_session(s, b"x", version=2**31 - 2)
+    assert adapter.state_store().save(s, b"y", expected_version=2**31 - 2) == 2**31 - 1
+
+
+def test_purge_idle_removes_only_sessions_idle_beyond_the_ttl(store, pgvector_url):
+    import psycopg
+
+    old, fresh = sid(), sid()
+    store.save(old, b"o", expected_version=None, owner_subject="acme")
+    store.save(fresh, b"f", expected_version=None)
+    with psycopg.connect(pgvector_url, autocommit=True) as conn:
+        conn.execute("UPDATE semvec_session_state SET updated_at = updated_at"
+                     " - interval '2 hours' WHERE session_id = %s", (old,))
+    assert store.purge_idle(0) == 0
+    assert store.purge_idle(3600) == 1
+    assert store.load(old) is None and store.load(fresh) == (b"f", 1)

@@ -14,6 +14,10 @@ from backends.errors import BackendConfigError
 from backends.uris import redact_uri
 
 ENV_URL = "SEMVEC_PGVECTOR_URL"
+#: the engine's own variable for its SQL database, honoured as the engine does
+ENV_DATABASE_URL = "DATABASE_URL"
+#: where each SQL backend looks for its location, first hit wins
+URL_VARIABLES = {"pgvector": (ENV_URL, ENV_DATABASE_URL), "postgres": (ENV_DATABASE_URL,)}
 ENV_DIMENSIONS = "SEMVEC_PGVECTOR_DIMENSIONS"
 ENV_SCHEMA = "SEMVEC_PGVECTOR_SCHEMA"
 DEFAULT_DIMENSIONS = 384
@@ -23,24 +27,24 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _SCHEMES = ("postgresql", "postgres")
 
 
-def _positive_int(name: str, value, *, upper: int | None = None) -> int:
+def _positive_int(name: str, value, *, upper: int | None = None, backend: str = "pgvector") -> int:
     try:
         number = int(value)
     except (TypeError, ValueError):
-        raise BackendConfigError(f"pgvector option {name} must be an integer, got {value!r}") from None
+        raise BackendConfigError(f"{backend} option {name} must be an integer, got {value!r}") from None
     if isinstance(value, bool) or number < 1 or (upper is not None and number > upper):
         limit = f" and at most {upper}" if upper else ""
-        raise BackendConfigError(f"pgvector option {name} must be at least 1{limit}, got {value!r}")
+        raise BackendConfigError(f"{backend} option {name} must be at least 1{limit}, got {value!r}")
     return number
 
 
-def _positive_float(name: str, value) -> float:
+def _positive_float(name: str, value, *, backend: str = "pgvector") -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise BackendConfigError(f"pgvector option {name} must be a number, got {value!r}") from None
+        raise BackendConfigError(f"{backend} option {name} must be a number, got {value!r}") from None
     if not number > 0:
-        raise BackendConfigError(f"pgvector option {name} must be positive, got {value!r}")
+        raise BackendConfigError(f"{backend} option {name} must be positive, got {value!r}")
     return number
 
 
@@ -62,22 +66,29 @@ class PgVectorConfig:
     dimensions_explicit: bool = True
 
     @classmethod
-    def resolve(cls, uri: str | None, options: dict) -> "PgVectorConfig":
+    def resolve(cls, uri: str | None, options: dict, *, backend: str = "pgvector") -> "PgVectorConfig":
+        """Options and environment to a config. ``backend`` names the caller in messages
+        and picks its URL variables (:data:`URL_VARIABLES`). A SQLAlchemy-style scheme
+        (``postgresql+psycopg://``, as the engine's ``DATABASE_URL`` may be) is accepted."""
         options = dict(options)
+        variables = URL_VARIABLES.get(backend, (ENV_URL,))
         if uri is None:
-            uri = os.environ.get(ENV_URL) or None
+            uri = next((os.environ[v] for v in variables if os.environ.get(v)), None)
         if not uri:
             raise BackendConfigError(
-                f"the pgvector backend needs a location: pass uri='postgresql://...' or set {ENV_URL}"
+                f"the {backend} backend needs a location: pass uri='postgresql://...' or set "
+                + " or ".join(variables)
             )
         try:
             parts = urlsplit(uri)
         except ValueError as exc:
-            raise BackendConfigError(f"malformed pgvector URI {redact_uri(uri)!r}: {exc}") from None
-        if parts.scheme.lower() not in _SCHEMES:
+            raise BackendConfigError(f"malformed {backend} URI {redact_uri(uri)!r}: {exc}") from None
+        scheme = parts.scheme.lower().partition("+")[0]
+        if scheme not in _SCHEMES:
             raise BackendConfigError(
-                f"pgvector URI must start with postgresql:// (got {redact_uri(uri)!r})"
+                f"{backend} URI must start with postgresql:// (got {redact_uri(uri)!r})"
             )
+        parts = parts._replace(scheme=scheme)
         query = parse_qsl(parts.query, keep_blank_values=True)
         uri_schema = [value for key, value in query if key == "schema"]
         kept = [(key, value) for key, value in query if key != "schema"]
@@ -88,7 +99,7 @@ class PgVectorConfig:
         schema = schema or os.environ.get(ENV_SCHEMA) or "public"
         if not _IDENT.match(schema):
             raise BackendConfigError(
-                f"pgvector schema must be a plain identifier (letters, digits, _), got {schema!r}"
+                f"{backend} schema must be a plain identifier (letters, digits, _), got {schema!r}"
             )
         dims = options.pop("dimensions", None)
         if dims is None:
@@ -100,18 +111,21 @@ class PgVectorConfig:
             conninfo=conninfo,
             display_uri=redact_uri(uri),
             schema=schema,
-            dimensions=_positive_int("dimensions", dims, upper=MAX_DIMENSIONS),
-            connect_timeout=_positive_float("connect_timeout", options.pop("connect_timeout", 5.0)),
+            dimensions=_positive_int("dimensions", dims, upper=MAX_DIMENSIONS, backend=backend),
+            connect_timeout=_positive_float("connect_timeout", options.pop("connect_timeout", 5.0),
+                                            backend=backend),
             statement_timeout_ms=_positive_int(
-                "statement_timeout_ms", options.pop("statement_timeout_ms", 30_000)
+                "statement_timeout_ms", options.pop("statement_timeout_ms", 30_000),
+                backend=backend,
             ),
-            pool_size=_positive_int("pool_size", options.pop("pool_size", 4), upper=64),
+            pool_size=_positive_int("pool_size", options.pop("pool_size", 4), upper=64,
+                                    backend=backend),
             create_tables=bool(options.pop("create_tables", True)),
             dimensions_explicit=explicit,
         )
         if options:
             raise BackendConfigError(
-                "unknown pgvector option(s): " + ", ".join(sorted(options))
+                f"unknown {backend} option(s): " + ", ".join(sorted(options))
                 + " (known: schema, dimensions, connect_timeout, statement_timeout_ms, "
                 "pool_size, create_tables)"
             )

@@ -12,6 +12,7 @@ from backends.errors import (
     BackendAuthError,
     BackendConfigError,
     BackendError,
+    BackendTransient,
     BackendUnreachable,
     MissingDriver,
 )
@@ -39,13 +40,21 @@ def register_vector_type(conn: Any) -> bool:
     return True
 
 
-# SQLSTATE classes: 08 connection exception, 28 invalid authorization, 57P0x operator
-# intervention (shutdown), 53 insufficient resources.
+# SQLSTATEs: 28xxx invalid authorization, 42501 insufficient privilege; serialization
+# failure, deadlock, lock timeout, operator shutdown/crash/startup and statement timeout
+# are expected to pass (retry now).
 _AUTH_STATES = {"28000", "28P01", "42501"}
+_TRANSIENT_STATES = {"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "57014"}
 
 
 def map_error(exc: BaseException, display_uri: str, action: str) -> BaseException:
-    """Translate a psycopg error into a category; unknown errors pass through unchanged."""
+    """Translate a psycopg error into a category (the driver error becomes the cause at
+    the raise site); unknown errors pass through unchanged.
+
+    Transient (retry now): serialization failures, deadlocks, lock timeouts, an operator
+    shutting the backend down, statement timeouts. Unreachable: connection failures.
+    Auth: bad password, missing privilege. Config: a malformed conninfo, an unknown
+    database, a table without the engine's shape."""
     if isinstance(exc, BackendError):
         return exc
     psycopg = load_psycopg()
@@ -53,14 +62,20 @@ def map_error(exc: BaseException, display_uri: str, action: str) -> BaseExceptio
     text = _first_line(exc)
     if state in _AUTH_STATES or "password authentication failed" in text or "no pg_hba.conf" in text:
         return BackendAuthError(f"PostgreSQL at {display_uri} refused {action}: {text}")
-    if isinstance(exc, psycopg.OperationalError) and (
-        not state or state.startswith("08") or state.startswith("57P")
-    ):
+    if state in _TRANSIENT_STATES:
+        return BackendTransient(f"PostgreSQL at {display_uri} failed {action}, retry: {text}")
+    if isinstance(exc, psycopg.OperationalError) and (not state or state.startswith("08")):
         return BackendUnreachable(f"cannot reach PostgreSQL at {display_uri} ({action}): {text}")
-    if state == "57014":  # query_canceled: statement_timeout
-        return BackendUnreachable(f"PostgreSQL at {display_uri} timed out ({action}): {text}")
     if state == "3D000":  # invalid_catalog_name: database does not exist
         return BackendConfigError(f"PostgreSQL at {display_uri}: {text}")
+    if state == "42703":  # undefined_column: a table of our name with another shape
+        return BackendConfigError(
+            f"PostgreSQL at {display_uri}: {text} (a table there does not have the engine's "
+            "SQL layout; see 'semvecctl indexes validate')")
+    if isinstance(exc, psycopg.ProgrammingError) and not state:
+        # libpq refused the conninfo itself (unknown option, malformed string)
+        return BackendConfigError(f"PostgreSQL connection settings for {display_uri} are "
+                                  f"invalid: {text}")
     return exc
 
 

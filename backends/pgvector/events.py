@@ -1,10 +1,11 @@
-"""The compliance event log: ``compliance_events`` plus per-user ``compliance_event_counters``.
+"""The compliance event log in the engine's ``semvec_memory_events`` table.
 
-Sequences are gap-free because the counter is bumped with ``INSERT ... ON CONFLICT DO
-UPDATE ... RETURNING`` inside the same transaction as the event row (and, for
-commit_turn, the state row): a rolled-back turn rolls its counter back too. The counter
-row lock also serialises concurrent appends of one user. Events are listed in sequence
-order, ascending.
+The engine's SQL layout has no sequence column: the engine reads every SQL event with
+sequence 0 and lists a user's events newest first. We do the same rather than invent a
+column, so the store declares ``assigns_sequences = False`` (the conformance case
+``events.sequence_gap_free`` is then not applicable, with that reason). Ids are UUID text
+(VARCHAR(36)), the embedding a JSON list in TEXT, meta a JSON object in TEXT, and an
+unowned event has owner ``''``.
 """
 
 from __future__ import annotations
@@ -13,31 +14,30 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from backends.contract import UNSCOPED, MemoryEvent, OwnerFilter, validate_turn_events
+from backends.contract import (
+    UNSCOPED,
+    EngineEventSurface,
+    MemoryEvent,
+    OwnerFilter,
+    validate_turn_events,
+)
 from backends.errors import InvalidEvent
 from backends.pgvector.database import Database
 from backends.pgvector.schema import STATE_GROUP
 from backends.pgvector.state import has_nul, owner_clause
 
 _COLUMNS = (
-    "event_id, user_id, sequence, owner_subject, session_id, created_at, content,"
-    " embedding, meta, source_event_id"
+    "event_id, user_id, owner_subject, session_id, created_at, content, embedding, meta,"
+    " source_event_id"
 )
 
-
-def _nul_anywhere(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_nul_anywhere(k) or _nul_anywhere(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return any(_nul_anywhere(v) for v in value)
-    return False
+#: VARCHAR widths of the engine's table: longer values would fail mid-turn
+_WIDTHS = {"user_id": 128, "owner_subject": 128, "session_id": 64}
 
 
 def validate_pg_events(events: Sequence[Any] | None) -> list[MemoryEvent]:
-    """``validate_turn_events``, then InvalidEvent before any write for text PostgreSQL
-    cannot store (NUL, also as a ``\\u0000`` escape inside meta, which jsonb refuses)."""
+    """``validate_turn_events``, then InvalidEvent before any write for values the
+    engine's columns cannot hold (NUL in text, a value wider than its VARCHAR)."""
     checked = validate_turn_events(events)
     for event in checked:
         for name in ("event_id", "user_id", "content", "owner_subject", "session_id",
@@ -45,10 +45,16 @@ def validate_pg_events(events: Sequence[Any] | None) -> list[MemoryEvent]:
             if has_nul(getattr(event, name)):
                 raise InvalidEvent(f"event {name} contains a NUL character, which "
                                    "PostgreSQL text cannot store")
-        if _nul_anywhere(dict(event.meta)):
-            raise InvalidEvent("event meta contains a NUL character, which PostgreSQL "
-                               "jsonb cannot store")
+        for name, width in _WIDTHS.items():
+            if len(getattr(event, name)) > width:
+                raise InvalidEvent(f"event {name} is longer than {width} characters, the "
+                                   "width of the engine's column")
     return checked
+
+
+def _naive_utc(value: datetime) -> datetime:
+    """The engine's ``created_at`` is TIMESTAMP without zone: UTC wall time."""
+    return value.astimezone(timezone.utc).replace(tzinfo=None)
 
 
 def append_in_transaction(conn: Any, db: Database, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
@@ -59,67 +65,70 @@ def append_in_transaction(conn: Any, db: Database, events: Sequence[MemoryEvent]
     """
     if not events:
         return []
-    t = db.tables
+    table = db.tables.events
     ids = [e.event_id for e in events]
     taken = conn.execute(
-        f"SELECT event_id FROM {t.events} WHERE event_id = ANY(%s) LIMIT 1", (ids,)
+        f"SELECT event_id FROM {table} WHERE event_id = ANY(%s) LIMIT 1", (ids,)
     ).fetchone()
     if taken is not None:
         raise InvalidEvent(f"event id {taken[0]!r} is already recorded")
-    stored = []
-    for event in events:
-        (sequence,) = conn.execute(
-            f"INSERT INTO {t.counters} AS c (user_id, last_sequence) VALUES (%s, 1)"
-            " ON CONFLICT (user_id) DO UPDATE SET last_sequence = c.last_sequence + 1"
-            " RETURNING last_sequence",
-            (event.user_id,),
-        ).fetchone()
-        embedding = (
-            json.dumps([float(x) for x in event.embedding]) if event.embedding is not None else None
+    with conn.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO {table} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [(e.event_id, e.user_id, e.owner_subject, e.session_id, _naive_utc(e.created_at),
+              e.content, json.dumps([float(x) for x in e.embedding]), json.dumps(dict(e.meta)),
+              e.source_event_id) for e in events],
         )
-        conn.execute(
-            f"INSERT INTO {t.events} ({_COLUMNS}) VALUES"
-            " (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s)",
-            (event.event_id, event.user_id, sequence, event.owner_subject, event.session_id,
-             event.created_at, event.content, embedding, json.dumps(dict(event.meta)),
-             event.source_event_id),
-        )
-        stored.append(event.with_sequence(int(sequence)))
-    return stored
+    return list(events)
 
 
-def _event_from_row(row: Any) -> MemoryEvent:
-    created = row[5]
+def _json(text: Any, default: Any) -> Any:
+    if text is None or text == "":
+        return default
+    if isinstance(text, (dict, list)):  # a json/jsonb column in a hand-made table
+        return text
+    return json.loads(text)
+
+
+def event_from_row(row: Any) -> MemoryEvent:
+    created = row[4]
     if created.tzinfo is None:
         created = created.replace(tzinfo=timezone.utc)
-    embedding = row[7]
+    embedding = _json(row[6], [])
     return MemoryEvent(
         event_id=row[0],
         user_id=row[1],
-        sequence=int(row[2]),
-        owner_subject=row[3],
-        session_id=row[4],
+        owner_subject=row[2] or "",
+        session_id=row[3] or "",
         created_at=created.astimezone(timezone.utc),
-        content=row[6],
-        embedding=tuple(float(x) for x in embedding) if embedding is not None else None,
-        meta=dict(row[8] or {}),
-        source_event_id=row[9],
+        content=row[5] or "",
+        embedding=tuple(float(x) for x in embedding),
+        meta=dict(_json(row[7], {})),
+        source_event_id=row[8] or None,
+        sequence=0,
     )
 
 
-class PgVectorEventStore:
-    """EventStore over PostgreSQL (per-user, gap-free, sequence-ordered)."""
+class PgVectorEventStore(EngineEventSurface):
+    """EventStore over the engine's SQL table: no sequences, newest first."""
+
+    #: the engine's SQL layout has no sequence column (see the module docstring)
+    assigns_sequences = False
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._t = db.tables
+        self._table = db.tables.events
+
+    def init_schema(self) -> None:
+        """The engine calls this before first use: create the tables if missing."""
+        self._db.provision(STATE_GROUP)
 
     def append(self, event: MemoryEvent) -> MemoryEvent:
-        validate_pg_events([event])
+        checked = validate_pg_events([event])
 
         def work(conn: Any) -> MemoryEvent:
             with conn.transaction():
-                return append_in_transaction(conn, self._db, [event])[0]
+                return append_in_transaction(conn, self._db, checked)[0]
 
         return self._db.write(STATE_GROUP, work)
 
@@ -131,46 +140,82 @@ class PgVectorEventStore:
         after_sequence: int = 0,
         limit: int | None = None,
     ) -> list[MemoryEvent]:
+        """A user's events, newest first (as the engine lists SQL events); the owner
+        filter applies before the limit. Every event has sequence 0, so a positive
+        ``after_sequence`` finds nothing."""
         clause, params = owner_clause(owner_subject)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise ValueError("limit must be None or a non-negative int")
-        if limit == 0 or has_nul(user_id, owner_subject):
+        if limit == 0 or after_sequence > 0 or has_nul(user_id, owner_subject):
             return []
-        sql = (
-            f"SELECT {_COLUMNS} FROM {self._t.events} WHERE user_id = %s AND sequence > %s"
-            f" AND {clause} ORDER BY sequence ASC"
-        )
-        args: list[Any] = [user_id, int(after_sequence), *params]
+        sql = (f"SELECT {_COLUMNS} FROM {self._table} WHERE user_id = %s AND {clause}"
+               " ORDER BY created_at DESC, event_id DESC")
+        args: list[Any] = [user_id, *params]
         if limit is not None:
             sql += " LIMIT %s"
             args.append(limit)
 
         def work(conn: Any) -> list[MemoryEvent]:
-            return [_event_from_row(r) for r in conn.execute(sql, args).fetchall()]
+            return [event_from_row(r) for r in conn.execute(sql, args).fetchall()]
 
         return self._db.read(work, list)
 
-    def get_event(self, event_id: str) -> MemoryEvent | None:
-        if has_nul(event_id):
+    def get_event(self, event_id: str, *,
+                  owner_subject: OwnerFilter = UNSCOPED) -> MemoryEvent | None:
+        clause, params = owner_clause(owner_subject)
+        if has_nul(event_id, owner_subject):
             return None
 
         def work(conn: Any) -> MemoryEvent | None:
             row = conn.execute(
-                f"SELECT {_COLUMNS} FROM {self._t.events} WHERE event_id = %s", (event_id,)
+                f"SELECT {_COLUMNS} FROM {self._table} WHERE event_id = %s AND {clause}",
+                (str(event_id), *params),
             ).fetchone()
-            return _event_from_row(row) if row else None
+            return event_from_row(row) if row else None
 
         return self._db.read(work, lambda: None)
 
-    def delete_older_than(self, cutoff: datetime, *, user_id: str | None = None) -> int:
-        """Delete events created strictly before ``cutoff``. Counters are kept, so a
-        later event never reuses a deleted sequence number."""
+    def count_for_user(self, user_id: str) -> int:
+        if has_nul(user_id):
+            return 0
+
+        def work(conn: Any) -> int:
+            return int(conn.execute(f"SELECT count(*) FROM {self._table} WHERE user_id = %s",
+                                    (user_id,)).fetchone()[0])
+
+        return self._db.read(work, lambda: 0)
+
+    def session_subjects(self, session_id: str) -> list[str]:
+        """The users with events in ``session_id`` (the engine's optional member)."""
+        if has_nul(session_id):
+            return []
+
+        def work(conn: Any) -> list[str]:
+            rows = conn.execute(
+                f"SELECT DISTINCT user_id FROM {self._table} WHERE session_id = %s"
+                " ORDER BY user_id", (session_id,)).fetchall()
+            return [r[0] for r in rows]
+
+        return self._db.read(work, list)
+
+    def delete_event(self, event_id: str) -> bool:
+        if has_nul(event_id):
+            return False
+
+        def work(conn: Any) -> bool:
+            return conn.execute(f"DELETE FROM {self._table} WHERE event_id = %s",
+                                (str(event_id),)).rowcount > 0
+
+        return self._db.read(work, lambda: False)
+
+    def delete_events_before(self, cutoff: datetime, *, user_id: str | None = None) -> int:
+        """Delete events created strictly before ``cutoff``."""
         if not isinstance(cutoff, datetime) or cutoff.tzinfo is None:
             raise ValueError("cutoff must be a timezone-aware datetime")
         if has_nul(user_id):
             return 0
-        sql = f"DELETE FROM {self._t.events} WHERE created_at < %s"
-        args: list[Any] = [cutoff]
+        sql = f"DELETE FROM {self._table} WHERE created_at < %s"
+        args: list[Any] = [_naive_utc(cutoff)]
         if user_id is not None:
             sql += " AND user_id = %s"
             args.append(user_id)
@@ -181,17 +226,12 @@ class PgVectorEventStore:
         return self._db.read(work, lambda: 0)
 
     def purge_user(self, user_id: str) -> int:
-        """Remove a user's events AND sequence counter (erasure); the user's next event
-        starts again at 1. Returns the number of events removed."""
+        """Remove every event of a user (erasure). Returns the number removed."""
         if has_nul(user_id):
             return 0
 
         def work(conn: Any) -> int:
-            with conn.transaction():
-                removed = conn.execute(
-                    f"DELETE FROM {self._t.events} WHERE user_id = %s", (user_id,)
-                ).rowcount
-                conn.execute(f"DELETE FROM {self._t.counters} WHERE user_id = %s", (user_id,))
-                return removed
+            return conn.execute(f"DELETE FROM {self._table} WHERE user_id = %s",
+                                (user_id,)).rowcount
 
         return self._db.read(work, lambda: 0)

@@ -1,11 +1,16 @@
 """Index manifest and explicit provisioning: ``plan``, ``ensure`` (the only path that
 creates indexes) and ``validate`` (read-only, from the catalogs).
 
-Drift is judged on what the planner depends on: access method, key columns, operator
-classes (``vector_cosine_ops`` — an HNSW index built with another class is never used
-for ``<=>``), sort direction, uniqueness, validity, and the dimension of the embedding
-column the vector index covers. Build options (m, ef_construction) are reported but are
-tuning, not drift.
+Drift is judged on access method, key columns, operator classes (``vector_cosine_ops``
+— an HNSW index built with another class is never used for ``<=>``), sort direction,
+uniqueness, validity, the dimension of the embedding column the vector index covers, and
+the HNSW build options (``m``, ``ef_construction``: an index rebuilt with ``m = 8`` has
+another recall/latency trade-off than the one planned, so it is drift). An option not
+set on the index counts as pgvector's default.
+
+``postgres`` manages exactly what the engine's schema needs (the two tables, their
+primary keys and ``ix_semvec_memory_events_user_id``); ``pgvector`` adds its item table,
+its recency b-tree and the HNSW / GIN indexes.
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ from typing import Any
 from backends.contract import FieldDiff, IndexAction, IndexReport, IndexSpec
 from backends.pgvector.database import Database
 from backends.pgvector.schema import (
-    COUNTERS_TABLE,
     EVENTS_TABLE,
+    EVENTS_USER_INDEX,
     ITEMS_GROUP,
     ITEMS_TABLE,
     STATE_GROUP,
@@ -29,6 +34,8 @@ from backends.pgvector.schema import (
 )
 
 HNSW_OPTIONS = {"m": 16, "ef_construction": 64}
+#: pgvector's own defaults, which an index built without WITH (...) has
+HNSW_DEFAULTS = {"m": 16, "ef_construction": 64}
 
 
 @dataclass(frozen=True)
@@ -50,17 +57,16 @@ class _Key:
         return self.descending or tuple(False for _ in self.columns)
 
 
-MANIFEST: tuple[_Key, ...] = (
+#: What the engine's SQL schema needs (VARCHAR keys use text_ops, as PostgreSQL picks).
+ENGINE_MANIFEST: tuple[_Key, ...] = (
     _Key("semvec_session_state_pkey", STATE_TABLE, "unique", "btree", ("session_id",),
          ("text_ops",), unique=True, constraint="primary key"),
-    _Key("compliance_event_counters_pkey", COUNTERS_TABLE, "unique", "btree", ("user_id",),
+    _Key("semvec_memory_events_pkey", EVENTS_TABLE, "unique", "btree", ("event_id",),
          ("text_ops",), unique=True, constraint="primary key"),
-    _Key("compliance_events_pkey", EVENTS_TABLE, "unique", "btree", ("event_id",),
-         ("text_ops",), unique=True, constraint="primary key"),
-    _Key("ix_evt_user_seq", EVENTS_TABLE, "unique", "btree", ("user_id", "sequence"),
-         ("text_ops", "int8_ops"), unique=True, constraint="unique"),
-    _Key("ix_evt_user_time", EVENTS_TABLE, "btree", "btree", ("user_id", "created_at"),
-         ("text_ops", "timestamptz_ops")),
+    _Key(EVENTS_USER_INDEX, EVENTS_TABLE, "btree", "btree", ("user_id",), ("text_ops",)),
+)
+
+ITEMS_MANIFEST: tuple[_Key, ...] = (
     _Key("semvec_memory_items_pkey", ITEMS_TABLE, "unique", "btree", ("session_id", "item_id"),
          ("text_ops", "text_ops"), unique=True, constraint="primary key"),
     _Key("semvec_items_session_recency", ITEMS_TABLE, "btree", "btree",
@@ -70,6 +76,9 @@ MANIFEST: tuple[_Key, ...] = (
          ("vector_cosine_ops",), options=tuple(HNSW_OPTIONS.items())),
     _Key("semvec_items_lex", ITEMS_TABLE, "gin", "gin", ("text_tsv",), ("tsvector_ops",)),
 )
+
+#: pgvector's whole manifest
+MANIFEST: tuple[_Key, ...] = ENGINE_MANIFEST + ITEMS_MANIFEST
 
 _CATALOG_SQL = """
 SELECT ic.relname, tc.relname, am.amname, ix.indisunique, ix.indisvalid,
@@ -121,10 +130,22 @@ def _found(row: Any) -> _Found:
                   contype)
 
 
+def _number(text: Any) -> Any:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return text
+
+
 class PgVectorIndexManager:
-    def __init__(self, db: Database) -> None:
+    """``with_items=False`` is the ``postgres`` backend: the engine's schema only."""
+
+    def __init__(self, db: Database, *, with_items: bool = True) -> None:
         self._db = db
         self._schema = db.config.schema
+        self._manifest = MANIFEST if with_items else ENGINE_MANIFEST
+        self._groups = (STATE_GROUP, ITEMS_GROUP) if with_items else (STATE_GROUP,)
+        self._tables = [t for g in self._groups for t in group_tables(g)]
 
     # -- plan -------------------------------------------------------------------------
 
@@ -141,7 +162,7 @@ class PgVectorIndexManager:
     def index_plan(self, *, dimensions: int | None = None) -> list[IndexSpec]:
         dims = self._dims(dimensions)
         specs = []
-        for key in MANIFEST:
+        for key in self._manifest:
             definition: dict[str, Any] = {
                 "method": key.method,
                 "columns": list(key.columns),
@@ -181,11 +202,11 @@ class PgVectorIndexManager:
     # -- validate ---------------------------------------------------------------------
 
     def _catalog(self, conn: Any) -> tuple[dict[str, _Found], list[str], str | None]:
-        tables = [STATE_TABLE, COUNTERS_TABLE, EVENTS_TABLE, ITEMS_TABLE]
+        tables = self._tables
         found = {f.name: f for f in map(_found, conn.execute(_CATALOG_SQL, (self._schema, tables)))}
         absent = missing_tables(conn, self._schema, tuple(tables))
         column_type = None
-        if ITEMS_TABLE not in absent:
+        if ITEMS_TABLE in tables and ITEMS_TABLE not in absent:
             row = conn.execute(
                 "SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
                 " JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
@@ -223,6 +244,11 @@ class PgVectorIndexManager:
             expected_type = f"vector({dims})"
             if column_type != expected_type:
                 diffs.append(FieldDiff("dimensions", expected_type, column_type))
+        if key.method == "hnsw" and have.method == "hnsw":
+            for option, wanted in key.options:
+                actual = have.options.get(option, str(HNSW_DEFAULTS.get(option, "")))
+                if str(actual) != str(wanted):
+                    diffs.append(FieldDiff(option, wanted, _number(actual)))
         if have.building:
             return IndexReport(key.name, target, key.kind, "pending", tuple(diffs),
                                "index build in progress")
@@ -241,8 +267,8 @@ class PgVectorIndexManager:
         dims = self._dims(dimensions)
         with self._db.connection() as conn:
             found, absent, column_type = self._catalog(conn)
-        reports = [self._judge(key, found, absent, column_type, dims) for key in MANIFEST]
-        known = {key.name for key in MANIFEST}
+        reports = [self._judge(key, found, absent, column_type, dims) for key in self._manifest]
+        known = {key.name for key in self._manifest}
         for extra in sorted(set(found) - known):
             have = found[extra]
             reports.append(IndexReport(extra, self._target(have.table), have.method, "extra",
@@ -277,7 +303,7 @@ class PgVectorIndexManager:
     def _ensure_all(self, conn: Any, actions: list[IndexAction], dims: int, recreate: bool,
                     apply: bool) -> None:
         found, absent, column_type = self._catalog(conn)
-        for group in (STATE_GROUP, ITEMS_GROUP):
+        for group in self._groups:
             need = [t for t in group_tables(group) if t in absent]
             if not need:
                 continue
@@ -289,7 +315,7 @@ class PgVectorIndexManager:
         if apply and absent:
             self._db.pool.forget_vector_registration()
             found, absent, column_type = self._catalog(conn)
-        for key in MANIFEST:
+        for key in self._manifest:
             report = self._judge(key, found, absent, column_type, dims)
             actions.append(self._ensure_one(conn, key, report, dims, recreate, apply))
 

@@ -9,6 +9,13 @@ never shrinks the result:
   ``text_tsv`` column, any query term matching (OR, like BM25), 'simple' configuration;
 - recency: ``updated_at`` newest first.
 
+Each signal ranks a candidate pool of :func:`candidate_pool` items (``max(10 * width,
+100)``, the rule MongoDB's ``numCandidates`` follows, capped at 1000 unless the width is
+larger), not just ``width``: with pools cut at ``width`` an item's fused score depended
+on k (at k=1 only the single newest item had a recency rank), so the top-k was not a
+prefix of the top-(k+1) even on a 10-item session. With pools that cover the session,
+the fused order no longer depends on k and the final ``LIMIT width`` is a prefix.
+
 They are fused by weighted reciprocal rank ``sum w / (rrf_k + rank)`` in the same
 statement (ties by item id, as :func:`backends.retrieval.rrf_fuse` breaks them), and the
 shared narrowing stage (:func:`backends.retrieval.apply_narrowing`) runs on the result.
@@ -40,6 +47,16 @@ DEFAULT_EXACT_SEARCH_LIMIT = 5000
 _MAX_SCAN_TUPLES = 100_000
 
 SEARCH_MODES = ("auto", "exact", "hnsw")
+
+#: candidate pools stop growing here (unless the fetch width itself is larger)
+MAX_CANDIDATE_POOL = 1000
+
+
+def candidate_pool(width: int) -> int:
+    """How many candidates each signal ranks before fusion: ``max(10 * width, 100)``
+    (MongoDB's numCandidates rule), at most :data:`MAX_CANDIDATE_POOL`, never below
+    ``width``. Independent of k for every session up to 100 live items."""
+    return max(width, min(max(10 * width, 100), MAX_CANDIDATE_POOL))
 
 
 def supports_iterative_scan(version: str | None) -> bool:
@@ -98,7 +115,8 @@ class PgVectorRetrievalBackend:
                 exact = self._plan_exact(conn, ctx.session_id, owner_sql, owner_params)
                 if query_vec is not None and not exact:
                     conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                    conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(40, width))}")
+                    pool = candidate_pool(width)
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(40, pool))}")
                     conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {_MAX_SCAN_TUPLES}")
                 self.last_plan = "exact" if exact else "hnsw"
                 sql, params = self._statement(active, exact, width, ctx, owner_sql,
@@ -110,7 +128,7 @@ class PgVectorRetrievalBackend:
         emit = ctx.stage
         if emit is not None:
             emit("retrieve", {"backend": self.name, "signals": active, "plan": self.last_plan,
-                              "width": width})
+                              "width": width, "pool": candidate_pool(width)})
             emit("fuse", {"weights": {s: self.weights[s] for s in active}, "k": ctx.rrf_k,
                           "items": [u.item_id for u in candidates]})
         return apply_narrowing(ctx, candidates, emit=emit)
@@ -138,6 +156,7 @@ class PgVectorRetrievalBackend:
     def _statement(self, active: list[str], exact: bool, width: int, ctx: RetrievalContext,
                    owner_sql: str, owner_params: tuple, query_vec, text: str):
         table = self._db.tables.items
+        pool = candidate_pool(width)
         scope = f"session_id = %s AND NOT evicted AND {owner_sql}"
         scope_params = (ctx.session_id, *owner_params)
         ctes: list[str] = []
@@ -153,7 +172,7 @@ class PgVectorRetrievalBackend:
                 f" ORDER BY {order} LIMIT %s) AS s)"
             )
             vec = as_vector(query_vec)
-            params += [vec, *scope_params, vec, width]
+            params += [vec, *scope_params, vec, pool]
             arms.append("SELECT item_id, rnk, 'semantic' AS sig FROM sem")
         if "lexical" in active:
             ctes.append(
@@ -165,7 +184,7 @@ class PgVectorRetrievalBackend:
                 f" WHERE {scope} AND text_tsv @@ q.query"
                 " ORDER BY score DESC, item_id COLLATE \"C\" LIMIT %s) AS l)"
             )
-            params += [text, *scope_params, width]
+            params += [text, *scope_params, pool]
             arms.append("SELECT item_id, rnk, 'lexical' AS sig FROM lex")
         ctes.append(
             "rec AS MATERIALIZED (SELECT item_id, row_number() OVER"
@@ -173,7 +192,7 @@ class PgVectorRetrievalBackend:
             f" updated_at FROM {table} WHERE {scope}"
             " ORDER BY updated_at DESC, item_id COLLATE \"C\" LIMIT %s) AS r)"
         )
-        params += [*scope_params, width]
+        params += [*scope_params, pool]
         arms.append("SELECT item_id, rnk, 'recency' AS sig FROM rec")
         weight_case = " ".join(
             f"WHEN '{sig}' THEN {float(self.weights[sig])!r}::float8" for sig in active

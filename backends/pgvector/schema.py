@@ -1,4 +1,4 @@
-"""Table layout of the pgvector backend and the DDL that provisions it.
+"""Table layout of the SQL backends (``postgres``, ``pgvector``) and the DDL that provisions it.
 
 Table creation policy (operators asked for no surprises):
 
@@ -10,9 +10,14 @@ Table creation policy (operators asked for no surprises):
   Pass ``create_tables=False`` to the adapter to forbid that; writes then fail with advice
   to run ``semvecctl indexes ensure``;
 - secondary indexes (HNSW, GIN, b-trees) are created ONLY by ``indexes ensure``
-  (:mod:`backends.pgvector.indexes`). Keys that define correctness — primary keys and the
-  unique (user_id, sequence) — are part of the table DDL, since a table without them would
-  accept duplicate sessions or sequence numbers.
+  (:mod:`backends.pgvector.indexes`). Primary keys are part of the table DDL (a table
+  without them would accept duplicate sessions), and so is the engine's
+  ``ix_semvec_memory_events_user_id``, because the engine creates it with its table.
+
+State and events use the engine's tables exactly (``semvec_session_state``,
+``semvec_memory_events``), shared by the ``postgres`` and ``pgvector`` backends, so an
+engine deployment can switch between them and keep every session; ``pgvector`` adds
+only its own item table and vector indexes.
 """
 
 from __future__ import annotations
@@ -21,15 +26,19 @@ from dataclasses import dataclass
 from typing import Any
 
 STATE_TABLE = "semvec_session_state"
-EVENTS_TABLE = "compliance_events"
-COUNTERS_TABLE = "compliance_event_counters"
+EVENTS_TABLE = "semvec_memory_events"
 ITEMS_TABLE = "semvec_memory_items"
+EVENTS_USER_INDEX = "ix_semvec_memory_events_user_id"
 TEXT_SEARCH_CONFIG = "simple"
+
+#: Tables an older semvecctl pgvector created (engine-incompatible shapes); reported by
+#: health, never read or written.
+LEGACY_TABLES = ("compliance_events", "compliance_event_counters")
 
 #: advisory-lock key serialising DDL across processes ("semvecdd" as an int64)
 _DDL_LOCK_KEY = 0x73656D7665636464
 
-STATE_GROUP = "state"  # session state + events + counters (no extension needed)
+STATE_GROUP = "state"  # session state + events: the engine's SQL layout, no extension
 ITEMS_GROUP = "items"  # the memory-item mirror (needs the vector extension)
 
 
@@ -55,42 +64,43 @@ class Tables:
         return self._q(EVENTS_TABLE)
 
     @property
-    def counters(self) -> str:
-        return self._q(COUNTERS_TABLE)
-
-    @property
     def items(self) -> str:
         return self._q(ITEMS_TABLE)
 
 
 def state_ddl(t: Tables) -> list[str]:
+    """The engine's own SQL layout (ENGINE-WIRE section 5), column for column, so either
+    side can create the tables and the other reads and writes them unchanged. Events have
+    no sequence column: the engine reads sequence 0, and so do we.
+
+    Nullability follows the engine's model (semvec 0.8.9 declares every column NOT NULL
+    except the state's owner_subject and pending_message and the events' source_event_id;
+    its ``create_all`` emits no server DEFAULTs). The DEFAULTs ENGINE-WIRE lists are kept:
+    they change nothing for a writer that names every column, as both sides do."""
     return [
         f"""CREATE TABLE IF NOT EXISTS {t.state} (
-            session_id      text PRIMARY KEY,
-            version         bigint NOT NULL CHECK (version >= 1),
-            blob            bytea NOT NULL,
-            blob_sha256     text NOT NULL,
-            owner_subject   text,
-            pending_message text,
-            updated_at      timestamptz NOT NULL DEFAULT now()
-        )""",
-        f"""CREATE TABLE IF NOT EXISTS {t.counters} (
-            user_id       text PRIMARY KEY,
-            last_sequence bigint NOT NULL
+            session_id      VARCHAR(128) PRIMARY KEY,
+            state_blob      BYTEA NOT NULL,
+            version         INTEGER NOT NULL DEFAULT 1,
+            drift_exempt    BOOLEAN NOT NULL DEFAULT false,
+            owner_subject   VARCHAR(128) NULL,
+            pending_message TEXT NULL,
+            updated_at      TIMESTAMP NOT NULL
         )""",
         f"""CREATE TABLE IF NOT EXISTS {t.events} (
-            event_id        text PRIMARY KEY,
-            user_id         text NOT NULL,
-            sequence        bigint NOT NULL CHECK (sequence >= 1),
-            owner_subject   text,
-            session_id      text,
-            created_at      timestamptz NOT NULL,
-            content         text NOT NULL,
-            embedding       jsonb,
-            meta            jsonb NOT NULL DEFAULT '{{}}'::jsonb,
-            source_event_id text,
-            CONSTRAINT ix_evt_user_seq UNIQUE (user_id, sequence)
+            event_id        VARCHAR(36) PRIMARY KEY,
+            user_id         VARCHAR(128) NOT NULL,
+            owner_subject   VARCHAR(128) NOT NULL DEFAULT '',
+            session_id      VARCHAR(64) NOT NULL DEFAULT '',
+            created_at      TIMESTAMP NOT NULL,
+            content         TEXT NOT NULL,
+            embedding       TEXT NOT NULL,
+            meta            TEXT NOT NULL DEFAULT '{{}}',
+            source_event_id VARCHAR(36) NULL
         )""",
+        # part of the engine's table definition (it creates it with the table), so it
+        # is created with the table here too
+        f"CREATE INDEX IF NOT EXISTS {qident(EVENTS_USER_INDEX)} ON {t.events} (user_id)",
     ]
 
 
@@ -117,7 +127,7 @@ def items_ddl(t: Tables, dimensions: int) -> list[str]:
 
 def group_tables(group: str) -> tuple[str, ...]:
     if group == STATE_GROUP:
-        return (STATE_TABLE, COUNTERS_TABLE, EVENTS_TABLE)
+        return (STATE_TABLE, EVENTS_TABLE)
     return (ITEMS_TABLE,)
 
 

@@ -1,16 +1,16 @@
-"""Compare-and-set session state in ``semvec_session_state``.
+"""Compare-and-set session state in the engine's ``semvec_session_state`` table.
 
 The rules are the memory reference's; here each is one statement, so the database
 arbitrates races: insert is ``INSERT ... ON CONFLICT DO NOTHING`` (no row back = the
-session exists), update is ``UPDATE ... WHERE version = expected AND owner allows``
-(no row back = conflict). ``blob_sha256`` is stored with every write and verified on
-every blob read.
+session exists, unless it holds exactly this write: a retry), update is ``UPDATE ...
+WHERE version = expected AND owner allows`` (no row back = conflict, same retry rule).
+The layout is the engine's (``state_blob``, ``drift_exempt``, no digest column).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import hashlib
+from datetime import timezone
 from typing import Any, Iterator
 
 from backends.contract import (
@@ -20,13 +20,18 @@ from backends.contract import (
     LoadedState,
     OwnerFilter,
     SessionSummary,
+    check_delete_version,
     normalise_pending,
     validate_owner_filter,
     validate_save_args,
 )
-from backends.errors import IntegrityError, StateVersionConflict
+from backends.errors import CorruptState, StateVersionConflict
 from backends.pgvector.database import Database
 from backends.pgvector.schema import STATE_GROUP
+
+
+#: the engine's ``version`` column is INTEGER
+MAX_VERSION = 2**31 - 1
 
 
 def has_nul(*values: Any) -> bool:
@@ -44,16 +49,30 @@ def validate_pg_save_args(session_id: Any, blob: Any, expected_version: Any,
         if has_nul(value):
             raise ValueError(f"{name} contains a NUL character, which PostgreSQL text "
                              "cannot store")
+    if expected_version is not None and expected_version >= MAX_VERSION:
+        raise ValueError(f"version must stay below {MAX_VERSION}: the engine's version "
+                         "column is INTEGER")
+    for name, value in (("session_id", session_id), ("owner_subject", owner_subject)):
+        if value is not None and len(value) > 128:
+            raise ValueError(f"{name} is longer than 128 characters, the width of the "
+                             "engine's column")
 
 
 def owner_clause(owner_subject: OwnerFilter, column: str = "owner_subject") -> tuple[str, tuple]:
-    """SQL for the three-state owner filter, and its parameters."""
+    """SQL for the three-state owner filter, and its parameters. The engine writes ``""``
+    for unowned rows where we may find NULL: both are unowned."""
     validate_owner_filter(owner_subject)
     if owner_subject is UNSCOPED:
         return "TRUE", ()
     if owner_subject is None:
-        return f"{column} IS NULL", ()
+        return f"({column} IS NULL OR {column} = '')", ()
     return f"{column} = %s", (owner_subject,)
+
+
+def _utc_now_sql() -> str:
+    # updated_at is TIMESTAMP (no zone) in the engine's DDL: store UTC wall time whatever
+    # the session's TimeZone is
+    return "(now() AT TIME ZONE 'UTC')"
 
 
 def save_in_transaction(
@@ -66,32 +85,55 @@ def save_in_transaction(
     owner_subject: str | None,
     pending_message: str | None,
 ) -> int:
-    """The compare-and-set itself, on a connection already inside a transaction."""
+    """The compare-and-set itself, on a connection already inside a transaction.
+
+    A write that finds its own exact result already stored (same blob, owner and pending
+    message, at the version this write would produce) returns that version: it is the
+    retry of a write whose acknowledgement was lost, not a lost race. ``drift_exempt`` is
+    never changed by a save (the engine's rule)."""
     data = bytes(blob)
-    digest = hashlib.sha256(data).hexdigest()
     pending = normalise_pending(pending_message)
     if expected_version is None:
         row = conn.execute(
-            f"INSERT INTO {table} AS s (session_id, version, blob, blob_sha256, owner_subject,"
-            " pending_message, updated_at) VALUES (%s, 1, %s, %s, %s, %s, now())"
+            # every column named: the engine's create_all gives no server DEFAULTs
+            f"INSERT INTO {table} (session_id, state_blob, version, drift_exempt, owner_subject,"
+            f" pending_message, updated_at) VALUES (%s, %s, 1, false, %s, %s, {_utc_now_sql()})"
             " ON CONFLICT (session_id) DO NOTHING RETURNING version",
-            (session_id, data, digest, owner_subject, pending),
+            (session_id, data, owner_subject, pending),
         ).fetchone()
-        if row is None:
-            raise StateVersionConflict(f"session {session_id!r} already exists")
-        return int(row[0])
+        if row is not None:
+            return int(row[0])
+        if _already_written(conn, table, session_id, data, 1, owner_subject, pending):
+            return 1
+        raise StateVersionConflict(f"session {session_id!r} already exists")
     row = conn.execute(
-        f"UPDATE {table} SET version = version + 1, blob = %s, blob_sha256 = %s,"
-        " owner_subject = %s, pending_message = %s, updated_at = now()"
-        " WHERE session_id = %s AND version = %s"
-        " AND (%s::text IS NULL OR owner_subject IS NULL OR owner_subject = %s)"
+        f"UPDATE {table} SET version = version + 1, state_blob = %s, owner_subject = %s,"
+        f" pending_message = %s, updated_at = {_utc_now_sql()}"
+        " WHERE session_id = %s AND version = %s AND (%s::text IS NULL"
+        " OR owner_subject IS NULL OR owner_subject = '' OR owner_subject = %s)"
         " RETURNING version",
-        (data, digest, owner_subject, pending, session_id, expected_version,
+        (data, owner_subject, pending, session_id, expected_version,
          owner_subject, owner_subject),
     ).fetchone()
     if row is not None:
         return int(row[0])
+    if _already_written(conn, table, session_id, data, expected_version + 1, owner_subject,
+                        pending):
+        return expected_version + 1
     raise _explain_conflict(conn, table, session_id, expected_version)
+
+
+def _already_written(conn: Any, table: str, session_id: str, data: bytes, version: int,
+                     owner_subject: str | None, pending: str | None) -> bool:
+    """Whether the row already holds exactly what this write would have produced."""
+    row = conn.execute(
+        f"SELECT version, state_blob = %s, owner_subject, pending_message FROM {table}"
+        " WHERE session_id = %s",
+        (data, session_id),
+    ).fetchone()
+    if row is None or row[0] != version or row[1] is not True:
+        return False
+    return (row[2] or None) == owner_subject and normalise_pending(row[3]) == pending
 
 
 def _explain_conflict(conn: Any, table: str, session_id: str, expected: int) -> StateVersionConflict:
@@ -100,25 +142,50 @@ def _explain_conflict(conn: Any, table: str, session_id: str, expected: int) -> 
     ).fetchone()
     if current is None:
         return StateVersionConflict(f"session {session_id!r} does not exist")
-    if int(current[0]) != expected:
+    if current[0] != expected:
         return StateVersionConflict(
             f"session {session_id!r} is at version {current[0]}, not {expected}"
         )
     return StateVersionConflict(f"session {session_id!r} belongs to another owner")
 
 
-def _verified(session_id: str, blob: Any, digest: str | None) -> bytes:
-    data = bytes(blob)
-    if digest and hashlib.sha256(data).hexdigest() != digest:
-        raise IntegrityError(
-            f"session {session_id!r}: stored blob does not match its blob_sha256"
-        )
-    return data
+def strict_version(session_id: str, version: Any) -> int:
+    """The stored version, or CorruptState: NULL or below 1 is never read as a guess."""
+    if version is None:
+        raise CorruptState(session_id, "version", "is NULL")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise CorruptState(session_id, "version", f"is not an integer ({type(version).__name__})")
+    if version < 1:
+        raise CorruptState(session_id, "version", f"is {version}, below 1")
+    return version
+
+
+def strict_blob(session_id: str, blob: Any) -> bytes:
+    """The stored blob, or CorruptState: a NULL state_blob is not an empty session."""
+    if blob is None:
+        raise CorruptState(session_id, "state_blob", "is NULL")
+    return bytes(blob)
+
+
+def damage_of(session_id: str, blob_present: Any, version: Any) -> str:
+    """What is wrong with a row, for listings that report damage instead of failing."""
+    try:
+        if not blob_present:
+            raise CorruptState(session_id, "state_blob", "is NULL")
+        strict_version(session_id, version)
+    except CorruptState as exc:
+        return f"field {exc.field!r} {exc.problem}"
+    return ""
 
 
 @speaks_both_conventions
 class PgVectorStateStore(DerivedReads):
-    """StateStoreProtocol over one PostgreSQL table (plus the operator seams it can serve)."""
+    """StateStoreProtocol over the engine's ``semvec_session_state`` table (plus the
+    operator seams it can serve). Shared by the ``postgres`` and ``pgvector`` backends.
+
+    Reads are strict: a NULL ``state_blob`` or a NULL / below-1 ``version`` raises
+    :class:`CorruptState` naming the session and the field. The layout keeps no blob
+    digest, so retries are recognised by comparing the stored bytes themselves."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -162,36 +229,84 @@ class PgVectorStateStore(DerivedReads):
     def load_full(
         self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED
     ) -> LoadedState | None:
-        row = self._select(
-            "blob, blob_sha256, version, owner_subject, pending_message", session_id, owner_subject
-        )
+        row = self._select("state_blob, version, owner_subject, pending_message", session_id,
+                           owner_subject)
         if row is None:
             return None
-        return LoadedState(_verified(session_id, row[0], row[1]), int(row[2]), row[3], row[4])
+        return LoadedState(strict_blob(session_id, row[0]), strict_version(session_id, row[1]),
+                           row[2] or None, row[3])
 
     def load_owner(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> str | None:
         row = self._select("owner_subject", session_id, owner_subject)
-        return row[0] if row else None
+        return (row[0] or None) if row else None
 
     def current_version(
         self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED
     ) -> int | None:
         row = self._select("version", session_id, owner_subject)
-        return int(row[0]) if row else None
+        return strict_version(session_id, row[0]) if row else None
 
-    def delete(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> bool:
+    def delete(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
+               expected_version: int | None = None) -> bool:
+        """Delete the row (under the owner filter); with ``expected_version`` only while
+        it is still at that version, else a conflict and nothing is deleted."""
         clause, params = owner_clause(owner_subject)
+        if expected_version is not None:
+            check_delete_version(session_id, expected_version, expected_version)
         if has_nul(session_id, owner_subject):
             return False
 
         def work(conn: Any) -> bool:
-            row = conn.execute(
-                f"DELETE FROM {self._table} WHERE session_id = %s AND {clause} RETURNING 1",
-                (session_id, *params),
-            ).fetchone()
-            return row is not None
+            with conn.transaction():
+                if expected_version is not None:
+                    found = conn.execute(
+                        f"SELECT version FROM {self._table} WHERE session_id = %s AND {clause}"
+                        " FOR UPDATE", (session_id, *params),
+                    ).fetchone()
+                    if found is None:
+                        return False
+                    check_delete_version(session_id, found[0], expected_version)
+                row = conn.execute(
+                    f"DELETE FROM {self._table} WHERE session_id = %s AND {clause} RETURNING 1",
+                    (session_id, *params),
+                ).fetchone()
+                return row is not None
 
         return self._db.read(work, lambda: False)
+
+    # -- the engine's extra members -------------------------------------------------
+
+    def set_drift_exempt(self, session_id: str, exempt: bool) -> None:
+        """Mark a session exempt from drift checks; a missing row is left alone."""
+        if has_nul(session_id):
+            return
+
+        def work(conn: Any) -> None:
+            conn.execute(f"UPDATE {self._table} SET drift_exempt = %s WHERE session_id = %s",
+                         (bool(exempt), session_id))
+
+        self._db.read(work, lambda: None)
+
+    def is_drift_exempt(self, session_id: str) -> bool:
+        """False for a missing row (the engine's rule)."""
+        row = self._select("drift_exempt", session_id, UNSCOPED)
+        return bool(row and row[0])
+
+    def purge_idle(self, ttl_seconds: int) -> int:
+        """Delete every session untouched for more than ``ttl_seconds`` (the engine's
+        ``SEMVEC_SQL_SESSION_TTL_S`` sweep: owner-agnostic, ``updated_at`` older than the
+        cutoff); ``ttl_seconds <= 0`` is a no-op. Returns the number removed."""
+        if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int):
+            raise ValueError("ttl_seconds must be an int")
+        if ttl_seconds <= 0:
+            return 0
+
+        def work(conn: Any) -> int:
+            return conn.execute(
+                f"DELETE FROM {self._table} WHERE updated_at <"
+                f" {_utc_now_sql()} - make_interval(secs => %s)", (ttl_seconds,)).rowcount
+
+        return self._db.read(work, lambda: 0)
 
     # -- operator seams ---------------------------------------------------------------
 
@@ -204,18 +319,20 @@ class PgVectorStateStore(DerivedReads):
         owner_subject: str | None = None,
         pending_message: str | None = None,
         ttl_seconds: int | None = None,
+        drift_exempt: bool = False,
     ) -> None:
-        """Create the row at exactly ``version``; never overwrites. PostgreSQL keeps no
-        TTL, so ``ttl_seconds`` is accepted and ignored (idle expiry is an operator job)."""
+        """Create the row at exactly ``version``; never overwrites. The SQL layout keeps
+        no per-row TTL, so ``ttl_seconds`` is accepted and ignored (the engine purges idle
+        rows by ``SEMVEC_SQL_SESSION_TTL_S``)."""
         validate_pg_save_args(session_id, blob, version, owner_subject, pending_message)
         data = bytes(blob)
 
         def work(conn: Any) -> None:
             row = conn.execute(
-                f"INSERT INTO {self._table} (session_id, version, blob, blob_sha256,"
-                " owner_subject, pending_message, updated_at) VALUES (%s, %s, %s, %s, %s, %s, now())"
-                " ON CONFLICT (session_id) DO NOTHING RETURNING 1",
-                (session_id, version, data, hashlib.sha256(data).hexdigest(), owner_subject,
+                f"INSERT INTO {self._table} (session_id, state_blob, version, drift_exempt,"
+                " owner_subject, pending_message, updated_at) VALUES (%s, %s, %s, %s, %s, %s,"
+                f" {_utc_now_sql()}) ON CONFLICT (session_id) DO NOTHING RETURNING 1",
+                (session_id, data, version, bool(drift_exempt), owner_subject,
                  normalise_pending(pending_message)),
             ).fetchone()
             if row is None:
@@ -224,16 +341,26 @@ class PgVectorStateStore(DerivedReads):
         self._db.write(STATE_GROUP, work)
 
     _SUMMARY_COLUMNS = (
-        "session_id, version, owner_subject, pending_message, octet_length(blob), blob_sha256,"
-        " updated_at"
+        "session_id, version, owner_subject, pending_message, octet_length(state_blob),"
+        " encode(sha256(state_blob), 'hex'), updated_at, drift_exempt"
     )
 
     @staticmethod
     def _summary(row: Any) -> SessionSummary:
+        """A listing row; a damaged one is reported (``extra['damaged']``), not raised,
+        so one bad row never hides the others."""
+        damage = damage_of(row[0], row[4] is not None, row[1])
+        extra: dict[str, Any] = {"drift_exempt": bool(row[7])}
+        if damage:
+            extra["damaged"] = damage
+        version = row[1] if isinstance(row[1], int) and row[1] >= 1 else 0
+        updated = row[6]
+        if updated is not None and updated.tzinfo is None:
+            updated = updated.replace(tzinfo=timezone.utc)
         return SessionSummary(
-            session_id=row[0], version=int(row[1]), owner_subject=row[2],
-            pending_message=row[3], blob_size=int(row[4]), blob_sha256=row[5],
-            ttl_seconds=None, updated_at=row[6],
+            session_id=row[0], version=version, owner_subject=row[2] or None,
+            pending_message=row[3], blob_size=int(row[4] or 0), blob_sha256=row[5] or "",
+            ttl_seconds=None, updated_at=updated, extra=extra,
         )
 
     def describe_session(
@@ -249,8 +376,8 @@ class PgVectorStateStore(DerivedReads):
         match: str | None = None,
         batch_size: int = 500,
     ) -> Iterator[SessionSummary]:
-        """Keyset-paginated by session_id; blobs are never read (octet_length + stored
-        sha). ``match`` is a glob; its literal prefix narrows the scan server-side."""
+        """Keyset-paginated by session_id; blobs are never sent (octet_length and a
+        server-side sha256). ``match`` is a glob; its literal prefix narrows the scan."""
         clause, params = owner_clause(owner_subject)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError("batch_size must be a positive int")

@@ -93,12 +93,19 @@ def show_backend(
 @app.command("resolve")
 def resolve_backend(
     name: Optional[str] = typer.Argument(None, help="Name to resolve (default: $SEMVEC_SESSION_BACKEND)."),
+    uri: Optional[str] = typer.Option(None, "--uri", help="Resolve what this URI selects (postgresql:// is told apart by what the database holds)."),
     output: Output = OutputFormat.table,
 ) -> None:
-    """What SEMVEC_SESSION_BACKEND=NAME would give, including the fallback warning."""
+    """What SEMVEC_SESSION_BACKEND=NAME (or --uri URI) would give, including the fallback warning."""
     from backends.errors import ContestedBackend
     from backends.registry import Registry, selected_from_env
 
+    chosen_by = None
+    if uri is not None and name is None:
+        from semvecctl.connection import resolve_connection
+
+        spec = resolve_connection(None, uri, None)
+        name, chosen_by = spec.backend, spec.choice_reason or None
     requested = name if name is not None else selected_from_env()
     try:
         resolution = Registry().resolve(requested)
@@ -117,6 +124,7 @@ def resolve_backend(
         "fell_back": resolution.fell_back,
         "warning": resolution.warning,
         "close_matches": list(resolution.close_matches),
+        "chosen_by": chosen_by,
     }
     rows = [{"field": k, "value": v} for k, v in data.items() if v not in (None, "", [])]
     app_.output.emit(data, output, columns=[Column("FIELD", "field", style="bold"),

@@ -1,0 +1,60 @@
+"""Which SQL backend a ``postgresql://`` database is: told by what it holds.
+
+Both ``postgres`` (the engine's layout) and ``pgvector`` (that layout plus an item
+mirror) fit the scheme. A database that holds the item table AND the ``vector``
+extension is ``pgvector``; anything else (an engine deployment, an empty database) is
+``postgres``. ``--backend`` overrides. The decision lives here, not in the CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class SqlChoice(NamedTuple):
+    backend: str
+    reason: str
+
+
+def choose_from_catalog(conn: Any, schema: str) -> SqlChoice:
+    """The choice, from one catalog query on an open connection."""
+    from backends.pgvector.schema import ITEMS_TABLE
+
+    items, extension = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')),"
+        " EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')",
+        (schema, ITEMS_TABLE),
+    ).fetchone()
+    where = f"{schema}.{ITEMS_TABLE}"
+    if items and extension:
+        return SqlChoice("pgvector", f"the database holds {where} and the vector extension")
+    if items:
+        return SqlChoice("postgres", f"the database holds {where} but not the vector extension")
+    return SqlChoice("postgres", f"the database holds no {where} (the engine's SQL layout)")
+
+
+def choose_sql_backend(uri: str, *, timeout: float = 3.0) -> SqlChoice:
+    """Connect briefly and decide; never raises. An unreachable database is ``postgres``
+    (the layout every SQL deployment has), with the reason saying it was not inspected."""
+    from backends.pgvector.config import PgVectorConfig
+
+    try:
+        config = PgVectorConfig.resolve(uri, {"connect_timeout": timeout,
+                                              "statement_timeout_ms": int(timeout * 1000)},
+                                        backend="postgres")
+        from backends.pgvector.pool import ConnectionPool
+
+        conn = ConnectionPool(config).connect()
+    except Exception as exc:  # noqa: BLE001 - the caller's next step reports it properly
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        return SqlChoice("postgres", f"the database could not be inspected ({first})")
+    try:
+        return choose_from_catalog(conn, config.schema)
+    except Exception as exc:  # noqa: BLE001
+        return SqlChoice("postgres", f"the database could not be inspected ({type(exc).__name__})")
+    finally:
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001
+            pass
