@@ -132,7 +132,7 @@ def test_cleanup_that_cannot_finish_prints_prefix_and_a_working_command(redis_ur
 
 
 @pytest.mark.postgres
-def test_load_run_interrupted_on_postgresql_removes_sessions_events_and_counters(pgvector_url):
+def test_load_run_interrupted_on_postgresql_removes_sessions_and_events(pgvector_url):
     """The issue saw sessions and events left in PostgreSQL too."""
     import psycopg
 
@@ -142,8 +142,7 @@ def test_load_run_interrupted_on_postgresql_removes_sessions_events_and_counters
                 "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
             total = 0
             for table, column in (("semvec_session_state", "session_id"),
-                                  ("compliance_events", "user_id"),
-                                  ("compliance_event_counters", "user_id")):
+                                  ("semvec_memory_events", "user_id")):
                 if table in tables:
                     total += conn.execute(
                         f"SELECT count(*) FROM {table} WHERE {column} LIKE 'semvec-load-%'"

@@ -19,17 +19,6 @@ pytestmark = pytest.mark.postgres
 OPTIONS = ConformanceOptions(allow_provisioning=True, index_dimensions=8, retrieval_dimensions=8)
 
 
-def _suite_knows_unsequenced_stores() -> bool:
-    import inspect
-
-    from backends.conformance.cases import events
-
-    return "assigns_sequences" in inspect.getsource(events)
-
-
-@pytest.mark.xfail(not _suite_knows_unsequenced_stores(), strict=False,
-                   reason="the conformance suite does not yet honour assigns_sequences=False "
-                          "and the engine's '' owner on events (conformance branch)")
 @pytest.mark.parametrize("backend", ["postgres", "pg-vector"])
 def test_sql_backends_conform_fully_and_clean_up(pgvector_url, backend):
     from backends.pgvector import PgVectorAdapter

@@ -222,17 +222,6 @@ def test_switching_to_pgvector_and_back_keeps_every_session_byte_identical(engin
         r for r in before["state"] if r[0] != "engine-acme"]
 
 
-def _suite_knows_unsequenced_stores() -> bool:
-    import inspect
-
-    from backends.conformance.cases import events
-
-    return "assigns_sequences" in inspect.getsource(events)
-
-
-@pytest.mark.xfail(not _suite_knows_unsequenced_stores(), strict=False,
-                   reason="the conformance suite does not yet honour assigns_sequences=False "
-                          "and the engine's '' owner on events (conformance branch)")
 @pytest.mark.parametrize("backend", ["postgres", "pgvector"])
 def test_conformance_full_on_an_engine_database_leaves_engine_rows_alone(engine_url, backend,
                                                                           monkeypatch):
