@@ -1,6 +1,7 @@
 """Export throughput and peak memory: 100,000 sessions of 2 KB from a private Redis.
 
     python bench/bench_export.py [--sessions 100000] [--small 10000] [--gzip]
+    python bench/bench_export.py --with-events 500   # sessions with 10 events each
 
 Seeds the engine's hash layout (``semvec:state:{id}``: blob, version, owner,
 drift_exempt, pending) with pipelined HSETs, then runs ``export_to_path`` at --small
@@ -64,12 +65,39 @@ def run_export(url: str, out: Path, traced: bool) -> tuple[int, float, int]:
     return result.count, elapsed, peak
 
 
+def with_events(sessions: int) -> None:
+    """``export --with-events``: every session carries 10 events of 20 users. Redis keeps
+    no per-session event index, so the export maps sessions to users in one SCAN."""
+    import uuid
+
+    from backends.contract import MemoryEvent
+
+    with throwaway_redis("semvec-bench-export-ev-") as url, RedisBackendAdapter(url) as adapter:
+        for i in range(sessions):
+            events = [MemoryEvent(event_id=str(uuid.uuid4()), user_id=f"user-{(i + k) % 20}",
+                                  content=f"event {k}", session_id=f"s-{i:05d}",
+                                  embedding=(0.1, 0.2, 0.3)) for k in range(10)]
+            adapter.commit_turn(f"s-{i:05d}", b"x" * 256, expected_version=None, events=events)
+        out = Path(tempfile.mkdtemp(prefix="semvec-bench-out-")) / "a.jsonl"
+        started = time.perf_counter()
+        result = export_to_path(adapter, out, source_uri="redis://bench", with_events=True)
+        elapsed = time.perf_counter() - started
+        shutil.rmtree(out.parent, ignore_errors=True)
+        print(f"export --with-events {result.count:,} sessions, {sessions * 10:,} events: "
+              f"{elapsed:6.2f} s ({result.count / elapsed:,.0f} sessions/s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=100_000)
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--gzip", action="store_true", help="write .jsonl.gz instead of .jsonl")
+    parser.add_argument("--with-events", type=int, metavar="SESSIONS",
+                        help="time export --with-events over this many sessions instead")
     args = parser.parse_args()
+    if args.with_events:
+        with_events(args.with_events)
+        return
     suffix = ".jsonl.gz" if args.gzip else ".jsonl"
     workdir = Path(tempfile.mkdtemp(prefix="semvec-bench-out-"))
     try:

@@ -363,6 +363,10 @@ def test_session_subjects(events):
     events.append(ev(carol, session_id=other))
     assert events.session_subjects(s) == sorted([alice, bob])
     assert events.session_subjects(uid("none")) == []
+    # every session at once, in one scan (what an export with events uses)
+    mapping = events.subjects_by_session()
+    assert mapping[s] == sorted([alice, bob]) and mapping[other] == [carol]
+    assert all(users == sorted(set(users)) for users in mapping.values())
 
 
 def test_restore_events_keeps_sequences_and_raises_the_counter(events, raw):

@@ -125,6 +125,7 @@ class _SessionEvents:
         self._skip = skip_users
         self._logs: dict[str, dict[str, list[Any]]] = {}
         self._cached = 0
+        self._by_session: dict[str, list[str]] | None = None
 
     def _log(self, user: str) -> dict[str, list[Any]]:
         if user not in self._logs:
@@ -139,9 +140,19 @@ class _SessionEvents:
             self._cached += len(events)
         return self._logs[user]
 
+    def _subjects(self, session_id: str) -> list[str]:
+        """A store that can map every session to its users in one pass (Redis, where
+        each ``session_subjects`` call scans the whole log) is asked once per export."""
+        batch = getattr(self._store, "subjects_by_session", None)
+        if not callable(batch):
+            return self._store.session_subjects(session_id)
+        if self._by_session is None:
+            self._by_session = batch()
+        return self._by_session.get(session_id, [])
+
     def __call__(self, session_id: str) -> tuple[Any, ...]:
         found = []
-        for user in sorted(set(self._store.session_subjects(session_id)) - self._skip):
+        for user in sorted(set(self._subjects(session_id)) - self._skip):
             found.extend(self._log(user).get(session_id, ()))
         return tuple(sorted(found, key=lambda e: (e.user_id, e.sequence, e.event_id)))
 

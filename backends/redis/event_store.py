@@ -162,12 +162,17 @@ class RedisEventStore(EngineEventSurface):
 
         Cost: there is no per-session index in the engine's layout, so this SCANs every
         event hash and reads two fields of each, a batch per round trip: O(all events in
-        the database). Meant for erasure and audits, not for a request path.
+        the database). Meant for erasure and audits, not for a request path; for many
+        sessions use :meth:`subjects_by_session`, which pays that scan once.
         """
         if not isinstance(session_id, str) or not session_id:
             raise ValueError("session_id must be a non-empty string")
-        wanted = session_id.encode("utf-8")
-        users: set[str] = set()
+        return self.subjects_by_session().get(session_id, [])
+
+    def subjects_by_session(self) -> dict[str, list[str]]:
+        """Every session id that has events, with its user ids (sorted): one SCAN of the
+        event hashes for all sessions at once (memory: one entry per session and user)."""
+        found: dict[str, set[str]] = {}
         pattern = keys.escape_glob(keys.EVENT_PREFIX) + "*"
         cursor = 0
         while True:
@@ -184,10 +189,11 @@ class RedisEventStore(EngineEventSurface):
                 if isinstance(row, Exception):
                     continue  # a foreign key of another type under our prefix
                 session, user = row
-                if session == wanted and user:
-                    users.add(user.decode("utf-8", errors="replace"))
+                if session and user:
+                    found.setdefault(session.decode("utf-8", errors="replace"), set()).add(
+                        user.decode("utf-8", errors="replace"))
             if cursor == 0:
-                return sorted(users)
+                return {sid: sorted(users) for sid, users in found.items()}
 
     # -- EventRestorer -----------------------------------------------------------------
 
