@@ -39,7 +39,13 @@ class _Row:
 
 @speaks_both_conventions
 class MemoryStateStore:
-    """Thread-safe dict-backed state store implementing every rule of the contract."""
+    """Thread-safe dict-backed state store implementing every rule of the contract.
+
+    A retried save whose exact result is already stored (same blob, owner and pending, at
+    the version this write would have produced) returns that version: the caller cannot
+    otherwise tell its own lost acknowledgement from a lost race."""
+
+    idempotent_retries = True
 
     def __init__(self) -> None:
         self._rows: dict[str, _Row] = {}
@@ -58,6 +64,9 @@ class MemoryStateStore:
         row = _Row(bytes(blob), 0, owner_subject, normalise_pending(pending_message))
         with self._lock:
             current = self._rows.get(session_id)
+            produced = 1 if expected_version is None else expected_version + 1
+            if current == _Row(row.blob, produced, row.owner_subject, row.pending_message):
+                return produced  # a retry of a write that already landed: its own success
             if expected_version is None:
                 if current is not None:
                     raise StateVersionConflict(f"session {session_id!r} already exists")

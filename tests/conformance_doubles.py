@@ -494,6 +494,15 @@ class IdempotentRetryAdapter(MemoryBackendAdapter):
 class _ClaimsIdempotenceStore(MemoryStateStore):
     idempotent_retries = True  # declared, not done: a retry still comes back a conflict
 
+    def save(self, session_id, blob, *, expected_version, owner_subject=None,
+             pending_message=None):
+        current = self._rows.get(session_id)
+        produced = 1 if expected_version is None else expected_version + 1
+        if current is not None and current.version == produced:
+            raise StateVersionConflict(f"session {session_id!r} has moved")
+        return super().save(session_id, blob, expected_version=expected_version,
+                            owner_subject=owner_subject, pending_message=pending_message)
+
 
 class ClaimsIdempotenceAdapter(MemoryBackendAdapter):
     def __init__(self, uri: str | None = None) -> None:

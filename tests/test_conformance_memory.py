@@ -223,7 +223,7 @@ def test_report_carries_the_capability_report():
     assert caps["cleanup_hooks"] == ["purge_user"]
     assert caps["owner_convention"] == "owner_subject" and caps["event_surface"] == "ours"
     assert caps["fault_points"] == ["turn.after_state", "turn.cut_connection"]
-    assert caps["idempotent_retries"] is False and caps["assigns_sequences"] is True
+    assert caps["idempotent_retries"] is True and caps["assigns_sequences"] is True
     assert report.to_dict()["capabilities"] == caps
 
 

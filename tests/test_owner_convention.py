@@ -306,3 +306,14 @@ def test_engine_surface_queries_and_deletes():
     store.append(_ev("u", (), t[0]))
     assert store.delete_by_user("u") == 1
     assert store.append(_ev("u", (), t[0])).sequence == 1  # the counter was reset
+
+
+def test_memory_retries_of_a_landed_write_return_its_version():
+    _adapter, store = _seed()
+    assert store.save("owned", b"o", expected_version=None, owner_subject="acme/bot") == 1
+    assert store.save("owned", b"o2", expected_version=1, owner_subject="acme/bot") == 2
+    assert store.save("owned", b"o2", expected_version=1, owner_subject="acme/bot") == 2
+    with pytest.raises(StateVersionConflict):  # a different write is still a lost race
+        store.save("owned", b"other", expected_version=1, owner_subject="acme/bot")
+    with pytest.raises(StateVersionConflict):
+        store.save("owned", b"o", expected_version=None, owner_subject="acme/bot")
