@@ -218,6 +218,7 @@ def test_diff_report_of_many_queries_has_a_row_and_a_chart_each(session, tmp_pat
         assert by_id[q["query"]][per_query[0].index("rbo")] == f4(q["metrics"]["rbo"])
     assert len(page.all("svg", "rank-shift")) == 3
     md_rows = next(t for t in md_tables(md.read_text(encoding="utf-8")) if t[0][:1] == ["query"])
+    assert md.read_text(encoding="utf-8").count("<details><summary>Rankings") == 3  # folded
     assert sorted(r[0].lstrip("✅❌ ") for r in md_rows[1:]) == sorted(by_id)
 
 

@@ -27,6 +27,8 @@ class Table:
     rows: list[list[Any]]
     #: per row: "good", "bad" or "" (drawn as a colour in HTML, a mark in Markdown)
     marks: list[str] = field(default_factory=list)
+    #: fold it away where the format can (a long run's per-query detail in a PR comment)
+    folded: bool = False
 
 
 @dataclass
@@ -177,7 +179,8 @@ def build_diff(data: Mapping[str, Any]) -> Document:
                                 [[r.get("rank"), r.get("in_process_item"),
                                   r.get("in_process_score"), r.get("in_process_presence"),
                                   r.get("server_item"), r.get("server_score"),
-                                  r.get("server_presence")] for r in qrows]))
+                                  r.get("server_presence")] for r in qrows],
+                                folded=len(queries) > 1))
     seen: dict[str, str] = {}
     for query in queries:
         for note in query.get("notes") or []:
@@ -202,24 +205,8 @@ def build_conformance(data: Mapping[str, Any]) -> Document:
     if data.get("target"):
         title += f" at {data['target']}"
     doc = Document(title, passed, headline)
-    caps = data.get("capabilities") or {}
-    doc.blocks.append(Facts("Run", [("backend", backend), ("target", data.get("target") or "–"),
-                                    ("level", data.get("level")),
-                                    ("selection", data.get("selection")),
-                                    ("started", data.get("started_at")),
-                                    *[(f"capability {k}", v) for k, v in caps.items()]]))
     groups = list(data.get("groups") or [])
-    doc.blocks.append(Table(
-        "Groups", ["group", "status", "cases", "time (s)", "note"],
-        [[g.get("name"), g.get("status"), len(g.get("cases") or []), g.get("duration"),
-          g.get("reason")] for g in groups],
-        [_status_mark(g.get("status")) for g in groups]))
     cases = [c for g in groups for c in (g.get("cases") or [])]
-    doc.blocks.append(Table(
-        "Cases", ["case", "status", "time (s)", "detail"],
-        [[f"{c.get('group')}.{c.get('case')}", c.get("status"), c.get("duration"),
-          c.get("message")] for c in cases],
-        [_status_mark(c.get("status")) for c in cases]))
     failures = [c for c in cases if c.get("status") in ("failed", "error")]
     if failures:
         doc.blocks.append(Table(
@@ -227,6 +214,22 @@ def build_conformance(data: Mapping[str, Any]) -> Document:
             [[f"{c.get('group')}.{c.get('case')}", c.get("status"), c.get("expected"),
               c.get("actual"), c.get("message")] for c in failures],
             ["bad"] * len(failures)))
+    caps = data.get("capabilities") or {}
+    doc.blocks.append(Facts("Run", [("backend", backend), ("target", data.get("target") or "–"),
+                                    ("level", data.get("level")),
+                                    ("selection", data.get("selection")),
+                                    ("started", data.get("started_at")),
+                                    *[(f"capability {k}", v) for k, v in caps.items()]]))
+    doc.blocks.append(Table(
+        "Groups", ["group", "status", "cases", "time (s)", "note"],
+        [[g.get("name"), g.get("status"), len(g.get("cases") or []), g.get("duration"),
+          g.get("reason")] for g in groups],
+        [_status_mark(g.get("status")) for g in groups]))
+    doc.blocks.append(Table(
+        "Cases", ["case", "status", "time (s)", "detail"],
+        [[f"{c.get('group')}.{c.get('case')}", c.get("status"), c.get("duration"),
+          c.get("message")] for c in cases],
+        [_status_mark(c.get("status")) for c in cases]))
     return doc
 
 

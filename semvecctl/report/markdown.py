@@ -35,8 +35,12 @@ def render_markdown(doc: Document) -> str:
             lines += [f"### {block.title}", ""]
             lines += _table(["field", "value"], [[k, v] for k, v in block.pairs])
         elif isinstance(block, Table):
-            lines += [f"### {block.title}", ""]
-            lines += _table(block.columns, block.rows, block.marks) if block.rows else ["(none)"]
+            table = _table(block.columns, block.rows, block.marks) if block.rows else ["(none)"]
+            if block.folded:
+                lines += [f"<details><summary>{_md(block.title)}</summary>", "", *table, "",
+                          "</details>"]
+            else:
+                lines += [f"### {block.title}", "", *table]
         elif isinstance(block, RankChart):
             continue  # the Markdown shows the rankings table that follows each chart
         elif isinstance(block, Notes):
