@@ -305,32 +305,43 @@ def validate_event(event: Any) -> MemoryEvent:
     return replace(event, event_id=event_id, source_event_id=source, embedding=embedding)
 
 
-#: from this many values on, the finite check is one numpy pass even if numpy is not loaded
-_NUMPY_CHECK_FROM = 64
-
-
 def _checked_embedding(embedding: Any) -> tuple[float, ...]:
-    """Finite floats, as a tuple. Each value goes through ``float()`` once, at C speed;
-    the finite check is one vectorised numpy pass for large vectors (or when numpy is
-    already loaded), so a 384-dimension embedding costs no per-float Python work."""
+    """Finite floats, as a tuple, with no per-float Python work: a numpy array is checked
+    in one vectorised pass; any other sequence goes through ``float()`` once, at C speed,
+    and one C-level sum screens it (a sum is finite only if every value is; the rare
+    overflowing sum is settled value by value)."""
     if isinstance(embedding, (str, bytes)) or not isinstance(embedding, Iterable):
         raise InvalidEvent("event embedding must be a sequence of numbers")
+    array = _numeric_array(embedding)
+    if array is not None:
+        import numpy as np
+
+        if not bool(np.isfinite(array).all()):
+            _refuse_non_finite(array.tolist())
+        return tuple(array.tolist())
     values = _floats(embedding)
     if type(embedding) is tuple and all(map(operator.is_, values, embedding)):
         values = embedding  # already a tuple of floats: keep it, so the event is kept too
-    if not values:
-        return values
-    if len(values) >= _NUMPY_CHECK_FROM or "numpy" in sys.modules:
-        import numpy as np
-
-        finite = bool(np.isfinite(np.fromiter(values, dtype=np.float64, count=len(values))).all())
-    else:
-        finite = all(map(math.isfinite, values))
-    if not finite:
-        bad = next(i for i, x in enumerate(values) if not math.isfinite(x))
-        raise InvalidEvent(f"event embedding must not contain NaN or infinity "
-                           f"(value {bad} is {values[bad]!r})")
+    if not math.isfinite(sum(values)) and not all(map(math.isfinite, values)):
+        _refuse_non_finite(values)
     return values
+
+
+def _numeric_array(embedding: Any) -> Any:
+    """A one-dimensional numpy array of numbers as float64; None for anything else (numpy
+    is only looked at when the caller already loaded it)."""
+    np = sys.modules.get("numpy")
+    if np is None or not isinstance(embedding, np.ndarray) or embedding.dtype.kind not in "fiub":
+        return None
+    if embedding.ndim != 1:
+        raise InvalidEvent("event embedding must be a sequence of numbers")
+    return embedding.astype(np.float64, copy=False)
+
+
+def _refuse_non_finite(values: Sequence[float]) -> None:
+    bad = next(i for i, x in enumerate(values) if not math.isfinite(x))
+    raise InvalidEvent(f"event embedding must not contain NaN or infinity "
+                       f"(value {bad} is {values[bad]!r})")
 
 
 def _floats(embedding: Any) -> tuple[float, ...]:

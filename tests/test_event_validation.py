@@ -72,3 +72,20 @@ def test_a_numpy_array_with_nan_is_refused():
 def test_an_empty_embedding_stays_empty():
     assert validate_event(_event(())).embedding == ()
     assert validate_event(_event([])).embedding == ()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_finite_values_whose_sum_overflows_are_accepted(size):
+    values = [1.7e308, 1.7e308] + [-1.7e308] * (size - 2)
+    assert validate_event(_event(values)).embedding == tuple(values)
+
+
+def test_numpy_arrays_of_numbers_pass_and_others_are_refused():
+    np = pytest.importorskip("numpy")
+    assert validate_event(_event(np.arange(4))).embedding == (0.0, 1.0, 2.0, 3.0)
+    assert validate_event(_event(np.array([True, False]))).embedding == (1.0, 0.0)
+    for bad in (np.zeros((2, 2)), np.array(["a", "b"]), np.array([None, 1.0], dtype=object)):
+        with pytest.raises(InvalidEvent, match="sequence of numbers"):
+            validate_event(_event(bad))
+    with pytest.raises(InvalidEvent, match=r"value 1 is inf"):
+        validate_event(_event(np.array([0.0, np.inf], dtype=np.float32)))
