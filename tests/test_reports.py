@@ -262,8 +262,15 @@ def test_report_replaces_a_file_whole_and_leaves_no_temp_file(session, tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["diff.md"]
 
 
+def test_missing_directories_are_made_like_for_junit(session, tmp_path):
+    path = tmp_path / "out" / "reports" / "diff.html"
+    assert invoke(*_diff(session, "--report", path)).exit_code == 0
+    assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
 def test_an_unwritable_report_is_one_line_and_exit_3(session, tmp_path):
-    path = tmp_path / "missing-dir" / "diff.html"
+    (tmp_path / "a-file").write_text("not a directory")
+    path = tmp_path / "a-file" / "diff.html"
     result = invoke(*_diff(session, "--report", path))
     assert result.exit_code == 3
     assert "cannot write the report" in result.stderr

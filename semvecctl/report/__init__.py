@@ -73,6 +73,7 @@ def write_report(path: Optional[Path], kind: str, data: dict[str, Any]) -> None:
 def _write_atomically(path: Path, text: str) -> None:
     """A temp file in the target's directory, renamed over it: never half-written."""
     directory = path.parent if str(path.parent) else Path(".")
+    directory.mkdir(parents=True, exist_ok=True)  # like --junit: CI asks for out/report.md
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
