@@ -229,7 +229,7 @@ def build_conformance(data: Mapping[str, Any]) -> Document:
         "Cases", ["case", "status", "time (s)", "detail"],
         [[f"{c.get('group')}.{c.get('case')}", c.get("status"), c.get("duration"),
           c.get("message")] for c in cases],
-        [_status_mark(c.get("status")) for c in cases]))
+        [_status_mark(c.get("status")) for c in cases], folded=True))
     return doc
 
 
