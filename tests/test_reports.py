@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import uuid
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
