@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import operator
+import sys
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import (Any, Callable, ContextManager, Iterable, Iterator, Mapping, NamedTuple,
@@ -297,22 +299,57 @@ def validate_event(event: Any) -> MemoryEvent:
     for name in ("owner_subject", "session_id"):
         if not isinstance(getattr(event, name), str):
             raise InvalidEvent(f"event {name} must be a string ('' when absent)")
-    if (event_id, source, embedding) == (event.event_id, event.source_event_id, event.embedding):
+    if ((event_id, source) == (event.event_id, event.source_event_id)
+            and embedding is event.embedding):
         return event
     return replace(event, event_id=event_id, source_event_id=source, embedding=embedding)
 
 
 def _checked_embedding(embedding: Any) -> tuple[float, ...]:
-    """Finite floats, as a tuple; one vectorised pass when numpy is already loaded."""
+    """Finite floats, as a tuple, with no per-float Python work: a numpy array is checked
+    in one vectorised pass; any other sequence goes through ``float()`` once, at C speed,
+    and one C-level sum screens it (a sum is finite only if every value is; the rare
+    overflowing sum is settled value by value)."""
     if isinstance(embedding, (str, bytes)) or not isinstance(embedding, Iterable):
         raise InvalidEvent("event embedding must be a sequence of numbers")
-    try:
-        values = tuple(float(x) for x in embedding)
-    except (TypeError, ValueError):
-        raise InvalidEvent("event embedding must be a sequence of numbers") from None
-    if any(math.isnan(x) or math.isinf(x) for x in values):
-        raise InvalidEvent("event embedding must not contain NaN or infinity")
+    array = _numeric_array(embedding)
+    if array is not None:
+        import numpy as np
+
+        if not bool(np.isfinite(array).all()):
+            _refuse_non_finite(array.tolist())
+        return tuple(array.tolist())
+    values = _floats(embedding)
+    if type(embedding) is tuple and all(map(operator.is_, values, embedding)):
+        values = embedding  # already a tuple of floats: keep it, so the event is kept too
+    if not math.isfinite(sum(values)) and not all(map(math.isfinite, values)):
+        _refuse_non_finite(values)
     return values
+
+
+def _numeric_array(embedding: Any) -> Any:
+    """A one-dimensional numpy array of numbers as float64; None for anything else (numpy
+    is only looked at when the caller already loaded it)."""
+    np = sys.modules.get("numpy")
+    if np is None or not isinstance(embedding, np.ndarray) or embedding.dtype.kind not in "fiub":
+        return None
+    if embedding.ndim != 1:
+        raise InvalidEvent("event embedding must be a sequence of numbers")
+    return embedding.astype(np.float64, copy=False)
+
+
+def _refuse_non_finite(values: Sequence[float]) -> None:
+    bad = next(i for i, x in enumerate(values) if not math.isfinite(x))
+    raise InvalidEvent(f"event embedding must not contain NaN or infinity "
+                       f"(value {bad} is {values[bad]!r})")
+
+
+def _floats(embedding: Any) -> tuple[float, ...]:
+    """``float()`` of every value; InvalidEvent for anything that is not a number."""
+    try:
+        return tuple(map(float, embedding))
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidEvent("event embedding must be a sequence of numbers") from None
 
 
 def validate_turn_events(events: Iterable[Any] | None) -> list[MemoryEvent]:

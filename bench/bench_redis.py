@@ -3,7 +3,9 @@
     python bench/bench_redis.py [--part commit|sessions|all] [--seconds 3] [--sessions 100000]
 
 commit:   commit_turn throughput (with and without one event) vs a plain EVALSHA of a
-          trivial script on the same server and connection pool. Goal: >= 0.7x.
+          trivial script on the same server and connection pool. Goals: >= 0.7x with one
+          event; >= 0.35x with one 384-dimension event (whose JSON text alone, the
+          shortest repr of 384 floats, costs more client CPU than a floor call).
 sessions: streaming 100,000 sessions through iter_sessions vs a raw SCAN + pipelined
           HMGET loop. Goal: >= 0.8x, with peak Python memory (tracemalloc) flat between
           10,000 and 100,000 sessions.
@@ -73,7 +75,7 @@ def bench_commit(url: str, seconds: float) -> None:
         pool = [MemoryEvent(event_id=uuid.uuid4().hex, user_id=user, content="a turn's event",
                             embedding=embedding if embedded else None, meta={"k": 1},
                             session_id=sessions["embedded" if embedded else "event"])
-                for _ in range(60_000 if not embedded else 20_000)]
+                for _ in range(80_000 if not embedded else 40_000)]
         return iter(pool)
 
     plain_events, embedded_events = events(False), events(True)
@@ -113,7 +115,56 @@ def bench_commit(url: str, seconds: float) -> None:
           f"{rates['embedded'] / f:5.2f}x")
     print(f"  server time per call: trivial script {server['floor']:.1f} us, "
           f"commit_turn with 1 event {server['event']:.1f} us")
+    def cpu_usec(fn: Callable[[], None], calls: int = 3000) -> float:
+        """Client plus server CPU per call (user + system, from the process and from INFO):
+        a single client on loopback is one sequential chain, so this is its cost without
+        the waits that other work on a shared machine adds to wall time."""
+        def server_cpu() -> float:
+            info = client.info("cpu")
+            return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+        best = float("inf")
+        for _ in range(3):
+            c0, s0 = time.process_time(), server_cpu()
+            for _ in range(calls):
+                fn()
+            c1, s1 = time.process_time(), server_cpu()
+            best = min(best, (c1 - c0 + s1 - s0) / calls * 1e6)
+        return best
+
+    cpu = {"floor": cpu_usec(floor), "plain": cpu_usec(turn("plain", None)),
+           "event": cpu_usec(turn("event", plain_events)),
+           "embedded": cpu_usec(turn("embedded", embedded_events))}
+    print("  CPU per call (client + server), the noise-robust view: floor "
+          f"{cpu['floor']:.0f} us; no events {cpu['floor'] / cpu['plain']:.2f}x, 1 event "
+          f"{cpu['floor'] / cpu['event']:.2f}x, 1 event + 384-dim vector "
+          f"{cpu['floor'] / cpu['embedded']:.2f}x")
+    client = client_side_usec(embedding, user)
+    print(f"  client CPU per 384-dim event: validate {client['validate']:.1f} us, encode "
+          f"{client['encode']:.1f} us, of which the JSON text of the floats alone "
+          f"{client['json']:.1f} us (float repr); one floor call is {1e6 / f:.1f} us")
     adapter.close()
+
+
+def client_side_usec(embedding: tuple[float, ...], user: str, n: int = 2000) -> dict[str, float]:
+    """Process CPU time (less noisy than wall time on a shared machine) of the client-side
+    steps of one 384-dimension event: validation, the script arguments, the JSON alone."""
+    import json
+    import timeit
+
+    from backends.contract import validate_turn_events
+    from backends.redis.event_codec import event_args
+
+    event = MemoryEvent(event_id=uuid.uuid4().hex, user_id=user, content="a turn's event",
+                        embedding=embedding, meta={"k": 1})
+    checked = validate_turn_events([event])[0]
+
+    def best(fn: Callable[[], object]) -> float:
+        return min(timeit.repeat(fn, number=n, repeat=5, timer=time.process_time)) / n * 1e6
+
+    return {"validate": best(lambda: validate_turn_events([event])),
+            "encode": best(lambda: event_args(checked)),
+            "json": best(lambda: json.dumps(embedding))}
 
 
 def fill(client: "redis.Redis", count: int, start: int = 0) -> None:

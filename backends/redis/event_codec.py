@@ -30,7 +30,7 @@ def event_args(event: MemoryEvent) -> list[str]:
         created.isoformat(),
         repr(created.timestamp()),
         event.content,
-        json.dumps([float(x) for x in event.embedding], allow_nan=False),
+        json.dumps(event.embedding, allow_nan=False),  # floats already (validate_event)
         json.dumps(dict(event.meta), allow_nan=False),
         event.source_event_id or "",
     ]

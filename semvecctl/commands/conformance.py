@@ -18,6 +18,7 @@ from semvecctl.errors import CliError, usage_error
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, NamedBackend, Output, Uri
 from semvecctl.output import Column, OutputFormat
+from semvecctl.report import ReportFile
 
 NAME = "conformance"
 HELP = "Certify a backend against the contract: cases per capability, a level, JUnit XML."
@@ -182,6 +183,7 @@ def run(
     dimensions: Optional[int] = typer.Option(
         None, "--dimensions", min=2, show_default=False,
         help="Embedding width for the retrieval and indexes groups (default: the backend's)."),
+    report_file: ReportFile = None,
     output: Output = OutputFormat.table,
 ) -> None:
     """Run the conformance cases against one backend; exit 1 if any case fails."""
@@ -189,6 +191,7 @@ def run(
     from backends.conformance.context import redis_url_of
 
     from semvecctl.connection import resolve_connection
+    from semvecctl.report import write_report
 
     out = current().output
     only_list = _split_only(only)
@@ -223,6 +226,7 @@ def run(
 
     if junit is not None:
         write_junit_xml(report, junit)
+    write_report(report_file, "conformance", report.to_dict())
     if output == OutputFormat.table:
         _render_table(out, report)
     else:

@@ -18,6 +18,7 @@ from semvecctl.connection import open_adapter, resolve_connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, Uri, Yes
 from semvecctl.output import Column, OutputFormat
+from semvecctl.report import ReportFile
 
 NAME = "indexes"
 HELP = "Plan, ensure (create what is missing) and validate (read-only) a backend's indexes."
@@ -34,12 +35,15 @@ Dimensions = Annotated[
 _UNRESOLVED_ACTIONS = ("mismatch", "unsupported", "skip")
 
 
-def _nothing_to_provision(adapter: Any, output: OutputFormat, spec: Any, key: str) -> None:
+def _nothing_to_provision(adapter: Any, output: OutputFormat, spec: Any, key: str) -> dict[str, Any]:
+    """Say so (and emit it for machines); returns what was emitted, for a report."""
     name = getattr(adapter, "name", "?")
     current().output.info(f"nothing to provision for backend {name}")
+    data = {"backend": name, "uri": spec.display_uri, "ok": True, key: [],
+            "note": f"nothing to provision for backend {name}"}
     if output != OutputFormat.table:
-        current().output.emit({"backend": name, "uri": spec.display_uri, "ok": True,
-                               key: [], "note": f"nothing to provision for backend {name}"}, output)
+        current().output.emit(data, output)
+    return data
 
 
 def _action_row(action: Any, definitions: dict[str, Any]) -> dict[str, Any]:
@@ -222,6 +226,7 @@ def validate(
     strict: bool = typer.Option(False, "--strict",
                                 help="Also fail (exit 1) on recommended indexes that are missing "
                                      "or differ, not only on required ones."),
+    report_file: ReportFile = None,
     output: Output = OutputFormat.table,
 ) -> None:
     """Compare the server's indexes with the plan, option by option. Read-only.
@@ -231,11 +236,14 @@ def validate(
     options, not queryable) or, with --strict, on any drift; 2 or more on errors."""
     from backends.contract import IndexManager
 
+    from semvecctl.report import write_report
+
     out = current().output
     spec = resolve_connection(backend, uri, adapter)
     with open_adapter(spec) as adapter_obj:
         if not isinstance(adapter_obj, IndexManager):
-            _nothing_to_provision(adapter_obj, output, spec, "indexes")
+            write_report(report_file, "indexes",
+                         _nothing_to_provision(adapter_obj, output, spec, "indexes"))
             return
         required = {(s.target, s.name): bool(getattr(s, "required", True))
                     for s in adapter_obj.index_plan(dimensions=dimensions)}
@@ -244,13 +252,15 @@ def validate(
         failing = [r for r in rows if not r["ok"] and (r["required"] or strict)]
         advisory = [r for r in rows if not r["ok"] and not r["required"] and not strict]
         ok = not failing
-        out.emit({"backend": adapter_obj.name, "uri": spec.display_uri, "ok": ok,
-                  "strict": strict, "indexes": rows},
+        data = {"backend": adapter_obj.name, "uri": spec.display_uri, "ok": ok,
+                "strict": strict, "indexes": rows}
+        out.emit(data,
                  output,
                  columns=[Column("INDEX", "name", style="bold"), Column("TARGET", "target"),
                           Column("KIND", "kind"), Column("NEED", _need_cell),
                           Column("STATE", "state"), Column("DIFFERENCES", _differences_cell)],
                  rows=rows)
+    write_report(report_file, "indexes", data)
     for row in advisory:
         out.warn(f"recommended index {row['name']} ({row['target']}) is {row['state']}: "
                  "semvecctl suggests it, the engine does not need it (--strict to fail on it)")

@@ -20,6 +20,7 @@ from semvecctl.errors import CliError, environment_error, usage_error
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, Uri, owner_filter
 from semvecctl.output import Column, OutputFormat
+from semvecctl.report import ReportFile
 
 NAME = "retrieve"
 HELP = "Rank a session's memory in-process or server-side, and diff the two rankings."
@@ -312,12 +313,15 @@ def diff(
         help="Exit 1 if any query's Jaccard@k is below this.", show_default=False),
     rbo_p: float = typer.Option(0.9, "--rbo-p", min=0.01, max=0.99,
                                 help="RBO persistence p (weight on the top ranks)."),
+    report_file: ReportFile = None,
     output: Output = OutputFormat.table,
 ) -> None:
     """Run the same query in-process and server-side; show both rankings side by side,
     the agreement metrics and the reasons they can differ. With --min-rbo/--min-jaccard
     it is a CI gate (exit 1 when a query misses)."""
     from backends.retrieval.diff import diff_queries, load_queries_jsonl
+
+    from semvecctl.report import write_report
 
     out = current().output
     scope = owner_filter(owner, unowned)
@@ -346,6 +350,7 @@ def diff(
         data = {"backend": adapter_obj.name, "session": session, "items": origin,
                 **report.to_dict()}
     out.emit(data, output, table=lambda: _diff_table(report, queries is None))
+    write_report(report_file, "diff", data)
     if report.misses:
         for miss in report.misses:
             out.error(f"gate missed: query {miss.query_id!r} {miss.metric} "

@@ -1,0 +1,289 @@
+"""What a report says, apart from how it is drawn: a verdict, then blocks (facts, tables,
+rank charts, notes) built from the dictionary a command prints with ``-o json``.
+
+Builders read fields generically where they can (every scalar metric of a query, every
+``mean_``/``min_`` aggregate), so a field a result gains later shows up without a change
+here; only the headline names the fields it leads with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+__all__ = ["Document", "Facts", "Table", "RankChart", "Notes", "build", "cell"]
+
+
+@dataclass
+class Facts:
+    title: str
+    pairs: list[tuple[str, Any]]
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+    #: per row: "good", "bad" or "" (drawn as a colour in HTML, a mark in Markdown)
+    marks: list[str] = field(default_factory=list)
+    #: fold it away where the format can (a long run's per-query detail in a PR comment)
+    folded: bool = False
+
+
+@dataclass
+class RankChart:
+    """Two rankings of one query; an item ranked on both sides is joined by a line."""
+
+    title: str
+    left_label: str
+    right_label: str
+    left: list[str]
+    right: list[str]
+
+
+@dataclass
+class Notes:
+    title: str
+    lines: list[str]
+
+
+@dataclass
+class Document:
+    title: str
+    passed: bool
+    headline: str
+    blocks: list[Any] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        return "PASS" if self.passed else "FAIL"
+
+
+def cell(value: Any) -> str:
+    """One value as report text: floats to 4 places, None as a dash."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(cell(v) for v in value) or "–"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={cell(v)}" for k, v in value.items()) or "–"
+    return str(value)
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+# -- retrieve diff -----------------------------------------------------------------------
+
+#: keys of a query's dict that are not per-query figures
+_QUERY_STRUCTURE = {"query", "settings", "rows", "moves", "notes", "metrics"}
+
+
+def _query_figures(query: Mapping[str, Any]) -> dict[str, Any]:
+    """Every scalar figure of one query: its metrics, then any other figures it carries
+    (a nested dict of scalars is prefixed with its key, e.g. ``exact.recall``)."""
+    figures: dict[str, Any] = {}
+    for key, value in (query.get("metrics") or {}).items():
+        if _scalar(value):
+            figures[key] = value
+    for key, value in query.items():
+        if key in _QUERY_STRUCTURE:
+            continue
+        if _scalar(value):
+            figures[key] = value
+        elif isinstance(value, Mapping):
+            for sub, inner in value.items():
+                if _scalar(inner):
+                    figures[f"{key}.{sub}"] = inner
+    return figures
+
+
+def _aggregate_table(aggregate: Mapping[str, Any]) -> tuple[Table | None, list[tuple[str, Any]]]:
+    """``mean_x``/``min_x``/``max_x`` keys as one row per metric; the rest as facts."""
+    stats: dict[str, dict[str, Any]] = {}
+    prefixes: list[str] = []
+    rest: list[tuple[str, Any]] = []
+    for key, value in aggregate.items():
+        prefix, _, metric = key.partition("_")
+        if metric and prefix in ("mean", "min", "max", "median", "p50", "p95") and _scalar(value):
+            stats.setdefault(metric, {})[prefix] = value
+            if prefix not in prefixes:
+                prefixes.append(prefix)
+        else:
+            rest.append((key, value))
+    if not stats:
+        return None, rest
+    rows = [[metric, *[values.get(p) for p in prefixes]] for metric, values in stats.items()]
+    return Table("Aggregate over the queries", ["metric", *prefixes], rows), rest
+
+
+def _ranked(rows: Sequence[Mapping[str, Any]], side: str) -> list[str]:
+    return [str(r[f"{side}_item"]) for r in rows if r.get(f"{side}_item") is not None]
+
+
+def build_diff(data: Mapping[str, Any]) -> Document:
+    server = data.get("server") or "server"
+    queries = list(data.get("queries") or [])
+    gate = data.get("gate") or {}
+    missed = list(gate.get("missed") or [])
+    passed = bool(gate.get("passed", not missed))
+    aggregate = data.get("aggregate") or {}
+    lead = [f"{name} {cell(aggregate.get(key))}" for name, key in
+            (("mean RBO", "mean_rbo"), ("mean Jaccard", "mean_jaccard")) if key in aggregate]
+    if missed:
+        headline = (f"{len(missed)} gate miss(es) over {len(queries)} query(ies): "
+                    + "; ".join(f"{m.get('query_id')} {m.get('metric')} {cell(m.get('value'))}"
+                                f" < {cell(m.get('threshold'))}" for m in missed))
+    else:
+        headline = f"no gate missed over {len(queries)} query(ies)"
+    if lead:
+        headline += " · " + ", ".join(lead)
+    doc = Document(f"retrieve diff: in-process vs {server}", passed, headline)
+    doc.blocks.append(Facts("Run", [(k, data[k]) for k in ("backend", "session", "items", "server")
+                                    if k in data]))
+    table, rest = _aggregate_table(aggregate)
+    if table is not None:
+        doc.blocks.append(table)
+    if rest:
+        doc.blocks.append(Facts("Aggregate facts", rest))
+
+    missed_by_query: dict[str, list[str]] = {}
+    for miss in missed:
+        missed_by_query.setdefault(str(miss.get("query_id")), []).append(str(miss.get("metric")))
+    figures = [_query_figures(q) for q in queries]
+    columns: list[str] = []
+    for fig in figures:
+        columns += [c for c in fig if c not in columns]
+    rows, marks = [], []
+    for query, fig in zip(queries, figures):
+        misses = missed_by_query.get(str(query.get("query")))
+        rows.append([query.get("query"), *[fig.get(c) for c in columns],
+                     ("missed " + ", ".join(misses)) if misses else "ok"])
+        marks.append("bad" if misses else "good")
+    doc.blocks.append(Table("Per query", ["query", *columns, "gate"], rows, marks))
+
+    for query in queries:
+        qid = query.get("query")
+        qrows = list(query.get("rows") or [])
+        doc.blocks.append(RankChart(f"Rank shift, query {qid}", "in-process", str(server),
+                                    _ranked(qrows, "in_process"), _ranked(qrows, "server")))
+        doc.blocks.append(Table(f"Rankings, query {qid}",
+                                ["rank", "in-process", "score", "where", "server", "score",
+                                 "where"],
+                                [[r.get("rank"), r.get("in_process_item"),
+                                  r.get("in_process_score"), r.get("in_process_presence"),
+                                  r.get("server_item"), r.get("server_score"),
+                                  r.get("server_presence")] for r in qrows],
+                                folded=len(queries) > 1))
+    seen: dict[str, str] = {}
+    for query in queries:
+        for note in query.get("notes") or []:
+            seen.setdefault(str(note.get("message")), str(note.get("code")))
+    if seen:
+        doc.blocks.append(Notes("Why the two sides can differ",
+                                [f"[{code}] {message}" for message, code in seen.items()]))
+    return doc
+
+
+# -- conformance run ---------------------------------------------------------------------
+
+
+def build_conformance(data: Mapping[str, Any]) -> Document:
+    backend = data.get("backend")
+    counts = {k: v for k, v in (data.get("counts") or {}).items() if v}
+    passed = bool(data.get("ok"))
+    headline = (f"conformance level {data.get('level')} for backend {backend!r}: "
+                + (", ".join(f"{v} {k}" for k, v in counts.items()) or "nothing ran")
+                + f" in {cell(float(data.get('duration') or 0.0))}s")
+    title = f"conformance of backend {backend!r}"
+    if data.get("target"):
+        title += f" at {data['target']}"
+    doc = Document(title, passed, headline)
+    groups = list(data.get("groups") or [])
+    cases = [c for g in groups for c in (g.get("cases") or [])]
+    failures = [c for c in cases if c.get("status") in ("failed", "error")]
+    if failures:
+        doc.blocks.append(Table(
+            "Failures", ["case", "status", "expected", "actual", "detail"],
+            [[f"{c.get('group')}.{c.get('case')}", c.get("status"), c.get("expected"),
+              c.get("actual"), c.get("message")] for c in failures],
+            ["bad"] * len(failures)))
+    caps = data.get("capabilities") or {}
+    doc.blocks.append(Facts("Run", [("backend", backend), ("target", data.get("target") or "–"),
+                                    ("level", data.get("level")),
+                                    ("selection", data.get("selection")),
+                                    ("started", data.get("started_at")),
+                                    *[(f"capability {k}", v) for k, v in caps.items()]]))
+    doc.blocks.append(Table(
+        "Groups", ["group", "status", "cases", "time (s)", "note"],
+        [[g.get("name"), g.get("status"), len(g.get("cases") or []), g.get("duration"),
+          g.get("reason")] for g in groups],
+        [_status_mark(g.get("status")) for g in groups]))
+    doc.blocks.append(Table(
+        "Cases", ["case", "status", "time (s)", "detail"],
+        [[f"{c.get('group')}.{c.get('case')}", c.get("status"), c.get("duration"),
+          c.get("message")] for c in cases],
+        [_status_mark(c.get("status")) for c in cases], folded=True))
+    return doc
+
+
+def _status_mark(status: Any) -> str:
+    return {"passed": "good", "failed": "bad", "error": "bad"}.get(str(status), "")
+
+
+# -- indexes validate --------------------------------------------------------------------
+
+
+def build_indexes(data: Mapping[str, Any]) -> Document:
+    backend = data.get("backend")
+    rows = list(data.get("indexes") or [])
+    strict = bool(data.get("strict"))
+    passed = bool(data.get("ok", True))
+
+    def verdict(row: Mapping[str, Any]) -> str:
+        if row.get("ok"):
+            return "match"
+        return "DRIFT" if (row.get("required", True) or strict) else "advisory"
+
+    verdicts = [verdict(r) for r in rows]
+    drift = verdicts.count("DRIFT")
+    advisory = verdicts.count("advisory")
+    if data.get("note"):
+        headline = str(data["note"])
+    elif drift:
+        headline = f"{drift} of {len(rows)} index(es) do not match"
+    else:
+        headline = f"every required index matches ({len(rows)} checked"
+        headline += f", {advisory} recommended one(s) missing or different)" if advisory else ")"
+    doc = Document(f"indexes validate: backend {backend!r}", passed, headline)
+    doc.blocks.append(Facts("Run", [("backend", backend), ("uri", data.get("uri")),
+                                    ("strict", strict)]))
+    doc.blocks.append(Table(
+        "Indexes", ["index", "target", "kind", "need", "state", "verdict", "differences"],
+        [[r.get("name"), r.get("target"), r.get("kind"),
+          "required" if r.get("required", True) else "recommended", r.get("state"), v,
+          _differences(r)] for r, v in zip(rows, verdicts)],
+        [{"match": "good", "DRIFT": "bad"}.get(v, "") for v in verdicts]))
+    return doc
+
+
+def _differences(row: Mapping[str, Any]) -> str:
+    parts = [f"{d.get('field')}: want {d.get('expected')!r}, have {d.get('actual')!r}"
+             for d in row.get("differences") or []]
+    if not parts and row.get("detail"):
+        parts.append(str(row["detail"]))
+    return "; ".join(parts) or "–"
+
+
+BUILDERS: dict[str, Callable[[Mapping[str, Any]], Document]] = {
+    "diff": build_diff, "conformance": build_conformance, "indexes": build_indexes}
+
+
+def build(kind: str, data: Mapping[str, Any]) -> Document:
+    return BUILDERS[kind](data)
