@@ -18,20 +18,12 @@ from backends.registry import (
     read_persistence,
 )
 
-#: optional seam -> the member that reveals it on a class
-SEAM_MEMBERS: tuple[tuple[str, str], ...] = (
-    ("sessions", "iter_sessions"),
-    ("restore", "restore_session"),
-    ("indexes", "ensure_indexes"),
-    ("live-items", "iter_live_items"),
-    ("item-mirror", "sync_items"),
-    ("health-details", "health_details"),
-)
+def seams_of(target: Any) -> list[str]:
+    """The operator seams a class (or instance) offers, named as ``backends list`` shows
+    them; detected by :func:`backends.contract.capabilities_of` from the class alone."""
+    from backends.contract import CAPABILITIES, capabilities_of
 
-
-def capabilities_of(target: Any) -> list[str]:
-    """Operator seams a class (or instance) offers, by the members it defines."""
-    return [cap for cap, member in SEAM_MEMBERS if callable(getattr(target, member, None))]
+    return [cap.value for cap in capabilities_of(target, stores=False) if CAPABILITIES[cap].seam]
 
 
 def factory_problem(target: Any, where: str) -> str | None:
@@ -103,7 +95,7 @@ def check_entry(entry: BackendEntry) -> dict[str, Any]:
                              f"(install the {entry.name} extra)")
     result["persistent"] = read_persistence(target)
     if inspect.isclass(target):
-        result["capabilities"] = capabilities_of(target)
+        result["capabilities"] = seams_of(target)
         problems = contract_problems(target, selected_name=entry.name)
         if problems and entry.status in ("ok", "driver-missing"):
             result.update(status="contract-error", detail="contract error: " + "; ".join(problems))

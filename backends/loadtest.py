@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from backends.contract import MemoryEvent
+from backends.contract import Capability, MemoryEvent, offers
 from backends.errors import (
     BackendAuthError,
     BackendConfigError,
@@ -363,7 +363,7 @@ def _verify_with_events(events_store: Any, run: _Run, j: int, sid: str,
     sequences = [e.sequence for e in events]
     # a store whose layout keeps no sequence (the engine's SQL tables) declares it;
     # its events are then audited by id alone
-    sequenced = getattr(events_store, "assigns_sequences", True) is not False
+    sequenced = offers(events_store, Capability.ASSIGNS_SEQUENCES)
     if sequenced and sequences != list(range(1, len(events) + 1)):
         problems.append(f"{sid}: sequences of {user} are not 1..{len(events)} in order "
                         f"(first values {sequences[:5]})")
@@ -432,10 +432,9 @@ def cleanup(adapter: Any, run: _Run, timeout_s: float = 30.0) -> list[str]:
     for user in run.user_ids:
         if not user.startswith(run.prefix):
             continue
-        purge = getattr(events, "purge_user", None)
         try:
-            if callable(purge):
-                _with_retry(lambda: purge(user), timeout_s)
+            if offers(events, Capability.PURGE_USER):
+                _with_retry(lambda: events.purge_user(user), timeout_s)
             else:
                 _with_retry(lambda: events.delete_older_than(horizon, user_id=user), timeout_s)
         except Exception as exc:  # noqa: BLE001

@@ -36,19 +36,6 @@ DEFAULT_BACKEND = "memory"
 
 log = logging.getLogger(__name__)
 
-#: Members every adapter must have (name, must be callable). Kept here rather than in
-#: ``backends.contract`` so that listing backends does not pay for building the protocols.
-REQUIRED_ADAPTER_MEMBERS: tuple[tuple[str, bool], ...] = (
-    ("name", False),
-    ("is_persistent", False),
-    ("state_store", True),
-    ("event_store", True),
-    ("retrieval_backend", True),
-    ("commit_turn", True),
-    ("check_health", True),
-)
-
-
 class UnknownBackendWarning(UserWarning):
     """A selected backend name is neither shipped nor installed; ``memory`` is used."""
 
@@ -320,6 +307,9 @@ def import_target(entry: BackendEntry) -> Any:
 def contract_problems(obj: Any, *, selected_name: str | None = None) -> list[str]:
     """What ``obj`` (an adapter class or instance) misses of the contract."""
     import inspect
+
+    # the contract is imported here, when an adapter is checked, not when backends are listed
+    from backends.contract import REQUIRED_ADAPTER_MEMBERS
 
     problems: list[str] = []
     missing = [m for m, _ in REQUIRED_ADAPTER_MEMBERS if not hasattr(obj, m)]

@@ -207,10 +207,9 @@ def open_adapter(spec: ConnectionSpec) -> Iterator[Any]:
     try:
         yield adapter
     finally:
-        close = getattr(adapter, "close", None)
-        if callable(close):
-            with contextlib.suppress(Exception):
-                close()
+        from backends.contract import close_quietly
+
+        close_quietly(adapter)
 
 
 def require_seam(adapter: Any, seam: type, what: str) -> Any:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 from backends.conformance.drive import EventsDriver, StoreDriver, WireEvent
 from backends.conformance.drive import commit_turn as _commit_turn
 from backends.conformance.model import CaseFailure, NotApplicable, SubCheckNotApplicable
-from backends.contract import MemoryItem
+from backends.contract import Capability, MemoryItem, offers
 from backends.errors import is_state_version_conflict
 
 #: Far enough ahead that every event a case wrote is strictly older.
@@ -259,11 +259,11 @@ class CaseContext:
         """Remove what this case created; return the problems (never raise)."""
         problems: list[str] = []
         if self.item_sessions:
-            mirror_purge = getattr(self.adapter, "purge_items", None)
+            can_purge = offers(self.adapter, Capability.PURGE_ITEMS)
             for sid in self.item_sessions:
                 try:
-                    if callable(mirror_purge):
-                        mirror_purge(sid)
+                    if can_purge:
+                        self.adapter.purge_items(sid)
                 except Exception as exc:  # noqa: BLE001
                     problems.append(f"purging items of {sid}: {describe_exception(exc)}")
         if self.sessions:

@@ -164,8 +164,9 @@ def ensure(
 def _wait(adapter_obj: Any, dimensions: int | None, timeout: float,
           poll: float) -> tuple[bool, dict[str, str]]:
     out = current().output
-    waiter = getattr(adapter_obj, "wait_for_search_indexes", None)
-    if not callable(waiter):
+    from backends.contract import Capability, offers
+
+    if not offers(adapter_obj, Capability.SEARCH_INDEX_WAIT):
         out.info(f"backend {adapter_obj.name} builds its indexes synchronously: nothing to wait for")
         return True, {}
     last: dict[str, str] = {}
@@ -176,7 +177,7 @@ def _wait(adapter_obj: Any, dimensions: int | None, timeout: float,
             out.info("search indexes: " + ", ".join(f"{n} {s}" for n, s in sorted(states.items())))
             last = dict(states)
 
-    result = waiter(timeout, poll, progress, dimensions=dimensions)
+    result = adapter_obj.wait_for_search_indexes(timeout, poll, progress, dimensions=dimensions)
     if getattr(result, "unsupported", False):
         out.warn("cannot wait: this deployment has no Atlas Search")
         return False, dict(result.states)

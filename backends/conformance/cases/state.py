@@ -8,7 +8,7 @@ import os
 from backends.conformance.catalogue import case
 from backends.conformance.context import CaseContext
 from backends.conformance.model import NotApplicable
-from backends.contract import ANONYMOUS_OWNER, LoadedState
+from backends.contract import ANONYMOUS_OWNER, Capability, LoadedState, offers
 
 
 def loaded_blob(got):
@@ -370,7 +370,7 @@ def delete_checks_version(ctx: CaseContext) -> None:
 
 
 def _declares_idempotent_retries(store) -> bool:
-    return getattr(store, "idempotent_retries", False) is True
+    return offers(store, Capability.IDEMPOTENT_RETRIES)
 
 
 @case("state")
