@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from backends.info import info_from_class
 from backends.registry import (
     BackendEntry,
     contract_problems,
@@ -87,12 +88,12 @@ def check_entry(entry: BackendEntry) -> dict[str, Any]:
         if annotated is None:
             return result
         target = annotated
-    missing = [m for m in getattr(target, "required_modules", ()) or ()
-               if not driver_available(m)]
+    info = info_from_class(entry.name, entry.target, target)
+    missing = [m for m in info.drivers if not driver_available(m)]
     if missing and entry.status == "ok":
         result.update(status="driver-missing",
                       detail=f"driver missing: {', '.join(missing)} is not installed "
-                             f"(install the {entry.name} extra)")
+                             f"({info.install_hint})")
     result["persistent"] = read_persistence(target)
     if inspect.isclass(target):
         result["capabilities"] = seams_of(target)

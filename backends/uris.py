@@ -9,21 +9,17 @@ from __future__ import annotations
 import re
 from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-#: scheme -> backend name it implies
-SCHEME_BACKENDS: dict[str, str] = {
-    "memory": "memory",
-    "redis": "redis",
-    "rediss": "redis",
-    "unix": "redis",
-    "mongodb": "mongo",
-    "mongodb+srv": "mongo",
-    "postgresql": "pgvector",
-    "postgres": "pgvector",
-}
+from backends.info import KNOWN_INFO, scheme_claims
+
+_CLAIMS = scheme_claims(KNOWN_INFO)
+
+#: scheme -> backend name it implies (the first backend declaring it in backends.info)
+SCHEME_BACKENDS: dict[str, str] = {scheme: names[0] for scheme, names in _CLAIMS.items()}
 
 #: backends that share a scheme with the one it implies; what the store holds decides
 #: between them (:func:`choose_backend_for_uri`), ``--backend`` overrides
-SHARED_SCHEME_BACKENDS: dict[str, tuple[str, ...]] = {"pgvector": ("pgvector", "postgres")}
+SHARED_SCHEME_BACKENDS: dict[str, tuple[str, ...]] = {
+    names[0]: names for names in _CLAIMS.values() if len(names) > 1}
 
 
 #: query parameters whose values are secrets, compared lower-case
@@ -183,7 +179,10 @@ def backend_for_uri(uri: str) -> str:
     parts = _split(uri)
     scheme = parts.scheme.lower()
     if scheme not in SCHEME_BACKENDS:
-        known = ", ".join(sorted(f"{s}://" for s in SCHEME_BACKENDS))
+        plugins = _plugin_claims()
+        if scheme in plugins:
+            return plugins[scheme][0]
+        known = ", ".join(sorted(f"{s}://" for s in (*SCHEME_BACKENDS, *plugins)))
         raise InvalidURI(f"unknown URI scheme {scheme + '://'!r}: use one of {known}")
     if scheme in ("redis", "rediss", "mongodb", "mongodb+srv", "postgresql", "postgres"):
         if not parts.hostname and not (scheme.startswith("postgres") and "host=" in parts.query):
@@ -191,6 +190,14 @@ def backend_for_uri(uri: str) -> str:
     if scheme == "unix" and not parts.path:
         raise InvalidURI(f"URI {redact_uri(uri)!r} names no socket path")
     return SCHEME_BACKENDS[scheme]
+
+
+def _plugin_claims() -> dict[str, tuple[str, ...]]:
+    """Schemes claimed by installed plugins (their ``uri_schemes`` class attribute). This
+    imports them, so it is asked only for a scheme no declared backend claims."""
+    from backends.registry import Registry
+
+    return Registry().plugin_scheme_claims()
 
 
 def fitting_backends(uri: str) -> tuple[str, ...]:

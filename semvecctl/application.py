@@ -9,10 +9,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from semvecctl.output import Output
+from backends.info import SECRET_ENV_VARS
 
-#: environment variables whose values may carry credentials
-SECRET_ENV_VARS = ("REDIS_URL", "MONGODB_URI", "SEMVEC_PGVECTOR_URL", "DATABASE_URL")
+from semvecctl.output import Output
 
 
 @dataclass
@@ -22,6 +21,7 @@ class Application:
     config_path: str | None = None
     profile: str | None = None
     secrets: set[str] = field(default_factory=set)
+    secret_values: set[str] = field(default_factory=set)
     output: Output = field(init=False)
 
     def __post_init__(self) -> None:
@@ -35,9 +35,18 @@ class Application:
         if uri:
             self.secrets.add(uri)
 
-    def scrub(self, text: str) -> str:
-        from backends.uris import scrub
+    def remember_secret_value(self, value: str | None) -> None:
+        """Register a secret that is not (only) a URI, e.g. a token variable a plugin
+        declares: the whole value is scrubbed, and any credential it holds as a URI."""
+        if value:
+            self.secret_values.add(value)
+            self.secrets.add(value)
 
+    def scrub(self, text: str) -> str:
+        from backends.uris import REDACTED, scrub
+
+        for value in sorted(self.secret_values, key=len, reverse=True):
+            text = text.replace(value, REDACTED)
         return scrub(text, *self.secrets)
 
 

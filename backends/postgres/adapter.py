@@ -12,6 +12,7 @@ import contextlib
 import time
 from typing import Any, Iterator, Sequence
 
+from backends.info import declared
 from backends.contract import (
     FAULT_POINTS,
     IndexAction,
@@ -41,7 +42,7 @@ class PostgresAdapter(StateStoreSeams):
     name = "postgres"
     is_persistent = True
     #: driver modules, checked without importing them by ``backends list --check``
-    required_modules = ("psycopg",)
+    required_modules = declared("postgres").drivers
     #: points of the conformance fault seam (:class:`backends.contract.FaultSeam`)
     fault_points = FAULT_POINTS
     _with_items = False
