@@ -74,6 +74,7 @@ __all__ = [
     "validate_owner_filter",
     "validate_save_args",
     "StateStoreSeams",
+    "ClosesOnce",
     "DerivedReads",
     "validate_turn_events",
     "normalise_pending",
@@ -754,13 +755,51 @@ class HealthDetails(Protocol):
 
 @speaks_both_conventions
 class DerivedReads:
-    """Mixin for state stores: ``load`` derived from ``load_full`` (one read), so the
-    ``(blob, version)`` shape the engine unpacks is produced in one place."""
+    """Mixin for state stores: ``load``, ``load_owner`` and ``current_version`` derived
+    from one read, so a store writes ``load_full`` (and, when it can read a row without
+    its blob, ``_head``) and the derived shapes are produced in one place. A store with
+    cheaper native queries overrides the member it serves better."""
+
+    def _head(self, session_id: str, owner_subject: OwnerFilter) -> LoadedState | None:
+        """The row without needing its blob (default: the whole row)."""
+        return self.load_full(session_id, owner_subject=owner_subject)  # type: ignore[attr-defined,no-any-return]
 
     def load(self, session_id: str, *,
              owner_subject: OwnerFilter = UNSCOPED) -> tuple[bytes, int] | None:
         full = self.load_full(session_id, owner_subject=owner_subject)  # type: ignore[attr-defined]
         return None if full is None else (full.blob, full.version)
+
+    def load_owner(self, session_id: str, *,
+                   owner_subject: OwnerFilter = UNSCOPED) -> str | None:
+        head = self._head(session_id, owner_subject)
+        return None if head is None else head.owner_subject
+
+    def current_version(self, session_id: str, *,
+                        owner_subject: OwnerFilter = UNSCOPED) -> int | None:
+        head = self._head(session_id, owner_subject)
+        return None if head is None else head.version
+
+
+class ClosesOnce:
+    """Mixin for adapters: ``close()`` releases resources once (``_release``) and every
+    later call does nothing; the adapter is also a context manager that closes."""
+
+    _closed = False
+
+    def _release(self) -> None:
+        """Release connections and pools (the adapter's own part of closing)."""
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._release()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @speaks_both_conventions

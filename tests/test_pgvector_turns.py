@@ -343,10 +343,10 @@ def test_driver_errors_map_to_categories(sqlstate, category):
     import psycopg
 
     import backends.errors as errors
-    from backends.pgvector.driver import map_error
+    from backends.pgvector.driver import translate_error
 
     cls = psycopg.errors.lookup(sqlstate)
-    mapped = map_error(cls("boom"), "postgresql://h/db", "a query")
+    mapped = translate_error(cls("boom"), "postgresql://h/db", action="a query")
     assert type(mapped).__name__ == category and isinstance(mapped, errors.BackendError)
 
 

@@ -339,11 +339,11 @@ def test_fixture_skips_or_fails_without_a_server(tmp_path, require, outcome):
 def test_driver_errors_map_to_categories(error, category):
     import importlib
 
-    from backends.redis.failures import translate
+    from backends.redis.failures import translate_error
 
     module, name = error.split(":")
     exc = getattr(importlib.import_module(module), name)("boom")
-    assert isinstance(translate(exc, "redis://h"), category)
+    assert isinstance(translate_error(exc, "redis://h"), category)
 
 
 @pytest.mark.parametrize(
@@ -374,15 +374,15 @@ def test_tls_failures_are_configuration_errors():
 
     import redis.exceptions as rx
 
-    from backends.redis.failures import translate
+    from backends.redis.failures import translate_error
 
     wrapped = rx.ConnectionError("Error 1 connecting to h:6380. [SSL: CERTIFICATE_VERIFY_FAILED]")
     wrapped.__cause__ = ssl.SSLCertVerificationError("certificate verify failed")
-    assert isinstance(translate(wrapped, "rediss://h"), BackendConfigError)
-    assert isinstance(translate(rx.ConnectionError("Error 111 connecting to h:6379. "
+    assert isinstance(translate_error(wrapped, "rediss://h"), BackendConfigError)
+    assert isinstance(translate_error(rx.ConnectionError("Error 111 connecting to h:6379. "
                                                    "Connection refused."), "redis://h"),
                       BackendUnreachable)
-    assert isinstance(translate(rx.ConnectionError("Error -2 connecting to nohost:6379. "
+    assert isinstance(translate_error(rx.ConnectionError("Error -2 connecting to nohost:6379. "
                                                    "Name or service not known."), "redis://h"),
                       BackendUnreachable)
 
@@ -418,6 +418,6 @@ def test_wrongtype_on_a_session_key_is_corrupt_state_naming_it():
 def test_error_replies_map_to_categories(text, category):
     from redis.exceptions import ResponseError
 
-    from backends.redis.failures import translate
+    from backends.redis.failures import translate_error
 
-    assert type(translate(ResponseError(text), "redis://h")).__name__ == category
+    assert type(translate_error(ResponseError(text), "redis://h")).__name__ == category

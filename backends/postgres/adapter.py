@@ -14,6 +14,7 @@ from typing import Any, Iterator, Sequence
 
 from backends.info import declared
 from backends.contract import (
+    ClosesOnce,
     FAULT_POINTS,
     IndexAction,
     IndexReport,
@@ -25,7 +26,7 @@ from backends.contract import (
 
 
 @speaks_both_conventions
-class PostgresAdapter(StateStoreSeams):
+class PostgresAdapter(ClosesOnce, StateStoreSeams):
     """Session state and the compliance log in ``semvec_session_state`` and
     ``semvec_memory_events``, exactly as the engine lays them out (ENGINE-WIRE section 5).
 
@@ -251,8 +252,6 @@ class PostgresAdapter(StateStoreSeams):
     def _more_health(self, conn: Any, details: dict[str, Any]) -> None:
         """Hook for pgvector's extension and embedding facts."""
 
-    def close(self) -> None:
-        """Release the pool; idempotent."""
-        if not self._closed:
-            self._closed = True
-            self._db.close()
+    def _release(self) -> None:
+        """Release the pool (once: see ClosesOnce)."""
+        self._db.close()
