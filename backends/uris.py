@@ -42,6 +42,30 @@ _SECRET_PARAMS = frozenset(
 
 REDACTED = "***"
 
+#: words that make a setting's NAME secret (``password``, ``api_key``, ``tls_key``...):
+#: its value is masked whatever it holds
+_SECRET_NAME_WORDS = ("password", "passwd", "pwd", "secret", "token", "apikey", "api_key",
+                      "credential", "private", "key")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a setting called ``name`` holds a secret (by the words in its name)."""
+    lowered = str(name).lower()
+    return any(word in lowered for word in _SECRET_NAME_WORDS)
+
+
+def redact_settings(value: object) -> object:
+    """A settings tree (dicts, lists, strings) with values under secret names masked and
+    every URI redacted: how configuration is shown."""
+    if isinstance(value, dict):
+        return {str(k): (REDACTED if is_secret_name(k) else redact_settings(v))
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_settings(v) for v in value]
+    if isinstance(value, str) and "://" in value:
+        return redact_uri(value)
+    return value
+
 
 class InvalidURI(ValueError):
     """A URI we cannot use; the message says what was wrong (never the secret)."""

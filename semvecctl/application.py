@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from backends.info import SECRET_ENV_VARS
 
@@ -29,6 +30,15 @@ class Application:
             if os.environ.get(var):
                 self.secrets.add(os.environ[var])
         self.output = Output(no_color=self.no_color, verbose=self.verbose, scrubber=self.scrub)
+
+    def abort(self, message: str = "", code: int = 1) -> NoReturn:
+        """End the command: ``message`` (scrubbed, one line on stderr) and ``code``
+        (an :class:`~semvecctl.exit_codes.ExitCode`). The one way a command fails: the
+        error boundary in semvecctl.app reports it like every other failure."""
+        from semvecctl.errors import CliError
+        from semvecctl.exit_codes import ExitCode
+
+        raise CliError(message, ExitCode(code))
 
     def remember_secret(self, uri: str | None) -> None:
         """Register a URI whose credentials must be scrubbed from anything we print."""

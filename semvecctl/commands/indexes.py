@@ -154,7 +154,7 @@ def ensure(
     for row in unresolved:
         out.warn(f"{row['name']} ({row['target']}): {row['action']}: {row['detail']}")
     if unresolved or not wait_ok:
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+        current().abort(code=ExitCode.CHECK_FAILED)
     if applied:
         out.success(f"{sum(1 for r in rows if r['applied'])} index change(s) applied")
     else:
@@ -256,9 +256,9 @@ def validate(
         out.warn(f"recommended index {row['name']} ({row['target']}) is {row['state']}: "
                  "semvecctl suggests it, the engine does not need it (--strict to fail on it)")
     if failing:
-        out.error(f"{len(failing)} of {len(rows)} index(es) do not match: "
-                  + ", ".join(f"{r['name']} {r['state']}" for r in failing))
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+        current().abort(f"{len(failing)} of {len(rows)} index(es) do not match: "
+                        + ", ".join(f"{r['name']} {r['state']}" for r in failing),
+                        ExitCode.CHECK_FAILED)
     if advisory:
         out.success(f"every required index matches ({len(advisory)} recommended one(s) "
                     "missing or different)")
