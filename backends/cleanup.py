@@ -7,6 +7,7 @@ that fails is reported and the rest still run: a cleanup never raises.
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from typing import Any, Callable, Iterable
 
 from backends.contract import Capability, offers
@@ -43,14 +44,15 @@ def remove_run(adapter: Any, prefix: str, *, sessions: Iterable[str] = (),
 
     if offers(adapter, Capability.PURGE_ITEMS):
         for sid in ours(item_sessions):
-            step(f"purging items of {sid}", lambda sid=sid: adapter.purge_items(sid))
+            step(f"purging items of {sid}", partial(adapter.purge_items, sid))
     holders: dict[str, Any] = {}
     for name, wanted in (("state_store", ours(sessions)), ("event_store", ours(users))):
         if wanted:
-            step(f"{name}()", lambda name=name: holders.__setitem__(name, getattr(adapter, name)()))
+            step(f"{name}()", partial(_keep, holders, name, getattr(adapter, name)))
     store = holders.get("state_store")
-    for sid in ours(sessions) if store is not None else ():
-        step(f"deleting session {sid}", lambda sid=sid: store.delete(sid))
+    if store is not None:
+        for sid in ours(sessions):
+            step(f"deleting session {sid}", partial(store.delete, sid))
     events = holders.get("event_store")
     if events is None:
         return problems
@@ -59,8 +61,12 @@ def remove_run(adapter: Any, prefix: str, *, sessions: Iterable[str] = (),
     horizon = datetime.now(timezone.utc) + CLEANUP_HORIZON
     for uid in ours(users):
         if purges:
-            step(f"purging user {uid}", lambda uid=uid: driver.purge(uid))
+            step(f"purging user {uid}", partial(driver.purge, uid))
         else:
             step(f"deleting events of {uid}",
-                 lambda uid=uid: driver.delete_older_than(horizon, user_id=uid))
+                 partial(driver.delete_older_than, horizon, user_id=uid))
     return problems
+
+
+def _keep(holders: dict[str, Any], name: str, build: Callable[[], Any]) -> None:
+    holders[name] = build()

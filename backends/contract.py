@@ -762,7 +762,7 @@ class DerivedReads:
 
     def _head(self, session_id: str, owner_subject: OwnerFilter) -> LoadedState | None:
         """The row without needing its blob (default: the whole row)."""
-        return self.load_full(session_id, owner_subject=owner_subject)  # type: ignore[attr-defined,no-any-return]
+        return self.load_full(session_id, owner_subject=owner_subject)  # type: ignore[attr-defined]
 
     def load(self, session_id: str, *,
              owner_subject: OwnerFilter = UNSCOPED) -> tuple[bytes, int] | None:

@@ -250,7 +250,7 @@ def _writer(adapter: Any, run: _Run, index: int, deadline: float) -> None:
         events = [
             MemoryEvent(event_id=eid, user_id=run.user_ids[j], content=f"load turn {turn} #{k}",
                         meta={"turn": turn, "version": version, "k": k},
-                        owner_subject=plan.owner_subject, session_id=sid)
+                        owner_subject=plan.owner_subject or "", session_id=sid)
             for k, eid in enumerate(event_ids)
         ]
         attempt = Attempt(turn, j, version, UNKNOWN, event_ids)

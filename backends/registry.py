@@ -357,7 +357,7 @@ def contract_problems(obj: Any, *, selected_name: str | None = None) -> list[str
                 f"{type(declared).__name__ if declared is not None else 'nothing on the class'}"
             )
     if hasattr(obj, "name"):
-        value = getattr(obj, "name")
+        value = obj.name
         if not isinstance(value, str) or not value:
             problems.append("name must be a non-empty str")
         elif selected_name is not None and fold_name(value) != fold_name(selected_name):

@@ -157,8 +157,9 @@ def uri_secrets(uri: str | None) -> list[str]:
     if not uri:
         return []
     found: list[str] = []
+    parts: SplitResult | None
     try:
-        parts: SplitResult | None = urlsplit(uri)
+        parts = urlsplit(uri)
         password = parts.password
     except ValueError:
         parts, password = None, None

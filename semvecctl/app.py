@@ -109,7 +109,7 @@ class RootGroup(TyperGroup):
             return ExitCode.INTERRUPTED
         except Exit as exc:
             return exc.exit_code
-        except Exception as exc:  # the single error boundary
+        except Exception as exc:  # noqa: BLE001 - the single error boundary
             code, message = classify(exc)
             if message or not isinstance(exc, CliError):  # an empty abort was already said
                 _report(message, exc)

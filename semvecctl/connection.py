@@ -179,7 +179,7 @@ def load_factory(spec: str) -> Any:
         obj = import_object(spec)
     except TargetNotFound as exc:
         raise environment_error(f"{exc} (from --adapter)") from None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any import failure is the --adapter's
         raise environment_error(f"cannot import {module_name!r} for --adapter: "
                                 f"{type(exc).__name__}: {exc}") from None
     if not callable(obj):

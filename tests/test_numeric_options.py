@@ -52,7 +52,7 @@ def parse(path, param, value: str):
 
 def test_there_are_numeric_options_and_each_has_a_finite_range():
     assert len(OPTIONS) >= 20
-    for (path, param), ident in zip(OPTIONS, IDS):
+    for (_path, param), ident in zip(OPTIONS, IDS):
         t = param.type
         assert isinstance(t, BoundedNumber), ident
         assert math.isfinite(t.lo) and math.isfinite(t.hi) and t.lo <= t.hi, ident

@@ -14,7 +14,7 @@ import os
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, NoReturn
 
 from backends.conformance.drive import EventsDriver, StoreDriver, WireEvent
 from backends.conformance.drive import commit_turn as _commit_turn
@@ -183,7 +183,7 @@ class CaseContext:
 
     # -- checks ----------------------------------------------------------------------
 
-    def fail(self, check: str, expected: Any, actual: Any) -> None:
+    def fail(self, check: str, expected: Any, actual: Any) -> NoReturn:
         raise CaseFailure(check, expected, actual)
 
     def expect(self, condition: bool, check: str, expected: Any, actual: Any) -> None:

@@ -176,15 +176,15 @@ def run_conformance(
             adapter = factory()
         except Exception as exc:  # noqa: BLE001
             message = f"building the adapter raised {describe_exception(exc)}"
-            results = [CaseResult(c.group, c.name, Status.ERROR, message=message, doc=c.doc)
-                       for c in cases]
-            for r in results:
+            failed = [CaseResult(c.group, c.name, Status.ERROR, message=message, doc=c.doc)
+                      for c in cases]
+            for r in failed:
                 if on_result:
                     on_result(r)
             return ConformanceReport(
                 backend=selected_name or getattr(factory, "name", "") or repr(factory),
                 prefix=prefix, started_at=started_at, duration=time.perf_counter() - started,
-                groups=_groups(results, {}), selection=selection, target=target)
+                groups=_groups(failed, {}), selection=selection, target=target)
 
     capabilities = describe_capabilities(adapter)
     backend = getattr(adapter, "name", None)

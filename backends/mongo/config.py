@@ -34,7 +34,7 @@ def parse_positive_int(name: str, value: object, *, allow_zero: bool = False) ->
     if value is None or value == "":
         return None
     try:
-        number = int(value)  # type: ignore[arg-type]
+        number = int(value)  # type: ignore[call-overload]
     except (TypeError, ValueError):
         raise BackendConfigError(f"{name} must be an integer") from None
     if isinstance(value, bool) or number < 0 or (number == 0 and not allow_zero):

@@ -59,7 +59,7 @@ def translate_error(exc: BaseException, where: str = "", *, action: str = "a cal
     try:
         from bson.errors import BSONError
     except ImportError:  # pragma: no cover
-        BSONError = ()  # type: ignore[assignment,misc]
+        BSONError = ()  # type: ignore[assignment,misc]  # noqa: N806
     code = getattr(exc, "code", None)
     name = getattr(exc, "details", None) or {}
     code_name = name.get("codeName") if isinstance(name, dict) else None

@@ -35,7 +35,7 @@ def register_vector_type(conn: Any) -> bool:
         raise MissingDriver("pgvector", "pgvector", "pgvector") from exc
     try:
         register_vector(conn)
-    except Exception:  # psycopg.ProgrammingError: vector type not found in the database
+    except Exception:  # noqa: BLE001 - psycopg.ProgrammingError: no vector type in the database
         return False
     return True
 

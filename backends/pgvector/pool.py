@@ -95,7 +95,7 @@ class ConnectionPool:
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 try:
                     conn.rollback()
-                except Exception:
+                except Exception:  # noqa: BLE001 - a failed rollback: the connection is not reused
                     reusable = False
         with self._cond:
             if reusable and not self._closed:
@@ -105,7 +105,7 @@ class ConnectionPool:
                 if not conn.closed:
                     try:
                         conn.close()
-                    except Exception:
+                    except Exception:  # noqa: BLE001 - closing must not fail
                         pass
             self._cond.notify()
 
@@ -141,5 +141,5 @@ class ConnectionPool:
         for pooled in idle:
             try:
                 pooled.conn.close()
-            except Exception:
+            except Exception:  # noqa: BLE001 - closing must not fail
                 pass
