@@ -760,13 +760,17 @@ class DerivedReads:
     its blob, ``_head``) and the derived shapes are produced in one place. A store with
     cheaper native queries overrides the member it serves better."""
 
+    def _read_full(self, session_id: str, owner_subject: OwnerFilter) -> LoadedState | None:
+        """The one read of a whole row (default: the store's ``load_full``)."""
+        return self.load_full(session_id, owner_subject=owner_subject)  # type: ignore[attr-defined]
+
     def _head(self, session_id: str, owner_subject: OwnerFilter) -> LoadedState | None:
         """The row without needing its blob (default: the whole row)."""
-        return self.load_full(session_id, owner_subject=owner_subject)  # type: ignore[attr-defined]
+        return self._read_full(session_id, owner_subject)
 
     def load(self, session_id: str, *,
              owner_subject: OwnerFilter = UNSCOPED) -> tuple[bytes, int] | None:
-        full = self.load_full(session_id, owner_subject=owner_subject)  # type: ignore[attr-defined]
+        full = self._read_full(session_id, owner_subject)
         return None if full is None else (full.blob, full.version)
 
     def load_owner(self, session_id: str, *,

@@ -80,6 +80,9 @@ class MemoryStateStore(DerivedReads):
         return row
 
     def load_full(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> LoadedState | None:
+        return self._read_full(session_id, owner_subject)
+
+    def _read_full(self, session_id: str, owner_subject: OwnerFilter) -> LoadedState | None:
         row = self._get(session_id, owner_subject)
         if row is None:
             return None
