@@ -937,8 +937,9 @@ class SequenceDeclaration(Protocol):
 
 
 @runtime_checkable
-class ExpiryDeclaration(Protocol):
-    """An adapter that declares ``keeps_session_ttl = True`` restores a session's expiry."""
+class ExpiryDeclaration(SessionRestorer, Protocol):
+    """A restoring adapter that declares ``keeps_session_ttl = True``: it restores a
+    session's expiry too."""
 
     keeps_session_ttl: bool
 

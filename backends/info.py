@@ -34,6 +34,8 @@ class BackendInfo:
     secret_env: tuple[str, ...] = ()
     extra: str | None = None
     drivers: tuple[str, ...] = ()
+    #: the distribution whose extra installs the drivers
+    package: str = "semvecctl"
 
     @property
     def driver(self) -> str | None:
@@ -46,7 +48,11 @@ class BackendInfo:
 
     @property
     def install_hint(self) -> str:
-        return f"pip install 'semvecctl[{self.extra or self.name}]'"
+        if self.extra:
+            return f"pip install '{self.package}[{self.extra}]'"
+        if self.package == "semvecctl":
+            return f"pip install 'semvecctl[{self.name}]'"
+        return "pip install " + " ".join(self.drivers or (self.package,))
 
 
 #: The shipped backends, consulted first; then our own entry points (``semvec.backends``
@@ -97,8 +103,10 @@ def _strings(value: Any) -> tuple[str, ...]:
     return ()
 
 
-def info_from_class(name: str, target: str, cls: Any) -> BackendInfo:
-    """A plugin's facts from its adapter class attributes (absent ones stay empty)."""
+def info_from_class(name: str, target: str, cls: Any, *,
+                    package: str = "semvecctl") -> BackendInfo:
+    """A plugin's facts from its adapter class attributes (absent ones stay empty);
+    ``package`` is the distribution that advertises it."""
     extra = getattr(cls, "extra", None)
     return BackendInfo(
         name=name,
@@ -108,6 +116,7 @@ def info_from_class(name: str, target: str, cls: Any) -> BackendInfo:
         secret_env=_strings(getattr(cls, "secret_env", ())),
         extra=extra if isinstance(extra, str) and extra else None,
         drivers=_strings(getattr(cls, "required_modules", ())),
+        package=package,
     )
 
 

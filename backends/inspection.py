@@ -88,7 +88,8 @@ def check_entry(entry: BackendEntry) -> dict[str, Any]:
         if annotated is None:
             return result
         target = annotated
-    info = info_from_class(entry.name, entry.target, target)
+    info = info_from_class(entry.name, entry.target, target,
+                           package=entry.distribution or "semvecctl")
     missing = [m for m in info.drivers if not driver_available(m)]
     if missing and entry.status == "ok":
         result.update(status="driver-missing",

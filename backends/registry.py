@@ -251,7 +251,8 @@ class Registry:
             target = import_target(entry)
         except Exception:  # noqa: BLE001 - loading it later reports the failure properly
             return None
-        return info_from_class(entry.name, entry.target, target)
+        return info_from_class(entry.name, entry.target, target,
+                               package=entry.distribution or "semvecctl")
 
     def plugin_scheme_claims(self) -> dict[str, tuple[str, ...]]:
         """scheme -> installed plugins claiming it. Imports every installed plugin that is
