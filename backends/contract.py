@@ -14,6 +14,7 @@ import operator
 import sys
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from enum import Enum
 from typing import (Any, Callable, ContextManager, Iterable, Iterator, Mapping, NamedTuple,
                     Protocol, Sequence, runtime_checkable)
 
@@ -59,11 +60,23 @@ __all__ = [
     "BatchStateReader",
     "ItemPurger",
     "REQUIRED_ADAPTER_MEMBERS",
+    "Capability",
+    "CapabilitySpec",
+    "CAPABILITIES",
+    "capabilities_of",
+    "offers",
+    "fault_points_of",
+    "close_quietly",
+    "SearchIndexWaiter",
+    "Closeable",
+    "SessionSubjects",
+    "DriftExemption",
     "owner_matches",
     "validate_event",
     "validate_owner_filter",
     "validate_save_args",
     "StateStoreSeams",
+    "ClosesOnce",
     "DerivedReads",
     "validate_turn_events",
     "normalise_pending",
@@ -683,9 +696,17 @@ class BackendAdapter(Protocol):
     def check_health(self) -> bool: ...
 
 
-#: Members the registry checks on every adapter (defined beside the registry, which must
-#: stay cheap to import).
-from backends.registry import REQUIRED_ADAPTER_MEMBERS  # noqa: E402
+#: Members the registry checks on every adapter, as ``(name, must be callable)``. The
+#: registry imports this lazily, when it checks an adapter, so listing stays cheap.
+REQUIRED_ADAPTER_MEMBERS: tuple[tuple[str, bool], ...] = (
+    ("name", False),
+    ("is_persistent", False),
+    ("state_store", True),
+    ("event_store", True),
+    ("retrieval_backend", True),
+    ("commit_turn", True),
+    ("check_health", True),
+)
 
 
 # --------------------------------------------------------------------------------------
@@ -771,13 +792,55 @@ class HealthDetails(Protocol):
 
 @speaks_both_conventions
 class DerivedReads:
-    """Mixin for state stores: ``load`` derived from ``load_full`` (one read), so the
-    ``(blob, version)`` shape the engine unpacks is produced in one place."""
+    """Mixin for state stores: ``load``, ``load_owner`` and ``current_version`` derived
+    from one read, so a store writes ``load_full`` (and, when it can read a row without
+    its blob, ``_head``) and the derived shapes are produced in one place. A store with
+    cheaper native queries overrides the member it serves better."""
+
+    def _read_full(self, session_id: str, owner_subject: OwnerFilter) -> LoadedState | None:
+        """The one read of a whole row (default: the store's ``load_full``)."""
+        return self.load_full(session_id, owner_subject=owner_subject)  # type: ignore[attr-defined]
+
+    def _head(self, session_id: str, owner_subject: OwnerFilter) -> LoadedState | None:
+        """The row without needing its blob (default: the whole row)."""
+        return self._read_full(session_id, owner_subject)
 
     def load(self, session_id: str, *,
              owner_subject: OwnerFilter = UNSCOPED) -> tuple[bytes, int] | None:
-        full = self.load_full(session_id, owner_subject=owner_subject)  # type: ignore[attr-defined]
+        full = self._read_full(session_id, owner_subject)
         return None if full is None else (full.blob, full.version)
+
+    def load_owner(self, session_id: str, *,
+                   owner_subject: OwnerFilter = UNSCOPED) -> str | None:
+        head = self._head(session_id, owner_subject)
+        return None if head is None else head.owner_subject
+
+    def current_version(self, session_id: str, *,
+                        owner_subject: OwnerFilter = UNSCOPED) -> int | None:
+        head = self._head(session_id, owner_subject)
+        return None if head is None else head.version
+
+
+class ClosesOnce:
+    """Mixin for adapters: ``close()`` releases resources once (``_release``) and every
+    later call does nothing; the adapter is also a context manager that closes."""
+
+    _closed = False
+
+    def _release(self) -> None:
+        """Release connections and pools (the adapter's own part of closing)."""
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._release()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @speaks_both_conventions
@@ -862,3 +925,188 @@ class FaultSeam(Protocol):
     fault_points: frozenset[str]
 
     def inject_fault(self, point: str) -> ContextManager[None]: ...
+
+
+@runtime_checkable
+class SearchIndexWaiter(Protocol):
+    """Optional on an adapter whose search indexes build in the background: block until
+    they are queryable or ``timeout`` passes, reporting each index's state."""
+
+    def wait_for_search_indexes(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+@runtime_checkable
+class Closeable(Protocol):
+    """Optional on an adapter: release connections. Calling it twice must not raise."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class SessionSubjects(Protocol):
+    """Optional on an event store: the owners whose events carry a session id, so an
+    export can find a session's events."""
+
+    def session_subjects(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+@runtime_checkable
+class DriftExemption(Protocol):
+    """Optional on a state store (or its adapter): mark a session exempt from drift."""
+
+    def set_drift_exempt(self, session_id: str, exempt: bool) -> None: ...
+
+
+@runtime_checkable
+class RetryDeclaration(Protocol):
+    """A state store that declares ``idempotent_retries = True``: a save retried with the
+    same bytes after a lost reply is answered as the first was."""
+
+    idempotent_retries: bool
+
+
+@runtime_checkable
+class SequenceDeclaration(Protocol):
+    """An event store that declares ``assigns_sequences = False`` keeps no per-user
+    sequence (the engine's SQL layout); absent, a store assigns them."""
+
+    assigns_sequences: bool
+
+
+@runtime_checkable
+class ExpiryDeclaration(SessionRestorer, Protocol):
+    """A restoring adapter that declares ``keeps_session_ttl = True``: it restores a
+    session's expiry too."""
+
+    keeps_session_ttl: bool
+
+
+class Capability(str, Enum):
+    """What an adapter can do beyond the required contract, named once.
+
+    Each member maps (in :data:`CAPABILITIES`) to the object that offers it (the adapter,
+    its state store or its event store), the protocol that describes it and the members
+    that reveal it. :func:`capabilities_of` is the one detector."""
+
+    SESSIONS = "sessions"
+    RESTORE = "restore"
+    INDEXES = "indexes"
+    LIVE_ITEMS = "live-items"
+    ITEM_MIRROR = "item-mirror"
+    HEALTH_DETAILS = "health-details"
+    SEARCH_INDEX_WAIT = "search-index-wait"
+    PURGE_ITEMS = "purge-items"
+    CLOSE = "close"
+    FAULTS = "faults"
+    KEEPS_SESSION_TTL = "keeps-session-ttl"
+    IDEMPOTENT_RETRIES = "idempotent-retries"
+    BATCH_READS = "batch-reads"
+    DRIFT_EXEMPT = "drift-exempt"
+    PURGE_USER = "purge-user"
+    RESTORE_EVENTS = "restore-events"
+    SESSION_SUBJECTS = "session-subjects"
+    ASSIGNS_SEQUENCES = "assigns-sequences"
+
+
+@dataclass(frozen=True)
+class CapabilitySpec:
+    """Where a capability lives and how it shows. ``methods`` must all be callable;
+    ``flag`` is a declared attribute whose absence means ``flag_default``; ``seam``
+    marks the operator seams the CLI lists and detects on the adapter."""
+
+    holder: str
+    protocol: type
+    methods: tuple[str, ...] = ()
+    flag: str | None = None
+    flag_default: bool = False
+    seam: bool = False
+
+    def offered_by(self, obj: Any) -> bool:
+        """Whether ``obj`` (a class or an instance of the holder) offers this."""
+        if obj is None:
+            return False
+        if not all(callable(getattr(obj, m, None)) for m in self.methods):
+            return False
+        if self.flag is None:
+            return True
+        value = getattr(obj, self.flag, self.flag_default)
+        if self.flag == "fault_points":
+            return isinstance(value, (set, frozenset)) and bool(value)
+        return value is not False if self.flag_default else value is True
+
+
+_A, _S, _E = "adapter", "state_store", "event_store"
+
+#: Every capability, in the order reports list them.
+CAPABILITIES: dict[Capability, CapabilitySpec] = {
+    Capability.SESSIONS: CapabilitySpec(
+        _A, SessionEnumerator, ("iter_sessions", "describe_session"), seam=True),
+    Capability.RESTORE: CapabilitySpec(_A, SessionRestorer, ("restore_session",), seam=True),
+    Capability.INDEXES: CapabilitySpec(
+        _A, IndexManager, ("index_plan", "ensure_indexes", "validate_indexes"), seam=True),
+    Capability.LIVE_ITEMS: CapabilitySpec(_A, LiveItemSource, ("iter_live_items",), seam=True),
+    Capability.ITEM_MIRROR: CapabilitySpec(_A, ItemMirror, ("sync_items",), seam=True),
+    Capability.HEALTH_DETAILS: CapabilitySpec(_A, HealthDetails, ("health_details",), seam=True),
+    Capability.SEARCH_INDEX_WAIT: CapabilitySpec(
+        _A, SearchIndexWaiter, ("wait_for_search_indexes",)),
+    Capability.PURGE_ITEMS: CapabilitySpec(_A, ItemPurger, ("purge_items",)),
+    Capability.CLOSE: CapabilitySpec(_A, Closeable, ("close",)),
+    Capability.FAULTS: CapabilitySpec(_A, FaultSeam, ("inject_fault",), flag="fault_points"),
+    Capability.KEEPS_SESSION_TTL: CapabilitySpec(
+        _A, ExpiryDeclaration, ("restore_session",), flag="keeps_session_ttl"),
+    Capability.IDEMPOTENT_RETRIES: CapabilitySpec(
+        _S, RetryDeclaration, flag="idempotent_retries"),
+    Capability.BATCH_READS: CapabilitySpec(_S, BatchStateReader, ("load_full_many",)),
+    Capability.DRIFT_EXEMPT: CapabilitySpec(_S, DriftExemption, ("set_drift_exempt",)),
+    Capability.PURGE_USER: CapabilitySpec(_E, EventPurger, ("purge_user",)),
+    Capability.RESTORE_EVENTS: CapabilitySpec(
+        _E, EventRestorer, ("restore_events", "read_counter", "raise_counter")),
+    Capability.SESSION_SUBJECTS: CapabilitySpec(_E, SessionSubjects, ("session_subjects",)),
+    Capability.ASSIGNS_SEQUENCES: CapabilitySpec(
+        _E, SequenceDeclaration, flag="assigns_sequences", flag_default=True),
+}
+
+
+def offers(obj: Any, capability: Capability) -> bool:
+    """Whether ``obj`` (already the right holder: adapter, state store or event store)
+    offers ``capability``."""
+    return CAPABILITIES[capability].offered_by(obj)
+
+
+def _holder(adapter: Any, name: str) -> Any:
+    try:
+        return getattr(adapter, name)()
+    except Exception:  # noqa: BLE001 - a store that cannot be built offers nothing
+        return None
+
+
+def capabilities_of(adapter: Any, *, stores: bool = True) -> list[Capability]:
+    """The capabilities an adapter offers, in :data:`CAPABILITIES` order.
+
+    A class (nothing built) or ``stores=False`` answers for the adapter's own members
+    only; an instance also asks its state and event stores. Never raises."""
+    import inspect
+
+    holders: dict[str, Any] = {_A: adapter}
+    if stores and not inspect.isclass(adapter):
+        holders[_S] = _holder(adapter, "state_store")
+        holders[_E] = _holder(adapter, "event_store")
+    return [cap for cap, spec in CAPABILITIES.items()
+            if spec.holder in holders and spec.offered_by(holders[spec.holder])]
+
+
+def fault_points_of(adapter: Any) -> frozenset[str]:
+    """The fault points an adapter honours (empty without a fault seam)."""
+    if not offers(adapter, Capability.FAULTS):
+        return frozenset()
+    return frozenset(adapter.fault_points)
+
+
+def close_quietly(adapter: Any) -> None:
+    """Close an adapter that offers ``close()``, swallowing what closing raises: used
+    where the run is over and a close failure must not mask its result."""
+    if offers(adapter, Capability.CLOSE):
+        try:
+            adapter.close()
+        except Exception:  # noqa: BLE001
+            pass

@@ -7,10 +7,43 @@ messages. Driver exceptions are kept as ``__cause__``; messages never carry cred
 
 from __future__ import annotations
 
+from typing import Protocol
+
 
 class StateVersionConflict(RuntimeError):
     """A compare-and-set lost: the row exists (insert), or its version moved (update),
     or it belongs to another owner. The caller reloads and retries."""
+
+
+class ErrorTranslator(Protocol):
+    """The one signature of every driver-error translator (``translate_error`` in
+    backends.redis.failures, backends.mongo.errors and backends.pgvector.driver): the
+    categorised error for a driver exception, or ``exc`` itself when it is not the
+    driver's. ``where`` is a redacted location (a store that must not name hosts may
+    ignore it), ``action`` what was being done, ``events`` whether the payload was events
+    (a rejected document is then InvalidEvent)."""
+
+    def __call__(self, exc: BaseException, where: str, *, action: str = "a call",
+                 events: bool = False) -> BaseException: ...
+
+
+def session_exists(session_id: str) -> StateVersionConflict:
+    """An insert (``expected_version=None``) or a restore found the session there."""
+    return StateVersionConflict(f"session {session_id!r} already exists")
+
+
+def cas_refusal(session_id: str, stored_version: object | None, expected_version: int | None,
+                *, expired: bool = False) -> StateVersionConflict:
+    """Why a compare-and-set update matched nothing, worded once for every store: the
+    row is gone (or expired), its version moved, or it belongs to another owner."""
+    if stored_version is None:
+        return StateVersionConflict(f"session {session_id!r} does not exist")
+    if expired:
+        return StateVersionConflict(f"session {session_id!r} has expired (idle TTL)")
+    if stored_version != expected_version:
+        return StateVersionConflict(
+            f"session {session_id!r} is at version {stored_version}, not {expected_version}")
+    return StateVersionConflict(f"session {session_id!r} belongs to another owner")
 
 
 def is_state_version_conflict(exc: BaseException) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from backends.info import info_from_class
 from backends.registry import (
     BackendEntry,
     contract_problems,
@@ -18,20 +19,12 @@ from backends.registry import (
     read_persistence,
 )
 
-#: optional seam -> the member that reveals it on a class
-SEAM_MEMBERS: tuple[tuple[str, str], ...] = (
-    ("sessions", "iter_sessions"),
-    ("restore", "restore_session"),
-    ("indexes", "ensure_indexes"),
-    ("live-items", "iter_live_items"),
-    ("item-mirror", "sync_items"),
-    ("health-details", "health_details"),
-)
+def seams_of(target: Any) -> list[str]:
+    """The operator seams a class (or instance) offers, named as ``backends list`` shows
+    them; detected by :func:`backends.contract.capabilities_of` from the class alone."""
+    from backends.contract import CAPABILITIES, capabilities_of
 
-
-def capabilities_of(target: Any) -> list[str]:
-    """Operator seams a class (or instance) offers, by the members it defines."""
-    return [cap for cap, member in SEAM_MEMBERS if callable(getattr(target, member, None))]
+    return [cap.value for cap in capabilities_of(target, stores=False) if CAPABILITIES[cap].seam]
 
 
 def factory_problem(target: Any, where: str) -> str | None:
@@ -80,7 +73,7 @@ def check_entry(entry: BackendEntry) -> dict[str, Any]:
             target = import_object(entry.target)  # the driver check would refuse
         else:
             target = import_target(entry)
-    except Exception as exc:  # report, never raise: one broken plugin must not hide others
+    except Exception as exc:  # noqa: BLE001 - reported: one broken plugin must not hide others
         if entry.status == "driver-missing":
             return result
         cause = exc.__cause__ or exc
@@ -95,15 +88,16 @@ def check_entry(entry: BackendEntry) -> dict[str, Any]:
         if annotated is None:
             return result
         target = annotated
-    missing = [m for m in getattr(target, "required_modules", ()) or ()
-               if not driver_available(m)]
+    info = info_from_class(entry.name, entry.target, target,
+                           package=entry.distribution or "semvecctl")
+    missing = [m for m in info.drivers if not driver_available(m)]
     if missing and entry.status == "ok":
         result.update(status="driver-missing",
                       detail=f"driver missing: {', '.join(missing)} is not installed "
-                             f"(install the {entry.name} extra)")
+                             f"({info.install_hint})")
     result["persistent"] = read_persistence(target)
     if inspect.isclass(target):
-        result["capabilities"] = capabilities_of(target)
+        result["capabilities"] = seams_of(target)
         problems = contract_problems(target, selected_name=entry.name)
         if problems and entry.status in ("ok", "driver-missing"):
             result.update(status="contract-error", detail="contract error: " + "; ".join(problems))

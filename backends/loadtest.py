@@ -28,10 +28,9 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from backends.contract import MemoryEvent
+from backends.contract import Capability, MemoryEvent, offers
 from backends.errors import (
     BackendAuthError,
     BackendConfigError,
@@ -46,7 +45,6 @@ from backends.errors import (
 ACKED, CONFLICT, UNKNOWN, REFUSED = "acked", "conflict", "unknown", "refused"
 
 #: Far enough ahead that every event of the run is strictly older (cleanup).
-_CLEANUP_HORIZON = timedelta(days=366)
 
 
 def new_load_prefix() -> str:
@@ -252,7 +250,7 @@ def _writer(adapter: Any, run: _Run, index: int, deadline: float) -> None:
         events = [
             MemoryEvent(event_id=eid, user_id=run.user_ids[j], content=f"load turn {turn} #{k}",
                         meta={"turn": turn, "version": version, "k": k},
-                        owner_subject=plan.owner_subject, session_id=sid)
+                        owner_subject=plan.owner_subject or "", session_id=sid)
             for k, eid in enumerate(event_ids)
         ]
         attempt = Attempt(turn, j, version, UNKNOWN, event_ids)
@@ -363,7 +361,7 @@ def _verify_with_events(events_store: Any, run: _Run, j: int, sid: str,
     sequences = [e.sequence for e in events]
     # a store whose layout keeps no sequence (the engine's SQL tables) declares it;
     # its events are then audited by id alone
-    sequenced = getattr(events_store, "assigns_sequences", True) is not False
+    sequenced = offers(events_store, Capability.ASSIGNS_SEQUENCES)
     if sequenced and sequences != list(range(1, len(events) + 1)):
         problems.append(f"{sid}: sequences of {user} are not 1..{len(events)} in order "
                         f"(first values {sequences[:5]})")
@@ -416,31 +414,12 @@ def _verify_with_events(events_store: Any, run: _Run, j: int, sid: str,
 
 def cleanup(adapter: Any, run: _Run, timeout_s: float = 30.0) -> list[str]:
     """Remove the run's sessions, events and per-user counters; nothing else."""
-    problems: list[str] = []
-    store = adapter.state_store()
-    for sid in run.session_ids:
-        if not sid.startswith(run.prefix):
-            continue
-        try:
-            _with_retry(lambda: store.delete(sid), timeout_s)
-        except Exception as exc:  # noqa: BLE001 - reported to the operator
-            problems.append(f"deleting session {sid}: {error_category(exc)}: {exc}")
-    events = adapter.event_store() if run.events_per_turn else None
-    if events is None:
-        return problems
-    horizon = datetime.now(timezone.utc) + _CLEANUP_HORIZON
-    for user in run.user_ids:
-        if not user.startswith(run.prefix):
-            continue
-        purge = getattr(events, "purge_user", None)
-        try:
-            if callable(purge):
-                _with_retry(lambda: purge(user), timeout_s)
-            else:
-                _with_retry(lambda: events.delete_older_than(horizon, user_id=user), timeout_s)
-        except Exception as exc:  # noqa: BLE001
-            problems.append(f"deleting events of {user}: {error_category(exc)}: {exc}")
-    return problems
+    from backends.cleanup import remove_run
+
+    return remove_run(adapter, run.prefix, sessions=run.session_ids,
+                      users=run.user_ids if run.events_per_turn else (),
+                      attempt=lambda step: _with_retry(step, timeout_s),
+                      describe=lambda exc: f"{error_category(exc)}: {exc}")
 
 
 class LoadInterrupted(BaseException):

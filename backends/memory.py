@@ -14,6 +14,7 @@ from typing import Iterator, Sequence
 
 from backends.contract import (
     UNSCOPED,
+    DerivedReads,
     LoadedState,
     MemoryEvent,
     OwnerFilter,
@@ -26,7 +27,7 @@ from backends.contract import (
     validate_owner_filter,
     validate_save_args,
 )
-from backends.errors import BackendConfigError, InvalidEvent, StateVersionConflict
+from backends.errors import BackendConfigError, InvalidEvent, cas_refusal, session_exists
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class _Row:
 
 
 @speaks_both_conventions
-class MemoryStateStore:
+class MemoryStateStore(DerivedReads):
     """Thread-safe dict-backed state store implementing every rule of the contract.
 
     A retried save whose exact result is already stored (same blob, owner and pending, at
@@ -69,18 +70,13 @@ class MemoryStateStore:
                 return produced  # a retry of a write that already landed: its own success
             if expected_version is None:
                 if current is not None:
-                    raise StateVersionConflict(f"session {session_id!r} already exists")
+                    raise session_exists(session_id)
                 new_version = 1
             else:
-                if current is None:
-                    raise StateVersionConflict(f"session {session_id!r} does not exist")
-                if current.version != expected_version:
-                    raise StateVersionConflict(
-                        f"session {session_id!r} is at version {current.version}, "
-                        f"not {expected_version}"
-                    )
-                if owner_subject is not None and current.owner_subject not in (None, owner_subject):
-                    raise StateVersionConflict(f"session {session_id!r} belongs to another owner")
+                if current is None or current.version != expected_version or (
+                        owner_subject is not None
+                        and current.owner_subject not in (None, owner_subject)):
+                    raise cas_refusal(session_id, current and current.version, expected_version)
                 new_version = expected_version + 1
             self._rows[session_id] = _Row(row.blob, new_version, row.owner_subject, row.pending_message)
             return new_version
@@ -92,24 +88,14 @@ class MemoryStateStore:
             return None
         return row
 
-    def load(self, session_id: str, *,
-             owner_subject: OwnerFilter = UNSCOPED) -> tuple[bytes, int] | None:
-        row = self._get(session_id, owner_subject)
-        return (row.blob, row.version) if row else None
-
     def load_full(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> LoadedState | None:
+        return self._read_full(session_id, owner_subject)
+
+    def _read_full(self, session_id: str, owner_subject: OwnerFilter) -> LoadedState | None:
         row = self._get(session_id, owner_subject)
         if row is None:
             return None
         return LoadedState(row.blob, row.version, row.owner_subject, row.pending_message)
-
-    def load_owner(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> str | None:
-        row = self._get(session_id, owner_subject)
-        return row.owner_subject if row else None
-
-    def current_version(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> int | None:
-        row = self._get(session_id, owner_subject)
-        return row.version if row else None
 
     def delete(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
                expected_version: int | None = None) -> bool:
@@ -136,7 +122,7 @@ class MemoryStateStore:
         validate_save_args(session_id, blob, version, owner_subject)
         with self._lock:
             if session_id in self._rows:
-                raise StateVersionConflict(f"session {session_id!r} already exists")
+                raise session_exists(session_id)
             self._rows[session_id] = _Row(bytes(blob), version, owner_subject,
                                           normalise_pending(pending_message))
 

@@ -26,7 +26,7 @@ def call_with_timeout(func: Callable[..., Any], timeout: float, *args: Any) -> O
     def target() -> None:
         try:
             box["value"] = func(*args)
-        except BaseException as exc:  # reported, not raised: probes never raise
+        except BaseException as exc:  # noqa: BLE001 - reported, not raised: probes never raise
             box["error"] = exc
 
     worker = threading.Thread(target=target, name="semvec-probe", daemon=True)

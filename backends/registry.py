@@ -29,25 +29,13 @@ from backends.errors import (
     ContractError,
     MissingDriver,
 )
+from backends.info import KNOWN_INFO, SHIPPED_INFO, BackendInfo, info_from_class, scheme_claims
 
 ENTRY_POINT_GROUP = "semvec.backends"
 ENV_VAR = "SEMVEC_SESSION_BACKEND"
 DEFAULT_BACKEND = "memory"
 
 log = logging.getLogger(__name__)
-
-#: Members every adapter must have (name, must be callable). Kept here rather than in
-#: ``backends.contract`` so that listing backends does not pay for building the protocols.
-REQUIRED_ADAPTER_MEMBERS: tuple[tuple[str, bool], ...] = (
-    ("name", False),
-    ("is_persistent", False),
-    ("state_store", True),
-    ("event_store", True),
-    ("retrieval_backend", True),
-    ("commit_turn", True),
-    ("check_health", True),
-)
-
 
 class UnknownBackendWarning(UserWarning):
     """A selected backend name is neither shipped nor installed; ``memory`` is used."""
@@ -62,19 +50,10 @@ def fold_name(name: str) -> str:
     return "".join(ch for ch in name.strip().lower() if ch not in "-_.").strip()
 
 
-@dataclass(frozen=True)
-class ShippedBackend:
-    name: str
-    target: str
-    extra: str | None = None
-    driver: str | None = None
+#: A shipped backend is described by its :class:`BackendInfo` (declared in backends.info).
+ShippedBackend = BackendInfo
 
-
-SHIPPED: dict[str, ShippedBackend] = {
-    "memory": ShippedBackend("memory", "backends.memory:MemoryBackendAdapter"),
-    "redis": ShippedBackend("redis", "backends.redis:RedisBackendAdapter", "redis", "redis"),
-    "mongo": ShippedBackend("mongo", "backends.mongo:MongoBackendAdapter", "mongo", "pymongo"),
-}
+SHIPPED: dict[str, BackendInfo] = {info.name: info for info in SHIPPED_INFO}
 
 
 @dataclass(frozen=True)
@@ -202,12 +181,12 @@ class Registry:
                 )
         return rows
 
-    def _shipped_entry(self, shipped: ShippedBackend) -> BackendEntry:
-        if driver_available(shipped.driver):
+    def _shipped_entry(self, shipped: BackendInfo) -> BackendEntry:
+        if all(driver_available(d) for d in shipped.drivers):
             status, detail = "ok", ""
         else:
             status = "driver-missing"
-            detail = f"install it with: pip install 'semvecctl[{shipped.extra}]'"
+            detail = f"install it with: {shipped.install_hint}"
         return BackendEntry(
             name=shipped.name,
             source="shipped",
@@ -215,7 +194,7 @@ class Registry:
             status=status,
             detail=detail,
             extra=shipped.extra,
-            driver=shipped.driver,
+            driver=next((d for d in shipped.drivers if not driver_available(d)), shipped.driver),
         )
 
     def known_names(self) -> list[str]:
@@ -253,6 +232,42 @@ class Registry:
             warning=warning,
             close_matches=tuple(close),
         )
+
+    def info_of(self, name: str) -> BackendInfo | None:
+        """A backend's facts: declared ones for shipped backends and our entry points,
+        else read from the installed plugin's adapter class (which imports it: call
+        this only once the plugin is selected or checked). None when unknown or broken."""
+        try:
+            resolution = self.resolve(name)
+        except ContestedBackend:
+            return None
+        if resolution.fell_back:
+            return None
+        entry = resolution.entry
+        for info in KNOWN_INFO:
+            if info.name == entry.name and info.target == entry.target:
+                return info
+        try:
+            target = import_target(entry)
+        except Exception:  # noqa: BLE001 - loading it later reports the failure properly
+            return None
+        return info_from_class(entry.name, entry.target, target,
+                               package=entry.distribution or "semvecctl")
+
+    def plugin_scheme_claims(self) -> dict[str, tuple[str, ...]]:
+        """scheme -> installed plugins claiming it. Imports every installed plugin that is
+        not declared in backends.info: only asked when a URI's scheme is unknown."""
+        declared = {(i.name, i.target) for i in KNOWN_INFO}
+        shipped_folded = {fold_name(n) for n in self.shipped}
+        infos = []
+        for entry in self.entries():
+            if entry.shipped or entry.folded in shipped_folded or entry.status != "ok" \
+                    or (entry.name, entry.target) in declared:
+                continue
+            info = self.info_of(entry.name)
+            if info is not None:
+                infos.append(info)
+        return scheme_claims(infos)
 
     def close_matches(self, name: str) -> list[str]:
         names = self.known_names()
@@ -321,6 +336,9 @@ def contract_problems(obj: Any, *, selected_name: str | None = None) -> list[str
     """What ``obj`` (an adapter class or instance) misses of the contract."""
     import inspect
 
+    # the contract is imported here, when an adapter is checked, not when backends are listed
+    from backends.contract import REQUIRED_ADAPTER_MEMBERS
+
     problems: list[str] = []
     missing = [m for m, _ in REQUIRED_ADAPTER_MEMBERS if not hasattr(obj, m)]
     if missing:
@@ -340,7 +358,7 @@ def contract_problems(obj: Any, *, selected_name: str | None = None) -> list[str
                 f"{type(declared).__name__ if declared is not None else 'nothing on the class'}"
             )
     if hasattr(obj, "name"):
-        value = getattr(obj, "name")
+        value = obj.name
         if not isinstance(value, str) or not value:
             problems.append("name must be a non-empty str")
         elif selected_name is not None and fold_name(value) != fold_name(selected_name):

@@ -9,21 +9,17 @@ from __future__ import annotations
 import re
 from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-#: scheme -> backend name it implies
-SCHEME_BACKENDS: dict[str, str] = {
-    "memory": "memory",
-    "redis": "redis",
-    "rediss": "redis",
-    "unix": "redis",
-    "mongodb": "mongo",
-    "mongodb+srv": "mongo",
-    "postgresql": "pgvector",
-    "postgres": "pgvector",
-}
+from backends.info import KNOWN_INFO, scheme_claims
+
+_CLAIMS = scheme_claims(KNOWN_INFO)
+
+#: scheme -> backend name it implies (the first backend declaring it in backends.info)
+SCHEME_BACKENDS: dict[str, str] = {scheme: names[0] for scheme, names in _CLAIMS.items()}
 
 #: backends that share a scheme with the one it implies; what the store holds decides
 #: between them (:func:`choose_backend_for_uri`), ``--backend`` overrides
-SHARED_SCHEME_BACKENDS: dict[str, tuple[str, ...]] = {"pgvector": ("pgvector", "postgres")}
+SHARED_SCHEME_BACKENDS: dict[str, tuple[str, ...]] = {
+    names[0]: names for names in _CLAIMS.values() if len(names) > 1}
 
 
 #: query parameters whose values are secrets, compared lower-case
@@ -45,6 +41,30 @@ _SECRET_PARAMS = frozenset(
 )
 
 REDACTED = "***"
+
+#: words that make a setting's NAME secret (``password``, ``api_key``, ``tls_key``...):
+#: its value is masked whatever it holds
+_SECRET_NAME_WORDS = ("password", "passwd", "pwd", "secret", "token", "apikey", "api_key",
+                      "credential", "private", "key")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a setting called ``name`` holds a secret (by the words in its name)."""
+    lowered = str(name).lower()
+    return any(word in lowered for word in _SECRET_NAME_WORDS)
+
+
+def redact_settings(value: object) -> object:
+    """A settings tree (dicts, lists, strings) with values under secret names masked and
+    every URI redacted: how configuration is shown."""
+    if isinstance(value, dict):
+        return {str(k): (REDACTED if is_secret_name(k) else redact_settings(v))
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_settings(v) for v in value]
+    if isinstance(value, str) and "://" in value:
+        return redact_uri(value)
+    return value
 
 
 class InvalidURI(ValueError):
@@ -137,8 +157,9 @@ def uri_secrets(uri: str | None) -> list[str]:
     if not uri:
         return []
     found: list[str] = []
+    parts: SplitResult | None
     try:
-        parts: SplitResult | None = urlsplit(uri)
+        parts = urlsplit(uri)
         password = parts.password
     except ValueError:
         parts, password = None, None
@@ -183,7 +204,10 @@ def backend_for_uri(uri: str) -> str:
     parts = _split(uri)
     scheme = parts.scheme.lower()
     if scheme not in SCHEME_BACKENDS:
-        known = ", ".join(sorted(f"{s}://" for s in SCHEME_BACKENDS))
+        plugins = _plugin_claims()
+        if scheme in plugins:
+            return plugins[scheme][0]
+        known = ", ".join(sorted(f"{s}://" for s in (*SCHEME_BACKENDS, *plugins)))
         raise InvalidURI(f"unknown URI scheme {scheme + '://'!r}: use one of {known}")
     if scheme in ("redis", "rediss", "mongodb", "mongodb+srv", "postgresql", "postgres"):
         if not parts.hostname and not (scheme.startswith("postgres") and "host=" in parts.query):
@@ -191,6 +215,14 @@ def backend_for_uri(uri: str) -> str:
     if scheme == "unix" and not parts.path:
         raise InvalidURI(f"URI {redact_uri(uri)!r} names no socket path")
     return SCHEME_BACKENDS[scheme]
+
+
+def _plugin_claims() -> dict[str, tuple[str, ...]]:
+    """Schemes claimed by installed plugins (their ``uri_schemes`` class attribute). This
+    imports them, so it is asked only for a scheme no declared backend claims."""
+    from backends.registry import Registry
+
+    return Registry().plugin_scheme_claims()
 
 
 def fitting_backends(uri: str) -> tuple[str, ...]:

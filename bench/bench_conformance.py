@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.dedicated_redis import throwaway_redis  # noqa: E402
+from tests.support.dedicated_redis import throwaway_redis  # noqa: E402
 
 
 def bench(label: str, factory, name: str, runs: int) -> None:

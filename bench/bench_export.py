@@ -28,7 +28,7 @@ import redis  # noqa: E402
 
 from backends.migrate import export_to_path  # noqa: E402
 from backends.redis import RedisBackendAdapter  # noqa: E402
-from tests.dedicated_redis import throwaway_redis  # noqa: E402
+from tests.support.dedicated_redis import throwaway_redis  # noqa: E402
 
 BLOB_SIZE = 2048
 

@@ -52,7 +52,7 @@ def bench(label: str, make_adapter, duration: float) -> None:
 
 
 def redis_targets(duration: float) -> None:
-    from tests.dedicated_redis import DedicatedRedis
+    from tests.support.dedicated_redis import DedicatedRedis
     from backends.redis import RedisBackendAdapter
 
     for label, extra in (("redis", ["--appendonly", "no"]),
@@ -71,7 +71,7 @@ def pgvector_target(duration: float) -> None:
     import psycopg
 
     from backends.pgvector import PgVectorAdapter
-    from tests.fixtures.postgres_server import bundled_bin, start_local_server, with_database
+    from tests.support.fixtures.postgres_server import bundled_bin, start_local_server, with_database
 
     bindir = bundled_bin()
     if bindir is None:

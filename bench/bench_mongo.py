@@ -33,7 +33,7 @@ def main() -> None:
     import mongomock
 
     sys.path.insert(0, ".")
-    import tests.fixtures.mongo  # noqa: F401 - mongomock bulk-write shim
+    import tests.support.fixtures.mongo  # noqa: F401 - mongomock bulk-write shim
     from backends.contract import MemoryItem, RetrievalContext
     from backends.mongo import MongoBackendAdapter
     from backends.mongo.retrieval import fuse_client_side, sub_pipelines

@@ -49,7 +49,7 @@ def report(label: str, timings: list[float]) -> None:
 
 def server() -> tuple[str, callable]:
     external = os.environ.get("SEMVEC_BENCH_POSTGRES_URL")
-    from tests.fixtures.postgres_server import bundled_bin, start_local_server, with_database
+    from tests.support.fixtures.postgres_server import bundled_bin, start_local_server, with_database
 
     import psycopg
 

@@ -33,7 +33,7 @@ import redis  # noqa: E402
 
 from backends.contract import MemoryEvent  # noqa: E402
 from backends.redis import RedisBackendAdapter  # noqa: E402
-from tests.dedicated_redis import throwaway_redis  # noqa: E402
+from tests.support.dedicated_redis import throwaway_redis  # noqa: E402
 
 
 def best_rates(cases: dict[str, Callable[[], None]], seconds: float, rounds: int = 3) -> dict[str, float]:

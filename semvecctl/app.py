@@ -15,7 +15,7 @@ from typer.core import TyperGroup
 from typer.exceptions import Abort, Exit, TyperException
 
 from semvecctl import application
-from semvecctl.errors import classify
+from semvecctl.errors import CliError, classify
 from semvecctl.exit_codes import ExitCode
 
 #: global flags that may appear after the subcommand; value = takes an argument
@@ -106,12 +106,13 @@ class RootGroup(TyperGroup):
                 _report(f"{signalled}: stopped", None)
                 return signalled.exit_code
             _report("aborted, nothing more was done", None)
-            return 130
+            return ExitCode.INTERRUPTED
         except Exit as exc:
             return exc.exit_code
-        except Exception as exc:  # the single error boundary
+        except Exception as exc:  # noqa: BLE001 - the single error boundary
             code, message = classify(exc)
-            _report(message, exc)
+            if message or not isinstance(exc, CliError):  # an empty abort was already said
+                _report(message, exc)
             return code
         if isinstance(rv, int) and not isinstance(rv, bool):
             return rv

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import NoReturn
+
+from backends.info import SECRET_ENV_VARS
 
 from semvecctl.output import Output
-
-#: environment variables whose values may carry credentials
-SECRET_ENV_VARS = ("REDIS_URL", "MONGODB_URI", "SEMVEC_PGVECTOR_URL", "DATABASE_URL")
 
 
 @dataclass
@@ -22,6 +22,7 @@ class Application:
     config_path: str | None = None
     profile: str | None = None
     secrets: set[str] = field(default_factory=set)
+    secret_values: set[str] = field(default_factory=set)
     output: Output = field(init=False)
 
     def __post_init__(self) -> None:
@@ -30,14 +31,32 @@ class Application:
                 self.secrets.add(os.environ[var])
         self.output = Output(no_color=self.no_color, verbose=self.verbose, scrubber=self.scrub)
 
+    def abort(self, message: str = "", code: int = 1) -> NoReturn:
+        """End the command: ``message`` (scrubbed, one line on stderr) and ``code``
+        (an :class:`~semvecctl.exit_codes.ExitCode`). The one way a command fails: the
+        error boundary in semvecctl.app reports it like every other failure."""
+        from semvecctl.errors import CliError
+        from semvecctl.exit_codes import ExitCode
+
+        raise CliError(message, ExitCode(code))
+
     def remember_secret(self, uri: str | None) -> None:
         """Register a URI whose credentials must be scrubbed from anything we print."""
         if uri:
             self.secrets.add(uri)
 
-    def scrub(self, text: str) -> str:
-        from backends.uris import scrub
+    def remember_secret_value(self, value: str | None) -> None:
+        """Register a secret that is not (only) a URI, e.g. a token variable a plugin
+        declares: the whole value is scrubbed, and any credential it holds as a URI."""
+        if value:
+            self.secret_values.add(value)
+            self.secrets.add(value)
 
+    def scrub(self, text: str) -> str:
+        from backends.uris import REDACTED, scrub
+
+        for value in sorted(self.secret_values, key=len, reverse=True):
+            text = text.replace(value, REDACTED)
         return scrub(text, *self.secrets)
 
 

@@ -13,21 +13,41 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
+from backends.info import KNOWN_INFO
+
 from semvecctl.application import current
 from semvecctl.errors import CliError, environment_error, usage_error
 from semvecctl.exit_codes import ExitCode
 
-#: backend -> environment variable holding its URI
-URI_ENV: dict[str, str] = {
-    "redis": "REDIS_URL",
-    "mongo": "MONGODB_URI",
-    "pgvector": "SEMVEC_PGVECTOR_URL",
-    "postgres": "DATABASE_URL",
-}
+#: backend -> environment variable holding its URI (declared in backends.info)
+URI_ENV: dict[str, str] = {info.name: info.uri_env[0] for info in KNOWN_INFO if info.uri_env}
 
 
 #: backends a URI scheme can imply; --backend may not contradict these
-SCHEME_IMPLIED = frozenset({"memory", "redis", "mongo", "pgvector", "postgres"})
+SCHEME_IMPLIED = frozenset(info.name for info in KNOWN_INFO if info.schemes)
+
+
+def _uri_env(name: str) -> str:
+    """The variable holding a backend's URI: declared, or the selected plugin's own
+    ``uri_env`` class attribute (reading it imports the plugin, which is selected)."""
+    from backends.registry import Registry, fold_name
+
+    if fold_name(name) in URI_ENV:
+        return URI_ENV[fold_name(name)]
+    info = Registry().info_of(name)
+    return info.uri_env[0] if info is not None and info.uri_env else ""
+
+
+def _remember_backend_secrets(name: str, env: Mapping[str, str]) -> None:
+    """Register the values of a selected plugin's secret variables with the scrubber
+    (the declared backends' are registered when the application starts)."""
+    from backends.registry import Registry, fold_name
+
+    if fold_name(name) in {info.name for info in KNOWN_INFO}:
+        return
+    info = Registry().info_of(name)
+    for var in info.secret_variables if info is not None else ():
+        current().remember_secret_value(env.get(var))
 
 
 @dataclass(frozen=True)
@@ -95,7 +115,7 @@ def resolve_connection(
         origin = "flag"
     elif backend:
         chosen = backend
-        uri = env.get(URI_ENV.get(fold_name(backend), ""), "") or None
+        uri = env.get(_uri_env(backend), "") or None
         origin = "flag"
         if uri is None and profile and profile.uri and (
             (profile.backend and fold_name(profile.backend) == fold_name(backend))
@@ -107,7 +127,7 @@ def resolve_connection(
         env_backend = env.get(ENV_VAR, "").strip()
         if env_backend:
             chosen, origin = env_backend, "env"
-            uri = env.get(URI_ENV.get(fold_name(env_backend), ""), "") or None
+            uri = env.get(_uri_env(env_backend), "") or None
             if uri is None and profile and profile.uri and implied(profile.uri) \
                     and fold_name(env_backend) in fitting_backends(profile.uri):
                 uri = profile.uri
@@ -115,7 +135,7 @@ def resolve_connection(
             chosen = profile.backend or implied(profile.uri or "")
             if not profile.backend and profile.uri and len(fitting_backends(profile.uri)) > 1:
                 chosen, reason = choose_backend_for_uri(profile.uri)
-            uri = env.get(URI_ENV.get(fold_name(chosen), ""), "") or profile.uri
+            uri = env.get(_uri_env(chosen), "") or profile.uri
             origin = f"profile {profile.name}"
         else:
             chosen, origin = "memory", "default"
@@ -124,6 +144,7 @@ def resolve_connection(
         app.remember_secret(uri)
     if origin != "default":
         require_known_backend(chosen, origin)
+        _remember_backend_secrets(chosen, env)
     if database and fold_name(chosen) == "mongo":
         options.setdefault("database", database)
     return ConnectionSpec(backend=chosen, uri=uri, options=options, origin=origin,
@@ -158,7 +179,7 @@ def load_factory(spec: str) -> Any:
         obj = import_object(spec)
     except TargetNotFound as exc:
         raise environment_error(f"{exc} (from --adapter)") from None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any import failure is the --adapter's
         raise environment_error(f"cannot import {module_name!r} for --adapter: "
                                 f"{type(exc).__name__}: {exc}") from None
     if not callable(obj):
@@ -207,10 +228,9 @@ def open_adapter(spec: ConnectionSpec) -> Iterator[Any]:
     try:
         yield adapter
     finally:
-        close = getattr(adapter, "close", None)
-        if callable(close):
-            with contextlib.suppress(Exception):
-                close()
+        from backends.contract import close_quietly
+
+        close_quietly(adapter)
 
 
 def require_seam(adapter: Any, seam: type, what: str) -> Any:

@@ -10,7 +10,9 @@ from semvecctl.exit_codes import ExitCode
 
 
 class CliError(Exception):
-    """A failure the command already explained: message plus exit code."""
+    """A failure the command already explained: message plus exit code. An empty message
+    ends the command with ``code`` and says nothing more (what went wrong was already
+    shown, e.g. as the rows of a check). Raised by :meth:`Application.abort`."""
 
     def __init__(self, message: str, code: ExitCode = ExitCode.USAGE) -> None:
         super().__init__(message)
@@ -35,6 +37,10 @@ def classify(exc: BaseException) -> tuple[ExitCode, str]:
         return exc.code, exc.message
     if isinstance(exc, InvalidURI):
         return ExitCode.USAGE, str(exc)
+    if isinstance(exc, be.BackendError):
+        found = _classify_library(exc)
+        if found is not None:
+            return found
     if isinstance(exc, be.BackendTransient):
         return ExitCode.UNREACHABLE, (f"backend temporarily unavailable (transient: a failover "
                                       f"or a timeout that should pass): {exc}; retry the command")
@@ -55,7 +61,13 @@ def classify(exc: BaseException) -> tuple[ExitCode, str]:
         return ExitCode.CHECK_FAILED, f"integrity check failed: {exc}"
     if be.is_state_version_conflict(exc):
         return ExitCode.CHECK_FAILED, f"conflict: {exc}"
+    if isinstance(exc, be.InvalidEvent):
+        return ExitCode.ENVIRONMENT, f"invalid event: {exc}"
+    if isinstance(exc, be.BackendError):
+        return ExitCode.ENVIRONMENT, f"backend error: {exc}"
     if isinstance(exc, ImportError):
+        return ExitCode.ENVIRONMENT, str(exc)
+    if isinstance(exc, LookupError) and type(exc).__name__ == "TargetNotFound":
         return ExitCode.ENVIRONMENT, str(exc)
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return ExitCode.UNREACHABLE, f"backend unreachable: {type(exc).__name__}: {exc}"
@@ -66,3 +78,19 @@ def classify(exc: BaseException) -> tuple[ExitCode, str]:
     if isinstance(exc, OSError):
         return ExitCode.ENVIRONMENT, f"{type(exc).__name__}: {exc}"
     return ExitCode.ENVIRONMENT, f"unexpected {type(exc).__name__}: {exc} (rerun with --verbose for details)"
+
+
+def _classify_library(exc: BaseException) -> tuple[ExitCode, str] | None:
+    """The archive and migration refusals: damaged or lossy = 1, unsupported = 3.
+    (Imported here, on the failure path, so a command that never reads an archive
+    never loads these modules.)"""
+    from backends.archive.errors import ArchiveDamaged, ArchiveError
+    from backends.migrate.errors import LossyTransfer
+
+    if isinstance(exc, LossyTransfer):
+        return ExitCode.CHECK_FAILED, str(exc)
+    if isinstance(exc, ArchiveDamaged):
+        return ExitCode.CHECK_FAILED, f"archive check failed: {exc}"
+    if isinstance(exc, ArchiveError):  # ArchiveUnsupported: another format or version
+        return ExitCode.ENVIRONMENT, str(exc)
+    return None

@@ -16,3 +16,7 @@ class ExitCode(IntEnum):
     ENVIRONMENT = 3
     #: the backend could not be reached, or failed transiently (retry)
     UNREACHABLE = 4
+    #: stopped by SIGINT (Ctrl-C) or a declined confirmation: 128 + SIGINT, as shells do
+    INTERRUPTED = 130
+    #: stopped by SIGTERM: 128 + SIGTERM
+    TERMINATED = 143

@@ -29,7 +29,10 @@ class Interrupted(BaseException):
 
     @property
     def exit_code(self) -> int:
-        return 128 + self.signum
+        from semvecctl.exit_codes import ExitCode
+
+        return {signal.SIGINT: ExitCode.INTERRUPTED,
+                signal.SIGTERM: ExitCode.TERMINATED}.get(self.signum, 128 + self.signum)
 
 
 def _raise(signum: int, _frame: object) -> None:

@@ -118,6 +118,20 @@ class Column:
         return escape_cell(str(value))
 
 
+class _Scrubbed:
+    """A text stream that scrubs what is written to it (everything else is the stream's)."""
+
+    def __init__(self, stream: Any, scrub: Callable[[str], str]) -> None:
+        self._stream = stream
+        self._scrub_text = scrub
+
+    def write(self, text: str) -> int:
+        return self._stream.write(self._scrub_text(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 class Output:
     """Owns stdout/stderr, colour, confirmation and progress for one invocation."""
 
@@ -137,12 +151,18 @@ class Output:
         except (AttributeError, ValueError):
             return False
 
+    def console(self, stream: Any = None):
+        """A Rich console on ``stream`` (default stderr) whose every write passes the
+        scrubber: the only way a command gets one, so nothing drawn escapes redaction."""
+        return self._console(sys.stderr if stream is None else stream)
+
     def _console(self, stream: Any):
         from rich.console import Console
 
         tty = self._isatty(stream)
         width = None if tty else int(os.environ.get("COLUMNS", "0") or 0) or 200
-        return Console(file=stream, no_color=self.no_color or not tty, width=width,
+        return Console(file=_Scrubbed(stream, self._scrub), no_color=self.no_color or not tty,
+                       width=width,
                        highlight=False, soft_wrap=False, emoji=False,
                        color_system="auto" if tty and not self.no_color else None)
 

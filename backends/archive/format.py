@@ -33,7 +33,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping, Union
+from typing import Any, Mapping, TypeGuard, Union
 
 from backends.archive.errors import ArchiveDamaged, ArchiveUnsupported
 
@@ -286,7 +286,7 @@ def _opt_time(value: Any, line_no: int, what: str) -> datetime | None:
 MAX_INT = 2**63 - 1
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_INT
 
 
@@ -418,9 +418,10 @@ def check_session(record: dict[str, Any], line_no: int, expected_n: int,
     else:
         expires_at = _opt_time(record.get("expires_at"), line_no,
                                f"session {session_id!r}: expires_at")
-        drift_exempt = record.get("drift_exempt")
-        if not isinstance(drift_exempt, bool):
+        flag = record.get("drift_exempt")
+        if not isinstance(flag, bool):
             raise damaged(line_no, f"session {session_id!r}: drift_exempt must be true or false")
+        drift_exempt = flag
     owner = _opt_str(record, "owner_subject", line_no)
     pending = _opt_str(record, "pending_message", line_no, empty_ok=True)
     try:

@@ -88,7 +88,8 @@ class ArchiveReader:
         raw.seek(0)
         head = raw.read(2)
         raw.seek(0)
-        self._stream: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if head == GZIP_MAGIC else raw
+        self._stream: IO[bytes] = (gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+                                   if head == GZIP_MAGIC else raw)
         self._line_no = 0
         self._chain = hashlib.sha256()
         try:

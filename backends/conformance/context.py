@@ -13,8 +13,8 @@ import itertools
 import os
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Iterator
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Iterator, NoReturn
 
 from backends.conformance.drive import EventsDriver, StoreDriver, WireEvent
 from backends.conformance.drive import commit_turn as _commit_turn
@@ -23,7 +23,6 @@ from backends.contract import MemoryItem
 from backends.errors import is_state_version_conflict
 
 #: Far enough ahead that every event a case wrote is strictly older.
-_CLEANUP_HORIZON = timedelta(days=366)
 
 
 def redis_url_of(uri: str | None) -> str | None:
@@ -184,7 +183,7 @@ class CaseContext:
 
     # -- checks ----------------------------------------------------------------------
 
-    def fail(self, check: str, expected: Any, actual: Any) -> None:
+    def fail(self, check: str, expected: Any, actual: Any) -> NoReturn:
         raise CaseFailure(check, expected, actual)
 
     def expect(self, condition: bool, check: str, expected: Any, actual: Any) -> None:
@@ -257,44 +256,7 @@ class CaseContext:
 
     def cleanup(self) -> list[str]:
         """Remove what this case created; return the problems (never raise)."""
-        problems: list[str] = []
-        if self.item_sessions:
-            mirror_purge = getattr(self.adapter, "purge_items", None)
-            for sid in self.item_sessions:
-                try:
-                    if callable(mirror_purge):
-                        mirror_purge(sid)
-                except Exception as exc:  # noqa: BLE001
-                    problems.append(f"purging items of {sid}: {describe_exception(exc)}")
-        if self.sessions:
-            try:
-                store = self.adapter.state_store()
-            except Exception as exc:  # noqa: BLE001
-                store = None
-                problems.append(f"state_store(): {describe_exception(exc)}")
-            for sid in self.sessions if store is not None else ():
-                try:
-                    store.delete(sid)
-                except Exception as exc:  # noqa: BLE001
-                    problems.append(f"deleting session {sid}: {describe_exception(exc)}")
-        if self.users:
-            try:
-                events = self.adapter.event_store()
-            except Exception as exc:  # noqa: BLE001
-                events = None
-                problems.append(f"event_store(): {describe_exception(exc)}")
-            if events is not None:
-                driver = EventsDriver(events)
-                horizon = datetime.now(timezone.utc) + _CLEANUP_HORIZON
-                for uid in self.users:
-                    if not uid.startswith(self.prefix):  # never touch a foreign user
-                        continue
-                    try:
-                        driver.delete_older_than(horizon, user_id=uid)
-                    except Exception as exc:  # noqa: BLE001
-                        problems.append(f"deleting events of {uid}: {describe_exception(exc)}")
-                    try:
-                        driver.purge(uid)
-                    except Exception as exc:  # noqa: BLE001
-                        problems.append(f"purging user {uid}: {describe_exception(exc)}")
-        return problems
+        from backends.cleanup import remove_run
+
+        return remove_run(self.adapter, self.prefix, sessions=self.sessions, users=self.users,
+                          item_sessions=self.item_sessions, describe=describe_exception)

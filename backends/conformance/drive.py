@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from backends.conformance.model import SubCheckNotApplicable
+from backends.contract import Capability, offers
 from backends.owner import UNSCOPED, OwnerScope
 
 #: Conventions a method can speak.
@@ -196,7 +197,7 @@ class EventsDriver:
     def assigns_sequences(self) -> bool:
         """False when the store declares it keeps no per-user sequence (the engine's
         SQL layout has no sequence column)."""
-        return getattr(self.raw, "assigns_sequences", True) is not False
+        return offers(self.raw, Capability.ASSIGNS_SEQUENCES)
 
     def append(self, event: Any) -> Any:
         return self.raw.append(event)

@@ -56,13 +56,10 @@ class _Target:
         return self._adapter
 
     def close(self) -> None:
-        close = getattr(self._adapter, "close", None)
-        self._adapter = None
-        if callable(close):
-            try:
-                close()
-            except Exception:  # noqa: BLE001 - teardown must not mask results
-                pass
+        from backends.contract import close_quietly
+
+        adapter, self._adapter = self._adapter, None
+        close_quietly(adapter)  # teardown must not mask results
 
 
 class ConformanceItem(pytest.Item):

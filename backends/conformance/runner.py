@@ -20,6 +20,7 @@ from backends.conformance.context import (
     describe_exception,
     new_run_prefix,
 )
+from backends.contract import close_quietly
 from backends.conformance.model import (
     AdvisoryFinding,
     CaseFailure,
@@ -175,15 +176,15 @@ def run_conformance(
             adapter = factory()
         except Exception as exc:  # noqa: BLE001
             message = f"building the adapter raised {describe_exception(exc)}"
-            results = [CaseResult(c.group, c.name, Status.ERROR, message=message, doc=c.doc)
-                       for c in cases]
-            for r in results:
+            failed = [CaseResult(c.group, c.name, Status.ERROR, message=message, doc=c.doc)
+                      for c in cases]
+            for r in failed:
                 if on_result:
                     on_result(r)
             return ConformanceReport(
                 backend=selected_name or getattr(factory, "name", "") or repr(factory),
                 prefix=prefix, started_at=started_at, duration=time.perf_counter() - started,
-                groups=_groups(results, {}), selection=selection, target=target)
+                groups=_groups(failed, {}), selection=selection, target=target)
 
     capabilities = describe_capabilities(adapter)
     backend = getattr(adapter, "name", None)
@@ -215,13 +216,8 @@ def run_conformance(
                 if on_result is not None:
                     on_result(result)
     finally:
-        if owned:
-            close = getattr(adapter, "close", None)
-            if callable(close):
-                try:
-                    close()
-                except Exception:  # noqa: BLE001 - a close failure is contract's business
-                    pass
+        if owned:  # a close failure is the contract group's business, not the run's
+            close_quietly(adapter)
     return ConformanceReport(
         backend=backend,
         prefix=prefix,
@@ -235,9 +231,10 @@ def run_conformance(
 
 
 def describe_capabilities(adapter: Any) -> dict[str, Any]:
-    """The capability report: what the adapter declares and which seams it offers.
-    Never raises (a member that raises is reported as the error)."""
-    from backends import contract
+    """The capability report: what the adapter declares and which seams it offers, all
+    read through :func:`backends.contract.capabilities_of`. Never raises (a member that
+    raises is reported as the error)."""
+    from backends.contract import CAPABILITIES, Capability, capabilities_of, fault_points_of
 
     caps: dict[str, Any] = {}
     declared = inspect.getattr_static(type(adapter), "is_persistent", None)
@@ -248,34 +245,30 @@ def describe_capabilities(adapter: Any) -> dict[str, Any]:
             caps[member] = None if value is None else type(value).__name__
         except Exception as exc:  # noqa: BLE001
             caps[member] = f"error: {describe_exception(exc)}"
-    caps["seams"] = [name for name in ("SessionEnumerator", "IndexManager", "LiveItemSource",
-                                       "ItemMirror", "SessionRestorer", "HealthDetails")
-                     if isinstance(adapter, getattr(contract, name))]
-    events = _events_or_none(adapter)
-    caps["cleanup_hooks"] = [hook for hook, owner in (("purge_items", adapter),
-                                                      ("purge_user", events))
-                             if callable(getattr(owner, hook, None))]
-    caps.update(_conventions(adapter, events))
+    offered = capabilities_of(adapter)
+    caps["seams"] = [CAPABILITIES[c].protocol.__name__ for c in offered if CAPABILITIES[c].seam]
+    caps["cleanup_hooks"] = [CAPABILITIES[c].methods[0] for c in
+                             (Capability.PURGE_ITEMS, Capability.PURGE_USER) if c in offered]
+    caps.update(_conventions(adapter, _events_or_none(adapter), offered))
+    caps["fault_points"] = sorted(fault_points_of(adapter))
     return caps
 
 
-def _conventions(adapter: Any, events: Any) -> dict[str, Any]:
-    """How the suite drives this adapter (detected from signatures and declarations),
-    and the optional behaviours it declares (fault seam, idempotent retries)."""
+def _conventions(adapter: Any, events: Any, offered: list[Any]) -> dict[str, Any]:
+    """How the suite drives this adapter (detected from signatures and declarations)."""
     from backends.conformance.drive import event_surface, owner_convention
+    from backends.contract import Capability
 
     found: dict[str, Any] = {}
     try:
         store = adapter.state_store()
         found["owner_convention"] = owner_convention(store.save)
-        found["idempotent_retries"] = getattr(store, "idempotent_retries", False) is True
+        found["idempotent_retries"] = Capability.IDEMPOTENT_RETRIES in offered
     except Exception as exc:  # noqa: BLE001
         found["owner_convention"] = f"error: {describe_exception(exc)}"
     if events is not None:
         found["event_surface"] = event_surface(events) or "incomplete"
-        found["assigns_sequences"] = getattr(events, "assigns_sequences", True) is not False
-    points = getattr(adapter, "fault_points", None)
-    found["fault_points"] = sorted(points) if isinstance(points, (set, frozenset)) else []
+        found["assigns_sequences"] = Capability.ASSIGNS_SEQUENCES in offered
     return found
 
 

@@ -74,7 +74,7 @@ def check_exportable(adapter: Any, *, with_items: bool, with_events: bool = Fals
     name = getattr(adapter, "name", "?")
     if not isinstance(adapter, SessionEnumerator):
         raise UnsupportedOperation(f"backend {name!r} cannot enumerate sessions, so it cannot be exported")
-    if users and adapter.event_store() is None:
+    if users and adapter.event_store() is None:  # type: ignore[attr-defined]
         raise UnsupportedOperation(f"backend {name!r} has no event store, so there is no user log "
                                    "to export; drop --user")
     return settle(export_losses(adapter, with_items=with_items, with_events=with_events,
@@ -151,7 +151,7 @@ class _SessionEvents:
         return self._by_session.get(session_id, [])
 
     def __call__(self, session_id: str) -> tuple[Any, ...]:
-        found = []
+        found: list[Any] = []
         for user in sorted(set(self._subjects(session_id)) - self._skip):
             found.extend(self._log(user).get(session_id, ()))
         return tuple(sorted(found, key=lambda e: (e.user_id, e.sequence, e.event_id)))

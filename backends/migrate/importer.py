@@ -257,7 +257,7 @@ class SessionImporter:
         if clash and conflict == "conflict":
             return row("conflict", clash)
         left = record.ttl_left()
-        if left is not None and left <= 0:
+        if left is not None and left <= 0 and record.expires_at is not None:
             return row("expired", f"expired at {record.expires_at.isoformat()}; not imported")
         if self.restores_versions:
             detail = f"at version {record.version}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from backends.contract import EventRestorer, ItemMirror, LiveItemSource, SessionRestorer
+from backends.contract import Capability, EventRestorer, ItemMirror, LiveItemSource, offers
 from backends.migrate.errors import LossyTransfer
 
 
@@ -78,7 +78,7 @@ def state_store_member(adapter: Any, member: str) -> Any:
 def session_event_source(adapter: Any) -> Any:
     """The event store when it can find a session's events (``session_subjects``), else None."""
     store = adapter.event_store()
-    if store is None or not callable(getattr(store, "session_subjects", None)):
+    if not offers(store, Capability.SESSION_SUBJECTS):
         return None
     return store
 
@@ -112,11 +112,11 @@ def export_losses(adapter: Any, *, with_items: bool, with_events: bool,
 
 
 def keeps_expiry(adapter: Any) -> bool:
-    return bool(getattr(adapter, "keeps_session_ttl", False)) and isinstance(adapter, SessionRestorer)
+    return offers(adapter, Capability.KEEPS_SESSION_TTL)
 
 
 def keeps_sequences(store: Any) -> bool:
-    return getattr(store, "assigns_sequences", True) is not False
+    return offers(store, Capability.ASSIGNS_SEQUENCES)
 
 
 class _AppendRestorer:

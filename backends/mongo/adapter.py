@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
 from backends.contract import (
+    ClosesOnce,
     speaks_both_conventions,
     StateStoreSeams,
     validate_save_args,
@@ -28,7 +29,7 @@ from backends.contract import (
 from backends.errors import (BackendAuthError, BackendConfigError, InjectedFault, MissingDriver,
                              UnsupportedOperation)
 from backends.mongo.config import MongoSettings, resolve_settings
-from backends.mongo.errors import categorise, driver_errors
+from backends.mongo.errors import translate_error, driver_errors
 from backends.mongo.topology import TRANSACTIONS_ADVICE, Topology, probe_topology
 from backends.uris import redact_uri
 
@@ -42,7 +43,7 @@ def _import_pymongo() -> Any:
 
 
 @speaks_both_conventions
-class MongoBackendAdapter(StateStoreSeams):
+class MongoBackendAdapter(ClosesOnce, StateStoreSeams):
     """State, events, item mirror, indexes and server-side retrieval on MongoDB."""
 
     name = "mongo"
@@ -85,7 +86,9 @@ class MongoBackendAdapter(StateStoreSeams):
                     appname="semvecctl",
                 )
             except Exception as exc:  # noqa: BLE001
-                mapped = categorise(exc) or BackendConfigError("invalid MongoDB settings")
+                mapped = translate_error(exc, "")
+                if mapped is exc:
+                    mapped = BackendConfigError("invalid MongoDB settings")
                 raise type(mapped)(f"{mapped} for {redact_uri(self.settings.uri or '')}") from exc
         self._client = client
         self._db = client[self.settings.database]
@@ -263,7 +266,7 @@ class MongoBackendAdapter(StateStoreSeams):
                 topo = self.topology()
                 support = self._indexes.search_support()
         except Exception as exc:  # noqa: BLE001
-            mapped = categorise(exc) or exc
+            mapped = translate_error(exc, "")
             auth = isinstance(mapped, BackendAuthError)
             details.update(reachable=auth, error=type(mapped).__name__,
                            category=_category(mapped), durable=False)
@@ -287,19 +290,10 @@ class MongoBackendAdapter(StateStoreSeams):
             details["search_indexes_detail"] = support.reason
         return details
 
-    def close(self) -> None:
-        """Idempotent; closes the client only if this adapter created it."""
-        if self._closed:
-            return
-        self._closed = True
+    def _release(self) -> None:
+        """Close the client, only if this adapter created it (once: see ClosesOnce)."""
         if self._owns_client:
             self._client.close()
-
-    def __enter__(self) -> "MongoBackendAdapter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- seams: items ---------------------------------------------------------------
 

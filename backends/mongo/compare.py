@@ -144,8 +144,8 @@ def compare_search_definition(expected: SearchIndex, actual_type: str | None,
     want_fields = want_map.get("fields") or {}
     got_fields = got_map.get("fields") or {}
     for path, spec in want_fields.items():
-        got = got_fields.get(path)
-        got_types = _types(got)
+        got_field = got_fields.get(path)
+        got_types = _types(got_field)
         if spec["type"] not in got_types:
             diffs.append(FieldDiff(f"mappings.fields.{path}.type", spec["type"],
                                    (got_types[0] if len(got_types) == 1 else got_types) or None))

@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from backends.errors import BackendConfigError
+from backends.info import declared
 from backends.mongo.names import DEFAULT_DATABASE
 from backends.uris import redact_uri
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 
+ENV_URL = declared("mongo").uri_env[0]
 DEFAULT_SERVER_SELECTION_TIMEOUT_MS = 5000
 DEFAULT_CONNECT_TIMEOUT_MS = 5000
 
@@ -32,7 +34,7 @@ def parse_positive_int(name: str, value: object, *, allow_zero: bool = False) ->
     if value is None or value == "":
         return None
     try:
-        number = int(value)  # type: ignore[arg-type]
+        number = int(value)  # type: ignore[call-overload]
     except (TypeError, ValueError):
         raise BackendConfigError(f"{name} must be an integer") from None
     if isinstance(value, bool) or number < 0 or (number == 0 and not allow_zero):
@@ -64,10 +66,10 @@ def resolve_settings(
     environ: Mapping[str, str] | None = None,
 ) -> MongoSettings:
     env = os.environ if environ is None else environ
-    resolved_uri = uri or env.get("MONGODB_URI") or None
+    resolved_uri = uri or env.get(ENV_URL) or None
     if resolved_uri is None and not have_client:
         raise BackendConfigError(
-            "no MongoDB location: pass --uri mongodb://HOST/ or set MONGODB_URI "
+            f"no MongoDB location: pass --uri mongodb://HOST/ or set {ENV_URL} "
             "(there is deliberately no default host)"
         )
     if resolved_uri is not None and not resolved_uri.startswith(("mongodb://", "mongodb+srv://")):

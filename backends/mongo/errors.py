@@ -43,8 +43,11 @@ _OURS = (
 )
 
 
-def categorise(exc: BaseException, *, events: bool = False) -> BackendError | None:
-    """The category exception for a driver error, or None if it is not a driver error.
+def translate_error(exc: BaseException, where: str = "", *, action: str = "a call",
+                    events: bool = False) -> BaseException:
+    """The categorised error for a pymongo error, as :class:`backends.errors.ErrorTranslator`
+    says (``exc`` itself when it is not the driver's). ``where`` is not used: nothing we
+    raise may carry hosts or ids.
 
     Transient (retry the same call now) is told apart from unreachable (the host cannot
     be reached at all): ``ServerSelectionTimeoutError`` is unreachable although pymongo
@@ -52,11 +55,11 @@ def categorise(exc: BaseException, *, events: bool = False) -> BackendError | No
     try:
         from pymongo import errors as pe
     except ImportError:  # pragma: no cover - the adapter cannot exist without pymongo
-        return None
+        return exc
     try:
         from bson.errors import BSONError
     except ImportError:  # pragma: no cover
-        BSONError = ()  # type: ignore[assignment,misc]
+        BSONError = ()  # type: ignore[assignment,misc]  # noqa: N806
     code = getattr(exc, "code", None)
     name = getattr(exc, "details", None) or {}
     code_name = name.get("codeName") if isinstance(name, dict) else None
@@ -94,7 +97,7 @@ def categorise(exc: BaseException, *, events: bool = False) -> BackendError | No
         return BackendUnreachable(f"MongoDB did not finish in time{label}")
     if isinstance(exc, pe.PyMongoError):
         return BackendError(f"MongoDB operation failed{label}")
-    return None
+    return exc
 
 
 @contextmanager
@@ -119,14 +122,14 @@ def driver_errors(operation: str, *, events: bool = False,
             log.debug("mongo op=%s outcome=duplicate_key duration_ms=%d", operation,
                       int((time.monotonic() - started) * 1000))
             raise on_duplicate() from exc
-        mapped = categorise(exc, events=events)
+        mapped = translate_error(exc, "", action=operation, events=events)
         log.warning(
             "mongo op=%s outcome=error category=%s duration_ms=%d",
             operation,
-            type(mapped).__name__ if mapped is not None else type(exc).__name__,
+            type(mapped).__name__,
             int((time.monotonic() - started) * 1000),
         )
-        if mapped is None:
+        if mapped is exc:
             raise
         raise mapped from exc
 
@@ -167,7 +170,7 @@ def is_duplicate_key(exc: BaseException) -> bool:
 
 
 __all__ = [
-    "categorise",
+    "translate_error",
     "driver_errors",
     "in_transaction_retry",
     "is_duplicate_key",

@@ -333,7 +333,8 @@ class MongoEventStore(EngineEventSurface):
 
 def _as_stored(event: MemoryEvent, sequence: int) -> MemoryEvent:
     """The event as it reads back: its sequence, and BSON's millisecond timestamp."""
-    return replace(event, sequence=sequence, created_at=bson_time(event.created_at))
+    return replace(event, sequence=sequence,
+                   created_at=bson_time(event.created_at))  # type: ignore[arg-type]
 
 
 def _as_event(raw: Any) -> MemoryEvent:

@@ -143,7 +143,7 @@ class MongoIndexManager:
                 reports.append(self._report_search(entry, support, existing.get(entry.name)))
         planned = {(e.collection, e.name) for e in manifest}
         for collection in MANAGED_COLLECTIONS:
-            for name, doc in sorted(listing.regular(collection).items()):
+            for name, _doc in sorted(listing.regular(collection).items()):
                 if (collection, name) not in planned and name.startswith(OWNED_PREFIXES):
                     reports.append(IndexReport(name, collection, "regular", "extra",
                                                detail=_extra_detail(name)))

@@ -28,7 +28,7 @@ from backends.contract import (
     validate_owner_filter,
     validate_save_args,
 )
-from backends.errors import CorruptState, StateVersionConflict
+from backends.errors import CorruptState, StateVersionConflict, cas_refusal, session_exists
 from backends.mongo.errors import driver_errors
 from backends.mongo.names import STATE_COLLECTION
 
@@ -133,8 +133,7 @@ def glob_to_regex(pattern: str) -> str:
     return "^" + translated + r"(?![\s\S])"
 
 
-def _exists(session_id: str) -> StateVersionConflict:
-    return StateVersionConflict(f"session {session_id!r} already exists")
+_exists = session_exists
 
 
 def _same_write(current: Mapping[str, Any], doc: Mapping[str, Any]) -> bool:
@@ -289,18 +288,10 @@ class MongoStateStore(DerivedReads):
         (a retry after a lost acknowledgement), else raise the conflict that says why."""
         with driver_errors("state.explain_conflict"):
             current = self._collection.find_one({"_id": session_id}, **kwargs)
-        if current is None:
-            raise StateVersionConflict(f"session {session_id!r} does not exist")
-        if self._expired(current):
-            raise StateVersionConflict(f"session {session_id!r} has expired (idle TTL)")
-        if _same_write(current, doc):
+        if current is not None and not self._expired(current) and _same_write(current, doc):
             return
-        stored = current.get("version")
-        if stored != expected_version:
-            raise StateVersionConflict(
-                f"session {session_id!r} is at version {stored}, not {expected_version}"
-            )
-        raise StateVersionConflict(f"session {session_id!r} belongs to another owner")
+        raise cas_refusal(session_id, None if current is None else current.get("version"),
+                          expected_version, expired=current is not None and self._expired(current))
 
     def restore_session(
         self,

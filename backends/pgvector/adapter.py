@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Sequence
 
+from backends.info import declared
 from backends.contract import (
     UNSCOPED,
     ItemSyncResult,
@@ -48,7 +49,7 @@ class PgVectorAdapter(PostgresAdapter):
     name = "pgvector"
     is_persistent = True
     #: driver modules, checked without importing them by ``backends list --check``
-    required_modules = ("psycopg", "pgvector")
+    required_modules = declared("pgvector").drivers
     _with_items = True
 
     def __init__(self, uri: str | None = None, **options: Any) -> None:

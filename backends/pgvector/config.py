@@ -11,20 +11,21 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.errors import BackendConfigError
+from backends.info import declared
 from backends.uris import redact_uri
 
-ENV_URL = "SEMVEC_PGVECTOR_URL"
-#: the engine's own variable for its SQL database, honoured as the engine does
-ENV_DATABASE_URL = "DATABASE_URL"
-#: where each SQL backend looks for its location, first hit wins
-URL_VARIABLES = {"pgvector": (ENV_URL, ENV_DATABASE_URL), "postgres": (ENV_DATABASE_URL,)}
+#: where each SQL backend looks for its location, first hit wins (declared in backends.info;
+#: DATABASE_URL is the engine's own variable, honoured as the engine does)
+URL_VARIABLES = {name: declared(name).uri_env for name in ("pgvector", "postgres")}
+ENV_URL = URL_VARIABLES["pgvector"][0]
+ENV_DATABASE_URL = URL_VARIABLES["postgres"][0]
 ENV_DIMENSIONS = "SEMVEC_PGVECTOR_DIMENSIONS"
 ENV_SCHEMA = "SEMVEC_PGVECTOR_SCHEMA"
 DEFAULT_DIMENSIONS = 384
 MAX_DIMENSIONS = 16000  # pgvector's limit for the vector type (HNSW indexes stop at 2000)
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-_SCHEMES = ("postgresql", "postgres")
+_SCHEMES = declared("postgres").schemes
 
 
 def _positive_int(name: str, value, *, upper: int | None = None, backend: str = "pgvector") -> int:

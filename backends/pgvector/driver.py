@@ -35,7 +35,7 @@ def register_vector_type(conn: Any) -> bool:
         raise MissingDriver("pgvector", "pgvector", "pgvector") from exc
     try:
         register_vector(conn)
-    except Exception:  # psycopg.ProgrammingError: vector type not found in the database
+    except Exception:  # noqa: BLE001 - psycopg.ProgrammingError: no vector type in the database
         return False
     return True
 
@@ -47,9 +47,11 @@ _AUTH_STATES = {"28000", "28P01", "42501"}
 _TRANSIENT_STATES = {"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "57014"}
 
 
-def map_error(exc: BaseException, display_uri: str, action: str) -> BaseException:
-    """Translate a psycopg error into a category (the driver error becomes the cause at
-    the raise site); unknown errors pass through unchanged.
+def translate_error(exc: BaseException, display_uri: str, *, action: str = "a query",
+                    events: bool = False) -> BaseException:
+    """Translate a psycopg error into a category, as :class:`backends.errors.ErrorTranslator`
+    says (the driver error becomes the cause at the raise site); unknown errors pass
+    through unchanged.
 
     Transient (retry now): serialization failures, deadlocks, lock timeouts, an operator
     shutting the backend down, statement timeouts. Unreachable: connection failures.

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 from backends.errors import BackendUnreachable
 from backends.pgvector.config import PgVectorConfig
-from backends.pgvector.driver import load_psycopg, map_error, register_vector_type
+from backends.pgvector.driver import load_psycopg, translate_error, register_vector_type
 
 
 class _Pooled:
@@ -49,14 +49,14 @@ class ConnectionPool:
                 connect_timeout=max(1, int(round(timeout))),
             )
         except Exception as exc:
-            raise map_error(exc, self._config.display_uri, "connection") from exc
+            raise translate_error(exc, self._config.display_uri, action="connection") from exc
         try:
             ms = statement_timeout_ms or self._config.statement_timeout_ms
             conn.execute(f"SET statement_timeout = {int(ms)}")
             conn.execute("SET TIME ZONE 'UTC'")
         except Exception as exc:
             conn.close()
-            raise map_error(exc, self._config.display_uri, "connection setup") from exc
+            raise translate_error(exc, self._config.display_uri, action="connection setup") from exc
         return conn
 
     def _acquire(self) -> _Pooled:
@@ -95,7 +95,7 @@ class ConnectionPool:
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 try:
                     conn.rollback()
-                except Exception:
+                except Exception:  # noqa: BLE001 - a failed rollback: the connection is not reused
                     reusable = False
         with self._cond:
             if reusable and not self._closed:
@@ -105,7 +105,7 @@ class ConnectionPool:
                 if not conn.closed:
                     try:
                         conn.close()
-                    except Exception:
+                    except Exception:  # noqa: BLE001 - closing must not fail
                         pass
             self._cond.notify()
 
@@ -119,7 +119,7 @@ class ConnectionPool:
                 pooled.vector_ready = register_vector_type(pooled.conn)
             yield pooled.conn
         except Exception as exc:
-            mapped = map_error(exc, self._config.display_uri, "a query")
+            mapped = translate_error(exc, self._config.display_uri, action="a query")
             if mapped is exc:
                 raise
             raise mapped from exc
@@ -141,5 +141,5 @@ class ConnectionPool:
         for pooled in idle:
             try:
                 pooled.conn.close()
-            except Exception:
+            except Exception:  # noqa: BLE001 - closing must not fail
                 pass

@@ -25,7 +25,7 @@ from backends.contract import (
     validate_owner_filter,
     validate_save_args,
 )
-from backends.errors import CorruptState, StateVersionConflict
+from backends.errors import CorruptState, StateVersionConflict, cas_refusal, session_exists
 from backends.pgvector.database import Database
 from backends.pgvector.schema import STATE_GROUP
 
@@ -105,7 +105,7 @@ def save_in_transaction(
             return int(row[0])
         if _already_written(conn, table, session_id, data, 1, owner_subject, pending):
             return 1
-        raise StateVersionConflict(f"session {session_id!r} already exists")
+        raise session_exists(session_id)
     row = conn.execute(
         f"UPDATE {table} SET version = version + 1, state_blob = %s, owner_subject = %s,"
         f" pending_message = %s, updated_at = {_utc_now_sql()}"
@@ -140,13 +140,7 @@ def _explain_conflict(conn: Any, table: str, session_id: str, expected: int) -> 
     current = conn.execute(
         f"SELECT version FROM {table} WHERE session_id = %s", (session_id,)
     ).fetchone()
-    if current is None:
-        return StateVersionConflict(f"session {session_id!r} does not exist")
-    if current[0] != expected:
-        return StateVersionConflict(
-            f"session {session_id!r} is at version {current[0]}, not {expected}"
-        )
-    return StateVersionConflict(f"session {session_id!r} belongs to another owner")
+    return cas_refusal(session_id, None if current is None else current[0], expected)
 
 
 def strict_version(session_id: str, version: Any) -> int:
@@ -340,7 +334,7 @@ class PgVectorStateStore(DerivedReads):
                  normalise_pending(pending_message)),
             ).fetchone()
             if row is None:
-                raise StateVersionConflict(f"session {session_id!r} already exists")
+                raise session_exists(session_id)
 
         self._db.write(STATE_GROUP, work)
 

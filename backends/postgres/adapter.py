@@ -12,7 +12,9 @@ import contextlib
 import time
 from typing import Any, Iterator, Sequence
 
+from backends.info import declared
 from backends.contract import (
+    ClosesOnce,
     FAULT_POINTS,
     IndexAction,
     IndexReport,
@@ -24,7 +26,7 @@ from backends.contract import (
 
 
 @speaks_both_conventions
-class PostgresAdapter(StateStoreSeams):
+class PostgresAdapter(ClosesOnce, StateStoreSeams):
     """Session state and the compliance log in ``semvec_session_state`` and
     ``semvec_memory_events``, exactly as the engine lays them out (ENGINE-WIRE section 5).
 
@@ -41,7 +43,7 @@ class PostgresAdapter(StateStoreSeams):
     name = "postgres"
     is_persistent = True
     #: driver modules, checked without importing them by ``backends list --check``
-    required_modules = ("psycopg",)
+    required_modules = declared("postgres").drivers
     #: points of the conformance fault seam (:class:`backends.contract.FaultSeam`)
     fault_points = FAULT_POINTS
     _with_items = False
@@ -124,11 +126,11 @@ class PostgresAdapter(StateStoreSeams):
         try:
             conn = self._db.pool.connect(connect_timeout=timeout,
                                          statement_timeout_ms=max(1, int(timeout * 1000)))
-        except Exception:
+        except Exception:  # noqa: BLE001 - a health probe answers False, never raises
             return False
         try:
             return conn.execute("SELECT 1").fetchone() == (1,)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a health probe answers False, never raises
             return False
         finally:
             with contextlib.suppress(Exception):
@@ -206,7 +208,7 @@ class PostgresAdapter(StateStoreSeams):
         try:
             conn = self._db.pool.connect(connect_timeout=timeout,
                                          statement_timeout_ms=max(1, int(timeout * 1000)))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - reported in the details
             details.update(reachable=False, error=str(exc))
             return details
         try:
@@ -239,7 +241,7 @@ class PostgresAdapter(StateStoreSeams):
                 details["legacy_tables"] = legacy
             self._more_health(conn, details)
             details["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - reported in the details
             details.update(reachable=False, error=str(exc).splitlines()[0] if str(exc) else
                            type(exc).__name__)
         finally:
@@ -250,8 +252,6 @@ class PostgresAdapter(StateStoreSeams):
     def _more_health(self, conn: Any, details: dict[str, Any]) -> None:
         """Hook for pgvector's extension and embedding facts."""
 
-    def close(self) -> None:
-        """Release the pool; idempotent."""
-        if not self._closed:
-            self._closed = True
-            self._db.close()
+    def _release(self) -> None:
+        """Release the pool (once: see ClosesOnce)."""
+        self._db.close()

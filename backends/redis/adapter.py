@@ -18,13 +18,13 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
-from backends.contract import speaks_both_conventions, UNSCOPED, OwnerFilter, SessionSummary, StateStoreSeams
+from backends.contract import ClosesOnce, speaks_both_conventions, UNSCOPED, OwnerFilter, SessionSummary, StateStoreSeams
 from backends.errors import MissingDriver, UnsupportedOperation
 from backends.redis.uris import RedisSettings
 
 
 @speaks_both_conventions
-class RedisBackendAdapter(StateStoreSeams):
+class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
     """Sessions and events in Redis, in the layout deployed semvec stores use.
 
     ``uri`` (``redis://``, ``rediss://`` or ``unix://``) defaults to ``REDIS_URL``, then to
@@ -178,18 +178,9 @@ class RedisBackendAdapter(StateStoreSeams):
         return describe_session(self._client, self._where, session_id,
                                 owner_subject=owner_subject)
 
-    def close(self) -> None:
-        """Release the connection pool; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+    def _release(self) -> None:
+        """Release the connection pool (once: see ClosesOnce)."""
         try:
             self._client.close()
         except Exception:  # noqa: BLE001 - closing must not fail
             pass
-
-    def __enter__(self) -> "RedisBackendAdapter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -53,8 +53,10 @@ def _is_tls_failure(exc: BaseException) -> bool:
                               or "handshake" in text)
 
 
-def translate(exc: BaseException, where: str) -> BaseException:
-    """The categorised error for a redis-py exception (``where`` is a redacted URI)."""
+def translate_error(exc: BaseException, where: str, *, action: str = "a call",
+                    events: bool = False) -> BaseException:
+    """The categorised error for a redis-py exception (``where`` is a redacted URI), as
+    :class:`backends.errors.ErrorTranslator` says; ``exc`` itself when not redis-py's."""
     from redis import exceptions as rx
 
     if isinstance(exc, (rx.AuthenticationError, rx.AuthorizationError, rx.NoPermissionError)):
@@ -116,7 +118,7 @@ def redis_errors(where: str, session_id: str | None = None) -> Iterator[None]:
     except (RedisError, RedisClusterException, OSError) as exc:
         if session_id is not None and is_wrong_type(exc):
             raise CorruptState(session_id, "key", "holds another type than a hash") from exc
-        mapped = translate(exc, where)
+        mapped = translate_error(exc, where)
         if mapped is exc:
             raise
         raise mapped from exc

@@ -138,7 +138,7 @@ def failure_category(exc: BaseException) -> str:
 
 def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
     """Reachability, server facts and the durability verdict; never raises."""
-    from backends.redis.failures import translate
+    from backends.redis.failures import translate_error
 
     started = time.monotonic()
 
@@ -154,7 +154,7 @@ def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
     try:
         latency, info = _with_probe_client(settings, timeout, probe)
     except BaseException as exc:  # noqa: BLE001 - reported, not raised
-        mapped = translate(exc, settings.redacted_url) if not isinstance(exc, ProbeTimeout) else exc
+        mapped = translate_error(exc, settings.redacted_url) if not isinstance(exc, ProbeTimeout) else exc
         category = failure_category(mapped)
         return {
             **base,

@@ -109,7 +109,7 @@ def script(name: str) -> LuaScript:
     with _lock:
         found = _cache.get(name)
         if found is None:
-            source = resources.files("backends.redis").joinpath("lua", f"{name}.lua").read_text(
+            source = resources.files("backends.redis").joinpath("lua").joinpath(f"{name}.lua").read_text(
                 encoding="utf-8"
             )
             found = LuaScript(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())

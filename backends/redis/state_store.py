@@ -24,7 +24,7 @@ from backends.contract import (
     validate_owner_filter,
     validate_save_args,
 )
-from backends.errors import CorruptState, StateVersionConflict
+from backends.errors import CorruptState, StateVersionConflict, cas_refusal, session_exists
 from backends.redis import keys
 from backends.redis.failures import redis_errors
 from backends.redis.scripts import script
@@ -43,15 +43,13 @@ def conflict_for(code: int, session_id: str, expected_version: int | None,
     CorruptState for a damaged row)."""
     stored_text = stored.decode("utf-8", "replace") if isinstance(stored, bytes) else stored
     if code == MISSING:
-        return StateVersionConflict(f"session {session_id!r} does not exist")
+        return cas_refusal(session_id, None, expected_version)
     if code == VERSION_MOVED:
-        return StateVersionConflict(
-            f"session {session_id!r} is at version {stored_text}, not {expected_version}"
-        )
-    if code == OTHER_OWNER:
-        return StateVersionConflict(f"session {session_id!r} belongs to another owner")
+        return cas_refusal(session_id, stored_text, expected_version)
+    if code == OTHER_OWNER:  # the version matched: the owner is what refused
+        return cas_refusal(session_id, expected_version, expected_version)
     if code == ALREADY_EXISTS:
-        return StateVersionConflict(f"session {session_id!r} already exists")
+        return session_exists(session_id)
     if code == DAMAGED_VERSION:
         return CorruptState(session_id, "version", "is missing" if not stored_text
                             else f"is not a positive decimal ({stored_text[:40]!r})")
@@ -152,7 +150,7 @@ class RedisStateStore(DerivedReads):
                     self._client, [key], [bytes(blob), "1", owner, pending, str(self._ttl)]
                 )
                 if not written:
-                    raise StateVersionConflict(f"session {session_id!r} already exists")
+                    raise session_exists(session_id)
                 return 1
             new_version = expected_version + 1
             reply = script("cas")(
@@ -185,7 +183,7 @@ class RedisStateStore(DerivedReads):
         with redis_errors(self._where, session_id):
             written = script("insert")(self._client, [keys.state_key(session_id)], args)
         if not written:
-            raise StateVersionConflict(f"session {session_id!r} already exists")
+            raise session_exists(session_id)
 
     def delete(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
                expected_version: int | None = None) -> bool:
@@ -281,10 +279,5 @@ class RedisStateStore(DerivedReads):
     def load_full(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> LoadedState | None:
         return self._read(session_id, owner_subject, with_blob=True)
 
-    def load_owner(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> str | None:
-        state = self._read(session_id, owner_subject, with_blob=False)
-        return state.owner_subject if state else None
-
-    def current_version(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> int | None:
-        state = self._read(session_id, owner_subject, with_blob=False)
-        return state.version if state else None
+    def _head(self, session_id: str, owner_subject: OwnerFilter) -> LoadedState | None:
+        return self._read(session_id, owner_subject, with_blob=False)

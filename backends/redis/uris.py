@@ -15,12 +15,14 @@ from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.errors import BackendConfigError
+from backends.info import declared
 from backends.uris import redact_uri
 
+_INFO = declared("redis")
 DEFAULT_URL = "redis://localhost:6379/0"
-ENV_URL = "REDIS_URL"
+ENV_URL = _INFO.uri_env[0]
 ENV_TTL = "SEMVEC_REDIS_SESSION_TTL_S"
-SCHEMES = ("redis", "rediss", "unix")
+SCHEMES = _INFO.schemes
 CLUSTER_PARAM = "cluster"
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")

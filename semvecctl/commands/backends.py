@@ -62,7 +62,7 @@ def list_backends(
         columns += [Column("PERSISTENT", "persistent"), Column("CAPABILITIES", "capabilities")]
     current().output.emit(rows, output, columns=columns, rows=rows)
     if check and any(r["status"] in BROKEN for r in rows):
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+        current().abort(code=ExitCode.CHECK_FAILED)
 
 
 @app.command("show")
@@ -87,7 +87,7 @@ def show_backend(
     ]
     current().output.emit(data, output, columns=columns, rows=table_rows)
     if any(r["status"] in BROKEN for r in rows):
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+        current().abort(code=ExitCode.CHECK_FAILED)
 
 
 @app.command("resolve")

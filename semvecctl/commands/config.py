@@ -21,23 +21,11 @@ NAME = "config"
 HELP = "Show the effective configuration (profiles, selection, connection), secrets redacted."
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
-_SECRET_WORDS = ("password", "passwd", "pwd", "secret", "token", "apikey", "api_key", "credential",
-                 "private", "key")
-REDACTED = "***"
-
-
 def _redact_options(options: Any) -> Any:
-    """Mask values under secret-looking keys, and redact anything that looks like a URI."""
-    from backends.uris import redact_uri
+    """Mask values under secret-looking keys and redact URIs (backends.uris says which)."""
+    from backends.uris import redact_settings
 
-    if isinstance(options, dict):
-        return {str(k): (REDACTED if any(w in str(k).lower() for w in _SECRET_WORDS)
-                         else _redact_options(v)) for k, v in options.items()}
-    if isinstance(options, (list, tuple)):
-        return [_redact_options(v) for v in options]
-    if isinstance(options, str) and "://" in options:
-        return redact_uri(options)
-    return options
+    return redact_settings(options)
 
 
 def _config_source(app: Any) -> str:

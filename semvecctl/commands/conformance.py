@@ -86,12 +86,11 @@ class _LiveTable:
     """A table on stderr redrawn as each case finishes (TTY only)."""
 
     def __init__(self, out: Any, cases: list[Any]) -> None:
-        from rich.console import Console
         from rich.live import Live
 
         self._rows = {c.case_id: (c.group, c.name, "…", "") for c in cases}
-        console = Console(file=sys.stderr, no_color=out.no_color, highlight=False)
-        self._live = Live(self._render(), console=console, transient=True, auto_refresh=False)
+        self._live = Live(self._render(), console=out.console(sys.stderr), transient=True,
+                          auto_refresh=False)
 
     def _render(self):
         from rich.table import Table
@@ -236,8 +235,7 @@ def run(
     if report.ok:
         out.success(report.summary())
     else:
-        out.error(report.summary())
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+        current().abort(report.summary(), ExitCode.CHECK_FAILED)
 
 
 @app.command("list")

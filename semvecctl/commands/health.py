@@ -160,11 +160,10 @@ def app(
     out.emit(report, output, columns=[Column("CHECK", "field", style="bold"), Column("RESULT", "value")], rows=rows)
     if not healthy:
         assert cause is not None
-        out.error(f"backend {report['backend']!r} at {spec.display_uri} is {state}: "
-                  f"{cause['message']} (timeout {timeout:g}s)")
-        raise typer.Exit(cause["exit"])
-    if any(not g["passed"] for g in gates):
-        for gate in gates:
-            if not gate["passed"]:
-                out.error(f"gate {gate['gate']} failed: {gate['reason']}")
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+        current().abort(f"backend {report['backend']!r} at {spec.display_uri} is {state}: "
+                        f"{cause['message']} (timeout {timeout:g}s)", cause["exit"])
+    failed = [f"gate {g['gate']} failed: {g['reason']}" for g in gates if not g["passed"]]
+    for line in failed[:-1]:
+        out.error(line)
+    if failed:
+        current().abort(failed[-1], ExitCode.CHECK_FAILED)

@@ -158,7 +158,7 @@ def ensure(
     for row in unresolved:
         out.warn(f"{row['name']} ({row['target']}): {row['action']}: {row['detail']}")
     if unresolved or not wait_ok:
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+        current().abort(code=ExitCode.CHECK_FAILED)
     if applied:
         out.success(f"{sum(1 for r in rows if r['applied'])} index change(s) applied")
     else:
@@ -168,8 +168,9 @@ def ensure(
 def _wait(adapter_obj: Any, dimensions: int | None, timeout: float,
           poll: float) -> tuple[bool, dict[str, str]]:
     out = current().output
-    waiter = getattr(adapter_obj, "wait_for_search_indexes", None)
-    if not callable(waiter):
+    from backends.contract import Capability, offers
+
+    if not offers(adapter_obj, Capability.SEARCH_INDEX_WAIT):
         out.info(f"backend {adapter_obj.name} builds its indexes synchronously: nothing to wait for")
         return True, {}
     last: dict[str, str] = {}
@@ -180,7 +181,7 @@ def _wait(adapter_obj: Any, dimensions: int | None, timeout: float,
             out.info("search indexes: " + ", ".join(f"{n} {s}" for n, s in sorted(states.items())))
             last = dict(states)
 
-    result = waiter(timeout, poll, progress, dimensions=dimensions)
+    result = adapter_obj.wait_for_search_indexes(timeout, poll, progress, dimensions=dimensions)
     if getattr(result, "unsupported", False):
         out.warn("cannot wait: this deployment has no Atlas Search")
         return False, dict(result.states)
@@ -265,9 +266,9 @@ def validate(
         out.warn(f"recommended index {row['name']} ({row['target']}) is {row['state']}: "
                  "semvecctl suggests it, the engine does not need it (--strict to fail on it)")
     if failing:
-        out.error(f"{len(failing)} of {len(rows)} index(es) do not match: "
-                  + ", ".join(f"{r['name']} {r['state']}" for r in failing))
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+        current().abort(f"{len(failing)} of {len(rows)} index(es) do not match: "
+                        + ", ".join(f"{r['name']} {r['state']}" for r in failing),
+                        ExitCode.CHECK_FAILED)
     if advisory:
         out.success(f"every required index matches ({len(advisory)} recommended one(s) "
                     "missing or different)")

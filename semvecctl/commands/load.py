@@ -96,9 +96,8 @@ def run(
                  f"{report.prefix} may remain; remove them with: "
                  f"{cleanup_command(spec, report.prefix, report.sessions)}")
     if not report.verification.ok:
-        out.error(f"audit failed: {len(report.verification.problems)} problem(s), first: "
-                  f"{report.verification.problems[0]}")
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+        current().abort(f"audit failed: {len(report.verification.problems)} problem(s), "
+                        f"first: {report.verification.problems[0]}", ExitCode.CHECK_FAILED)
     out.success(f"{report.commits} commits ({report.commits_per_s:.0f}/s), "
                 f"{report.conflicts} conflicts ({report.conflicts_per_s:.0f}/s) in "
                 f"{report.elapsed_s:.1f}s: nothing lost")
@@ -159,8 +158,8 @@ def cleanup(
     out.confirm(f"delete the load-run rows under {prefix} from {spec.display_uri}", yes=yes)
     with open_adapter(spec) as adapter_obj:
         problems = cleanup_prefix(adapter_obj, prefix, sessions)
-    for problem in problems:
+    for problem in problems[:-1]:
         out.error(problem)
     if problems:
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+        current().abort(problems[-1], ExitCode.CHECK_FAILED)
     out.success(f"removed the load-run rows under {prefix}")

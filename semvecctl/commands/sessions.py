@@ -112,8 +112,8 @@ def inspect_session(
         try:
             state, summary = read_snapshot(adapter_obj, session_id, owner_subject=scope)
         except CorruptState as exc:
-            _report_damaged(out, output, adapter_obj.name, exc)
-            raise typer.Exit(ExitCode.CHECK_FAILED) from None
+            current().abort(_report_damaged(out, output, adapter_obj.name, exc),
+                            ExitCode.CHECK_FAILED)
         if state is None:
             raise CliError(f"no session {session_id!r}" + ("" if owner is None and not unowned
                                                            else " with that owner"),
@@ -141,16 +141,16 @@ def inspect_session(
              rows=rows)
 
 
-def _report_damaged(out: Any, output: Any, backend_name: str, exc: Any) -> None:
+def _report_damaged(out: Any, output: Any, backend_name: str, exc: Any) -> str:
     """A row that cannot be read strictly is shown as damaged (which field, what is wrong),
-    never as a best-effort value and never as a crash."""
+    never as a best-effort value and never as a crash; returns the line to fail with."""
     report = {"session_id": exc.session_id, "backend": backend_name, "status": "damaged",
               "field": exc.field, "problem": exc.problem}
     out.emit(report, output, columns=[Column("FIELD", "field", style="bold"),
                                       Column("VALUE", "value")],
              rows=[{"field": k, "value": v} for k, v in report.items()])
-    out.error(f"session {exc.session_id!r} is damaged: field {exc.field!r} {exc.problem} "
-              "(not repaired; export what is readable, then restore this session)")
+    return (f"session {exc.session_id!r} is damaged: field {exc.field!r} {exc.problem} "
+            "(not repaired; export what is readable, then restore this session)")
 
 
 @app.command("delete")
@@ -189,6 +189,6 @@ def delete_session(
                                ExitCode.ENVIRONMENT)
             deleted = store.delete(session_id, owner_subject=scope, expected_version=if_version)
     if not deleted:
-        out.error(f"no session {session_id!r}{scoped}: nothing deleted")
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+        current().abort(f"no session {session_id!r}{scoped}: nothing deleted",
+                        ExitCode.CHECK_FAILED)
     out.success(f"deleted session {session_id!r}")

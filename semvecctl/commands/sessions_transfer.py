@@ -83,23 +83,6 @@ _PLAN_COLUMNS = [
 ]
 
 
-@contextlib.contextmanager
-def archive_errors() -> Iterator[None]:
-    """Archive refusals and the loss rule as one-line CLI errors: damaged = 1, lossy = 1,
-    unsupported = 3."""
-    from backends.archive import ArchiveDamaged, ArchiveUnsupported
-    from backends.migrate import LossyTransfer
-
-    try:
-        yield
-    except LossyTransfer as exc:
-        raise CliError(str(exc), ExitCode.CHECK_FAILED) from None
-    except ArchiveDamaged as exc:
-        raise CliError(f"archive check failed: {exc}", ExitCode.CHECK_FAILED) from None
-    except ArchiveUnsupported as exc:
-        raise CliError(str(exc), ExitCode.ENVIRONMENT) from None
-
-
 def _on_conflict(value: OnConflict | str) -> str:
     return value.value if isinstance(value, OnConflict) else str(value)
 
@@ -159,21 +142,19 @@ def export_sessions(
     spec = resolve_connection(backend, uri, adapter)
     users = _users(users)
     with open_adapter(spec) as source:
-        with archive_errors():
-            for warning in check_exportable(source, with_items=with_items, with_events=with_events,
-                                            users=users, allow_loss=allow_loss):
-                out.warn(warning)
+        for warning in check_exportable(source, with_items=with_items, with_events=with_events,
+                                        users=users, allow_loss=allow_loss):
+            out.warn(warning)
         if not to_stdout and os.path.exists(out_path):
             out.confirm(f"overwrite the existing file {out_path}", yes=yes)
         options = dict(source_uri=_source_label(spec), owner_subject=scope, match=match,
                        with_items=with_items, with_events=with_events, users=users,
                        allow_loss=allow_loss, batch_size=batch_size,
                        progress=_progress("exporting"))
-        with archive_errors():
-            if to_stdout:
-                result = export_to_stream(source, sys.stdout.buffer, **options)
-            else:
-                result = export_to_path(source, out_path, **options)
+        if to_stdout:
+            result = export_to_stream(source, sys.stdout.buffer, **options)
+        else:
+            result = export_to_path(source, out_path, **options)
     where = "stdout" if to_stdout else out_path
     items = f", {result.items} item(s)" if with_items and not result.warnings else ""
     events = (f", {result.events} event(s)" + (f" and {result.users} user log(s)" if users else "")
@@ -233,10 +214,10 @@ def _preview(importer: Any, output: StreamFormat, verb: str) -> None:
     out.info(f"preview: {t.create} to create, {t.skip} to skip, {t.conflict} in conflict{expired}; "
              f"nothing was written (rerun with --apply to {verb})")
     if t.conflict:
-        out.error(f"{t.conflict} record(s) conflict with the target (first: {t.first_conflict!r}: "
-                  f"{t.first_conflict_detail}); "
-                  "--apply would refuse: use --on-conflict skip to leave them as they are")
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+        current().abort(f"{t.conflict} record(s) conflict with the target (first: "
+                        f"{t.first_conflict!r}: {t.first_conflict_detail}); --apply would "
+                        "refuse: use --on-conflict skip to leave them as they are",
+                        ExitCode.CHECK_FAILED)
 
 
 def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: str,
@@ -286,28 +267,27 @@ def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: s
 def _run_import(importer: Any, *, apply: bool, output: StreamFormat, verb: str,
                 extra_report: Any = None) -> None:
     out = current().output
-    with archive_errors():
-        summary = importer.verify()
-        out.info(_describe_archive(summary))
-        importer.check_capabilities()
-        for warning in importer.check_losses():
-            out.warn(warning)
-        for note in importer.notes():
-            out.warn(note)
-        if not apply:
-            _preview(importer, output, verb)
-            return
-        try:
-            result = importer.apply(progress=_progress("importing", summary.count))
-        except BaseException as exc:  # a signal too: say how far the import got
-            from backends.errors import is_state_version_conflict
+    summary = importer.verify()
+    out.info(_describe_archive(summary))
+    importer.check_capabilities()
+    for warning in importer.check_losses():
+        out.warn(warning)
+    for note in importer.notes():
+        out.warn(note)
+    if not apply:
+        _preview(importer, output, verb)
+        return
+    try:
+        result = importer.apply(progress=_progress("importing", summary.count))
+    except BaseException as exc:  # a signal too: say how far the import got
+        from backends.errors import is_state_version_conflict
 
-            written = importer.result.created if importer.result else 0
-            if written and not is_state_version_conflict(exc):  # a conflict says it itself
-                out.error(f"the import stopped after {written} session(s) were written; once the "
-                          "cause is fixed, rerun with --on-conflict skip to add the rest")
-            raise
-        report = importer.verify_target() if extra_report is None else extra_report(result)
+        written = importer.result.created if importer.result else 0
+        if written and not is_state_version_conflict(exc):  # a conflict says it itself
+            out.error(f"the import stopped after {written} session(s) were written; once the "
+                      "cause is fixed, rerun with --on-conflict skip to add the rest")
+        raise
+    report = importer.verify_target() if extra_report is None else extra_report(result)
     _report_apply(result, report, output, importer.target_name,
                   {"source_count": report.source_count} if report.source_count is not None else None)
 
@@ -411,14 +391,13 @@ def copy_sessions(
     target_spec = resolve_connection(None, to_uri, to_adapter)
     with open_adapter(source_spec) as source, open_adapter(target_spec) as target:
         # refuse what cannot be honoured before reading a single session
-        with archive_errors():
-            for warning in check_exportable(source, with_items=with_items, with_events=with_events,
-                                            users=users, allow_loss=allow_loss):
-                out.warn(warning)
+        for warning in check_exportable(source, with_items=with_items, with_events=with_events,
+                                        users=users, allow_loss=allow_loss):
+            out.warn(warning)
         SessionImporter(target, None, keep_versions=keep_versions).check_capabilities()
         out.info(f"copying from {source.name} ({_source_label(source_spec)}) to {target.name} "
                  f"({_source_label(target_spec)})")
-        with archive_errors(), staged_copy(
+        with staged_copy(
             source, target, source_uri=_source_label(source_spec), owner_subject=scope,
             match=match, with_items=with_items, with_events=with_events, users=users,
             allow_loss=allow_loss, batch_size=batch_size,

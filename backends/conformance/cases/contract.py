@@ -16,9 +16,11 @@ from backends.conformance.drive import (
 from backends.conformance.model import NotApplicable
 from backends.contract import (
     REQUIRED_ADAPTER_MEMBERS,
+    Capability,
     EventStore,
     RetrievalBackend,
     StateStoreProtocol,
+    offers,
 )
 from backends.registry import fold_name
 
@@ -115,7 +117,7 @@ def close_is_idempotent(ctx: CaseContext) -> None:
     """close(), when offered, can be called twice on a fresh adapter without raising."""
     if ctx.factory is None:
         raise NotApplicable("no adapter factory: cannot build a throw-away adapter to close")
-    if not callable(getattr(ctx.adapter, "close", None)):
+    if not offers(ctx.adapter, Capability.CLOSE):
         raise NotApplicable("the adapter offers no close()")
     fresh = ctx.call("building a second adapter", ctx.factory)
     for attempt in ("first", "second"):

@@ -25,6 +25,7 @@ from __future__ import annotations
 from backends.conformance.catalogue import case
 from backends.conformance.context import CaseContext, describe_exception
 from backends.conformance.model import NotApplicable
+from backends.contract import Capability, fault_points_of, offers
 from backends.errors import UnsupportedOperation
 
 
@@ -41,9 +42,8 @@ def _event_view(ctx: CaseContext, events, user: str) -> list[tuple]:
 
 
 def _close(adapter) -> None:
-    close = getattr(adapter, "close", None)
-    if callable(close):
-        close()
+    if offers(adapter, Capability.CLOSE):
+        adapter.close()
 
 
 @case("durability")
@@ -104,8 +104,8 @@ def survives_reopen(ctx: CaseContext) -> None:
 
 
 def _fault_point(ctx: CaseContext, point: str) -> None:
-    points = getattr(ctx.adapter, "fault_points", None)
-    if not callable(getattr(ctx.adapter, "inject_fault", None)) or not points:
+    points = fault_points_of(ctx.adapter)
+    if not points:
         raise NotApplicable("the adapter offers no fault seam (fault_points, inject_fault)")
     if point not in points:
         raise NotApplicable(f"the adapter's fault seam does not offer {point!r}")

@@ -4,10 +4,10 @@ touches nothing else."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-
-import uuid
+from typing import Any
 
 from backends.conformance.catalogue import applies, case
 from backends.conformance.context import CaseContext
@@ -95,7 +95,7 @@ def tenants_isolated(ctx: CaseContext) -> None:
     owner_a, owner_b = ctx.owner("tenant-a"), ctx.owner("tenant-b")
     sid_a, sid_b = ctx.session("a"), ctx.session("b")
     stamp = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=5)
-    same = {"content": "identical content", "embedding": (0.25, 0.5, -1.0),
+    same: dict[str, Any] = {"content": "identical content", "embedding": (0.25, 0.5, -1.0),
             "meta": {"k": "v"}, "created_at": stamp}
     ctx.call("insert a", lambda: ctx.commit_turn(
         sid_a, b"a", expected_version=None, owner_subject=owner_a,

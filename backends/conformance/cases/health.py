@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from backends.conformance.catalogue import case
 from backends.conformance.context import CaseContext, describe_exception
@@ -13,7 +14,7 @@ _PROBES = 3
 
 def _probe(ctx: CaseContext) -> tuple[object, BaseException | None, float, bool]:
     """Call check_health in a daemon thread so a hanging probe cannot hang the run."""
-    outcome: dict[str, object] = {}
+    outcome: dict[str, Any] = {}
 
     def run() -> None:
         try:

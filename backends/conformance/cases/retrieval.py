@@ -12,7 +12,7 @@ import time
 
 from backends.conformance.catalogue import applies, case
 from backends.conformance.context import CaseContext
-from backends.contract import ItemMirror, RetrievalContext
+from backends.contract import Capability, ItemMirror, RetrievalContext, offers
 
 
 @applies("retrieval")
@@ -21,7 +21,7 @@ def _can_retrieve(adapter) -> str | None:
         return "retrieval_backend() is None: retrieval runs in-process, in the engine"
     if not isinstance(adapter, ItemMirror):
         return "the adapter has no ItemMirror (sync_items), so the suite cannot seed items"
-    if not callable(getattr(adapter, "purge_items", None)):
+    if not offers(adapter, Capability.PURGE_ITEMS):
         return ("the adapter offers no purge_items(session_id), so seeded items could not be "
                 "removed afterwards")
     return None

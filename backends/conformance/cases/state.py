@@ -4,11 +4,12 @@ cannot see). Every case works on sessions of its own and reads only those."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from backends.conformance.catalogue import case
 from backends.conformance.context import CaseContext
 from backends.conformance.model import NotApplicable
-from backends.contract import ANONYMOUS_OWNER, LoadedState
+from backends.contract import ANONYMOUS_OWNER, Capability, LoadedState, offers
 
 
 def loaded_blob(got):
@@ -143,7 +144,7 @@ def owner_filter_reads(ctx: CaseContext) -> None:
     ctx.call("insert an unowned row", lambda: ctx.store.save(
         unowned, b"unowned", expected_version=None))
     # (session, filter label, filter kwargs, visible?)
-    matrix = [
+    matrix: list[tuple[str, str, dict[str, Any], bool]] = [
         (owned, "omitted", {}, True),
         (owned, "None", {"owner_subject": None}, False),
         (owned, "its owner", {"owner_subject": owner}, True),
@@ -252,7 +253,8 @@ def load_full_agrees(ctx: CaseContext) -> None:
     ctx.call("update", lambda: ctx.store.save(sid, b"b", expected_version=1, owner_subject=owner,
                                               pending_message="next"))
     full = _full(ctx, sid)
-    ctx.expect(full is not None, "load_full of an existing row", "a LoadedState", "None")
+    if full is None:
+        ctx.fail("load_full of an existing row", "a LoadedState", "None")
     ctx.expect_equal(bytes(full.blob), bytes(loaded_blob(ctx.store.load(sid))), "load_full.blob against load")
     ctx.expect_equal(full.version, ctx.store.current_version(sid),
                      "load_full.version against current_version")
@@ -370,7 +372,7 @@ def delete_checks_version(ctx: CaseContext) -> None:
 
 
 def _declares_idempotent_retries(store) -> bool:
-    return getattr(store, "idempotent_retries", False) is True
+    return offers(store, Capability.IDEMPOTENT_RETRIES)
 
 
 @case("state")
@@ -380,13 +382,13 @@ def identical_retry_is_idempotent(ctx: CaseContext) -> None:
         raise NotApplicable("the state store does not declare idempotent_retries = True")
     sid = ctx.session()
     owner = ctx.owner("tenant-a")
-    first = dict(expected_version=None, owner_subject=owner, pending_message="p")
+    first: dict[str, Any] = dict(expected_version=None, owner_subject=owner, pending_message="p")
     ctx.call("insert", lambda: ctx.store.save(sid, b"v1", **first))
     ctx.expect_int_version(ctx.call("retried identical insert", lambda: ctx.store.save(
         sid, b"v1", **first)), 1, "retried identical insert (acknowledgement lost)")
     ctx.expect_conflict("an insert with another blob over the row",
                         lambda: ctx.store.save(sid, b"other", **first))
-    update = dict(expected_version=1, owner_subject=owner, pending_message="q")
+    update: dict[str, Any] = dict(expected_version=1, owner_subject=owner, pending_message="q")
     ctx.call("update", lambda: ctx.store.save(sid, b"v2", **update))
     ctx.expect_int_version(ctx.call("retried identical update", lambda: ctx.store.save(
         sid, b"v2", **update)), 2, "retried identical update (acknowledgement lost)")

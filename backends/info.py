@@ -1,0 +1,134 @@
+"""Each backend's facts, said once: name, target, URI schemes, URI and secret variables,
+extra, driver modules.
+
+The CLI derives everything from here (which backend a scheme implies, which variable
+holds a backend's URI, which variables to scrub, what to install for a missing driver),
+and so does each adapter's own environment lookup. A third-party adapter states the same
+facts as class attributes (``uri_schemes``, ``uri_env``, ``secret_env``, ``extra``,
+``required_modules``), in the manner of fsspec's ``protocol`` attribute; they are read
+with :func:`info_from_class` once the plugin is selected or checked, never while
+backends are merely listed.
+
+Import cost matters: ``semvecctl backends list`` reads this module, so it imports nothing
+beyond the standard library's dataclasses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What is known about a backend without importing it.
+
+    ``uri_env`` lists the variables holding its location, first hit wins (the CLI reads
+    the first; the adapter may honour the rest). ``secret_env`` are variables whose
+    values must never be printed; the URI variables are always among them."""
+
+    name: str
+    target: str
+    schemes: tuple[str, ...] = ()
+    uri_env: tuple[str, ...] = ()
+    secret_env: tuple[str, ...] = ()
+    extra: str | None = None
+    drivers: tuple[str, ...] = ()
+    #: the distribution whose extra installs the drivers
+    package: str = "semvecctl"
+
+    @property
+    def driver(self) -> str | None:
+        """The first driver module (the one a missing-driver message names)."""
+        return self.drivers[0] if self.drivers else None
+
+    @property
+    def secret_variables(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.uri_env + self.secret_env))
+
+    @property
+    def install_hint(self) -> str:
+        if self.extra:
+            return f"pip install '{self.package}[{self.extra}]'"
+        if self.package == "semvecctl":
+            return f"pip install 'semvecctl[{self.name}]'"
+        return "pip install " + " ".join(self.drivers or (self.package,))
+
+
+#: The shipped backends, consulted first; then our own entry points (``semvec.backends``
+#: in pyproject.toml), whose facts are declared here too so that a scheme they claim
+#: needs no import. Order matters where backends share a scheme: the first claims it.
+SHIPPED_INFO: tuple[BackendInfo, ...] = (
+    BackendInfo("memory", "backends.memory:MemoryBackendAdapter", schemes=("memory",)),
+    BackendInfo("redis", "backends.redis:RedisBackendAdapter",
+                schemes=("redis", "rediss", "unix"), uri_env=("REDIS_URL",),
+                extra="redis", drivers=("redis",)),
+    BackendInfo("mongo", "backends.mongo:MongoBackendAdapter",
+                schemes=("mongodb", "mongodb+srv"), uri_env=("MONGODB_URI",),
+                extra="mongo", drivers=("pymongo",)),
+)
+ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
+    BackendInfo("pgvector", "backends.pgvector:PgVectorAdapter",
+                schemes=("postgresql", "postgres"),
+                uri_env=("SEMVEC_PGVECTOR_URL", "DATABASE_URL"),
+                extra="pgvector", drivers=("psycopg", "pgvector")),
+    BackendInfo("postgres", "backends.postgres:PostgresAdapter",
+                schemes=("postgresql", "postgres"), uri_env=("DATABASE_URL",),
+                extra="pgvector", drivers=("psycopg",)),
+)
+KNOWN_INFO: tuple[BackendInfo, ...] = SHIPPED_INFO + ENTRY_POINT_INFO
+
+
+def known(name: str) -> BackendInfo | None:
+    """The declared facts of a shipped backend or one of our entry points."""
+    for info in KNOWN_INFO:
+        if info.name == name:
+            return info
+    return None
+
+
+def declared(name: str) -> BackendInfo:
+    """The declared facts of one of our own backends (a KeyError for any other name)."""
+    info = known(name)
+    if info is None:
+        raise KeyError(name)
+    return info
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,) if value else ()
+    if isinstance(value, (tuple, list, frozenset, set)):
+        return tuple(v for v in value if isinstance(v, str) and v)
+    return ()
+
+
+def info_from_class(name: str, target: str, cls: Any, *,
+                    package: str = "semvecctl") -> BackendInfo:
+    """A plugin's facts from its adapter class attributes (absent ones stay empty);
+    ``package`` is the distribution that advertises it."""
+    extra = getattr(cls, "extra", None)
+    return BackendInfo(
+        name=name,
+        target=target,
+        schemes=tuple(s.lower() for s in _strings(getattr(cls, "uri_schemes", ()))),
+        uri_env=_strings(getattr(cls, "uri_env", ())),
+        secret_env=_strings(getattr(cls, "secret_env", ())),
+        extra=extra if isinstance(extra, str) and extra else None,
+        drivers=_strings(getattr(cls, "required_modules", ())),
+        package=package,
+    )
+
+
+def scheme_claims(infos: Iterable[BackendInfo]) -> dict[str, tuple[str, ...]]:
+    """scheme -> the backends claiming it, in declaration order."""
+    claims: dict[str, list[str]] = {}
+    for info in infos:
+        for scheme in info.schemes:
+            claims.setdefault(scheme, []).append(info.name)
+    return {scheme: tuple(names) for scheme, names in claims.items()}
+
+
+#: Secret variables of every declared backend (a plugin's join when it is loaded).
+SECRET_ENV_VARS: tuple[str, ...] = tuple(
+    dict.fromkeys(v for info in KNOWN_INFO for v in info.secret_variables))

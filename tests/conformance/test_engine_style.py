@@ -1,0 +1,153 @@
+"""The suite drives an engine-style adapter natively (tests/support/engine_style: ``scope=``,
+``load`` -> ``(blob, version)``, its own event class and the engine's event surface, the
+engine's Redis layout) over a real redis-server, reaching FULL without a shim; the copies
+with the engine's two Redis defects (ENGINE-WIRE §7) are each caught by a named case."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from backends.conformance import ConformanceOptions, Level, Status, run_conformance
+from semvecctl.app import app
+
+pytestmark = pytest.mark.redis
+
+runner = CliRunner()
+
+REFERENCE = "tests.support.engine_style:Factory"
+NO_OWNER_CHECK = "tests.support.engine_style.defective:NoOwnerCheckFactory"
+NON_ATOMIC = "tests.support.engine_style.defective:NonAtomicTurnFactory"
+
+
+@pytest.fixture
+def engine_env(redis_url, monkeypatch):
+    """The engine configures its Redis through REDIS_URL only; so does the plugin."""
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    return redis_url
+
+
+def _run_cli(*args: str) -> tuple[int, dict]:
+    result = runner.invoke(app, ["conformance", "run", *args, "-o", "json"])
+    return result.exit_code, json.loads(result.stdout) if result.stdout.strip() else {}
+
+
+def _cases(report: dict) -> dict[str, dict]:
+    return {f"{c['group']}.{c['case']}": c for g in report["groups"] for c in g["cases"]}
+
+
+def _no_run_keys_left(raw, prefix: str) -> list[bytes]:
+    return [k for k in raw.scan_iter(count=1000) if prefix.encode() in k]
+
+
+def test_reference_adapter_reaches_full_through_the_cli(engine_env, redis_server):
+    code, report = _run_cli("--adapter", REFERENCE)
+    assert code == 0, report
+    assert report["level"] == "FULL"
+    cases = _cases(report)
+    caps = report["capabilities"]
+    assert caps["owner_convention"] == "scope" and caps["event_surface"] == "engine"
+    # the cases that matter for an engine adapter ran and passed, natively
+    for case_id in ("state.owner_filter_reads", "state.owner_takeover_refused",
+                    "commit_turn.owner_check", "commit_turn.atomic_on_server_error",
+                    "durability.survives_reopen", "events.sequence_gap_free",
+                    "events.record_fidelity", "events.engine_surface",
+                    "events.tenants_isolated", "concurrency.racing_commit_turns"):
+        assert cases[case_id]["status"] == "passed", (case_id, cases[case_id]["message"])
+    # what scope= cannot say is skipped with its reason, never failed
+    reads = cases["state.owner_filter_reads"]["message"]
+    assert "no 'unowned rows only' read" in reads
+    assert "takes no owner" in reads  # load_owner / current_version take the id alone
+    assert cases["events.limit_after_owner_filter"]["status"] == "not-applicable"
+    assert cases["state.delete_checks_version"]["status"] == "not-applicable"
+    # NaN in an embedding is accepted, as by the engine: advisory, FULL all the same
+    nan = cases["commit_turn.malformed_event_changes_nothing"]
+    assert nan["status"] == "advisory" and "NaN" in nan["message"]
+    assert report["ok"] is True
+    raw = redis_server.client()
+    try:
+        assert _no_run_keys_left(raw, report["prefix"]) == []
+    finally:
+        raw.close()
+
+
+@pytest.mark.parametrize("target, case_id, fragment", [
+    pytest.param(NO_OWNER_CHECK, "commit_turn.owner_check",
+                 "commit_turn naming another owner on the right version: expected "
+                 "StateVersionConflict, got returned 2", id="commit-turn-skips-owner-check"),
+    pytest.param(NON_ATOMIC, "commit_turn.atomic_on_server_error",
+                 "state version b'1' -> b'2'", id="non-atomic-turn-on-server-error"),
+])
+def test_each_engine_defect_is_caught_by_its_named_case(engine_env, redis_server, target,
+                                                         case_id, fragment):
+    code, report = _run_cli("--adapter", target)
+    assert code == 1
+    assert report["level"] == "FAILED"
+    failed = {cid: c for cid, c in _cases(report).items() if c["status"] in ("failed", "error")}
+    assert set(failed) == {case_id}, {k: v["message"] for k, v in failed.items()}
+    assert fragment in failed[case_id]["message"], failed[case_id]["message"]
+    raw = redis_server.client()
+    try:
+        assert _no_run_keys_left(raw, report["prefix"]) == []  # the planted key too
+    finally:
+        raw.close()
+
+
+def test_non_atomic_turn_reports_what_landed(engine_env):
+    from tests.support.engine_style.defective import NonAtomicTurnFactory
+
+    report = run_conformance(NonAtomicTurnFactory, only="commit_turn.atomic_on_server_error")
+    result = report.cases[0]
+    assert result.status == Status.FAILED
+    assert "semvec:events:e:" in result.actual and "created" in result.actual
+    assert "semvec:events:seq:" in result.actual  # the first user's counter moved
+
+
+def test_atomic_case_takes_the_uri_from_options(redis_url, monkeypatch):
+    """Without REDIS_URL in the environment, ConformanceOptions.redis_url names the server."""
+    from tests.support.engine_style.defective import NonAtomicTurnAdapter
+
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    adapter = NonAtomicTurnAdapter()
+    monkeypatch.delenv("REDIS_URL")
+    try:
+        na = run_conformance(adapter, only="commit_turn.atomic_on_server_error").cases[0]
+        assert na.status == Status.NOT_APPLICABLE and "no Redis URI" in na.message
+        caught = run_conformance(adapter, only="commit_turn.atomic_on_server_error",
+                                 options=ConformanceOptions(redis_url=redis_url)).cases[0]
+        assert caught.status == Status.FAILED, caught.message
+    finally:
+        adapter.close()
+
+
+def test_atomic_case_is_not_applicable_off_the_engine_layout(redis_url):
+    """A Redis URI is not enough: the adapter's rows must be there, in the engine's layout."""
+    from tests.support.conformance_doubles import EventfulMemoryAdapter
+
+    report = run_conformance(EventfulMemoryAdapter, only="commit_turn.atomic_on_server_error",
+                             options=ConformanceOptions(redis_url=redis_url))
+    result = report.cases[0]
+    assert result.status == Status.NOT_APPLICABLE
+    assert "not in the engine's Redis layout" in result.message
+
+
+def test_reference_adapter_is_driven_without_any_owner_subject(engine_env, monkeypatch):
+    """Every call the suite makes names the owner as scope= (an OwnerScope), never
+    owner_subject=: the adapter would raise TypeError otherwise."""
+    from backends.owner import OwnerScope
+    from tests.support.engine_style import adapter as module
+
+    seen = []
+    original = module._owner
+
+    def spy(scope):
+        seen.append(scope)
+        return original(scope)
+
+    monkeypatch.setattr(module, "_owner", spy)
+    report = run_conformance(module.Factory, only="state,commit_turn")
+    assert report.level == Level.FULL, [c.message for c in report.failures]
+    scopes = [s for s in seen if s is not None]
+    assert scopes and all(isinstance(s, OwnerScope) for s in scopes)
