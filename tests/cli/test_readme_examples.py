@@ -174,6 +174,8 @@ def test_every_shell_example_runs(redis_url, pgvector_url, tmp_path):
     assert len(ran) + len(skipped) == len(list(shell_examples())) and len(ran) >= 25, ran
     assert (tmp_path / "backup.jsonl.gz").exists()
     assert (tmp_path / "conformance.xml").exists()
+    for report in ("conformance.md", "indexes.md", "diff.html"):
+        assert (tmp_path / report).stat().st_size > 0, report
     assert (tmp_path / "home/.local/share/bash-completion/completions/semvecctl").stat().st_size > 0
     assert all(s.startswith(SKIP_PREFIXES) for s in skipped)
 
