@@ -13,7 +13,10 @@ arrive). Queries are filtered to one session and its owner, k = 10, and report p
   exact          the plain query with index scans off: a scan of the rows and a sort
 
 and recall@10 against exact search of (a) the semantic signal as the fused search
-computes it and (b) the fused top-10 against the fused search forced to the exact plan.
+computes it and (b) the fused top-10 against the fused search forced to the exact plan
+(what ``retrieve diff --exact`` reports). ``pool100`` is the fused search with the HNSW
+semantic pool at 100 (the depth before it became 40) and ``same`` the share of its top-10
+the default search also returns.
 
 Data is loaded with COPY (binary) and indexed with ``ensure_indexes`` (HNSW m=16,
 ef_construction=64); the 1M layout takes minutes (most of it the HNSW build), so it is not
@@ -183,7 +186,10 @@ def measure(url: str, n: int, sessions: int, args) -> dict:
     exact_adapter = PgVectorAdapter(url, dimensions=args.dims, search_mode="exact")
     backend = adapter.retrieval_backend()
     exact_backend = exact_adapter.retrieval_backend()
-    out: dict = {"fused": [], "plain": [], "hnsw": [], "exact": [], "sem_recall": [],
+    from backends.pgvector.retrieval import PgVectorRetrievalBackend
+
+    deep_backend = PgVectorRetrievalBackend(adapter._db, hnsw_pool=100)  # the old pool depth
+    out: dict = {"deep": [], "deep_same": [], "fused": [], "plain": [], "hnsw": [], "exact": [], "sem_recall": [],
                  "fused_recall": [], "plans": set(), "plain_plans": set(), "short": 0}
     try:
         with adapter._db.connection(vector=True) as conn:
@@ -197,6 +203,11 @@ def measure(url: str, n: int, sessions: int, args) -> dict:
                 vec = np.asarray(row[0].to_numpy() if hasattr(row[0], "to_numpy") else row[0],
                                  dtype=np.float32)
                 picks.append((s, vec + rng.standard_normal(vec.shape).astype(np.float32) * 0.3))
+        import psycopg
+        from pgvector.psycopg import register_vector
+
+        conn = psycopg.connect(url, autocommit=True)
+        register_vector(conn)
         for rep in range(2):  # first pass warms caches; only the second is reported
             for s, vec in picks:
                 sid, owner = session_name(s), owner_name(s)
@@ -206,43 +217,51 @@ def measure(url: str, n: int, sessions: int, args) -> dict:
                 t = time.perf_counter()
                 got = backend.search(ctx)
                 fused_t = time.perf_counter() - t
-                with adapter._db.connection(vector=True) as conn:
-                    params = (sid, owner, Vector(vec.tolist()), k)
+                t = time.perf_counter()
+                deep = deep_backend.search(ctx)
+                deep_t = time.perf_counter() - t
+                # plain queries on their own connection: the pool's carry the retriever's
+                # session-level HNSW settings, a plain client has pgvector's defaults
+                params = (sid, owner, Vector(vec.tolist()), k)
+                t = time.perf_counter()
+                plain_rows = conn.execute(plain_sql(True), params).fetchall()
+                plain_t = time.perf_counter() - t
+                with conn.transaction():
+                    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                    conn.execute("SET LOCAL enable_sort = off")
                     t = time.perf_counter()
-                    plain = conn.execute(plain_sql(True), params).fetchall()
-                    plain_t = time.perf_counter() - t
-                    with conn.transaction():
-                        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                        conn.execute("SET LOCAL enable_sort = off")
-                        t = time.perf_counter()
-                        conn.execute(plain_sql(True), params).fetchall()
-                        hnsw_t = time.perf_counter() - t
-                    with conn.transaction():
-                        conn.execute("SET LOCAL enable_indexscan = off")
-                        conn.execute("SET LOCAL enable_bitmapscan = off")
-                        conn.execute("SET LOCAL enable_indexonlyscan = off")
-                        t = time.perf_counter()
-                        truth = [r[0] for r in conn.execute(plain_sql(True), params).fetchall()]
-                        exact_t = time.perf_counter() - t
-                    if rep == 1:
-                        plan = "\n".join(r[0] for r in conn.execute(
-                            "EXPLAIN " + plain_sql(True), params).fetchall())
-                        out["plain_plans"].add("hnsw" if "semvec_items_vec" in plan else "btree+sort"
-                                               if "Sort" in plan else "other")
-                    sem = backend.semantic_ranking(ctx, k) if hasattr(backend, "semantic_ranking") else []
+                    conn.execute(plain_sql(True), params).fetchall()
+                    hnsw_t = time.perf_counter() - t
+                with conn.transaction():
+                    conn.execute("SET LOCAL enable_indexscan = off")
+                    conn.execute("SET LOCAL enable_bitmapscan = off")
+                    conn.execute("SET LOCAL enable_indexonlyscan = off")
+                    t = time.perf_counter()
+                    truth = [r[0] for r in conn.execute(plain_sql(True), params).fetchall()]
+                    exact_t = time.perf_counter() - t
+                if rep == 1:
+                    plan = "\n".join(r[0] for r in conn.execute(
+                        "EXPLAIN " + plain_sql(True), params).fetchall())
+                    out["plain_plans"].add("hnsw" if "semvec_items_vec" in plan else
+                                           "btree+sort" if "Sort" in plan else "other")
+                sem = backend.semantic_ranking(ctx, k)
                 exact_fused = [u.item_id for u in exact_backend.search(ctx)]
                 if rep == 0:
                     continue
                 out["fused"].append(fused_t)
+                out["deep"].append(deep_t)
+                out["deep_same"].append(len({u.item_id for u in got} & {u.item_id for u in deep})
+                                        / max(1, len(deep)))
                 out["plain"].append(plain_t)
                 out["hnsw"].append(hnsw_t)
                 out["exact"].append(exact_t)
                 out["plans"].add(backend.last_plan)
-                out["short"] += len(plain) < k
+                out["short"] += len(plain_rows) < k
                 if sem:
                     out["sem_recall"].append(len(set(sem[:k]) & set(truth)) / len(truth))
                 got_ids = [u.item_id for u in got]
                 out["fused_recall"].append(len(set(got_ids) & set(exact_fused)) / max(1, len(exact_fused)))
+        conn.close()
     finally:
         adapter.close()
         exact_adapter.close()
@@ -285,7 +304,7 @@ def main() -> None:
               " (p50 / p95 ms; ratio = fused p50 / plain p50)")
         print(f"{'items':>10} {'sessions':>8} {'per sess':>8} {'fused':>15} {'plain':>15}"
               f" {'plain hnsw':>15} {'exact scan':>15} {'ratio':>6} {'sem R@k':>7}"
-              f" {'fused R@k':>9}  plans")
+              f" {'fused R@k':>9} {'pool100':>15} {'same':>5}  plans")
         for n, sessions, m in rows:
             f50, f95 = ms(m["fused"])
             p50, p95 = ms(m["plain"])
@@ -295,6 +314,8 @@ def main() -> None:
             print(f"{n:>10,} {sessions:>8,} {n // sessions:>8,} {f50:7.2f}/{f95:7.2f}"
                   f" {p50:7.2f}/{p95:7.2f} {h50:7.2f}/{h95:7.2f} {e50:7.2f}/{e95:7.2f}"
                   f" {f50 / p50:6.2f} {sem:>7} {statistics.mean(m['fused_recall']):9.3f}"
+                  f" {ms(m['deep'])[0]:7.2f}/{ms(m['deep'])[1]:7.2f}"
+                  f" {statistics.mean(m['deep_same']):5.2f}"
                   f"  fused {'/'.join(sorted(m['plans']))}, plain {'/'.join(sorted(m['plain_plans']))}"
                   + (f", plain short {m['short']}" if m["short"] else ""))
     print(f"total wall time {time.perf_counter() - started:.1f} s")
