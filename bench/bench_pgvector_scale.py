@@ -14,7 +14,10 @@ arrive). Queries are filtered to one session and its owner, k = 10, and report p
 
 and recall@10 against exact search of (a) the semantic signal as the fused search
 computes it and (b) the fused top-10 against the fused search forced to the exact plan
-(what ``retrieve diff --exact`` reports). ``pool100`` is the fused search with the HNSW
+(what ``retrieve diff --exact`` reports). Queries go to a few sessions (a live session is
+searched every turn), so the figures are with the per-session plan remembered; ``fused
+cold`` is the same search counting the session's live rows every time (a session's first
+search). ``pool100`` is the fused search with the HNSW
 semantic pool at 100 (the depth before it became 40) and ``same`` the share of its top-10
 the default search also returns.
 
@@ -189,13 +192,15 @@ def measure(url: str, n: int, sessions: int, args) -> dict:
     from backends.pgvector.retrieval import PgVectorRetrievalBackend
 
     deep_backend = PgVectorRetrievalBackend(adapter._db, hnsw_pool=100)  # the old pool depth
-    out: dict = {"deep": [], "deep_same": [], "fused": [], "plain": [], "hnsw": [], "exact": [], "sem_recall": [],
+    cold_backend = PgVectorRetrievalBackend(adapter._db, plan_cache_seconds=0)  # counts each time
+    out: dict = {"cold": [], "deep": [], "deep_same": [], "fused": [], "plain": [], "hnsw": [], "exact": [], "sem_recall": [],
                  "fused_recall": [], "plans": set(), "plain_plans": set(), "short": 0}
     try:
         with adapter._db.connection(vector=True) as conn:
             picks = []
+            chosen = rng.choice(sessions, size=min(sessions, args.sessions_queried), replace=False)
             for q in range(args.queries):
-                s = int(rng.integers(sessions))
+                s = int(chosen[q % len(chosen)])
                 row = conn.execute(
                     f"SELECT embedding FROM {TABLE} WHERE session_id = %s ORDER BY item_id"
                     " OFFSET %s LIMIT 1", (session_name(s), int(rng.integers(n // sessions)))
@@ -220,6 +225,9 @@ def measure(url: str, n: int, sessions: int, args) -> dict:
                 t = time.perf_counter()
                 deep = deep_backend.search(ctx)
                 deep_t = time.perf_counter() - t
+                t = time.perf_counter()
+                cold_backend.search(ctx)
+                cold_t = time.perf_counter() - t
                 # plain queries on their own connection: the pool's carry the retriever's
                 # session-level HNSW settings, a plain client has pgvector's defaults
                 params = (sid, owner, Vector(vec.tolist()), k)
@@ -250,6 +258,7 @@ def measure(url: str, n: int, sessions: int, args) -> dict:
                     continue
                 out["fused"].append(fused_t)
                 out["deep"].append(deep_t)
+                out["cold"].append(cold_t)
                 out["deep_same"].append(len({u.item_id for u in got} & {u.item_id for u in deep})
                                         / max(1, len(deep)))
                 out["plain"].append(plain_t)
@@ -274,6 +283,8 @@ def main() -> None:
     parser.add_argument("--dims", type=int, default=384)
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--sessions-queried", type=int, default=5,
+                        help="queries go to this many sessions of each layout")
     parser.add_argument("--url", default=os.environ.get("SEMVEC_BENCH_POSTGRES_URL"))
     parser.add_argument("--keep", action="store_true", help="keep the databases for the next run")
     parser.add_argument("--load-only", action="store_true")
@@ -304,7 +315,7 @@ def main() -> None:
               " (p50 / p95 ms; ratio = fused p50 / plain p50)")
         print(f"{'items':>10} {'sessions':>8} {'per sess':>8} {'fused':>15} {'plain':>15}"
               f" {'plain hnsw':>15} {'exact scan':>15} {'ratio':>6} {'sem R@k':>7}"
-              f" {'fused R@k':>9} {'pool100':>15} {'same':>5}  plans")
+              f" {'fused R@k':>9} {'pool100':>15} {'same':>5} {'fused cold':>15}  plans")
         for n, sessions, m in rows:
             f50, f95 = ms(m["fused"])
             p50, p95 = ms(m["plain"])
@@ -316,6 +327,7 @@ def main() -> None:
                   f" {f50 / p50:6.2f} {sem:>7} {statistics.mean(m['fused_recall']):9.3f}"
                   f" {ms(m['deep'])[0]:7.2f}/{ms(m['deep'])[1]:7.2f}"
                   f" {statistics.mean(m['deep_same']):5.2f}"
+                  f" {ms(m['cold'])[0]:7.2f}/{ms(m['cold'])[1]:7.2f}"
                   f"  fused {'/'.join(sorted(m['plans']))}, plain {'/'.join(sorted(m['plain_plans']))}"
                   + (f", plain short {m['short']}" if m["short"] else ""))
     print(f"total wall time {time.perf_counter() - started:.1f} s")
