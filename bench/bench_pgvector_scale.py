@@ -14,7 +14,8 @@ arrive). Queries are filtered to one session and its owner, k = 10, and report p
 
 and recall@10 against exact search of (a) the semantic signal as the fused search
 computes it and (b) the fused top-10 against the fused search forced to the exact plan
-(what ``retrieve diff --exact`` reports). Queries go to a few sessions (a live session is
+(what ``retrieve diff --exact`` reports); ``plain R@k`` is the plain query's recall at
+pgvector's default ``ef_search`` (40). Queries go to a few sessions (a live session is
 searched every turn), so the figures are with the per-session plan remembered; ``fused
 cold`` is the same search counting the session's live rows every time (a session's first
 search). ``pool100`` is the fused search with the HNSW
@@ -177,103 +178,88 @@ def plain_sql(owner: bool) -> str:
 
 
 def measure(url: str, n: int, sessions: int, args) -> dict:
+    """Every variant on every query, each timed on its second run (all hot), variants in
+    a rotating order so none always runs first."""
     import numpy as np
+    import psycopg
     from pgvector import Vector
+    from pgvector.psycopg import register_vector
 
     from backends.contract import RetrievalContext
     from backends.pgvector import PgVectorAdapter
+    from backends.pgvector.retrieval import PgVectorRetrievalBackend
+    from backends.retrieval.metrics import recall_at_k
 
     k = args.k
     rng = np.random.default_rng(7)
     adapter = PgVectorAdapter(url, dimensions=args.dims)
-    exact_adapter = PgVectorAdapter(url, dimensions=args.dims, search_mode="exact")
     backend = adapter.retrieval_backend()
-    exact_backend = exact_adapter.retrieval_backend()
-    from backends.pgvector.retrieval import PgVectorRetrievalBackend
+    deep = PgVectorRetrievalBackend(adapter._db, hnsw_pool=100)  # the old semantic depth
+    cold = PgVectorRetrievalBackend(adapter._db, plan_cache_seconds=0)  # counts every time
+    # plain queries on their own connection: the pool's carry the retriever's session-level
+    # HNSW settings, a plain client has pgvector's defaults; no server-side prepare, so
+    # each query gets the planner's plan for its own parameters
+    conn = psycopg.connect(url, autocommit=True)
+    register_vector(conn)
+    out: dict = {name: [] for name in ("fused", "plain", "hnsw", "exact", "cold", "deep")}
+    out.update(sem_recall=[], plain_recall=[], fused_recall=[], deep_same=[], plans=set(), plain_plans=set(),
+               short=0)
 
-    deep_backend = PgVectorRetrievalBackend(adapter._db, hnsw_pool=100)  # the old pool depth
-    cold_backend = PgVectorRetrievalBackend(adapter._db, plan_cache_seconds=0)  # counts each time
-    out: dict = {"cold": [], "deep": [], "deep_same": [], "fused": [], "plain": [], "hnsw": [], "exact": [], "sem_recall": [],
-                 "fused_recall": [], "plans": set(), "plain_plans": set(), "short": 0}
+    def plain(params, *settings):
+        with conn.transaction():
+            for setting in settings:
+                conn.execute(f"SET LOCAL {setting}")
+            return [r[0] for r in conn.execute(plain_sql(True), params, prepare=False)]
+
     try:
-        with adapter._db.connection(vector=True) as conn:
-            picks = []
-            chosen = rng.choice(sessions, size=min(sessions, args.sessions_queried), replace=False)
-            for q in range(args.queries):
-                s = int(chosen[q % len(chosen)])
-                row = conn.execute(
-                    f"SELECT embedding FROM {TABLE} WHERE session_id = %s ORDER BY item_id"
-                    " OFFSET %s LIMIT 1", (session_name(s), int(rng.integers(n // sessions)))
-                ).fetchone()
-                vec = np.asarray(row[0].to_numpy() if hasattr(row[0], "to_numpy") else row[0],
-                                 dtype=np.float32)
-                picks.append((s, vec + rng.standard_normal(vec.shape).astype(np.float32) * 0.3))
-        import psycopg
-        from pgvector.psycopg import register_vector
-
-        conn = psycopg.connect(url, autocommit=True)
-        register_vector(conn)
-        for rep in range(2):  # first pass warms caches; only the second is reported
-            for s, vec in picks:
-                sid, owner = session_name(s), owner_name(s)
-                qv = tuple(float(x) for x in vec)
-                ctx = RetrievalContext(session_id=sid, owner_subject=owner, query_embedding=qv,
-                                       top_k=k)
+        chosen = rng.choice(sessions, size=min(sessions, args.sessions_queried), replace=False)
+        picks = []
+        for q in range(args.queries):
+            s = int(chosen[q % len(chosen)])
+            row = conn.execute(
+                f"SELECT embedding FROM {TABLE} WHERE session_id = %s ORDER BY item_id"
+                " OFFSET %s LIMIT 1", (session_name(s), int(rng.integers(n // sessions)))
+            ).fetchone()
+            vec = row[0].to_numpy().astype(np.float32)
+            picks.append((s, vec + rng.standard_normal(vec.shape).astype(np.float32) * 0.3))
+        for q, (s, vec) in enumerate(picks):
+            sid, owner = session_name(s), owner_name(s)
+            ctx = RetrievalContext(session_id=sid, owner_subject=owner, top_k=k,
+                                   query_embedding=tuple(float(x) for x in vec))
+            params = (sid, owner, Vector(vec.tolist()), k)
+            variants = {
+                "fused": lambda: backend.search(ctx),
+                "deep": lambda: deep.search(ctx),
+                "cold": lambda: cold.search(ctx),
+                "plain": lambda: plain(params),
+                "hnsw": lambda: plain(params, "hnsw.iterative_scan = relaxed_order",
+                                      "enable_sort = off"),
+                "exact": lambda: plain(params, "enable_indexscan = off",
+                                       "enable_bitmapscan = off", "enable_indexonlyscan = off"),
+            }
+            names = list(variants)
+            names = names[q % len(names):] + names[: q % len(names)]
+            results = {}
+            for name in names:
+                variants[name]()  # warm
                 t = time.perf_counter()
-                got = backend.search(ctx)
-                fused_t = time.perf_counter() - t
-                t = time.perf_counter()
-                deep = deep_backend.search(ctx)
-                deep_t = time.perf_counter() - t
-                t = time.perf_counter()
-                cold_backend.search(ctx)
-                cold_t = time.perf_counter() - t
-                # plain queries on their own connection: the pool's carry the retriever's
-                # session-level HNSW settings, a plain client has pgvector's defaults
-                params = (sid, owner, Vector(vec.tolist()), k)
-                t = time.perf_counter()
-                plain_rows = conn.execute(plain_sql(True), params).fetchall()
-                plain_t = time.perf_counter() - t
-                with conn.transaction():
-                    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                    conn.execute("SET LOCAL enable_sort = off")
-                    t = time.perf_counter()
-                    conn.execute(plain_sql(True), params).fetchall()
-                    hnsw_t = time.perf_counter() - t
-                with conn.transaction():
-                    conn.execute("SET LOCAL enable_indexscan = off")
-                    conn.execute("SET LOCAL enable_bitmapscan = off")
-                    conn.execute("SET LOCAL enable_indexonlyscan = off")
-                    t = time.perf_counter()
-                    truth = [r[0] for r in conn.execute(plain_sql(True), params).fetchall()]
-                    exact_t = time.perf_counter() - t
-                if rep == 1:
-                    plan = "\n".join(r[0] for r in conn.execute(
-                        "EXPLAIN " + plain_sql(True), params).fetchall())
-                    out["plain_plans"].add("hnsw" if "semvec_items_vec" in plan else
-                                           "btree+sort" if "Sort" in plan else "other")
-                sem = backend.semantic_ranking(ctx, k)
-                exact_fused = [u.item_id for u in exact_backend.search(ctx)]
-                if rep == 0:
-                    continue
-                out["fused"].append(fused_t)
-                out["deep"].append(deep_t)
-                out["cold"].append(cold_t)
-                out["deep_same"].append(len({u.item_id for u in got} & {u.item_id for u in deep})
-                                        / max(1, len(deep)))
-                out["plain"].append(plain_t)
-                out["hnsw"].append(hnsw_t)
-                out["exact"].append(exact_t)
-                out["plans"].add(backend.last_plan)
-                out["short"] += len(plain_rows) < k
-                if sem:
-                    out["sem_recall"].append(len(set(sem[:k]) & set(truth)) / len(truth))
-                got_ids = [u.item_id for u in got]
-                out["fused_recall"].append(len(set(got_ids) & set(exact_fused)) / max(1, len(exact_fused)))
-        conn.close()
+                results[name] = variants[name]()
+                out[name].append(time.perf_counter() - t)
+            out["plans"].add(backend.last_plan)
+            truth = results["exact"]
+            out["short"] += len(results["plain"]) < min(k, len(truth))
+            out["sem_recall"].append(recall_at_k(backend.semantic_ranking(ctx, k), truth, k))
+            out["plain_recall"].append(recall_at_k(results["plain"], truth, k))
+            got = [u.item_id for u in results["fused"]]
+            out["fused_recall"].append(recall_at_k(got, [u.item_id for u in backend.exact_search(ctx)], k))
+            out["deep_same"].append(recall_at_k(got, [u.item_id for u in results["deep"]], k))
+            shown = "\n".join(r[0] for r in conn.execute("EXPLAIN " + plain_sql(True), params,
+                                                         prepare=False))
+            out["plain_plans"].add("hnsw" if "semvec_items_vec" in shown else
+                                   "btree+sort" if "Sort" in shown else "other")
     finally:
+        conn.close()
         adapter.close()
-        exact_adapter.close()
     return out
 
 
@@ -315,7 +301,7 @@ def main() -> None:
               " (p50 / p95 ms; ratio = fused p50 / plain p50)")
         print(f"{'items':>10} {'sessions':>8} {'per sess':>8} {'fused':>15} {'plain':>15}"
               f" {'plain hnsw':>15} {'exact scan':>15} {'ratio':>6} {'sem R@k':>7}"
-              f" {'fused R@k':>9} {'pool100':>15} {'same':>5} {'fused cold':>15}  plans")
+              f" {'plain R@k':>9} {'fused R@k':>9} {'pool100':>15} {'same':>5} {'fused cold':>15}  plans")
         for n, sessions, m in rows:
             f50, f95 = ms(m["fused"])
             p50, p95 = ms(m["plain"])
@@ -324,7 +310,8 @@ def main() -> None:
             sem = f"{statistics.mean(m['sem_recall']):.3f}" if m["sem_recall"] else "n/a"
             print(f"{n:>10,} {sessions:>8,} {n // sessions:>8,} {f50:7.2f}/{f95:7.2f}"
                   f" {p50:7.2f}/{p95:7.2f} {h50:7.2f}/{h95:7.2f} {e50:7.2f}/{e95:7.2f}"
-                  f" {f50 / p50:6.2f} {sem:>7} {statistics.mean(m['fused_recall']):9.3f}"
+                  f" {f50 / p50:6.2f} {sem:>7} {statistics.mean(m['plain_recall']):9.3f}"
+                  f" {statistics.mean(m['fused_recall']):9.3f}"
                   f" {ms(m['deep'])[0]:7.2f}/{ms(m['deep'])[1]:7.2f}"
                   f" {statistics.mean(m['deep_same']):5.2f}"
                   f" {ms(m['cold'])[0]:7.2f}/{ms(m['cold'])[1]:7.2f}"
