@@ -83,6 +83,10 @@ def _embedding(value: Any) -> tuple[float, ...] | None:
     return tuple(value.to_list()) if hasattr(value, "to_list") else vector_tuple(value)
 
 
+def _as_vector(value: Any) -> Any:
+    return value if hasattr(value, "to_binary") else as_vector(value)
+
+
 def ef_search(pool: int) -> int:
     """``hnsw.ef_search`` for a semantic pool: the pool itself, within pgvector's range."""
     return min(1000, max(HNSW_CANDIDATE_POOL, pool))
@@ -205,7 +209,7 @@ class PgVectorRetrievalBackend:
                 plan = self._probe_plan(conn, scope, scope_params)
             sql = (f"SELECT item_id FROM {self._db.tables.items} WHERE {scope}"
                    f" AND embedding IS NOT NULL ORDER BY {_order(plan)} LIMIT %s")
-            params = [*scope_params, as_vector(query_vec), int(limit)]
+            params = [*scope_params, _as_vector(query_vec), int(limit)]
             rows = self._run(conn, plan, int(limit), sql, params)
             return [r[0] for r in rows]
 
@@ -213,16 +217,20 @@ class PgVectorRetrievalBackend:
 
     # -- the search -----------------------------------------------------------------
 
-    def _query_vector(self, ctx: RetrievalContext) -> list[float] | None:
+    def _query_vector(self, ctx: RetrievalContext) -> Any:
+        """The query as a pgvector ``Vector`` (one numpy conversion, no per-float work)."""
         if ctx.query_embedding is None:
             return None
+        import numpy as np
+        from pgvector import Vector
+
         dims = self._db.dimensions
-        query_vec = [float(x) for x in ctx.query_embedding]
+        query_vec = np.asarray(ctx.query_embedding, dtype=np.float32).reshape(-1)
         if len(query_vec) != dims:
             raise ValueError(
                 f"query embedding has {len(query_vec)} dimensions; items are vector({dims})"
             )
-        return query_vec
+        return Vector(query_vec)
 
     def _search(self, ctx: RetrievalContext, force: str | None) -> list[MemoryUnit]:
         from backends.retrieval import apply_narrowing, fetch_width, wants_lexical
@@ -303,7 +311,7 @@ class PgVectorRetrievalBackend:
         params: list[Any] = []
         arms: list[str] = []
         if "semantic" in active:
-            vec = as_vector(query_vec)
+            vec = _as_vector(query_vec)
 
             def ranked(branch: str, gate: str) -> str:
                 order = _order(branch)
