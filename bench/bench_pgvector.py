@@ -146,8 +146,16 @@ def run(url: str, args, PgVectorAdapter, RetrievalContext) -> None:
         for q in queries:  # warm-up pass excluded from the figures
             backend.search(RetrievalContext(session_id="big", query_embedding=q, top_k=k))
             break
-        from pgvector import Vector
+        import contextlib
 
+        import psycopg
+        from pgvector import Vector
+        from pgvector.psycopg import register_vector
+
+        # plain queries on their own connection: the pool's carry the retriever's
+        # session-level HNSW settings, a plain client has pgvector's defaults
+        plain_conn = psycopg.connect(url, autocommit=True)
+        register_vector(plain_conn)
         for q in queries:
             ctx = RetrievalContext(session_id="big", query_embedding=q, top_k=k)
             t = time.perf_counter()
@@ -160,7 +168,7 @@ def run(url: str, args, PgVectorAdapter, RetrievalContext) -> None:
             t = time.perf_counter()
             forced_backend.search(ctx)
             forced_t.append(time.perf_counter() - t)
-            with adapter._db.connection(vector=True) as conn:
+            with contextlib.nullcontext(plain_conn) as conn:
                 with conn.transaction():
                     conn.execute("SET LOCAL enable_indexscan = off")
                     conn.execute("SET LOCAL enable_bitmapscan = off")

@@ -109,6 +109,31 @@ def sub_pipelines(ctx: RetrievalContext, limit: int) -> dict[str, list[dict[str,
     return pipelines
 
 
+def exact_semantic_pipeline(ctx: RetrievalContext) -> list[dict[str, Any]]:
+    """The rows an exact semantic ranking compares: every live, in-scope mirror row of
+    the session (the ``$vectorSearch`` filter, as a plain ``$match``), ids and vectors."""
+    return [recency_match(ctx), {"$project": {"_id": 1, "embedding": 1}}]
+
+
+def exact_semantic_ranking(docs: Sequence[Mapping[str, Any]], query: Sequence[float],
+                           limit: int) -> list[str]:
+    """Document ids by exact cosine similarity to ``query``, best first, ties by id;
+    rows without an embedding of the query's length do not rank."""
+    import numpy as np
+
+    q = np.asarray([float(x) for x in query], dtype=np.float64)
+    rows = [(str(d["_id"]), d.get("embedding")) for d in docs]
+    rows = [(i, e) for i, e in rows if e is not None and len(e) == len(q)]
+    if not rows or limit <= 0:
+        return []
+    matrix = np.asarray([e for _, e in rows], dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
+    norms[norms == 0.0] = 1.0
+    scores = (matrix @ q) / norms
+    order = sorted(range(len(rows)), key=lambda k: (-scores[k], rows[k][0]))
+    return [rows[k][0] for k in order[:limit]]
+
+
 def rank_fusion_pipeline(pipelines: Mapping[str, list[dict[str, Any]]], limit: int) -> list[dict[str, Any]]:
     return [
         {
@@ -210,6 +235,29 @@ class MongoRetrievalBackend:
             ranked = self._fuse_on_server(pipelines, limit)
         if ranked is None:
             ranked = self._fuse_on_client(pipelines, limit)
+        return self._consistent(ctx, ranked, self.last_fusion)
+
+    def exact_search(self, ctx: RetrievalContext) -> list[MemoryUnit]:
+        """The same search with the semantic signal exact: ``$vectorSearch`` (approximate
+        nearest neighbours) replaced by every live, in-scope mirror row of the session
+        ranked in-process by cosine; the other signals, the client-side fusion, the
+        consistent read and the narrowing are the server side's own. What ``retrieve
+        diff --exact`` measures recall against."""
+        limit = widened_limit(ctx)
+        pipelines = sub_pipelines(ctx, limit)
+        rankings: dict[str, list[str]] = {}
+        for name, pipeline in pipelines.items():
+            with driver_errors(f"retrieval.exact.{name}"), _refuse_without_atlas_search():
+                if name == "semantic":
+                    docs = self._collection.aggregate(exact_semantic_pipeline(ctx))
+                    rankings[name] = exact_semantic_ranking(list(docs), ctx.query_embedding or (), limit)
+                else:
+                    docs = self._collection.aggregate([*pipeline, {"$project": {"_id": 1}}])
+                    rankings[name] = [str(d["_id"]) for d in docs]
+        return self._consistent(ctx, fuse_client_side(rankings, limit), "exact")
+
+    def _consistent(self, ctx: RetrievalContext, ranked, fusion: str | None) -> list[MemoryUnit]:
+        """The consistent read (stale, evicted or foreign rows drop out), then narrowing."""
         live = self._mirror.fetch_live(ctx.session_id, [doc_id for doc_id, _, _ in ranked],
                                        owner_subject=ctx.owner_subject)
         candidates = []
@@ -221,7 +269,7 @@ class MongoRetrievalBackend:
                 item_id=item.item_id, text=item.text, score=float(score), tier=item.tier,
                 embedding=item.embedding, updated_at=item.updated_at,
                 owner_subject=item.owner_subject, session_id=item.session_id,
-                meta={"fusion": self.last_fusion, "ranks": ranks},
+                meta={"fusion": fusion, "ranks": ranks},
             ))
         return apply_narrowing(ctx, candidates)
 

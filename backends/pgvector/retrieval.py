@@ -7,18 +7,20 @@ never shrinks the result:
 - semantic: cosine distance ``embedding <=> query``;
 - lexical (only with ``use_bm25`` and query text): ``ts_rank_cd`` over the generated
   ``text_tsv`` column, any query term matching (OR, like BM25), 'simple' configuration;
-- recency: ``updated_at`` newest first.
+- recency: ``updated_at`` newest first (the session/evicted/updated_at b-tree).
 
-Each signal ranks a candidate pool of :func:`candidate_pool` items (``max(10 * width,
-100)``, the rule MongoDB's ``numCandidates`` follows, capped at 1000 unless the width is
-larger), not just ``width``: with pools cut at ``width`` an item's fused score depended
-on k (at k=1 only the single newest item had a recency rank), so the top-k was not a
-prefix of the top-(k+1) even on a 10-item session. With pools that cover the session,
-the fused order no longer depends on k and the final ``LIMIT width`` is a prefix.
+Each signal ranks a candidate pool of :func:`candidate_pool` items, ``max(width, 100)``,
+except the semantic signal on the HNSW plan, ``max(width, 64)`` with ``ef_search`` the
+same: the candidates the graph search visits anyway (a deeper pool means a deeper graph
+search, the one cost here that grows with the store).
+Pools do not depend on k below their floor, so the fused order does not either and the
+top-k is a prefix of the top-(k+1) (a pool cut at ``width`` gave, at k=1, a recency rank
+to the newest item only); a session of up to 100 items is ranked whole by every signal.
 
 They are fused by weighted reciprocal rank ``sum w / (rrf_k + rank)`` in the same
-statement (ties by item id, as :func:`backends.retrieval.rrf_fuse` breaks them), and the
-shared narrowing stage (:func:`backends.retrieval.apply_narrowing`) runs on the result.
+statement (ties by item id, as :func:`backends.retrieval.rrf_fuse` breaks them), cut to
+the fetch width, and only then joined back for the rows' columns; the shared narrowing
+stage (:func:`backends.retrieval.apply_narrowing`) runs on the result.
 
 Exact vs approximate: for a session with at most ``exact_search_limit`` live items the
 semantic CTE orders by an expression the HNSW index cannot serve, so the planner scans
@@ -26,14 +28,24 @@ the session's rows through the b-tree and sorts them: exact. Larger sessions use
 ``hnsw.iterative_scan = relaxed_order`` (pgvector >= 0.8), which keeps scanning the graph
 until the filtered LIMIT is met, and re-sort the candidates by true distance. Without
 iterative scans (pgvector < 0.8) a filtered HNSW scan can come back short, so every
-search takes the exact plan there. bench/bench_pgvector.py measures both plans.
+search takes the exact plan there. The size is counted inside the statement (both
+branches gated by one-time filters; only one runs) and remembered per session for
+``PLAN_CACHE_SECONDS``, because counting a big session costs more than its HNSW query.
+
+A search is one round trip: no transaction, results in binary; the HNSW settings are
+set on the pooled connection once. :meth:`PgVectorRetrievalBackend.exact_search` is the
+same search on the exact plan (what ``retrieve diff --exact`` compares against).
+bench/bench_pgvector.py and bench/bench_pgvector_scale.py measure the plans.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+import weakref
 from typing import Any
 
-from backends.contract import MemoryUnit, RetrievalContext
+from backends.contract import UNSCOPED, MemoryUnit, RetrievalContext
 from backends.pgvector.database import Database
 from backends.pgvector.items import as_vector, vector_tuple
 from backends.pgvector.state import owner_clause
@@ -48,15 +60,91 @@ _MAX_SCAN_TUPLES = 100_000
 
 SEARCH_MODES = ("auto", "exact", "hnsw")
 
-#: candidate pools stop growing here (unless the fetch width itself is larger)
-MAX_CANDIDATE_POOL = 1000
+#: Each signal ranks at least this many candidates (a session up to this size is
+#: ranked whole by every signal).
+CANDIDATE_POOL = 100
+#: ... except the semantic signal on the HNSW plan, whose pool is also its
+#: ``hnsw.ef_search``: the graph search that finds the top 10 visits that many candidates
+#: anyway, so returning them all costs rows, not search, while a deeper pool means a
+#: deeper search. 64, not pgvector's default 40: at 100k items recall@10 against exact
+#: search was 0.90 at 40 and 0.96 at 64 (bench/bench_pgvector_scale.py).
+HNSW_CANDIDATE_POOL = 64
 
 
-def candidate_pool(width: int) -> int:
-    """How many candidates each signal ranks before fusion: ``max(10 * width, 100)``
-    (MongoDB's numCandidates rule), at most :data:`MAX_CANDIDATE_POOL`, never below
-    ``width``. Independent of k for every session up to 100 live items."""
-    return max(width, min(max(10 * width, 100), MAX_CANDIDATE_POOL))
+def candidate_pool(width: int, floor: int = CANDIDATE_POOL) -> int:
+    """How many candidates a signal ranks before fusion: ``max(width, floor)``. The
+    pool is the same for every width up to ``floor``, so the fused order (and the top-k,
+    a prefix of it) does not depend on k there, whatever the session's size."""
+    return max(int(width), int(floor))
+
+
+def _embedding(value: Any) -> tuple[float, ...] | None:
+    # a binary-loaded Vector's to_list() already holds Python floats: no per-float work
+    return tuple(value.to_list()) if hasattr(value, "to_list") else vector_tuple(value)
+
+
+def _as_vector(value: Any) -> Any:
+    return value if hasattr(value, "to_binary") else as_vector(value)
+
+
+def ef_search(pool: int) -> int:
+    """``hnsw.ef_search`` for a semantic pool: the pool itself, within pgvector's range."""
+    return min(1000, max(HNSW_CANDIDATE_POOL, pool))
+
+
+def _order(plan: str) -> str:
+    # "+ 0" hides the operator from the HNSW index: the planner must sort exactly
+    return "(embedding <=> %s) + 0" if plan == "exact" else "embedding <=> %s"
+
+
+#: connection -> the HNSW settings it holds; only our pool's connections get here
+_CONNECTION_SETTINGS: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+
+
+def _hnsw_settings(conn: Any, ef: int) -> None:
+    """Session-level HNSW settings, sent only when this connection lacks them. A SET
+    LOCAL per search needs a transaction: BEGIN, SET, query, COMMIT are four round
+    trips, which cost more than the HNSW query itself. The pool's connections run only
+    our statements, and only vector searches read these settings."""
+    if _CONNECTION_SETTINGS.get(conn) == ef:
+        return
+    conn.execute(f"SET hnsw.iterative_scan = relaxed_order; SET hnsw.ef_search = {int(ef)};"
+                 f" SET hnsw.max_scan_tuples = {_MAX_SCAN_TUPLES}")
+    _CONNECTION_SETTINGS[conn] = ef
+
+
+#: How long a session's plan (exact / HNSW, from its live-item count) is remembered.
+PLAN_CACHE_SECONDS = 30.0
+_PLAN_CACHE_SIZE = 4096
+
+
+class _PlanCache:
+    """(session, owner) -> plan for a short while: counting a big session's live items
+    costs more than its HNSW query, so the count runs once per session and window, not
+    per search. A stale entry only picks the slower of two correct plans."""
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = float(seconds)
+        self._entries: dict[tuple, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(session_id: str, owner: Any) -> tuple:
+        return (session_id, "\x00unscoped" if owner is UNSCOPED else owner)
+
+    def get(self, session_id: str, owner: Any) -> str | None:
+        entry = self._entries.get(self._key(session_id, owner))
+        if entry is None or entry[1] < time.monotonic():
+            return None
+        return entry[0]
+
+    def put(self, session_id: str, owner: Any, plan: str) -> None:
+        if self._seconds <= 0:
+            return
+        with self._lock:
+            if len(self._entries) >= _PLAN_CACHE_SIZE:
+                self._entries.pop(next(iter(self._entries)))
+            self._entries[self._key(session_id, owner)] = (plan, time.monotonic() + self._seconds)
 
 
 def supports_iterative_scan(version: str | None) -> bool:
@@ -81,61 +169,113 @@ class PgVectorRetrievalBackend:
 
     def __init__(self, db: Database, *, search_mode: str = "auto",
                  exact_search_limit: int = DEFAULT_EXACT_SEARCH_LIMIT,
-                 weights: dict[str, float] | None = None) -> None:
+                 weights: dict[str, float] | None = None,
+                 plan_cache_seconds: float = PLAN_CACHE_SECONDS,
+                 pool: int = CANDIDATE_POOL, hnsw_pool: int = HNSW_CANDIDATE_POOL) -> None:
         if search_mode not in SEARCH_MODES:
             raise ValueError(f"search_mode must be one of {SEARCH_MODES}, got {search_mode!r}")
         self._db = db
         self.search_mode = search_mode
         self.exact_search_limit = int(exact_search_limit)
         self.weights = dict(DEFAULT_WEIGHTS if weights is None else weights)
-        #: which plan the last search used ("exact" / "hnsw"), for tests and benchmarks
+        #: which plan the last search used ("exact" / "hnsw"; None without a query
+        #: vector), for tests and benchmarks
         self.last_plan: str | None = None
         self._iterative_scan: bool | None = None  # pgvector >= 0.8, probed once
+        self._plans = _PlanCache(plan_cache_seconds)
+        self.pool, self.hnsw_pool = int(pool), int(hnsw_pool)
 
     def search(self, ctx: RetrievalContext) -> list[MemoryUnit]:
+        return self._search(ctx, None)
+
+    def exact_search(self, ctx: RetrievalContext) -> list[MemoryUnit]:
+        """The same search with the semantic signal computed exactly (every live item of
+        the session compared): what ``retrieve diff --exact`` measures recall against."""
+        return self._search(ctx, "exact")
+
+    def semantic_ranking(self, ctx: RetrievalContext, limit: int, *,
+                         exact: bool = False) -> list[str]:
+        """Item ids of the semantic signal alone, best first, as :meth:`search` ranks
+        them (same plan, settings and filters); ``exact`` forces the exact plan."""
+        query_vec = self._query_vector(ctx)
+        if query_vec is None:
+            return []
+        owner_sql, owner_params = owner_clause(ctx.owner_subject)
+        scope, scope_params = self._scope(ctx, owner_sql, owner_params)
+
+        def work(conn: Any) -> list[str]:
+            plan = self._plan_for(conn, ctx, "exact" if exact else None)
+            if plan is None:  # unknown size: decide now (one extra statement)
+                plan = self._probe_plan(conn, scope, scope_params)
+            sql = (f"SELECT item_id FROM {self._db.tables.items} WHERE {scope}"
+                   f" AND embedding IS NOT NULL ORDER BY {_order(plan)} LIMIT %s")
+            params = [*scope_params, _as_vector(query_vec), int(limit)]
+            rows = self._run(conn, plan, int(limit), sql, params)
+            return [r[0] for r in rows]
+
+        return self._db.read(work, list, vector=True)
+
+    # -- the search -----------------------------------------------------------------
+
+    def _query_vector(self, ctx: RetrievalContext) -> Any:
+        """The query as a pgvector ``Vector`` (one numpy conversion, no per-float work)."""
+        if ctx.query_embedding is None:
+            return None
+        import numpy as np
+        from pgvector import Vector
+
+        dims = self._db.dimensions
+        query_vec = np.asarray(ctx.query_embedding, dtype=np.float32).reshape(-1)
+        if len(query_vec) != dims:
+            raise ValueError(
+                f"query embedding has {len(query_vec)} dimensions; items are vector({dims})"
+            )
+        return Vector(query_vec)
+
+    def _search(self, ctx: RetrievalContext, force: str | None) -> list[MemoryUnit]:
         from backends.retrieval import apply_narrowing, fetch_width, wants_lexical
 
         width = fetch_width(ctx)
-        dims = self._db.dimensions
-        query_vec = None
-        if ctx.query_embedding is not None:
-            query_vec = [float(x) for x in ctx.query_embedding]
-            if len(query_vec) != dims:
-                raise ValueError(
-                    f"query embedding has {len(query_vec)} dimensions; items are vector({dims})"
-                )
+        pool = candidate_pool(width, self.pool)
+        query_vec = self._query_vector(ctx)
         text = (ctx.query_text or "").strip()
-        use_lexical = wants_lexical(ctx)
-        active = [s for s, on in (("semantic", query_vec is not None), ("lexical", use_lexical),
-                                  ("recency", True)) if on]
+        active = [s for s, on in (("semantic", query_vec is not None),
+                                  ("lexical", wants_lexical(ctx)), ("recency", True)) if on]
         owner_sql, owner_params = owner_clause(ctx.owner_subject)
 
-        def work(conn: Any) -> list[MemoryUnit]:
-            with conn.transaction():
-                exact = self._plan_exact(conn, ctx.session_id, owner_sql, owner_params)
-                if query_vec is not None and not exact:
-                    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                    pool = candidate_pool(width)
-                    conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(40, pool))}")
-                    conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {_MAX_SCAN_TUPLES}")
-                self.last_plan = "exact" if exact else "hnsw"
-                sql, params = self._statement(active, exact, width, ctx, owner_sql,
-                                              owner_params, query_vec, text)
-                return conn.execute(sql, params).fetchall()
+        def work(conn: Any) -> tuple[list[Any], str | None]:
+            plan = self._plan_for(conn, ctx, force) if query_vec is not None else "none"
+            sql, params = self._statement(active, plan, width, pool, ctx, owner_sql,
+                                          owner_params, query_vec, text)
+            rows = self._run(conn, plan, candidate_pool(width, self.hnsw_pool), sql, params)
+            if plan is None:  # decided inside the statement (see _statement)
+                small = rows[0][11] if rows else True  # no live rows: a small session
+                plan = "exact" if small else "hnsw"
+                self._plans.put(ctx.session_id, ctx.owner_subject, plan)
+            return rows, (None if plan == "none" else plan)
 
-        rows = self._db.read(work, list, vector=True)
+        rows, self.last_plan = self._db.read(work, lambda: ([], None), vector=True)
         candidates = [self._unit(row) for row in rows]
         emit = ctx.stage
         if emit is not None:
             emit("retrieve", {"backend": self.name, "signals": active, "plan": self.last_plan,
-                              "width": width, "pool": candidate_pool(width)})
+                              "width": width, "pool": pool,
+                              "hnsw_pool": candidate_pool(width, self.hnsw_pool)})
             emit("fuse", {"weights": {s: self.weights[s] for s in active}, "k": ctx.rrf_k,
                           "items": [u.item_id for u in candidates]})
         return apply_narrowing(ctx, candidates, emit=emit)
 
-    # -- SQL --------------------------------------------------------------------------
+    def _run(self, conn: Any, plan: str | None, hnsw_pool: int, sql: str, params: list) -> list:
+        """One round trip: the statement alone, results in binary (no text parsing of
+        vectors). The HNSW settings live on the pooled connection (see _hnsw_settings)."""
+        if plan not in ("exact", "none"):
+            _hnsw_settings(conn, ef_search(hnsw_pool))
+        return conn.execute(sql, params, binary=True).fetchall()
 
-    def _plan_exact(self, conn: Any, session_id: str, owner_sql: str, owner_params: tuple) -> bool:
+    # -- which plan -----------------------------------------------------------------
+
+    def _plan_for(self, conn: Any, ctx: RetrievalContext, force: str | None) -> str | None:
+        """"exact", "hnsw", or None: decide in the statement from the session's size."""
         if self._iterative_scan is None:
             from backends.pgvector.schema import extension_version
 
@@ -143,36 +283,58 @@ class PgVectorRetrievalBackend:
         if not self._iterative_scan:
             # without iterative scans a filtered HNSW scan can silently return fewer
             # than k rows, so older pgvector always gets the exact plan
-            return True
+            return "exact"
+        if force is not None:
+            return force
         if self.search_mode != "auto":
-            return self.search_mode == "exact"
-        (live,) = conn.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM {self._db.tables.items} WHERE session_id = %s"
-            f" AND NOT evicted AND {owner_sql} LIMIT %s) AS s",
-            (session_id, *owner_params, self.exact_search_limit + 1),
-        ).fetchone()
-        return int(live) <= self.exact_search_limit
+            return self.search_mode
+        return self._plans.get(ctx.session_id, ctx.owner_subject)
 
-    def _statement(self, active: list[str], exact: bool, width: int, ctx: RetrievalContext,
-                   owner_sql: str, owner_params: tuple, query_vec, text: str):
+    def _probe_plan(self, conn: Any, scope: str, scope_params: tuple) -> str:
+        (live,) = conn.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {self._db.tables.items} WHERE {scope}"
+            " LIMIT %s) AS s", (*scope_params, self.exact_search_limit + 1)).fetchone()
+        return "exact" if int(live) <= self.exact_search_limit else "hnsw"
+
+    # -- SQL --------------------------------------------------------------------------
+
+    def _scope(self, ctx: RetrievalContext, owner_sql: str, owner_params: tuple):
+        return (f"session_id = %s AND NOT evicted AND {owner_sql}",
+                (ctx.session_id, *owner_params))
+
+    def _statement(self, active: list[str], plan: str | None, width: int, pool: int,
+                   ctx: RetrievalContext, owner_sql: str, owner_params: tuple, query_vec,
+                   text: str):
         table = self._db.tables.items
-        pool = candidate_pool(width)
-        scope = f"session_id = %s AND NOT evicted AND {owner_sql}"
-        scope_params = (ctx.session_id, *owner_params)
+        scope, scope_params = self._scope(ctx, owner_sql, owner_params)
         ctes: list[str] = []
         params: list[Any] = []
         arms: list[str] = []
         if "semantic" in active:
-            # "+ 0" hides the operator from the HNSW index: the planner must sort exactly
-            order = "(embedding <=> %s) + 0" if exact else "embedding <=> %s"
+            vec = _as_vector(query_vec)
+
+            def ranked(branch: str, gate: str) -> str:
+                order = _order(branch)
+                depth = pool if branch == "exact" else candidate_pool(width, self.hnsw_pool)
+                params.extend([vec, *scope_params, vec, depth])
+                return (f"(SELECT item_id, embedding <=> %s AS dist FROM {table} WHERE {scope}"
+                        f" AND embedding IS NOT NULL{gate} ORDER BY {order} LIMIT %s)")
+
+            if plan is None:
+                # size unknown: count the session's live rows (up to the limit) once, as
+                # an InitPlan; each branch is gated by a one-time filter, so only the
+                # chosen one runs
+                ctes.append(f"size AS MATERIALIZED (SELECT count(*) <= %s AS small FROM"
+                            f" (SELECT 1 FROM {table} WHERE {scope} LIMIT %s) AS c)")
+                params += [self.exact_search_limit, *scope_params, self.exact_search_limit + 1]
+                branches = (ranked("exact", " AND (SELECT small FROM size)")
+                            + " UNION ALL "
+                            + ranked("hnsw", " AND NOT (SELECT small FROM size)"))
+            else:
+                branches = ranked(plan, "")
             ctes.append(
                 "sem AS MATERIALIZED (SELECT item_id, row_number() OVER"
-                " (ORDER BY dist, item_id COLLATE \"C\") AS rnk FROM (SELECT item_id,"
-                f" embedding <=> %s AS dist FROM {table} WHERE {scope} AND embedding IS NOT NULL"
-                f" ORDER BY {order} LIMIT %s) AS s)"
-            )
-            vec = as_vector(query_vec)
-            params += [vec, *scope_params, vec, pool]
+                f" (ORDER BY dist, item_id COLLATE \"C\") AS rnk FROM ({branches}) AS s)")
             arms.append("SELECT item_id, rnk, 'semantic' AS sig FROM sem")
         if "lexical" in active:
             ctes.append(
@@ -197,23 +359,26 @@ class PgVectorRetrievalBackend:
         weight_case = " ".join(
             f"WHEN '{sig}' THEN {float(self.weights[sig])!r}::float8" for sig in active
         )
+        # fuse, order and cut to the width BEFORE fetching the rows' columns
         ctes.append(
-            "fused AS (SELECT item_id,"
+            "fused AS MATERIALIZED (SELECT item_id,"
             f" sum((CASE sig {weight_case} END) / (%s + rnk)) AS score,"
             " min(rnk) FILTER (WHERE sig = 'semantic') AS sem_rank,"
             " min(rnk) FILTER (WHERE sig = 'lexical') AS lex_rank,"
             " min(rnk) FILTER (WHERE sig = 'recency') AS rec_rank"
-            f" FROM ({' UNION ALL '.join(arms)}) AS u GROUP BY item_id)"
+            f" FROM ({' UNION ALL '.join(arms)}) AS u GROUP BY item_id"
+            " ORDER BY score DESC, item_id COLLATE \"C\" LIMIT %s)"
         )
-        params.append(float(ctx.rrf_k))
+        params += [float(ctx.rrf_k), width]
+        plan_column = "(SELECT small FROM size)" if plan is None and "semantic" in active else "NULL::boolean"
         sql = (
             "WITH " + ", ".join(ctes) +
             " SELECT f.item_id, i.text, i.tier, i.embedding, i.updated_at, i.owner_subject,"
-            " i.session_id, f.score, f.sem_rank, f.lex_rank, f.rec_rank"
+            f" i.session_id, f.score, f.sem_rank, f.lex_rank, f.rec_rank, {plan_column}"
             f" FROM fused AS f JOIN {table} AS i ON i.session_id = %s AND i.item_id = f.item_id"
-            " ORDER BY f.score DESC, f.item_id COLLATE \"C\" LIMIT %s"
+            " ORDER BY f.score DESC, f.item_id COLLATE \"C\""
         )
-        params += [ctx.session_id, width]
+        params.append(ctx.session_id)
         return sql, params
 
     @staticmethod
@@ -223,6 +388,6 @@ class PgVectorRetrievalBackend:
                  if rank is not None}
         return MemoryUnit(
             item_id=row[0], text=row[1], score=float(row[7]), tier=row[2],
-            embedding=vector_tuple(row[3]), updated_at=row[4], owner_subject=row[5],
+            embedding=_embedding(row[3]), updated_at=row[4], owner_subject=row[5],
             session_id=row[6], meta={"ranks": ranks},
         )

@@ -8,7 +8,11 @@ retriever declares about itself:
 - ``signals: tuple[str, ...]`` (optional) — the signals it ranks on; ``"recency"`` in it
   means it ranks partly on how recently an item was touched, which in-process cannot;
 - ``"memory"`` in ``inert_fields`` means it reads a mirror rather than the live items, so
-  it cannot see the current turn's mutations.
+  it cannot see the current turn's mutations;
+- ``exact_search(ctx)`` (optional) — the same search with its approximate signal made
+  exact; with ``exact=True`` each query also reports recall@k and Jaccard@k of the server
+  side against it (how close the approximate index is to exact search, as vector stores
+  measure retrieval quality), gated by ``min_recall``.
 """
 
 from __future__ import annotations
@@ -20,12 +24,21 @@ from typing import Any, Mapping, Sequence
 
 from backends.contract import MemoryItem, MemoryUnit, RetrievalContext
 from backends.retrieval.items import find_item, parse_vector, read_jsonl
-from backends.retrieval.metrics import RankingAgreement, RankMove, compare_rankings, rank_moves
+from backends.retrieval.metrics import (
+    ExactAgreement,
+    RankingAgreement,
+    RankMove,
+    compare_rankings,
+    compare_to_exact,
+    rank_moves,
+)
 from backends.retrieval.rules import wants_lexical
 
 __all__ = [
     "SIDE_IN_PROCESS",
     "SIDE_SERVER",
+    "SIDE_EXACT",
+    "has_exact_search",
     "QuerySpec",
     "excerpt",
     "Note",
@@ -45,6 +58,8 @@ __all__ = [
 
 SIDE_IN_PROCESS = "in-process"
 SIDE_SERVER = "server"
+#: the server side's own search with its approximate signal made exact
+SIDE_EXACT = "exact"
 PRESENT_BOTH = "both"
 PRESENT_IN_PROCESS = "in-process only"
 PRESENT_SERVER = "server only"
@@ -100,9 +115,12 @@ class QueryDiff:
     moves: list[RankMove]
     notes: list[Note]
     settings: dict[str, Any]
+    #: with ``exact=True``: the exact side's ranking and the server side against it
+    exact_ranking: list[MemoryUnit] | None = None
+    exact: ExactAgreement | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "query": self.query_id,
             "settings": self.settings,
             "metrics": self.metrics.to_dict(),
@@ -114,6 +132,11 @@ class QueryDiff:
             ],
             "notes": [asdict(n) for n in self.notes],
         }
+        if self.exact is not None:
+            exact: dict[str, Any] = dict(self.exact.to_dict())
+            exact["ranking"] = [u.item_id for u in self.exact_ranking or ()]
+            data["exact"] = exact
+        return data
 
 
 @dataclass(frozen=True)
@@ -222,17 +245,25 @@ def run_side(
         from backends.retrieval.inprocess import InProcessRetrievalBackend
 
         return InProcessRetrievalBackend().search(replace(ctx, memory=tuple(items or ())))
-    if side == SIDE_SERVER:
+    if side in (SIDE_SERVER, SIDE_EXACT):
         if server is None:
             raise LookupError("this backend has no server-side retrieval")
+        if side == SIDE_EXACT and not has_exact_search(server):
+            raise LookupError(f"{getattr(server, 'name', 'the server side')} has no exact search")
         inert = frozenset(getattr(server, "inert_fields", frozenset()))
         server_ctx = replace(
             ctx,
             memory=None if "memory" in inert else tuple(items or ()),
             stage=None if "stage" in inert else ctx.stage,
         )
-        return list(server.search(server_ctx))
-    raise ValueError(f"unknown side {side!r}; use {SIDE_IN_PROCESS!r} or {SIDE_SERVER!r}")
+        search = server.exact_search if side == SIDE_EXACT else server.search
+        return list(search(server_ctx))
+    raise ValueError(f"unknown side {side!r}; use {SIDE_IN_PROCESS!r}, {SIDE_SERVER!r} or {SIDE_EXACT!r}")
+
+
+def has_exact_search(server: Any) -> bool:
+    """Whether the server retriever can rank exactly (see the module docstring)."""
+    return callable(getattr(server, "exact_search", None))
 
 
 def _settings(ctx: RetrievalContext) -> dict[str, Any]:
@@ -310,10 +341,13 @@ def diff_query(
     p: float = 0.9,
     k: int | None = None,
     items_origin: str = "live",
+    exact: bool = False,
 ) -> QueryDiff:
-    """Both rankings of one query, lined up, measured and explained."""
+    """Both rankings of one query, lined up, measured and explained; with ``exact`` the
+    server side is also measured against its exact search."""
     left = run_side(SIDE_IN_PROCESS, ctx, items=items, server=server)
     right = run_side(SIDE_SERVER, ctx, items=items, server=server)
+    truth = run_side(SIDE_EXACT, ctx, items=items, server=server) if exact else None
     left_ids = [u.item_id for u in left]
     right_ids = [u.item_id for u in right]
     left_set, right_set = set(left_ids), set(right_ids)
@@ -346,6 +380,9 @@ def diff_query(
         notes=divergence_notes(ctx, server, in_process=left, server_units=right,
                                live_ids=live_ids, items_origin=items_origin),
         settings=_settings(ctx),
+        exact_ranking=truth,
+        exact=None if truth is None else compare_to_exact(
+            right_ids, [u.item_id for u in truth], k=k or ctx.top_k),
     )
 
 
@@ -360,23 +397,30 @@ def diff_queries(
     items_origin: str = "live",
     min_rbo: float | None = None,
     min_jaccard: float | None = None,
+    exact: bool = False,
+    min_recall: float | None = None,
 ) -> DiffReport:
-    """Every query of a run, per-query and aggregate metrics, and the gate verdict."""
+    """Every query of a run, per-query and aggregate metrics, and the gate verdict.
+    ``min_recall`` (recall@k against exact search) implies ``exact``."""
+    exact = exact or min_recall is not None
     diffs = []
     for spec in specs:
         vector, text = resolve_query(spec, items)
         ctx = replace(base, query_embedding=vector, query_text=text, **dict(spec.overrides))
         diffs.append(diff_query(ctx, items=items, server=server, query_id=spec.query_id,
-                                p=p, k=k, items_origin=items_origin))
+                                p=p, k=k, items_origin=items_origin, exact=exact))
     report = DiffReport(queries=diffs, aggregate=aggregate(diffs),
                         server=getattr(server, "name", type(server).__name__))
-    report.misses = evaluate_gates(report.queries, min_rbo=min_rbo, min_jaccard=min_jaccard)
+    report.misses = evaluate_gates(report.queries, min_rbo=min_rbo, min_jaccard=min_jaccard,
+                                   min_recall=min_recall)
     return report
 
 
 def aggregate(diffs: Sequence[QueryDiff]) -> dict[str, Any]:
     """Mean and minimum of RBO, Jaccard, overlap and tau-b (tau over the queries where it
-    is defined), and the query with the lowest RBO."""
+    is defined), and the query with the lowest RBO; when queries were measured against
+    exact search, the mean and minimum recall@k and Jaccard@k against it too
+    (``*_exact_recall``, ``*_exact_jaccard``, ``worst_recall_query``)."""
     def stats(values: list[float]) -> tuple[float | None, float | None]:
         return (sum(values) / len(values), min(values)) if values else (None, None)
 
@@ -387,17 +431,27 @@ def aggregate(diffs: Sequence[QueryDiff]) -> dict[str, Any]:
         out[f"mean_{metric}"], out[f"min_{metric}"] = mean, low
     out["tau_undefined"] = sum(1 for d in diffs if d.metrics.kendall_tau_b is None)
     out["worst_query"] = min(diffs, key=lambda d: (d.metrics.rbo, d.query_id)).query_id if diffs else None
+    measured = [(d.exact, d.query_id) for d in diffs if d.exact is not None]
+    if measured:
+        for metric in ("recall", "jaccard"):
+            mean, low = stats([getattr(exact, metric) for exact, _q in measured])
+            out[f"mean_exact_{metric}"], out[f"min_exact_{metric}"] = mean, low
+        out["worst_recall_query"] = min(measured, key=lambda m: (m[0].recall, m[1]))[1]
     return out
 
 
 def evaluate_gates(
-    diffs: Sequence[QueryDiff], *, min_rbo: float | None = None, min_jaccard: float | None = None
+    diffs: Sequence[QueryDiff], *, min_rbo: float | None = None, min_jaccard: float | None = None,
+    min_recall: float | None = None,
 ) -> list[GateMiss]:
-    """The queries whose RBO or Jaccard fall below a threshold (each miss named)."""
+    """The queries whose RBO, Jaccard or recall against exact search fall below a
+    threshold (each miss named; metric ``"recall"`` for the last)."""
     misses = []
     for d in diffs:
         if min_rbo is not None and d.metrics.rbo < min_rbo:
             misses.append(GateMiss(d.query_id, "rbo", d.metrics.rbo, min_rbo))
         if min_jaccard is not None and d.metrics.jaccard < min_jaccard:
             misses.append(GateMiss(d.query_id, "jaccard", d.metrics.jaccard, min_jaccard))
+        if min_recall is not None and d.exact is not None and d.exact.recall < min_recall:
+            misses.append(GateMiss(d.query_id, "recall", d.exact.recall, min_recall))
     return misses

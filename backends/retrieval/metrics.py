@@ -19,6 +19,9 @@ from typing import Any, Hashable, Sequence
 __all__ = [
     "overlap_at_k",
     "jaccard_at_k",
+    "recall_at_k",
+    "ExactAgreement",
+    "compare_to_exact",
     "rbo_ext",
     "kendall_tau_b",
     "rank_moves",
@@ -63,6 +66,15 @@ def jaccard_at_k(a: Sequence[Hashable], b: Sequence[Hashable], k: int) -> float:
     top_a, top_b = set(_dedupe(a)[:k]), set(_dedupe(b)[:k])
     union = top_a | top_b
     return 1.0 if not union else len(top_a & top_b) / len(union)
+
+
+def recall_at_k(approximate: Sequence[Hashable], exact: Sequence[Hashable], k: int) -> float:
+    """Share of the exact top-``k`` that the approximate top-``k`` found:
+    ``|A_k ∩ E_k| / |E_k|``. When exact search finds nothing there is nothing to miss: 1.0."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    top_a, top_e = set(_dedupe(approximate)[:k]), set(_dedupe(exact)[:k])
+    return 1.0 if not top_e else len(top_a & top_e) / len(top_e)
 
 
 def rbo_ext(a: Sequence[Hashable], b: Sequence[Hashable], p: float = 0.9) -> float:
@@ -190,6 +202,36 @@ class RankingAgreement:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class ExactAgreement:
+    """How close an approximate ranking is to exact search of the same store and filter,
+    at depth ``k``: recall (share of the exact top-k found) and Jaccard, with the ids
+    exact search ranked that the approximate side missed, and the ones it put instead."""
+
+    k: int
+    recall: float
+    jaccard: float
+    missed: tuple[Hashable, ...]
+    extra: tuple[Hashable, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"k": self.k, "recall": self.recall, "jaccard": self.jaccard,
+                "missed": list(self.missed), "extra": list(self.extra)}
+
+
+def compare_to_exact(approximate: Sequence[Hashable], exact: Sequence[Hashable], *,
+                     k: int) -> ExactAgreement:
+    top_a, top_e = _dedupe(approximate)[:k], _dedupe(exact)[:k]
+    in_a, in_e = set(top_a), set(top_e)
+    return ExactAgreement(
+        k=k,
+        recall=recall_at_k(top_a, top_e, k),
+        jaccard=jaccard_at_k(top_a, top_e, k),
+        missed=tuple(i for i in top_e if i not in in_a),
+        extra=tuple(i for i in top_a if i not in in_e),
+    )
 
 
 def compare_rankings(

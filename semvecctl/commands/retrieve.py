@@ -1,9 +1,10 @@
 """``semvecctl retrieve run|diff``: rank a session's memory in-process or server-side,
 and show how and how much the two disagree before server-side retrieval is switched on.
 
-Exit codes: 0 ok; 1 a ``--min-rbo`` / ``--min-jaccard`` gate was missed; 2 bad input
-(query, vector, files); 3 the backend cannot do what was asked (no server-side retrieval,
-no live-item enumeration); 4 unreachable.
+Exit codes: 0 ok; 1 a ``--min-rbo`` / ``--min-jaccard`` / ``--min-recall`` gate was
+missed; 2 bad input (query, vector, files); 3 the backend cannot do what was asked (no
+server-side retrieval, no live-item enumeration, no exact search for ``--exact``); 4
+unreachable.
 """
 
 
@@ -239,6 +240,7 @@ def _diff_table(report: Any, single: bool) -> None:
             {"metric": "kendall tau-b (common items)", "value": m.kendall_tau_b},
             {"metric": "common / in-process only / server only",
              "value": f"{m.common} / {m.only_a} / {m.only_b}"},
+            *_exact_rows(query),
         ])
         notes = query.notes
     else:
@@ -249,6 +251,9 @@ def _diff_table(report: Any, single: bool) -> None:
             Column("OVERLAP", "overlap", justify="right"),
             Column("TAU-B", "tau", justify="right"),
             Column("COMMON", "common", justify="right"),
+            *([Column("RECALL", "recall", justify="right"),
+               Column("EXACT-J", "exact_jaccard", justify="right")]
+              if "mean_exact_recall" in report.aggregate else []),
             Column("GATE", "gate"),
         ], _query_rows(report), title=f"in-process vs {report.server}, per query")
         agg = report.aggregate
@@ -257,7 +262,10 @@ def _diff_table(report: Any, single: bool) -> None:
                    Column("MIN", "min", justify="right")], [
             {"name": name, "mean": agg[f"mean_{key}"], "min": agg[f"min_{key}"]}
             for name, key in (("rbo", "rbo"), ("jaccard", "jaccard"), ("overlap", "overlap"),
-                              ("kendall tau-b", "kendall_tau_b"))
+                              ("kendall tau-b", "kendall_tau_b"),
+                              ("server recall vs exact", "exact_recall"),
+                              ("server jaccard vs exact", "exact_jaccard"))
+            if f"mean_{key}" in agg
         ])
         seen: dict[str, Any] = {}
         for q in report.queries:
@@ -271,6 +279,17 @@ def _diff_table(report: Any, single: bool) -> None:
             out.write(f"  - [{note.code}] {note.message}")
 
 
+def _exact_rows(query: Any) -> list[dict[str, Any]]:
+    """The single-query metric rows for --exact (none without it)."""
+    e = query.exact
+    if e is None:
+        return []
+    missed = ", ".join(map(str, e.missed[:5])) + (" …" if len(e.missed) > 5 else "")
+    return [{"metric": f"server recall@{e.k} vs exact", "value": e.recall},
+            {"metric": f"server jaccard@{e.k} vs exact", "value": e.jaccard},
+            {"metric": "exact results the server missed", "value": missed or "none"}]
+
+
 def _query_rows(report: Any) -> list[dict[str, Any]]:
     missed: dict[str, list[str]] = {}
     for miss in report.misses:
@@ -279,6 +298,7 @@ def _query_rows(report: Any) -> list[dict[str, Any]]:
         "query": q.query_id, "rbo": q.metrics.rbo, "jaccard": q.metrics.jaccard,
         "overlap": q.metrics.overlap, "tau": q.metrics.kendall_tau_b, "common": q.metrics.common,
         "gate": ("missed " + ", ".join(missed[q.query_id])) if q.query_id in missed else "ok",
+        **({"recall": q.exact.recall, "exact_jaccard": q.exact.jaccard} if q.exact else {}),
     } for q in report.queries]
 
 
@@ -313,13 +333,22 @@ def diff(
         help="Exit 1 if any query's Jaccard@k is below this.", show_default=False),
     rbo_p: float = typer.Option(0.9, "--rbo-p", min=0.01, max=0.99,
                                 help="RBO persistence p (weight on the top ranks)."),
+    exact: bool = typer.Option(
+        False, "--exact", help="Also run the server side's search with its approximate "
+        "signal made exact (same store and filter) and report the server side's recall@k "
+        "and Jaccard@k against it, per query and aggregated."),
+    min_recall: Optional[float] = typer.Option(
+        None, "--min-recall", min=0.0, max=1.0,
+        help="Exit 1 if any query's recall@k against exact search is below this "
+        "(implies --exact).", show_default=False),
     report_file: ReportFile = None,
     output: Output = OutputFormat.table,
 ) -> None:
     """Run the same query in-process and server-side; show both rankings side by side,
-    the agreement metrics and the reasons they can differ. With --min-rbo/--min-jaccard
-    it is a CI gate (exit 1 when a query misses)."""
-    from backends.retrieval.diff import diff_queries, load_queries_jsonl
+    the agreement metrics and the reasons they can differ. --exact adds recall against
+    exact search. With --min-rbo/--min-jaccard/--min-recall it is a CI gate (exit 1
+    when a query misses)."""
+    from backends.retrieval.diff import diff_queries, has_exact_search, load_queries_jsonl
 
     from semvecctl.report import write_report
 
@@ -341,10 +370,16 @@ def diff(
         server = adapter_obj.retrieval_backend()
         if server is None:
             raise _no_server(adapter_obj)
+        exact = exact or min_recall is not None
+        if exact and not has_exact_search(server):
+            raise environment_error(
+                f"--exact: the server-side retriever of backend {adapter_obj.name!r} has no "
+                "exact search (exact_search) to measure recall against")
         live, origin = _load_items(adapter_obj, session, scope, items, True)
         try:
             report = diff_queries(ctx, specs, items=live, server=server, p=rbo_p,
-                                  items_origin=origin, min_rbo=min_rbo, min_jaccard=min_jaccard)
+                                  items_origin=origin, min_rbo=min_rbo, min_jaccard=min_jaccard,
+                                  exact=exact, min_recall=min_recall)
         except (ValueError, LookupError) as exc:
             raise usage_error(str(exc).strip("'\"")) from None
         data = {"backend": adapter_obj.name, "session": session, "items": origin,

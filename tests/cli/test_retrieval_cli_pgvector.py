@@ -62,3 +62,20 @@ def test_diff_against_pgvector(pgvector_adapter_factory, pgvector_url, tmp_path,
     assert data["aggregate"]["queries"] == 3
     # a recency-weighted server ranking cannot agree perfectly with pure cosine everywhere
     assert result.exit_code == (1 if data["gate"]["missed"] else 0)
+
+
+def test_diff_exact_against_pgvector(pgvector_adapter_factory, pgvector_url, monkeypatch):
+    """--exact on pgvector: the server side against its own search on the exact plan.
+    A 30-item session is searched exactly already, so recall is 1 and the gate passes."""
+    monkeypatch.setenv("SEMVEC_PGVECTOR_DIMENSIONS", "8")
+    adapter = pgvector_adapter_factory(dimensions=8)
+    seed(adapter, "sess-x")
+    runner = CliRunner()
+    result = runner.invoke(app, ["retrieve", "diff", "--uri", pgvector_url, "-s", "sess-x",
+                                 "--like", "i007", "-k", "5", "--min-recall", "1.0", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    (query,) = data["queries"]
+    assert query["exact"]["recall"] == 1.0 and query["exact"]["jaccard"] == 1.0
+    assert query["exact"]["ranking"] == [r["server_item"] for r in query["rows"]]
+    assert data["aggregate"]["min_exact_recall"] == 1.0

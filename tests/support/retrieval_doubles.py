@@ -9,6 +9,7 @@ under unique ids in ``SEEDED`` (CliRunner runs in the test's own process).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Iterator
 
 from backends.contract import UNSCOPED, MemoryItem, MemoryUnit, owner_matches
@@ -73,3 +74,35 @@ def server_adapter(uri: str | None = None) -> ServerAdapter:
 
 def no_server_adapter(uri: str | None = None) -> NoServerAdapter:
     return NoServerAdapter(uri)
+
+
+#: session id -> item ids the approximate index of ``ApproxRetriever`` never finds
+MISSED: dict[str, frozenset[str]] = {}
+
+
+class ApproxRetriever(FakeServerRetriever):
+    """A server side with an approximate index that misses the items in ``MISSED``, and
+    the exact search ``retrieve diff --exact`` compares it with (plain cosine)."""
+
+    name = "approx-server"
+
+    def search(self, ctx) -> list[MemoryUnit]:
+        missed = MISSED.get(ctx.session_id, frozenset())
+        return [u for u in self.exact_search(replace(ctx, top_k=ctx.top_k + len(missed)))
+                if u.item_id not in missed][: ctx.top_k]
+
+    def exact_search(self, ctx) -> list[MemoryUnit]:
+        everything = super().search(replace(ctx, top_k=10_000))  # score = plain cosine
+        return sorted(everything, key=lambda u: (-u.score, u.item_id))[: ctx.top_k]
+
+
+class ApproxServerAdapter(ServerAdapter):
+    name = "approx-server-backend"
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._retriever = ApproxRetriever()
+
+
+def approx_server_adapter(uri: str | None = None) -> ApproxServerAdapter:
+    return ApproxServerAdapter(uri)

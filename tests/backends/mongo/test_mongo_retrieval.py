@@ -366,3 +366,56 @@ def test_purge_items_removes_the_mirror_rows(adapter, session):
     adapter.sync_items(session, items("a", "b"))
     assert adapter.purge_items(session) == 2
     assert list(adapter.iter_live_items(session)) == []
+
+
+# -- exact side (retrieve diff --exact) --------------------------------------------------
+
+
+def test_exact_semantic_pipeline_shape():
+    """The exact side reads the rows $vectorSearch would filter to, with a plain $match."""
+    from backends.mongo.retrieval import exact_semantic_pipeline
+
+    ctx = RetrievalContext(session_id="s1", query_embedding=[1.0, 0.0], owner_subject="t1")
+    assert exact_semantic_pipeline(ctx) == [
+        {"$match": {"session_id": "s1", "evicted": False, "owner_subject": "t1"}},
+        {"$project": {"_id": 1, "embedding": 1}},
+    ]
+    unscoped = RetrievalContext(session_id="s1", query_embedding=[1.0, 0.0])
+    assert exact_semantic_pipeline(unscoped)[0] == {"$match": {"session_id": "s1", "evicted": False}}
+
+
+def test_exact_search_ranks_the_mirror_in_process(adapter, session, monkeypatch):
+    """On mongomock (a fake MongoDB: no $vectorSearch): the exact side never sends
+    $vectorSearch, ranks the live in-scope rows by cosine, and fuses that with the same
+    recency pipeline and client-side RRF the server side uses."""
+    from backends.mongo.retrieval import fuse_client_side, widened_limit
+
+    base = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    mine = [MemoryItem("far", "x", embedding=(-1.0, 0.0), updated_at=base + timedelta(minutes=5)),
+            MemoryItem("near", "x", embedding=(1.0, 0.1), updated_at=base),
+            MemoryItem("mid", "x", embedding=(0.5, 0.5), updated_at=base + timedelta(minutes=1)),
+            MemoryItem("gone", "x", embedding=(1.0, 0.0), updated_at=base + timedelta(minutes=9))]
+    adapter.sync_items(session, mine, owner_subject="t1")
+    adapter.sync_items(session, mine[:3], owner_subject="t1")  # "gone" is evicted
+    adapter.sync_items(f"{session}-other", [MemoryItem("near", "x", embedding=(1.0, 0.0))],
+                       owner_subject="t2")
+    backend = adapter.retrieval_backend()
+    real = backend._collection.aggregate
+    sent = []
+
+    def spy(pipeline, **kwargs):
+        sent.append(pipeline)
+        return real(pipeline, **kwargs)
+
+    monkeypatch.setattr(backend._collection, "aggregate", spy)
+    ctx = RetrievalContext(session_id=session, query_embedding=(1.0, 0.0), top_k=3,
+                           owner_subject="t1")
+    got = backend.exact_search(ctx)
+    assert not any("$vectorSearch" in p[0] for p in sent)
+    ids = {x: f"{session}:{x}" for x in ("near", "mid", "far")}
+    expected = fuse_client_side({"semantic": [ids["near"], ids["mid"], ids["far"]],
+                                 "recency": [ids["far"], ids["mid"], ids["near"]]},
+                                widened_limit(ctx))
+    assert [u.item_id for u in got] == [doc_id.split(":", 1)[1] for doc_id, _, _ in expected][:3]
+    assert {u.item_id for u in got} == {"near", "mid", "far"}
+    assert got[0].meta["ranks"]["semantic"] == 1 and got[0].meta["fusion"] == "exact"

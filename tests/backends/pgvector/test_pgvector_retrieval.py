@@ -321,3 +321,67 @@ def test_in_process_top_k_is_prefix_stable_when_pools_are_not_truncated():
         ranked[k] = [u.item_id for u in InProcessRetrievalBackend().search(ctx)]
     for k in range(1, 15):
         assert ranked[k] == ranked[k + 1][:k]
+
+
+def test_exact_search_against_hnsw_on_the_same_store(pgvector_adapter_factory):
+    """retrieve diff --exact on pgvector: exact_search is the same fused search with the
+    semantic signal computed over every live row (the HNSW index cannot serve it), so it
+    equals a brute-force computation even when the retriever is forced onto HNSW; the
+    HNSW side is then measured against it."""
+    from backends.pgvector.retrieval import CANDIDATE_POOL, DEFAULT_WEIGHTS
+    from backends.retrieval import rrf_fuse
+    from backends.retrieval.metrics import recall_at_k
+
+    adapter = pgvector_adapter_factory(dimensions=DIMS, search_mode="hnsw")
+    content = items_for(400, seed=21)
+    adapter.sync_items("big", content, owner_subject="acme")
+    adapter.sync_items("other", items_for(200, seed=22, prefix="o"), owner_subject="acme")
+    adapter.ensure_indexes()
+    with adapter._db.connection() as conn:
+        conn.execute("ANALYZE semvec_memory_items")
+    backend = adapter.retrieval_backend()
+    q = vec(random.Random(5))
+    ctx = RetrievalContext(session_id="big", owner_subject="acme", query_embedding=q, top_k=10)
+
+    approx = backend.search(ctx)
+    assert backend.last_plan == "hnsw" and len(approx) == 10
+    exact = backend.exact_search(ctx)
+    assert backend.last_plan == "exact"
+    semantic = sorted(content, key=lambda it: (cosine_distance(it.embedding, q), it.item_id))
+    recency = sorted(content, key=lambda it: it.updated_at, reverse=True)
+    expected = rrf_fuse([semantic[:CANDIDATE_POOL], recency[:CANDIDATE_POOL]],
+                        [DEFAULT_WEIGHTS["semantic"], DEFAULT_WEIGHTS["recency"]], k=ctx.rrf_k)
+    assert [u.item_id for u in exact] == [f.key for f in expected][:10]
+    # the semantic signal alone, both plans, against brute force
+    truth = [it.item_id for it in semantic[:10]]
+    assert backend.semantic_ranking(ctx, 10, exact=True) == truth
+    assert recall_at_k(backend.semantic_ranking(ctx, 10), truth, 10) >= 0.8
+    # the exact plan can never read the ANN index, even when the planner is told to
+    # avoid every other path (whether the HNSW plan uses it is the planner's cost call)
+    from backends.pgvector.state import owner_clause
+
+    owner_sql, owner_params = owner_clause("acme")
+    sql, params = backend._statement(["semantic", "recency"], "exact", 10, CANDIDATE_POOL,
+                                     ctx, owner_sql, owner_params, list(q), "")
+    with adapter._db.connection(vector=True) as conn, conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")
+        conn.execute("SET LOCAL enable_sort = off")
+        shown = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params))
+    assert "semvec_items_vec" not in shown, shown
+
+
+def test_auto_plan_is_decided_in_the_statement_and_remembered(pgvector_adapter_factory):
+    """A big session goes to HNSW and a small one to the exact plan without a separate
+    size query; the decision is remembered per session (and forgotten after the window)."""
+    adapter = pgvector_adapter_factory(dimensions=DIMS, exact_search_limit=50)
+    adapter.sync_items("big", items_for(120, seed=31))
+    adapter.sync_items("small", items_for(20, seed=32))
+    backend = adapter.retrieval_backend()
+    q = vec(random.Random(1))
+    for session, plan in (("big", "hnsw"), ("small", "exact"), ("big", "hnsw")):
+        got = backend.search(RetrievalContext(session_id=session, query_embedding=q, top_k=5))
+        assert len(got) == 5 and backend.last_plan == plan
+    adapter.sync_items("big", items_for(30, seed=31))  # shrinks below the limit (90 evicted)
+    backend._plans = type(backend._plans)(0.0)  # the window passed
+    backend.search(RetrievalContext(session_id="big", query_embedding=q, top_k=5))
+    assert backend.last_plan == "exact"
