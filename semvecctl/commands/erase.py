@@ -80,7 +80,12 @@ def app(
         out.confirm(f"erase user {user!r} ({len(plan.event_ids)} event(s)"
                     + (f", item rows of {len(plan.sessions)} session(s)" if plan.sessions else "")
                     + f") from {spec.display_uri}", yes=yes)
-        result = apply_erasure(adapter_obj, plan)
+        try:
+            result = apply_erasure(adapter_obj, plan)
+        except BaseException:  # a signal too: the stores' purges are safe to repeat
+            out.warn(f"the erasure of user {user!r} did not finish and wrote no receipt; "
+                     "run it again with --apply to remove what is left and verify")
+            raise
     text = json.dumps(result, indent=2, sort_keys=True) + "\n"
     if receipt is None:
         sys.stdout.write(text)

@@ -116,10 +116,16 @@ def prune_sessions(
         if apply:
             outcomes = delete_idle(adapter_obj, out.progress(idle, label="deleting"), result,
                                    owner_subject=scope)
-            out.stream((_row(s, a) for s, a in outcomes), output, _COLUMNS)
+            try:
+                out.stream((_row(s, a) for s, a in outcomes), output, _COLUMNS)
+            except BaseException:  # a signal too: say how far it got (deletes are final)
+                out.warn(f"the prune stopped after deleting {result.deleted} session(s); "
+                         "run it again to continue")
+                raise
         else:
             label = "archived" if archive is not None else "would delete"
-            out.stream((_row(s, label) for s in idle), output, _COLUMNS)
+            out.stream((_row(s, label) for s in out.progress(idle, label="scanning")), output,
+                       _COLUMNS)
     where = f"; archived {result.archived} to {archive} (digest {result.digest[:16]}…)" if archive else ""
     unknown = f", {result.unknown} without a known write time (left)" if result.unknown else ""
     if apply:
