@@ -1,9 +1,10 @@
 """Reading one user's compliance log for operators: stream it, count it, archive it.
 
 Filters (owner, session) are applied before any limit. A store that assigns sequence
-numbers is read a page at a time in sequence order (memory bounded by the page); the
-engine's SQL layout keeps no sequence, so its log is read the way the engine lists it,
-newest first, in one query. An export is an archive of one ``user`` record (the events
+numbers is read a page at a time in sequence order; the engine's SQL layout keeps no
+sequence, so its log is read the way the engine lists it, newest first, a page at a time
+where the store offers ``iter_events`` (ours does), else in one query. Memory is bounded
+by the page. An export is an archive of one ``user`` record (the events
 with their sequence numbers, then the counter) that ``sessions import`` reads back.
 """
 
@@ -51,7 +52,11 @@ def iter_events(store: Any, user_id: str, *, owner_subject: OwnerFilter = UNSCOP
 
 def _all_events(store: Any, user_id: str, owner_subject: OwnerFilter, page: int) -> Iterator[Any]:
     if not offers(store, Capability.ASSIGNS_SEQUENCES):
-        yield from store.list_events(user_id, owner_subject=owner_subject)
+        paged = getattr(store, "iter_events", None)
+        if callable(paged):  # newest first, a page at a time
+            yield from paged(user_id, owner_subject=owner_subject, page=page)
+        else:
+            yield from store.list_events(user_id, owner_subject=owner_subject)
         return
     after = 0
     while True:
