@@ -38,6 +38,9 @@ class ErasurePlan:
     items: dict[str, int] = field(default_factory=dict)
     with_sessions: bool = False
     notes: list[str] = field(default_factory=list)
+    #: index entries per index, where the store keeps indexes apart from the events
+    #: (Redis: the by-sequence and by-time sorted sets)
+    indexes: dict[str, int] = field(default_factory=dict)
 
     def places(self) -> dict[str, dict[str, Any]]:
         places: dict[str, dict[str, Any]] = {
@@ -45,6 +48,9 @@ class ErasurePlan:
                        "detail": "each event with its index entries"},
             "counter": {"count": 1 if self.counter else 0, "value": self.counter},
         }
+        if self.indexes:
+            places["index_entries"] = {"count": sum(self.indexes.values()),
+                                       "detail": ", ".join(f"{k} {v}" for k, v in self.indexes.items())}
         if self.with_sessions:
             places["item_mirror"] = {"count": sum(self.items.values()),
                                      "sessions": list(self.sessions),
@@ -72,6 +78,7 @@ def plan_erasure(adapter: Any, user_id: str, *, sessions: bool = False,
         plan.event_ids.append(event.event_id)
         if event.session_id:
             seen_sessions[event.session_id] = None
+    plan.indexes = _index_entries(store, user_id)
     if offers(store, Capability.RESTORE_EVENTS):
         plan.counter = int(store.read_counter(user_id))
     else:
@@ -85,6 +92,12 @@ def plan_erasure(adapter: Any, user_id: str, *, sessions: bool = False,
             plan.items = {sid: sum(1 for _ in adapter.iter_live_items(sid))
                           for sid in plan.sessions}
     return plan
+
+
+def _index_entries(store: Any, user_id: str) -> dict[str, int]:
+    """``index_entries(user_id)`` of a store that keeps its indexes apart (Redis), else {}."""
+    reader = getattr(store, "index_entries", None)
+    return dict(reader(user_id)) if callable(reader) else {}
 
 
 def removed_digest(ids: Iterable[str]) -> str:
@@ -102,6 +115,7 @@ def verify_erased(adapter: Any, user_id: str, sessions: Iterable[str] = ()) -> d
         "events": sum(1 for _ in iter_events(store, user_id)),
         "indexed": int(store.count_for_user(user_id)) if callable(
             getattr(store, "count_for_user", None)) else 0,
+        **{f"index_entries.{k}": v for k, v in _index_entries(store, user_id).items()},
     }
     if offers(store, Capability.RESTORE_EVENTS):
         left["counter"] = int(store.read_counter(user_id))
@@ -121,6 +135,8 @@ def apply_erasure(adapter: Any, plan: ErasurePlan) -> dict[str, Any]:
         "events": {"count": removed_events, "planned": len(plan.event_ids)},
         "counter": {"count": 1 if plan.counter else 0, "value": plan.counter},
     }
+    if plan.indexes:
+        removed["index_entries"] = {"count": sum(plan.indexes.values()), **plan.indexes}
     if plan.with_sessions:
         removed["item_mirror"] = {"count": sum(removed_items.values()), "sessions": removed_items}
     return {

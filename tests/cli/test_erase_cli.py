@@ -39,6 +39,8 @@ def test_preview_counts_per_place_and_changes_nothing(target):
     assert places["events"]["count"] == 5
     if target.name in ("redis", "mongo"):
         assert places["counter"] == {"count": 1, "value": 5}
+    if target.name == "redis":  # two sorted sets index each event
+        assert places["index_entries"]["count"] == 10
     assert "nothing was removed" in result.stderr
     assert target.dump() == before
 
@@ -52,6 +54,9 @@ def test_apply_erases_the_user_verifies_and_leaves_others_byte_identical(target,
     receipt = json.loads(receipt_path.read_text())
     assert receipt["user_id"] == s.alice and receipt["verification"]["ok"] is True
     assert receipt["removed"]["events"]["count"] == 5
+    if target.name == "redis":
+        assert receipt["removed"]["index_entries"]["count"] == 10
+        assert receipt["verification"]["left"]["index_entries.time_index"] == 0
     assert receipt["erased_at"].endswith("Z")
     import hashlib
 
@@ -101,3 +106,21 @@ def test_sessions_removes_the_item_rows_of_the_users_sessions_only(request):
 def test_memory_has_nothing_to_erase():
     result = CliRunner().invoke(app, ["erase", "--user", "u", "--backend", "memory"])
     assert result.exit_code == 3
+
+
+@pytest.mark.redis
+def test_a_dangling_index_entry_counts_and_is_removed_on_redis(request):
+    """An index entry whose event hash is gone (a damaged store) is part of the user too."""
+    target = make_target(request, "redis")
+    s = seed(target.adapter)
+    import redis
+
+    client = redis.Redis.from_url(target.args[1])
+    client.zadd(f"semvec:events:t:{s.alice}", {"00000000-0000-4000-8000-000000000000": 1.0})
+    preview = run(target, "erase", "--user", s.alice, "-o", "json")
+    assert json.loads(preview.stdout)["places"]["index_entries"]["count"] == 11
+    result = run(target, "erase", "--user", s.alice, "--apply", "--yes")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["verification"]["ok"] is True
+    assert not client.exists(f"semvec:events:t:{s.alice}", f"semvec:events:u:{s.alice}")
+    client.close()
