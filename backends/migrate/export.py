@@ -178,17 +178,20 @@ def iter_user_records(adapter: Any, users: Sequence[str],
 
 def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilter = UNSCOPED,
                  match: str | None = None, with_items: bool = False, with_events: bool = False,
-                 users: Sequence[str] = (), batch_size: int = 500) -> Iterator[SessionRecord]:
+                 users: Sequence[str] = (), batch_size: int = 500,
+                 summaries: Iterable[Any] | None = None) -> Iterator[SessionRecord]:
     """Full records for every enumerated session, in enumeration order, read a chunk of
     64 at a time (see :mod:`backends.migrate.batch_reads`): memory is bounded by the chunk.
-    With ``users``, only the sessions those users have events in."""
+    With ``users``, only the sessions those users have events in; with ``summaries``,
+    exactly those (already selected by the caller, e.g. ``sessions prune``)."""
     load_many = batch_loader(adapter)
     drift = drift_reader(adapter)
     store = session_event_source(adapter) if with_events else None
     events_of = _SessionEvents(store, owner_subject, set(users)) if store is not None else None
     selected = user_sessions(adapter, users, owner_subject) if users else None
-    summaries: Iterable[Any] = adapter.iter_sessions(owner_subject=owner_subject, match=match,
-                                                     batch_size=batch_size)
+    if summaries is None:
+        summaries = adapter.iter_sessions(owner_subject=owner_subject, match=match,
+                                          batch_size=batch_size)
     if selected is not None:
         summaries = (s for s in summaries if s.session_id in selected)
     for chunk in chunks(summaries, READ_CHUNK):

@@ -181,6 +181,8 @@ class MongoStateStore(DerivedReads):
     #: A retried insert or CAS whose exact result is stored (``blob_sha256``, owner,
     #: pending, version) returns that version instead of a conflict.
     idempotent_retries = True
+    #: every write stamps ``updated_at`` (UTC), so idle sessions can be found (``prune``)
+    records_write_time = True
 
     def __init__(self, database: Any, *, session_ttl_s: int | None = None) -> None:
         self._collection = database[STATE_COLLECTION]

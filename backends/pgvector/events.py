@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from backends.contract import (
     UNSCOPED,
@@ -159,6 +159,32 @@ class PgVectorEventStore(EngineEventSurface):
             return [event_from_row(r) for r in conn.execute(sql, args).fetchall()]
 
         return self._db.read(work, list)
+
+    def iter_events(self, user_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
+                    page: int = 500) -> Iterator[MemoryEvent]:
+        """:meth:`list_events`'s order (newest first), a page per query: keyset on
+        ``(created_at, event_id)``, so memory is bounded by the page however long the log."""
+        clause, params = owner_clause(owner_subject)
+        if has_nul(user_id, owner_subject):
+            return
+        after: tuple[Any, str] | None = None
+        while True:
+            sql = f"SELECT {_COLUMNS} FROM {self._table} WHERE user_id = %s AND {clause}"
+            args: list[Any] = [user_id, *params]
+            if after is not None:
+                sql += " AND (created_at, event_id) < (%s, %s)"
+                args.extend(after)
+            sql += " ORDER BY created_at DESC, event_id DESC LIMIT %s"
+            args.append(page)
+
+            def work(conn: Any, sql: str = sql, args: list[Any] = args) -> list[Any]:
+                return conn.execute(sql, args).fetchall()
+
+            rows = self._db.read(work, list)
+            yield from (event_from_row(r) for r in rows)
+            if len(rows) < page:
+                return
+            after = (rows[-1][4], rows[-1][0])
 
     def get_event(self, event_id: str, *,
                   owner_subject: OwnerFilter = UNSCOPED) -> MemoryEvent | None:

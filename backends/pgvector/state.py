@@ -184,6 +184,8 @@ class PgVectorStateStore(DerivedReads):
     #: a retried insert or compare-and-set whose exact result is stored returns its
     #: version (the conformance suite checks it)
     idempotent_retries = True
+    #: every write stamps ``updated_at`` (UTC), so idle sessions can be found (``prune``)
+    records_write_time = True
 
     def __init__(self, db: Database) -> None:
         self._db = db

@@ -253,6 +253,17 @@ class RedisEventStore(EngineEventSurface):
             return int(script("raise_counter")(
                 self._client, [keys.user_counter_key(user_id)], [str(value)]))
 
+    def index_entries(self, user_id: str) -> dict[str, int]:
+        """Entries of the user's two index sorted sets (by sequence, by time), one
+        pipelined round trip: what an erasure removes beside the event hashes."""
+        _user_id(user_id)
+        with redis_errors(self._where):
+            pipe = self._client.pipeline(transaction=False)
+            pipe.zcard(keys.user_seq_index_key(user_id))
+            pipe.zcard(keys.user_time_index_key(user_id))
+            by_sequence, by_time = pipe.execute()
+        return {"sequence_index": int(by_sequence), "time_index": int(by_time)}
+
     def _users_with_events(self) -> Iterator[str]:
         prefix = keys.USER_TIME_INDEX_PREFIX
         pattern = keys.escape_glob(prefix) + "*"

@@ -112,6 +112,11 @@ def _seed(redis_url: str, pg_url: str, workdir: Path) -> None:
                                  expected_version=version, owner_subject="acme")
         store.save("chat-7", b"{}", expected_version=None, owner_subject="acme")
         store.save("other-1", b"{}", expected_version=None)
+        from backends.contract import MemoryEvent  # the event the `events` examples show
+
+        redis.event_store().append(MemoryEvent(
+            event_id="7f0c6a52-8a3e-4d7e-9b0e-2f7d7f3c1a10", user_id="u-17", content="hello",
+            embedding=[0.5] * 4, owner_subject="acme", session_id="chat-42"))
     finally:
         redis.close()
     rng = random.Random(7)

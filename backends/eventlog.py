@@ -1,0 +1,120 @@
+"""Reading one user's compliance log for operators: stream it, count it, archive it.
+
+Filters (owner, session) are applied before any limit. A store that assigns sequence
+numbers is read a page at a time in sequence order; the engine's SQL layout keeps no
+sequence, so its log is read the way the engine lists it, newest first, a page at a time
+where the store offers ``iter_events`` (ours does), else in one query. Memory is bounded
+by the page. An export is an archive of one ``user`` record (the events
+with their sequence numbers, then the counter) that ``sessions import`` reads back.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from typing import IO, Any, Callable, Iterable, Iterator
+
+from backends.archive import ArchiveWriter, UserRecord
+from backends.contract import UNSCOPED, Capability, OwnerFilter, offers
+from backends.errors import UnsupportedOperation
+from backends.migrate.export import make_header
+from backends.migrate.loss import counter_reader
+
+#: events read per round trip from a store that assigns sequences
+PAGE = 500
+
+
+def require_event_store(adapter: Any) -> Any:
+    """The adapter's event store, or UnsupportedOperation naming the backend."""
+    store = adapter.event_store()
+    if store is None:
+        raise UnsupportedOperation(f"backend {getattr(adapter, 'name', '?')!r} keeps no "
+                                   "compliance events (it has no event store)")
+    return store
+
+
+def order_of(store: Any) -> str:
+    """How :func:`iter_events` orders this store's log, in words."""
+    if offers(store, Capability.ASSIGNS_SEQUENCES):
+        return "sequence order"
+    return "newest first (this store keeps no sequence numbers, as the engine lists them)"
+
+
+def iter_events(store: Any, user_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
+                session_id: str | None = None, limit: int | None = None,
+                page: int = PAGE) -> Iterator[Any]:
+    """The user's events under the owner and session filters, then at most ``limit``."""
+    events = _all_events(store, user_id, owner_subject, page)
+    if session_id is not None:
+        events = (e for e in events if e.session_id == session_id)
+    return itertools.islice(events, limit) if limit is not None else events
+
+
+def _all_events(store: Any, user_id: str, owner_subject: OwnerFilter, page: int) -> Iterator[Any]:
+    if not offers(store, Capability.ASSIGNS_SEQUENCES):
+        paged = getattr(store, "iter_events", None)
+        if callable(paged):  # newest first, a page at a time
+            yield from paged(user_id, owner_subject=owner_subject, page=page)
+        else:
+            yield from store.list_events(user_id, owner_subject=owner_subject)
+        return
+    after = 0
+    while True:
+        batch = store.list_events(user_id, owner_subject=owner_subject, after_sequence=after,
+                                  limit=page)
+        yield from batch
+        if len(batch) < page:
+            return
+        after = max(e.sequence for e in batch)
+
+
+def count_events(store: Any, user_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
+                 session_id: str | None = None) -> int:
+    """The store's own count when nothing is filtered, else a streamed count."""
+    if owner_subject is UNSCOPED and session_id is None and callable(
+            getattr(store, "count_for_user", None)):
+        return int(store.count_for_user(user_id))
+    return sum(1 for _ in iter_events(store, user_id, owner_subject=owner_subject,
+                                      session_id=session_id))
+
+
+def event_row(event: Any, *, full: bool = False) -> dict[str, Any]:
+    """An event as a JSON-safe row; the embedding is summarised unless ``full``."""
+    row = event.to_dict()
+    row["sequence"] = event.sequence
+    if not full:
+        row["dimensions"] = len(row.pop("embedding"))
+    return row
+
+
+@dataclass
+class EventExport:
+    events: int = 0
+    counter: int | None = None
+    digest: str = ""
+
+
+def write_user_archive(adapter: Any, stream: IO[bytes], user_id: str, *, source_uri: str,
+                       owner_subject: OwnerFilter = UNSCOPED, session_id: str | None = None,
+                       progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None
+                       ) -> EventExport:
+    """Write one user's (filtered) log as an archive ``sessions import`` reads back.
+
+    The counter is read after the events (it only grows, so it covers every one of them).
+    The record holds the filtered log in memory: one user's log, never the store's."""
+    store = require_event_store(adapter)
+    header = make_header(adapter, source_uri, with_items=False, owner_subject=owner_subject,
+                         match=None, users=(user_id,))
+    if session_id is not None:
+        header = replace(header, filters={**header.filters, "session_id": session_id})
+    events: Iterable[Any] = iter_events(store, user_id, owner_subject=owner_subject,
+                                        session_id=session_id)
+    if progress is not None:
+        events = progress(events)
+    kept = tuple(events)
+    read = counter_reader(adapter)
+    top = max((e.sequence for e in kept), default=0)
+    counter = max(int(read(user_id)), top) if read is not None else None
+    writer = ArchiveWriter(stream, header)
+    writer.add(UserRecord(user_id, counter, kept))
+    return EventExport(events=len(kept), counter=counter, digest=writer.finish())

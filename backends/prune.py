@@ -1,0 +1,171 @@
+"""Finding and deleting idle sessions: those not written for longer than a duration.
+
+Only where the store says when a session was last written: MongoDB and the SQL layout
+stamp ``updated_at`` on every write (their state stores declare
+``records_write_time``); Redis keeps no write time, but with an idle TTL configured
+every write re-applies it, so the last write is ``now - (ttl - remaining)``. Anywhere
+else :func:`write_clock` refuses (UnsupportedOperation) rather than guess; a single
+session without a readable write time is counted as ``unknown`` and never deleted.
+
+Deletes are version-checked (``delete(expected_version=)``): a session written after it
+was judged idle has moved on and survives, counted as ``kept``. With an archive, the
+idle sessions are written to it first (atomically) and what is deleted is exactly what
+the archive holds, at the archived version. Everything streams: memory is bounded by a
+read chunk, whatever the number of sessions.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Iterable, Iterator
+
+from backends.archive import ArchiveReader, ArchiveWriter, atomic_output
+from backends.contract import UNSCOPED, OwnerFilter, StateVersionConflict
+from backends.errors import UnsupportedOperation
+
+Clock = Callable[[Any, datetime], "datetime | None"]
+
+
+def write_clock(adapter: Any) -> Clock:
+    """``clock(summary, now)`` -> when the session was last written (None: unknown)."""
+    store = adapter.state_store()
+    name = getattr(adapter, "name", "?")
+    if getattr(store, "records_write_time", False) is True:
+        return lambda summary, _now: summary.updated_at
+    ttl = getattr(store, "ttl_seconds", None)  # the engine's method: the idle TTL, 0/None = off
+    ttl = ttl() if callable(ttl) else ttl
+    if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0:
+        def from_ttl(summary: Any, now: datetime) -> datetime | None:
+            if summary.ttl_seconds is None:  # a session without expiry: no write time
+                return None
+            return now - timedelta(seconds=ttl - int(summary.ttl_seconds))
+        return from_ttl
+    hint = (" (on Redis only an idle TTL, SEMVEC_REDIS_SESSION_TTL_S, gives one)"
+            if name == "redis" else "")
+    raise UnsupportedOperation(f"backend {name!r} keeps no time of a session's last write"
+                               f"{hint}, so idle sessions cannot be told apart; nothing was "
+                               "deleted")
+
+
+@dataclass(frozen=True)
+class IdleSession:
+    session_id: str
+    version: int
+    owner_subject: str | None
+    last_written: datetime
+    idle_seconds: int
+    #: the enumeration's summary (what an archive of the session reads: TTL, drift flag)
+    summary: Any = field(default=None, compare=False, repr=False)
+
+    def row(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "version": self.version,
+                "owner_subject": self.owner_subject,
+                "last_written": self.last_written.astimezone(timezone.utc).isoformat(timespec="seconds"),
+                "idle_seconds": self.idle_seconds}
+
+
+@dataclass
+class PruneResult:
+    examined: int = 0
+    idle: int = 0
+    #: sessions whose last write the store could not tell (never deleted)
+    unknown: int = 0
+    deleted: int = 0
+    #: written after they were judged idle (version moved): left as they are
+    kept: int = 0
+    #: gone before their turn (deleted by someone else)
+    vanished: int = 0
+    archived: int = 0
+    digest: str = ""
+
+
+def find_idle(adapter: Any, idle_for: timedelta, result: PruneResult, *,
+              owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
+              batch_size: int = 500, now: datetime | None = None) -> Iterator[IdleSession]:
+    """Stream the sessions not written for longer than ``idle_for``."""
+    clock = write_clock(adapter)
+    now = now or datetime.now(timezone.utc)
+    cutoff = now - idle_for
+    for summary in adapter.iter_sessions(owner_subject=owner_subject, match=match,
+                                         batch_size=batch_size):
+        result.examined += 1
+        written = clock(summary, now)
+        if written is None:
+            result.unknown += 1
+            continue
+        if written.tzinfo is None:
+            written = written.replace(tzinfo=timezone.utc)
+        if written < cutoff:
+            result.idle += 1
+            yield IdleSession(summary.session_id, summary.version, summary.owner_subject,
+                              written, int((now - written).total_seconds()), summary)
+
+
+def _deleter(adapter: Any) -> Callable[..., bool]:
+    from backends.registry import accepts_keyword
+
+    store = adapter.state_store()
+    if not accepts_keyword(store.delete, "expected_version"):  # never delete unchecked
+        raise UnsupportedOperation(f"backend {getattr(adapter, 'name', '?')!r} has no "
+                                   "version-checked delete; nothing was deleted")
+    return store.delete
+
+
+def delete_idle(adapter: Any, sessions: Iterable[IdleSession], result: PruneResult, *,
+                owner_subject: OwnerFilter = UNSCOPED) -> Iterator[tuple[IdleSession, str]]:
+    """Delete each session at the version it was judged idle at; yields (session,
+    outcome) with outcome ``deleted``, ``kept`` (written since) or ``vanished``."""
+    delete = _deleter(adapter)
+    for idle in sessions:
+        try:
+            gone = delete(idle.session_id, owner_subject=owner_subject,
+                          expected_version=idle.version)
+        except StateVersionConflict:
+            result.kept += 1
+            yield idle, "kept"
+            continue
+        if gone:
+            result.deleted += 1
+            yield idle, "deleted"
+        else:
+            result.vanished += 1
+            yield idle, "vanished"
+
+
+def archive_idle(adapter: Any, sessions: Iterable[IdleSession], path: str | os.PathLike[str],
+                 result: PruneResult, *, source_uri: str,
+                 owner_subject: OwnerFilter = UNSCOPED) -> None:
+    """Write the idle sessions, whole, to an archive at ``path`` (atomic; absent if
+    interrupted). A session written between being judged idle and being read is left
+    out (it is no longer idle)."""
+    from backends.migrate.export import ExportResult, iter_records, make_header
+
+    judged: dict[str, int] = {}
+
+    def noted(items: Iterable[IdleSession]) -> Iterator[Any]:
+        for idle in items:
+            judged[idle.session_id] = idle.version
+            yield idle.summary
+
+    header = make_header(adapter, source_uri, with_items=False, owner_subject=owner_subject,
+                         match=None)
+    header = replace(header, filters={**header.filters, "pruned": True})
+    with atomic_output(path) as stream:
+        writer = ArchiveWriter(stream, header)
+        for record in iter_records(adapter, ExportResult(), owner_subject=owner_subject,
+                                   summaries=noted(sessions)):
+            if judged.pop(record.session_id, None) == record.version:
+                writer.add(record)
+        result.digest = writer.finish()
+        result.archived = writer.count
+
+
+def archived_sessions(path: str | os.PathLike[str]) -> Iterator[IdleSession]:
+    """The sessions an archive written by :func:`archive_idle` holds, for deleting."""
+    epoch = datetime.fromtimestamp(0, timezone.utc)
+    with ArchiveReader(path) as reader:
+        for record in reader.sessions():
+            yield IdleSession(record.session_id, record.version, record.owner_subject, epoch, 0)
+

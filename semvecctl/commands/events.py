@@ -1,0 +1,192 @@
+"""``semvecctl events list|inspect|count|export``: the compliance event log of one user.
+
+Works on every backend with an event store (Redis, MongoDB, postgres, pgvector); memory
+keeps none (exit 3). The reading is done by :mod:`backends.eventlog`; filters come
+before ``--limit``. An export is a sessions archive holding the user's log, so
+``sessions import`` reads it back.
+"""
+
+
+import os
+import sys
+from typing import Any, Optional
+
+import typer
+
+from semvecctl.application import current
+from semvecctl.commands.sessions import OwnerOpt, UnownedOpt
+from semvecctl.connection import open_adapter, resolve_connection
+from semvecctl.errors import CliError, usage_error
+from semvecctl.exit_codes import ExitCode
+from semvecctl.options import AdapterFactory, Backend, Output, StreamOutput, Uri, Yes, owner_filter
+from semvecctl.output import Column, OutputFormat, StreamFormat
+
+NAME = "events"
+HELP = "List, inspect, count and export a user's compliance events."
+
+app = typer.Typer(no_args_is_help=True, help=HELP)
+
+UserOpt = typer.Option(..., "--user", help="The user whose log to read.", show_default=False)
+SessionOpt = typer.Option(None, "--session", help="Only events of this session.", show_default=False)
+
+_COLUMNS = [
+    Column("EVENT", "event_id", style="bold"),
+    Column("SEQ", "sequence", justify="right"),
+    Column("SESSION", "session_id"),
+    Column("OWNER", "owner_subject"),
+    Column("CREATED", "created_at"),
+    Column("DIMS", "dimensions", justify="right"),
+    Column("CONTENT", lambda r: _short(r.get("content"), 40)),
+]
+
+
+def _short(text: Optional[str], width: int) -> Optional[str]:
+    if text is None or len(text) <= width:
+        return text
+    return text[: width - 1] + "…"
+
+
+def _user(user: str) -> str:
+    if not user.strip():
+        raise usage_error("--user needs a non-empty user id")
+    return user
+
+
+@app.command("list")
+def list_events(
+    user: str = UserOpt,
+    session: Optional[str] = SessionOpt,
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    owner: Optional[str] = OwnerOpt,
+    unowned: bool = UnownedOpt,
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, max=1_000_000_000,
+                                        help="Stop after this many events (after the filters)."),
+    output: StreamOutput = StreamFormat.table,
+) -> None:
+    """Stream a user's events: sequence order, or newest first where the store keeps no
+    sequence numbers (the engine's SQL layout), as the engine lists them."""
+    from backends.eventlog import event_row, iter_events, order_of, require_event_store
+
+    out = current().output
+    scope = owner_filter(owner, unowned)
+    spec = resolve_connection(backend, uri, adapter)
+    with open_adapter(spec) as adapter_obj:
+        store = require_event_store(adapter_obj)
+        events = iter_events(store, _user(user), owner_subject=scope, session_id=session,
+                             limit=limit)
+        count = out.stream((event_row(e) for e in events), output, _COLUMNS)
+        order = order_of(store)
+    out.info(f"{count} event(s), {order}")
+
+
+@app.command("inspect")
+def inspect_event(
+    event_id: str = typer.Argument(..., help="The event id."),
+    user: Optional[str] = typer.Option(None, "--user", show_default=False,
+                                       help="Only if the event belongs to this user."),
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    owner: Optional[str] = OwnerOpt,
+    unowned: bool = UnownedOpt,
+    output: Output = OutputFormat.table,
+) -> None:
+    """One event in full (embedding included), under the owner filter."""
+    from backends.eventlog import event_row, require_event_store
+
+    out = current().output
+    scope = owner_filter(owner, unowned)
+    spec = resolve_connection(backend, uri, adapter)
+    with open_adapter(spec) as adapter_obj:
+        event = require_event_store(adapter_obj).get_event(event_id, owner_subject=scope)
+    if event is None or (user is not None and event.user_id != user):
+        filtered = owner is not None or unowned or user is not None
+        raise CliError(f"no event {event_id!r}" + (" with that owner/user" if filtered else ""),
+                       ExitCode.CHECK_FAILED)
+    report = event_row(event, full=True)
+    out.emit(report, output, columns=[Column("FIELD", "field", style="bold"), Column("VALUE", "value")],
+             rows=[{"field": k, "value": v} for k, v in report.items()])
+
+
+@app.command("count")
+def count_events(
+    user: str = UserOpt,
+    session: Optional[str] = SessionOpt,
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    owner: Optional[str] = OwnerOpt,
+    unowned: bool = UnownedOpt,
+    output: Output = OutputFormat.table,
+) -> None:
+    """How many events the user has (under the filters)."""
+    from backends.eventlog import count_events as count, require_event_store
+
+    out = current().output
+    scope = owner_filter(owner, unowned)
+    spec = resolve_connection(backend, uri, adapter)
+    with open_adapter(spec) as adapter_obj:
+        n = count(require_event_store(adapter_obj), _user(user), owner_subject=scope,
+                  session_id=session)
+    report: dict[str, Any] = {"user_id": user, "session_id": session, "events": n}
+    out.emit(report, output, columns=[Column("USER", "user_id", style="bold"),
+                                      Column("SESSION", "session_id"),
+                                      Column("EVENTS", "events", justify="right")],
+             rows=[report])
+
+
+@app.command("export")
+def export_events(
+    user: str = UserOpt,
+    session: Optional[str] = SessionOpt,
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    owner: Optional[str] = OwnerOpt,
+    unowned: bool = UnownedOpt,
+    out_path: str = typer.Option("-", "--out", "-O",
+                                 help="Archive file (gzip when it ends in .gz), or - for stdout."),
+    yes: Yes = False,
+) -> None:
+    """Write the user's (filtered) log to a sessions archive: atomic 0600 file, checksummed,
+    nothing under the name if interrupted; `sessions import` reads it back."""
+    import shutil
+    import tempfile
+
+    from backends.archive import atomic_output
+    from backends.eventlog import require_event_store, write_user_archive
+
+    app_ = current()
+    out = app_.output
+    scope = owner_filter(owner, unowned)
+    to_stdout = out_path == "-"
+    if to_stdout and out._isatty(sys.stdout):
+        raise usage_error("refusing to write an archive to a terminal: pass --out FILE or redirect stdout")
+    if not to_stdout:
+        directory = os.path.dirname(os.path.abspath(out_path))
+        if not os.path.isdir(directory):
+            raise usage_error(f"directory {directory} does not exist (from --out)")
+        if os.path.isdir(out_path):
+            raise usage_error(f"--out {out_path} is a directory; name a file")
+    spec = resolve_connection(backend, uri, adapter)
+    with open_adapter(spec) as adapter_obj:
+        require_event_store(adapter_obj)
+        if not to_stdout and os.path.exists(out_path):
+            out.confirm(f"overwrite the existing file {out_path}", yes=yes)
+        options = dict(source_uri=spec.display_uri, owner_subject=scope, session_id=session,
+                       progress=lambda items: out.progress(items, label="exporting events"))
+        if to_stdout:  # staged, so a failure half-way sends nothing
+            with tempfile.TemporaryFile() as staged:
+                result = write_user_archive(adapter_obj, staged, _user(user), **options)
+                staged.seek(0)
+                shutil.copyfileobj(staged, sys.stdout.buffer, 1 << 20)
+                sys.stdout.buffer.flush()
+        else:
+            with atomic_output(out_path) as stream:
+                result = write_user_archive(adapter_obj, stream, _user(user), **options)
+    where = "stdout" if to_stdout else out_path
+    counter = "" if result.counter is None else f", counter {result.counter}"
+    out.success(f"exported {result.events} event(s) of user {user!r}{counter} to {where}; "
+                f"digest {result.digest[:16]}…")
