@@ -1,0 +1,28 @@
+"""The audit any adapter that enumerates sessions gets (the memory backend, third-party
+plugins): every row read strictly, one finding per row that fails."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+from backends.doctor.model import Finding, Severity
+
+
+def audit(adapter: Any, *, batch: int = 500,
+          progress: Callable[[int], None] | None = None, **_: Any) -> Iterator[Finding]:
+    from backends.errors import CorruptState
+
+    store = adapter.state_store()
+    for seen, summary in enumerate(adapter.iter_sessions(batch_size=batch), 1):
+        if progress is not None and seen % batch == 0:
+            progress(seen)
+        try:
+            store.load_full(summary.session_id)
+        except CorruptState as exc:
+            yield Finding(
+                "state.unreadable", Severity.error, f"session {summary.session_id}",
+                f"session {summary.session_id!r} fails a strict read: field "
+                f"{exc.field!r} {exc.problem}",
+                "the engine refuses to load it; a best-effort read would save over the "
+                "real state",
+                "restore the session from an archive (sessions import) or delete it")
