@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Iterator
 
+from backends.doctor.indexes import index_findings
 from backends.doctor.model import Finding, Section, Severity
 
 #: the engine's own tables in the same database (ENGINE-WIRE section 5): known, not ours
@@ -172,27 +173,6 @@ def _engine_index() -> str:
     from backends.pgvector.schema import EVENTS_USER_INDEX
 
     return EVENTS_USER_INDEX
-
-
-def index_findings(adapter: Any, *, engine: set[str]) -> Iterator[Finding]:
-    """``indexes validate`` as findings: the engine's indexes under its requirements
-    (error when missing), semvecctl's own under recommendations (warning)."""
-    reports = adapter.validate_indexes()
-    for report in reports:
-        if report.ok:
-            continue
-        required = report.name in engine
-        diffs = "; ".join(f"{d.field}: want {d.expected!r}, have {d.actual!r}"
-                          for d in report.differences)
-        yield Finding(
-            f"index.{report.status}", Severity.error if required else Severity.warning,
-            f"index {report.name} on {report.target}",
-            f"index {report.status}" + (f" ({diffs})" if diffs else "")
-            + (f": {report.detail}" if report.detail else ""),
-            "the engine relies on it" if required else
-            "semvecctl's retrieval and listings are slow or unavailable without it",
-            "semvecctl indexes ensure --yes (add --recreate for drift)",
-            Section.engine if required else Section.advice)
 
 
 def audit(adapter: Any, **options: Any) -> Iterator[Finding]:
