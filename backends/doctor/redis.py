@@ -28,24 +28,7 @@ from backends.redis.state_store import damage_of
 _BATCH = 500
 _CHUNK = 1000
 _DECIMAL = re.compile(rb"[1-9][0-9]*")
-
-_STATE_LUA = """
-local out = {}
-for _, k in ipairs(KEYS) do
-  local t = redis.call('TYPE', k)['ok']
-  out[#out + 1] = t
-  if t == 'hash' then
-    local v = redis.call('HMGET', k, 'version', 'owner', 'pending')
-    out[#out + 1] = v[1]; out[#out + 1] = v[2]; out[#out + 1] = v[3]
-    out[#out + 1] = redis.call('HEXISTS', k, 'blob')
-  else
-    out[#out + 1] = false; out[#out + 1] = false; out[#out + 1] = false; out[#out + 1] = 0
-  end
-  out[#out + 1] = redis.call('PTTL', k)
-end
-return out
-"""
-_STATE_WIDTH = 6
+_COUNT = re.compile(rb"[0-9]+")
 
 _EVENT_LUA = """
 local function shape(raw, want)
@@ -125,6 +108,92 @@ if now < tonumber(ARGV[2]) then redis.call('SET', KEYS[3], ARGV[2]) end
 return 1
 """
 
+# -- screens: one call per batch answers "which of these keys need a closer look?" -----
+# Each screen is at least as strict as the Python checks it stands in front of (a key
+# it passes would give no finding), so a sound batch costs one short reply; the keys it
+# returns are read again in detail and judged in Python.
+
+#: KEYS state keys; ARGV[1] '1' when an idle TTL is configured -> 1-based positions
+_STATE_SCREEN = """
+local out = {}
+for i, k in ipairs(KEYS) do
+  local v = redis.pcall('HMGET', k, 'version', 'owner', 'pending')
+  local ok = type(v) == 'table' and v['err'] == nil
+  if ok then
+    ok = v[1] and string.match(v[1], '^[1-9]%d*$') ~= nil
+      and not (v[2] and string.find(v[2], '[\\128-\\255]'))
+      and not (v[3] and string.find(v[3], '[\\128-\\255]'))
+      and redis.call('HEXISTS', k, 'blob') == 1
+      and not (ARGV[1] == '1' and redis.call('PTTL', k) == -1)
+  end
+  if not ok then out[#out + 1] = i end
+end
+return out
+"""
+
+#: KEYS event keys; ARGV event prefix, sequence-index prefix, time-index prefix
+_EVENT_SCREEN = """
+local H = '%x%x%x%x'
+local UUID = '^' .. H .. H .. '%-' .. H .. '%-' .. H .. '%-' .. H .. '%-' .. H .. H .. H .. '$'
+local TIME = '^%d%d%d%d%-[01]%d%-[0-3]%dT[0-2]%d:[0-5]%d:[0-5]%d[%.%d]*[%+%-]%d%d:%d%d$'
+local function shaped(raw)
+  local ok, v = pcall(cjson.decode, raw)
+  return ok and type(v) == 'table'
+end
+local out = {}
+for i, k in ipairs(KEYS) do
+  local v = redis.pcall('HMGET', k, 'event_id', 'user_id', 'created_at', 'sequence',
+                        'source_event_id', 'embedding', 'meta')
+  local ok = type(v) == 'table' and v['err'] == nil
+  if ok then
+    local id = string.sub(k, string.len(ARGV[1]) + 1)
+    ok = v[1] == id and string.match(id, UUID) ~= nil and v[2] ~= false and v[2] ~= ''
+      and v[3] and string.match(v[3], TIME) ~= nil
+      and v[4] and string.match(v[4], '^[1-9]%d*$') ~= nil
+      and (not v[5] or v[5] == '' or string.match(v[5], UUID) ~= nil)
+      and v[6] and string.find(v[6], '^%s*%[') ~= nil and string.find(v[6], '%]%s*$') ~= nil
+      and (not v[7] or shaped(v[7]))
+    if ok then
+      local s = redis.pcall('ZSCORE', ARGV[2] .. v[2], id)
+      local t = redis.pcall('ZSCORE', ARGV[3] .. v[2], id)
+      ok = type(s) == 'string' and tonumber(s) == tonumber(v[4]) and type(t) == 'string'
+    end
+  end
+  if not ok then out[#out + 1] = i end
+end
+return out
+"""
+
+#: KEYS index keys; ARGV event prefix, counter prefix ('' for time indexes), prefix
+#: length, member limit (larger indexes are walked in chunks from Python)
+_INDEX_SCREEN = """
+local limit = tonumber(ARGV[4])
+local out = {}
+for i, k in ipairs(KEYS) do
+  local n = redis.pcall('ZCARD', k)
+  local ok = type(n) == 'number' and n <= limit
+  if ok and n > 0 then
+    local rows = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
+    local prev = nil
+    for j = 1, #rows, 2 do
+      local s = tonumber(rows[j + 1])
+      if redis.call('EXISTS', ARGV[1] .. rows[j]) == 0 then ok = false break end
+      if ARGV[2] ~= '' then
+        if s ~= math.floor(s) or s < 1 or (prev and s ~= prev + 1) then ok = false break end
+      end
+      prev = s
+    end
+    if ok and ARGV[2] ~= '' then
+      local c = redis.pcall('GET', ARGV[2] .. string.sub(k, tonumber(ARGV[3]) + 1))
+      ok = type(c) == 'string' and string.match(c, '^%d+$') ~= nil and tonumber(c) >= prev
+    end
+  end
+  if not ok then out[#out + 1] = i end
+end
+return out
+"""
+_SCREEN_LIMIT = 10_000
+
 _FAMILIES = (keys.STATE_PREFIX, keys.EVENT_PREFIX, keys.USER_SEQ_INDEX_PREFIX,
              keys.USER_TIME_INDEX_PREFIX, keys.USER_COUNTER_PREFIX)
 
@@ -161,12 +230,14 @@ class RedisAudit:
         self.scanned = 0
         if not self.cluster:
             reg = self.client.register_script
-            self._state = reg(_STATE_LUA)
             self._events = reg(_EVENT_LUA)
             self._index = reg(_INDEX_LUA)
             self._drop = reg(_DROP_LUA)
             self._raise = reg(_RAISE_LUA)
             self._reindex = reg(_REINDEX_LUA)
+            self._state_screen = reg(_STATE_SCREEN)
+            self._event_screen = reg(_EVENT_SCREEN)
+            self._index_screen = reg(_INDEX_SCREEN)
 
     # -- the walk ------------------------------------------------------------------
 
@@ -205,7 +276,27 @@ class RedisAudit:
             if bucket:
                 yield from self._family(node, family, bucket)
 
+    def _screen(self, family: str, raw_keys: list[bytes]) -> list[bytes]:
+        """The keys of a batch that need a closer look (all of them on a cluster)."""
+        if self.cluster:
+            return raw_keys
+        if family == keys.STATE_PREFIX:
+            hits = self._state_screen(keys=raw_keys, args=["1" if self.ttl > 0 else "0"])
+        elif family == keys.EVENT_PREFIX:
+            hits = self._event_screen(keys=raw_keys, args=[
+                keys.EVENT_PREFIX, keys.USER_SEQ_INDEX_PREFIX, keys.USER_TIME_INDEX_PREFIX])
+        elif family in (keys.USER_SEQ_INDEX_PREFIX, keys.USER_TIME_INDEX_PREFIX):
+            counter = keys.USER_COUNTER_PREFIX if family == keys.USER_SEQ_INDEX_PREFIX else ""
+            hits = self._index_screen(keys=raw_keys, args=[
+                keys.EVENT_PREFIX, counter, len(family.encode()), _SCREEN_LIMIT])
+        else:
+            return []
+        return [raw_keys[int(i) - 1] for i in hits]
+
     def _family(self, node: Any, family: str, raw_keys: list[bytes]) -> Iterator[Finding]:
+        raw_keys = self._screen(family, raw_keys)
+        if not raw_keys:
+            return
         if family == keys.STATE_PREFIX:
             yield from self._states(node, raw_keys)
         elif self.cluster:
@@ -223,10 +314,6 @@ class RedisAudit:
     # -- state ---------------------------------------------------------------------
 
     def _state_rows(self, node: Any, raw_keys: list[bytes]) -> list[list[Any]]:
-        if not self.cluster:
-            flat = self._state(keys=raw_keys, client=node)
-            w = _STATE_WIDTH
-            return [flat[i:i + w] for i in range(0, len(flat), w)]
         pipe = node.pipeline(transaction=False)
         for raw in raw_keys:
             pipe.type(raw)
@@ -442,9 +529,7 @@ class RedisAudit:
             raw = self.client.get(counter_key)
         except Exception:  # noqa: BLE001 - a counter of the wrong type
             raw = b"?"
-        value = int(raw) if raw is None or _DECIMAL.fullmatch(raw or b"") else None
-        if raw is None:
-            value = 0
+        value = 0 if raw is None else int(raw) if _COUNT.fullmatch(raw) else None
         if value is None:
             yield Finding("counter.unreadable", Severity.error, f"key {counter_key}",
                           f"the counter is not a decimal ({_text(raw)[:20]!r})",
