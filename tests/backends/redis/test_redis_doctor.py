@@ -214,3 +214,30 @@ def test_streams_jsonl_and_table(url):
 def test_apply_without_fix_is_a_usage_error(url):
     result = runner.invoke(app, ["doctor", "--uri", url, "--apply"])
     assert result.exit_code == 2
+
+
+def test_large_indexes_are_walked_in_chunks(url, monkeypatch):
+    """An index over the screen's limit is walked from Python in rank-ordered chunks:
+    a duplicate and a gap that straddle chunk boundaries are still found."""
+    import backends.doctor.redis as audit_module
+
+    monkeypatch.setattr(audit_module, "_SCREEN_LIMIT", 2)
+    monkeypatch.setattr(audit_module, "_CHUNK", 2)
+    with RedisBackendAdapter(url) as adapter:
+        r = adapter.client
+        big = events_for(adapter, "big", 7)
+        events_for(adapter, "sound", 5)
+        # sequence 2 duplicated at the chunk edge (ranks 1|2), sequence 5 missing
+        r.hset(f"semvec:events:e:{big[2].event_id}", "sequence", "2")
+        r.zadd("semvec:events:u:big", {big[2].event_id: 2})
+        r.delete(f"semvec:events:e:{big[4].event_id}")
+        r.zrem("semvec:events:u:big", big[4].event_id)
+        r.zrem("semvec:events:t:big", big[4].event_id)
+    code, findings = doctor(url)
+    assert found(findings) == {
+        ("events.duplicate-sequence", "key semvec:events:u:big sequence 2"),
+        ("events.sequence-gap", "key semvec:events:u:big"),
+    }
+    gap = next(f for f in findings if f["check"] == "events.sequence-gap")
+    assert "missing 2 sequence number(s): 3, 5" in gap["what"]
+    assert code == 1
