@@ -21,17 +21,15 @@ import argparse
 import json
 import sys
 import time
-import tracemalloc
 import uuid
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import redis  # noqa: E402
 
-from bench_redis import fill, timed_pair  # noqa: E402
+from bench_redis import fill, peak_kib, timed_pair  # noqa: E402
 from backends.doctor.redis import RedisAudit  # noqa: E402
 from backends.redis import RedisBackendAdapter  # noqa: E402
 from tests.support.dedicated_redis import throwaway_redis  # noqa: E402
@@ -72,15 +70,6 @@ def doctor(adapter: RedisBackendAdapter, batch: int) -> int:
     findings = list(audit.run())
     assert not findings, findings[:3]
     return audit.scanned
-
-
-def peak_kib(fn: Callable[[], int]) -> float:
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    fn()
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return peak / 1024
 
 
 def main() -> None:

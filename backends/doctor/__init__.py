@@ -35,7 +35,7 @@ def audit(adapter: Any, **options: Any) -> Iterator[Finding]:
                 raise
             found = None
         if found is not None:
-            return found.audit(adapter, **options)  # type: ignore[no-any-return]
+            return found.audit(adapter, **options)
     if Capability.SESSIONS in capabilities_of(adapter):
         from backends.doctor import generic
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-from backends.doctor.model import Finding, Severity
+from backends.doctor.model import Finding, unreadable_state
 
 
 def audit(adapter: Any, *, batch: int = 500,
@@ -19,10 +19,5 @@ def audit(adapter: Any, *, batch: int = 500,
         try:
             store.load_full(summary.session_id)
         except CorruptState as exc:
-            yield Finding(
-                "state.unreadable", Severity.error, f"session {summary.session_id}",
-                f"session {summary.session_id!r} fails a strict read: field "
-                f"{exc.field!r} {exc.problem}",
-                "the engine refuses to load it; a best-effort read would save over the "
-                "real state",
-                "restore the session from an archive (sessions import) or delete it")
+            yield unreadable_state(f"session {summary.session_id}", summary.session_id,
+                                   f"field {exc.field!r} {exc.problem}")

@@ -100,3 +100,69 @@ def chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
             batch = []
     if batch:
         yield batch
+
+
+class SequenceWalk:
+    """One user's sequence numbers, fed in ascending order: reports each duplicate as it
+    is seen and the gaps (counted, the first five named) at the end, and keeps the
+    highest number for the counter check. Holds a few integers, however long the log."""
+
+    def __init__(self, user: str, place: str, why_duplicate: str) -> None:
+        self.user, self.place, self.why_duplicate = user, place, why_duplicate
+        self.previous: int | None = None
+        self.top = 0
+        self.gaps: list[str] = []
+        self.missing = 0
+
+    def feed(self, seq: int, member: Any) -> Finding | None:
+        previous, self.previous, self.top = self.previous, seq, max(self.top, seq)
+        if previous is not None and seq == previous:
+            return Finding(
+                "events.duplicate-sequence", Severity.error, f"{self.place} sequence {seq}",
+                f"two events of user {self.user!r} share sequence {seq} (one is {member})",
+                self.why_duplicate,
+                "renumber by hand after deciding the true order (not automatic: it "
+                "rewrites events)")
+        if previous is not None and seq > previous + 1:
+            self.missing += seq - previous - 1
+            if len(self.gaps) < 5:
+                lo, hi = previous + 1, seq - 1
+                self.gaps.append(str(lo) if lo == hi else f"{lo}-{hi}")
+        return None
+
+    def gap_finding(self) -> Finding | None:
+        if not self.missing:
+            return None
+        more = " …" if self.missing > len(self.gaps) else ""
+        return Finding(
+            "events.sequence-gap", Severity.warning, self.place,
+            f"user {self.user!r} is missing {self.missing} sequence number(s): "
+            f"{', '.join(self.gaps)}{more}",
+            "unless those events were deleted on purpose, events were lost",
+            "compare with the last export or the audit trail")
+
+
+def unreadable_state(where: str, session_id: Any, damage: str) -> Finding:
+    """A session row that fails the store's strict read (``damage``: what and why)."""
+    return Finding(
+        "state.unreadable", Severity.error, where,
+        f"session {session_id!r} fails a strict read: {damage}",
+        "the engine refuses to load it (CorruptState); a best-effort read would save over "
+        "the real state",
+        "restore the session from an archive (sessions import) or delete it")
+
+
+def unreadable_event(where: str, problems: str) -> Finding:
+    return Finding(
+        "event.unreadable", Severity.error, where,
+        f"event the engine cannot read: {problems}",
+        "the engine parses every event of a user when it lists them: one unreadable "
+        "event makes that user's whole log unreadable",
+        "fix the field from a backup, or export and erase the event")
+
+
+def unknown_name(check: str, where: str, what: str) -> Finding:
+    """Something in the engine's namespace that is none of its layout: reported only."""
+    return Finding(check, Severity.info, where, what,
+                   "another writer shares the prefix; semvecctl leaves it alone",
+                   "find its writer; doctor never touches it")

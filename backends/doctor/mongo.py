@@ -14,10 +14,11 @@ from datetime import datetime
 from typing import Any, Callable, Iterator
 
 from backends.doctor.indexes import engine_index_names, index_findings
-from backends.doctor.model import Finding, Section, Severity
+from backends.doctor.model import (Finding, Section, SequenceWalk, Severity, unknown_name,
+                                   unreadable_event, unreadable_state)
 
-_WHY_UNREADABLE = ("the engine parses every event of a user when it lists them: one "
-                   "unreadable event makes that user's whole log unreadable")
+_WHY_DUPLICATE = ("order and deletion by sequence are ambiguous; the unique index "
+                  "ix_evt_user_seq cannot be built")
 
 
 def _is_uuid(value: Any) -> bool:
@@ -61,11 +62,9 @@ class MongoAudit:
                  n.ITEMS_COLLECTION}
         for name in sorted(present - known):
             if name.startswith(("semvec_", "compliance_")):
-                yield Finding("namespace.unknown-collection", Severity.info,
-                              f"collection {self.db.name}.{name}",
-                              "a collection in the engine's namespace that semvecctl does not know",
-                              "another writer shares the prefix; semvecctl leaves it alone",
-                              "find its writer; doctor never touches it")
+                yield unknown_name(
+                    "namespace.unknown-collection", f"collection {self.db.name}.{name}",
+                    "a collection in the engine's namespace that semvecctl does not know")
 
     # -- state -------------------------------------------------------------------------
 
@@ -82,13 +81,7 @@ class MongoAudit:
             try:
                 strict_state(str(session_id), doc)
             except CorruptState as exc:
-                yield Finding(
-                    "state.unreadable", Severity.error, where,
-                    f"session {session_id!r} fails a strict read: field {exc.field!r} "
-                    f"{exc.problem}",
-                    "the engine refuses to load it; a best-effort read would save over the "
-                    "real state",
-                    "restore the session from an archive (sessions import) or delete it")
+                yield unreadable_state(where, session_id, f"field {exc.field!r} {exc.problem}")
             if ttl and not isinstance(doc.get("updated_at"), datetime):
                 yield Finding(
                     "state.no-ttl", Severity.warning, where,
@@ -104,36 +97,23 @@ class MongoAudit:
         coll = self.db[self.names.EVENTS_COLLECTION]
         cursor = coll.find({}, {"content": 0}, batch_size=self.batch).sort(
             [("user_id", 1), ("sequence", 1)])
-        user: Any = None
-        top, previous, gaps, gap_total = 0, None, [], 0
+        walk: SequenceWalk | None = None
         for doc in cursor:
             self._tick()
-            if doc.get("user_id") != user:
-                if user is not None:
-                    yield from self._user_done(user, top, gaps, gap_total)
-                user, top, previous, gaps, gap_total = doc.get("user_id"), 0, None, [], 0
+            if walk is None or doc.get("user_id") != walk.user:
+                if walk is not None:
+                    yield from self._user_done(walk)
+                walk = SequenceWalk(doc.get("user_id"), f"collection {coll.name} user "
+                                    f"{doc.get('user_id')!r}", _WHY_DUPLICATE)
             yield from self._event(coll.name, doc)
             seq = doc.get("sequence")
             if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
                 continue
-            if previous is not None and seq == previous:
-                yield Finding("events.duplicate-sequence", Severity.error,
-                              f"collection {coll.name} user {user!r} sequence {seq}",
-                              f"two events of user {user!r} share sequence {seq} "
-                              f"(one is {doc.get('_id')})",
-                              "order and deletion by sequence are ambiguous; the unique "
-                              "index ix_evt_user_seq cannot be built",
-                              "renumber by hand after deciding the true order (not automatic: "
-                              "it rewrites events)")
-            elif previous is not None and seq > previous + 1:
-                gap_total += seq - previous - 1
-                if len(gaps) < 5:
-                    lo, hi = previous + 1, seq - 1
-                    gaps.append(str(lo) if lo == hi else f"{lo}-{hi}")
-            previous = seq
-            top = max(top, seq)
-        if user is not None:
-            yield from self._user_done(user, top, gaps, gap_total)
+            duplicate = walk.feed(seq, doc.get("_id"))
+            if duplicate is not None:
+                yield duplicate
+        if walk is not None:
+            yield from self._user_done(walk)
 
     def _event(self, coll: str, doc: dict[str, Any]) -> Iterator[Finding]:
         problems = []
@@ -157,21 +137,14 @@ class MongoAudit:
         if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
             problems.append(f"sequence {seq!r} is not a positive integer")
         if problems:
-            yield Finding("event.unreadable", Severity.error,
-                          f"document {coll} {doc_id!r} (user {doc.get('user_id')!r})",
-                          f"event the engine cannot read: {'; '.join(problems)}",
-                          _WHY_UNREADABLE,
-                          "fix the field from a backup, or export and erase the event")
+            yield unreadable_event(f"document {coll} {doc_id!r} (user {doc.get('user_id')!r})",
+                                   "; ".join(problems))
 
-    def _user_done(self, user: Any, top: int, gaps: list[str], gap_total: int) -> Iterator[Finding]:
-        coll = self.names.EVENTS_COLLECTION
-        if gap_total:
-            yield Finding("events.sequence-gap", Severity.warning,
-                          f"collection {coll} user {user!r}",
-                          f"user {user!r} is missing {gap_total} sequence number(s): "
-                          f"{', '.join(gaps)}{' …' if gap_total > len(gaps) else ''}",
-                          "unless those events were deleted on purpose, events were lost",
-                          "compare with the last export or the audit trail")
+    def _user_done(self, walk: SequenceWalk) -> Iterator[Finding]:
+        gap = walk.gap_finding()
+        if gap is not None:
+            yield gap
+        user, top = walk.user, walk.top
         if not top or not isinstance(user, str):
             return
         store = self.adapter.event_store()

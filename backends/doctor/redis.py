@@ -21,7 +21,8 @@ import uuid
 from datetime import datetime
 from typing import Any, Callable, Iterator
 
-from backends.doctor.model import Finding, Section, Severity
+from backends.doctor.model import (Finding, Section, SequenceWalk, Severity, unknown_name,
+                                   unreadable_event, unreadable_state)
 from backends.redis import keys
 from backends.redis.state_store import damage_of
 
@@ -197,8 +198,6 @@ _SCREEN_LIMIT = 10_000
 _FAMILIES = (keys.STATE_PREFIX, keys.EVENT_PREFIX, keys.USER_SEQ_INDEX_PREFIX,
              keys.USER_TIME_INDEX_PREFIX, keys.USER_COUNTER_PREFIX)
 
-_WHY_UNREADABLE = ("the engine parses every event of a user when it lists them: one "
-                   "unreadable event makes that user's whole log unreadable")
 
 
 def _text(raw: Any) -> str:
@@ -346,12 +345,7 @@ class RedisAudit:
         damage = damage_of(session_id, b"" if has_blob else None,
                            version or None, owner or None, pending or None)
         if damage:
-            yield Finding(
-                "state.unreadable", Severity.error, f"key {key}",
-                f"session {session_id!r} fails a strict read: {damage}",
-                "the engine refuses to load it (CorruptState); a best-effort read would "
-                "save over the real state",
-                "restore the session from an archive (sessions import) or delete it")
+            yield unreadable_state(f"key {key}", session_id, damage)
         if self.ttl > 0 and isinstance(ttl, int) and ttl == -1:
             yield Finding(
                 "state.no-ttl", Severity.warning, f"key {key}",
@@ -408,10 +402,7 @@ class RedisAudit:
         if not seq_ok:
             problems.append(f"sequence {_text(seq)[:20]!r} is not a positive decimal")
         if problems:
-            yield Finding("event.unreadable", Severity.error, f"key {key}",
-                          f"event the engine cannot read: {'; '.join(problems)}",
-                          _WHY_UNREADABLE,
-                          "fix the field from a backup, or export and erase the event")
+            yield unreadable_event(f"key {key}", "; ".join(problems))
         if not user_text:
             return
         sequence = int(seq_raw) if seq_ok else None
@@ -483,10 +474,9 @@ class RedisAudit:
             yield wrong
             return
         user = index_key[len(keys.USER_SEQ_INDEX_PREFIX):]
-        top = 0
-        previous: float | None = None
-        gaps: list[str] = []
-        gap_total = 0
+        walk = SequenceWalk(user, f"key {index_key}",
+                            "order and deletion by sequence are ambiguous; an export "
+                            "cannot be re-imported")
         for member, score, exists in self._members(index_key):
             if not exists:
                 yield self._dangling(index_key, member, "sequence index")
@@ -498,28 +488,13 @@ class RedisAudit:
                               "the engine's sequence numbers are 1-based integers",
                               "re-score it from the event's sequence field by hand")
                 continue
-            if previous is not None and score == previous:
-                yield Finding("events.duplicate-sequence", Severity.error,
-                              f"key {index_key} sequence {int(score)}",
-                              f"two events of user {user!r} share sequence {int(score)} "
-                              f"(one is {member})",
-                              "order and deletion by sequence are ambiguous; an export "
-                              "cannot be re-imported",
-                              "renumber by hand after deciding the true order (not automatic: "
-                              "it rewrites events)")
-            elif previous is not None and score > previous + 1:
-                gap_total += int(score - previous - 1)
-                if len(gaps) < 5:
-                    lo, hi = int(previous) + 1, int(score) - 1
-                    gaps.append(str(lo) if lo == hi else f"{lo}-{hi}")
-            previous = score
-            top = max(top, int(score))
-        if gap_total:
-            yield Finding("events.sequence-gap", Severity.warning, f"key {index_key}",
-                          f"user {user!r} is missing {gap_total} sequence number(s): "
-                          f"{', '.join(gaps)}{' …' if gap_total > len(gaps) else ''}",
-                          "unless those events were deleted on purpose, events were lost",
-                          "compare with the last export or the audit trail")
+            duplicate = walk.feed(int(score), member)
+            if duplicate is not None:
+                yield duplicate
+        gap = walk.gap_finding()
+        if gap is not None:
+            yield gap
+        top = walk.top
         if top:
             yield from self._counter(user, top)
 
@@ -559,10 +534,8 @@ class RedisAudit:
     # -- the namespace and the deployment -------------------------------------------
 
     def _unknown(self, key: str) -> Finding:
-        return Finding("namespace.unknown-key", Severity.info, f"key {key}",
-                       "a key in the engine's namespace that is none of its families",
-                       "another writer shares the prefix; semvecctl leaves it alone",
-                       "find its writer; doctor never touches it")
+        return unknown_name("namespace.unknown-key", f"key {key}",
+                            "a key in the engine's namespace that is none of its families")
 
     def deployment(self) -> Iterator[Finding]:
         from backends.redis.health import details

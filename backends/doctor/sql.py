@@ -13,15 +13,13 @@ import os
 from typing import Any, Callable, Iterator
 
 from backends.doctor.indexes import index_findings
-from backends.doctor.model import Finding, Section, Severity
+from backends.doctor.model import Finding, Section, Severity, unknown_name, unreadable_event, unreadable_state
 
 #: the engine's own tables in the same database (ENGINE-WIRE section 5): known, not ours
 ENGINE_TABLES = frozenset({"semvec_sessions", "semvec_clusters"})
 _UUID = "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
 _TTL_ENV = "SEMVEC_SQL_SESSION_TTL_S"
 
-_WHY_UNREADABLE = ("the engine parses every event of a user when it lists them: one "
-                   "unreadable event makes that user's whole log unreadable")
 
 
 def _json_shape(column: str, opener: str) -> str:
@@ -77,12 +75,10 @@ class SqlAudit:
             if table in self.known or table in ENGINE_TABLES:
                 continue
             if table.startswith("semvec_") or table in LEGACY_TABLES:
-                yield Finding(
-                    "namespace.unknown-table", Severity.info, f"table {self.schema}.{table}",
+                yield unknown_name(
+                    "namespace.unknown-table", f"table {self.schema}.{table}",
                     "a table in the engine's namespace that semvecctl does not know"
-                    + (" (an older semvecctl pgvector layout)" if table in LEGACY_TABLES else ""),
-                    "another writer shares the prefix; semvecctl leaves it alone",
-                    "find its writer; doctor never touches it")
+                    + (" (an older semvecctl pgvector layout)" if table in LEGACY_TABLES else ""))
 
     def _tick(self) -> None:
         self.seen += 1
@@ -96,13 +92,8 @@ class SqlAudit:
 
         for session_id, has_blob, version in self._rows(sql):
             self._tick()
-            yield Finding(
-                "state.unreadable", Severity.error, f"row {self.tables.state} {session_id!r}",
-                f"session {session_id!r} fails a strict read: "
-                f"{damage_of(session_id, has_blob, version)}",
-                "the engine refuses to load it; a best-effort read would save over the "
-                "real state",
-                "restore the session from an archive (sessions import) or delete it")
+            yield unreadable_state(f"row {self.tables.state} {session_id!r}", session_id,
+                                   damage_of(session_id, has_blob, version))
 
     def ttl_coverage(self) -> Iterator[Finding]:
         try:
@@ -140,10 +131,7 @@ class SqlAudit:
         sql = (f"SELECT event_id, user_id, concat_ws('; ', {cases}) FROM {t} WHERE {where}")
         for event_id, user_id, problems in self._rows(sql, params):  # type: ignore[arg-type]
             self._tick()
-            yield Finding(
-                "event.unreadable", Severity.error, f"row {t} {event_id!r} (user {user_id!r})",
-                f"event the engine cannot read: {problems}", _WHY_UNREADABLE,
-                "fix the field from a backup, or export and erase the event")
+            yield unreadable_event(f"row {t} {event_id!r} (user {user_id!r})", problems)
 
     def orphan_items(self) -> Iterator[Finding]:
         sql = (f"SELECT i.session_id, count(*) FROM {self.tables.items} i"
