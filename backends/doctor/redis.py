@@ -550,7 +550,7 @@ class RedisAudit:
                           "turns with events fail on a cluster; this audit skips the event log",
                           "keep the compliance log on a standalone or replicated server",
                           Section.engine)
-        elif not facts.get("durable", False):
+        if not facts.get("durable", False):
             yield Finding("deploy.durability", Severity.error, "server",
                           f"the server is not durable: {facts.get('reason', 'unknown')}",
                           "the engine refuses to start on it (unless "
