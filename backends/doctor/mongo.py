@@ -49,6 +49,13 @@ class MongoAudit:
             self.progress(self.seen)
 
     def run(self) -> Iterator[Finding]:
+        """Every finding; driver errors leave as categorised backend errors."""
+        from backends.mongo.errors import driver_errors
+
+        with driver_errors("doctor", inside_transaction=False):
+            yield from self._run()
+
+    def _run(self) -> Iterator[Finding]:
         n = self.names
         present = set(self.db.list_collection_names())
         yield from self.deployment(present)

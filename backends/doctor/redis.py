@@ -241,9 +241,14 @@ class RedisAudit:
     # -- the walk ------------------------------------------------------------------
 
     def run(self) -> Iterator[Finding]:
+        """Every finding; driver errors leave as categorised backend errors (exit 4
+        when unreachable), the URI redacted."""
+        from backends.redis.failures import redis_errors
+
         yield from self.deployment()
-        for node in self._nodes():
-            yield from self._walk(node)
+        with redis_errors(self.adapter.settings.redacted_url):
+            for node in self._nodes():
+                yield from self._walk(node)
 
     def _nodes(self) -> list[Any]:
         if not self.cluster:

@@ -84,3 +84,12 @@ def test_an_adapter_that_cannot_list_sessions_is_refused():
     result = runner.invoke(app, ["doctor", "--adapter", f"{__name__}:bare"])
     assert result.exit_code == 3
     assert "doctor is not supported by backend 'bare'" in result.stderr
+
+
+def test_an_unreachable_server_is_exit_4_and_redacted():
+    from tests.support.fixtures.redis_server import closed_port
+
+    result = runner.invoke(app, ["doctor", "--uri",
+                                 f"redis://:hunter2@127.0.0.1:{closed_port()}/0"])
+    assert result.exit_code == 4
+    assert "hunter2" not in result.output and "unreachable" in result.stderr
