@@ -1,13 +1,15 @@
-"""The Redis audit: one SCAN over ``semvec:*``, each family checked in batches.
+"""The Redis audit: a server-side screen over ``SCAN semvec:*``, a closer look at what
+it returns.
 
-Memory stays flat: keys are handled a batch at a time as SCAN returns them, a user's
-sequence index is read in rank-ordered chunks (so duplicates and gaps are adjacent
-scores), and nothing is remembered across batches. Each batch is one Lua call on a
-standalone server (the checks run next to the data; the replies are a few short fields
-per key, never a blob or an embedding). On a Redis Cluster each primary is scanned on
-its own and state rows are read with per-key pipelines (a script may not touch keys of
-several slots); the event family is not checked there, because the adapter keeps no
-event log on a cluster.
+One script call per page scans the keys and checks each in place (state rows, every
+event's fields and index membership, every index entry's event, duplicate and missing
+sequences, counters), returning only the keys that need a closer look; those are read
+again and judged in Python, with the stores' own strict rules. A sound page costs one
+short reply, and memory stays flat: nothing is remembered across pages, and an index too
+large for the screen is walked in rank-ordered chunks (duplicates and gaps are adjacent
+scores). On a Redis Cluster each primary is scanned on its own and state rows are read
+with per-key pipelines (a script may not touch keys of several slots); the event family
+is not checked there, because the adapter keeps no event log on a cluster.
 
 Repairs are Lua scripts that re-check their precondition atomically: an index entry is
 removed only while its event is still missing, a counter is only ever raised, an event
@@ -109,94 +111,97 @@ if now < tonumber(ARGV[2]) then redis.call('SET', KEYS[3], ARGV[2]) end
 return 1
 """
 
-# -- screens: one call per batch answers "which of these keys need a closer look?" -----
-# Each screen is at least as strict as the Python checks it stands in front of (a key
-# it passes would give no finding), so a sound batch costs one short reply; the keys it
-# returns are read again in detail and judged in Python.
+# -- the screen: one script call scans a page of keys and answers "which of these need
+# a closer look?". Each check is at least as strict as the Python one it stands in front
+# of (a key it passes would give no finding), so a sound page costs one short reply and
+# no key crosses the wire twice; the keys it returns are read again and judged in Python.
+# The embedding is screened as a bracketed array (a full JSON parse of every embedding
+# would cost more than the scan); the detailed read parses it whole.
 
-#: KEYS state keys; ARGV[1] '1' when an idle TTL is configured -> 1-based positions
-_STATE_SCREEN = """
-local out = {}
-for i, k in ipairs(KEYS) do
-  local v = redis.pcall('HMGET', k, 'version', 'owner', 'pending')
-  local ok = type(v) == 'table' and v['err'] == nil
-  if ok then
-    ok = v[1] and string.match(v[1], '^[1-9]%d*$') ~= nil
-      and not (v[2] and string.find(v[2], '[\\128-\\255]'))
-      and not (v[3] and string.find(v[3], '[\\128-\\255]'))
-      and redis.call('HEXISTS', k, 'blob') == 1
-      and not (ARGV[1] == '1' and redis.call('PTTL', k) == -1)
-  end
-  if not ok then out[#out + 1] = i end
-end
-return out
-"""
-
-#: KEYS event keys; ARGV event prefix, sequence-index prefix, time-index prefix
-_EVENT_SCREEN = """
+#: ARGV cursor, count, '1' when an idle TTL is configured, index member limit, then the
+#: state, event, sequence-index, time-index and counter prefixes -> cursor, keys seen,
+#: then (family letter, key) for each key to look at ('x' = none of the families)
+_SCAN_SCREEN = """
+local SP, EP, UP, TP, CP = ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local limit = tonumber(ARGV[4])
 local H = '%x%x%x%x'
 local UUID = '^' .. H .. H .. '%-' .. H .. '%-' .. H .. '%-' .. H .. '%-' .. H .. H .. H .. '$'
 local TIME = '^%d%d%d%d%-[01]%d%-[0-3]%dT[0-2]%d:[0-5]%d:[0-5]%d[%.%d]*[%+%-]%d%d:%d%d$'
+
+local function starts(k, p) return string.sub(k, 1, string.len(p)) == p end
+
 local function shaped(raw)
   local ok, v = pcall(cjson.decode, raw)
   return ok and type(v) == 'table'
 end
-local out = {}
-for i, k in ipairs(KEYS) do
+
+local function state_ok(k)
+  local v = redis.pcall('HMGET', k, 'version', 'owner', 'pending')
+  if type(v) ~= 'table' or v['err'] then return false end
+  return v[1] and string.match(v[1], '^[1-9]%d*$') ~= nil
+    and not (v[2] and string.find(v[2], '[\\128-\\255]'))
+    and not (v[3] and string.find(v[3], '[\\128-\\255]'))
+    and redis.call('HEXISTS', k, 'blob') == 1
+    and not (ARGV[3] == '1' and redis.call('PTTL', k) == -1)
+end
+
+local function event_ok(k)
   local v = redis.pcall('HMGET', k, 'event_id', 'user_id', 'created_at', 'sequence',
                         'source_event_id', 'embedding', 'meta')
-  local ok = type(v) == 'table' and v['err'] == nil
-  if ok then
-    local id = string.sub(k, string.len(ARGV[1]) + 1)
-    ok = v[1] == id and string.match(id, UUID) ~= nil and v[2] ~= false and v[2] ~= ''
-      and v[3] and string.match(v[3], TIME) ~= nil
-      and v[4] and string.match(v[4], '^[1-9]%d*$') ~= nil
-      and (not v[5] or v[5] == '' or string.match(v[5], UUID) ~= nil)
-      and v[6] and string.find(v[6], '^%s*%[') ~= nil and string.find(v[6], '%]%s*$') ~= nil
-      and (not v[7] or shaped(v[7]))
-    if ok then
-      local s = redis.pcall('ZSCORE', ARGV[2] .. v[2], id)
-      local t = redis.pcall('ZSCORE', ARGV[3] .. v[2], id)
-      ok = type(s) == 'string' and tonumber(s) == tonumber(v[4]) and type(t) == 'string'
-    end
-  end
-  if not ok then out[#out + 1] = i end
+  if type(v) ~= 'table' or v['err'] then return false end
+  local id = string.sub(k, string.len(EP) + 1)
+  local ok = v[1] == id and string.match(id, UUID) ~= nil and v[2] ~= false and v[2] ~= ''
+    and v[3] and string.match(v[3], TIME) ~= nil
+    and v[4] and string.match(v[4], '^[1-9]%d*$') ~= nil
+    and (not v[5] or v[5] == '' or string.match(v[5], UUID) ~= nil)
+    and v[6] and string.find(v[6], '^%s*%[') ~= nil and string.find(v[6], '%]%s*$') ~= nil
+    and (not v[7] or shaped(v[7]))
+  if not ok then return false end
+  local s = redis.pcall('ZSCORE', UP .. v[2], id)
+  local t = redis.pcall('ZSCORE', TP .. v[2], id)
+  return type(s) == 'string' and tonumber(s) == tonumber(v[4]) and type(t) == 'string'
 end
-return out
-"""
 
-#: KEYS index keys; ARGV event prefix, counter prefix ('' for time indexes), prefix
-#: length, member limit (larger indexes are walked in chunks from Python)
-_INDEX_SCREEN = """
-local limit = tonumber(ARGV[4])
-local out = {}
-for i, k in ipairs(KEYS) do
+local function index_ok(k, counter_prefix, prefix_len)
   local n = redis.pcall('ZCARD', k)
-  local ok = type(n) == 'number' and n <= limit
-  if ok and n > 0 then
-    local rows = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
-    local prev = nil
-    for j = 1, #rows, 2 do
-      local s = tonumber(rows[j + 1])
-      if redis.call('EXISTS', ARGV[1] .. rows[j]) == 0 then ok = false break end
-      if ARGV[2] ~= '' then
-        if s ~= math.floor(s) or s < 1 or (prev and s ~= prev + 1) then ok = false break end
-      end
-      prev = s
+  if type(n) ~= 'number' or n > limit then return false end
+  if n == 0 then return true end
+  local rows = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
+  local prev = nil
+  for j = 1, #rows, 2 do
+    local s = tonumber(rows[j + 1])
+    if redis.call('EXISTS', EP .. rows[j]) == 0 then return false end
+    if counter_prefix ~= '' and (s ~= math.floor(s) or s < 1 or (prev and s ~= prev + 1)) then
+      return false
     end
-    if ok and ARGV[2] ~= '' then
-      local c = redis.pcall('GET', ARGV[2] .. string.sub(k, tonumber(ARGV[3]) + 1))
-      ok = type(c) == 'string' and string.match(c, '^%d+$') ~= nil and tonumber(c) >= prev
-    end
+    prev = s
   end
-  if not ok then out[#out + 1] = i end
+  if counter_prefix == '' then return true end
+  local c = redis.pcall('GET', counter_prefix .. string.sub(k, prefix_len + 1))
+  return type(c) == 'string' and string.match(c, '^%d+$') ~= nil and tonumber(c) >= prev
+end
+
+local page = redis.call('SCAN', ARGV[1], 'MATCH', 'semvec:*', 'COUNT', ARGV[2])
+local out = {page[1], #page[2]}
+for _, k in ipairs(page[2]) do
+  local family, ok
+  if starts(k, SP) then family, ok = 's', state_ok(k)
+  elseif starts(k, EP) then family, ok = 'e', event_ok(k)
+  elseif starts(k, UP) then family, ok = 'u', index_ok(k, CP, string.len(UP))
+  elseif starts(k, TP) then family, ok = 't', index_ok(k, '', string.len(TP))
+  elseif starts(k, CP) then family, ok = 'c', true
+  else family, ok = 'x', false end
+  if not ok then out[#out + 1] = family; out[#out + 1] = k end
 end
 return out
 """
 _SCREEN_LIMIT = 10_000
 
+#: in the order the screen takes them (its ARGV 5-9)
 _FAMILIES = (keys.STATE_PREFIX, keys.EVENT_PREFIX, keys.USER_SEQ_INDEX_PREFIX,
              keys.USER_TIME_INDEX_PREFIX, keys.USER_COUNTER_PREFIX)
+_LETTERS = {"s": keys.STATE_PREFIX, "e": keys.EVENT_PREFIX, "u": keys.USER_SEQ_INDEX_PREFIX,
+            "t": keys.USER_TIME_INDEX_PREFIX}
 
 
 
@@ -234,9 +239,7 @@ class RedisAudit:
             self._drop = reg(_DROP_LUA)
             self._raise = reg(_RAISE_LUA)
             self._reindex = reg(_REINDEX_LUA)
-            self._state_screen = reg(_STATE_SCREEN)
-            self._event_screen = reg(_EVENT_SCREEN)
-            self._index_screen = reg(_INDEX_SCREEN)
+            self._scan_screen = reg(_SCAN_SCREEN)
 
     # -- the walk ------------------------------------------------------------------
 
@@ -256,17 +259,23 @@ class RedisAudit:
         return [self.client.get_redis_connection(n) for n in self.client.get_primaries()]
 
     def _walk(self, node: Any) -> Iterator[Finding]:
+        """Standalone: the screen scans; only what it returns is read again."""
+        if self.cluster:
+            yield from self._walk_cluster_node(node)
+            return
         pending: dict[str, list[bytes]] = {p: [] for p in _FAMILIES}
-        cursor = 0
+        cursor: Any = "0"
+        args_tail = ["1" if self.ttl > 0 else "0", _SCREEN_LIMIT, *_FAMILIES]
         while True:
-            cursor, raw_keys = node.scan(cursor, match="semvec:*", count=self.batch)
-            for raw in raw_keys:
-                self.scanned += 1
-                text = _text(raw)
-                family = next((p for p in _FAMILIES if text.startswith(p)), None)
-                if family is None:
-                    yield self._unknown(text)
+            reply = self._scan_screen(args=[cursor, self.batch, *args_tail], client=node)
+            cursor = reply[0]
+            self.scanned += int(reply[1])
+            for i in range(2, len(reply), 2):
+                letter, raw = _text(reply[i]), reply[i + 1]
+                if letter == "x":
+                    yield self._unknown(_text(raw))
                     continue
+                family = _LETTERS[letter]
                 bucket = pending[family]
                 bucket.append(raw)
                 if len(bucket) >= self.batch:
@@ -274,37 +283,36 @@ class RedisAudit:
                     pending[family] = []
             if self.progress is not None:
                 self.progress(self.scanned)
-            if cursor == 0:
+            if _text(cursor) == "0":
                 break
         for family, bucket in pending.items():
             if bucket:
                 yield from self._family(node, family, bucket)
 
-    def _screen(self, family: str, raw_keys: list[bytes]) -> list[bytes]:
-        """The keys of a batch that need a closer look (all of them on a cluster)."""
-        if self.cluster:
-            return raw_keys
-        if family == keys.STATE_PREFIX:
-            hits = self._state_screen(keys=raw_keys, args=["1" if self.ttl > 0 else "0"])
-        elif family == keys.EVENT_PREFIX:
-            hits = self._event_screen(keys=raw_keys, args=[
-                keys.EVENT_PREFIX, keys.USER_SEQ_INDEX_PREFIX, keys.USER_TIME_INDEX_PREFIX])
-        elif family in (keys.USER_SEQ_INDEX_PREFIX, keys.USER_TIME_INDEX_PREFIX):
-            counter = keys.USER_COUNTER_PREFIX if family == keys.USER_SEQ_INDEX_PREFIX else ""
-            hits = self._index_screen(keys=raw_keys, args=[
-                keys.EVENT_PREFIX, counter, len(family.encode()), _SCREEN_LIMIT])
-        else:
-            return []
-        return [raw_keys[int(i) - 1] for i in hits]
+    def _walk_cluster_node(self, node: Any) -> Iterator[Finding]:
+        """A cluster primary: SCAN from here, every state row read per key."""
+        cursor = 0
+        while True:
+            cursor, raw_keys = node.scan(cursor, match="semvec:*", count=self.batch)
+            self.scanned += len(raw_keys)
+            states = []
+            for raw in raw_keys:
+                text = _text(raw)
+                if text.startswith(keys.STATE_PREFIX):
+                    states.append(raw)
+                elif not any(text.startswith(p) for p in _FAMILIES):
+                    yield self._unknown(text)
+            if states:
+                yield from self._states(node, states)
+            if self.progress is not None:
+                self.progress(self.scanned)
+            if cursor == 0:
+                return
 
     def _family(self, node: Any, family: str, raw_keys: list[bytes]) -> Iterator[Finding]:
-        raw_keys = self._screen(family, raw_keys)
-        if not raw_keys:
-            return
+        """The detailed checks of keys the screen returned."""
         if family == keys.STATE_PREFIX:
             yield from self._states(node, raw_keys)
-        elif self.cluster:
-            return  # no event log on a cluster: reported once by deployment()
         elif family == keys.EVENT_PREFIX:
             yield from self._event_rows(raw_keys)
         elif family == keys.USER_SEQ_INDEX_PREFIX:
