@@ -1,0 +1,220 @@
+"""The MongoDB audit: cursors in ``batch`` documents, every check streaming.
+
+Events are read in ``(user_id, sequence)`` order (the engine's unique index serves it),
+so each user's duplicates, gaps and highest sequence are seen in one pass holding one
+user at a time. MongoDB maintains its own indexes, so "index entry without its event"
+cannot happen here; a missing or drifted index is reported from ``indexes validate``.
+The one safe repair is raising a counter (``$max``: it can only go up).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Callable, Iterator
+
+from backends.doctor.indexes import engine_index_names, index_findings
+from backends.doctor.model import (Finding, Section, SequenceWalk, Severity, unknown_name,
+                                   unreadable_event, unreadable_state)
+
+_WHY_DUPLICATE = ("order and deletion by sequence are ambiguous; the unique index "
+                  "ix_evt_user_seq cannot be built")
+
+
+def _is_uuid(value: Any) -> bool:
+    if isinstance(value, uuid.UUID):
+        return True
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return False
+    return isinstance(value, str)
+
+
+class MongoAudit:
+    def __init__(self, adapter: Any, *, batch: int = 500, timeout: float = 5.0,
+                 progress: Callable[[int], None] | None = None) -> None:
+        from backends.mongo import names
+
+        self.adapter = adapter
+        self.db = adapter.database
+        self.names = names
+        self.batch = batch
+        self.progress = progress
+        self.seen = 0
+
+    def _tick(self) -> None:
+        self.seen += 1
+        if self.progress is not None and self.seen % self.batch == 0:
+            self.progress(self.seen)
+
+    def run(self) -> Iterator[Finding]:
+        """Every finding; driver errors leave as categorised backend errors."""
+        from backends.mongo.errors import driver_errors
+
+        with driver_errors("doctor", inside_transaction=False):
+            yield from self._run()
+
+    def _run(self) -> Iterator[Finding]:
+        n = self.names
+        present = set(self.db.list_collection_names())
+        yield from self.deployment(present)
+        if n.STATE_COLLECTION in present:
+            yield from self.states()
+        if n.EVENTS_COLLECTION in present:
+            yield from self.events()
+        if n.ITEMS_COLLECTION in present:
+            yield from self.orphan_items()
+        known = {n.STATE_COLLECTION, n.EVENTS_COLLECTION, n.COUNTERS_COLLECTION,
+                 n.ITEMS_COLLECTION}
+        for name in sorted(present - known):
+            if name.startswith(("semvec_", "compliance_")):
+                yield unknown_name(
+                    "namespace.unknown-collection", f"collection {self.db.name}.{name}",
+                    "a collection in the engine's namespace that semvecctl does not know")
+
+    # -- state -------------------------------------------------------------------------
+
+    def states(self) -> Iterator[Finding]:
+        from backends.errors import CorruptState
+        from backends.mongo.state import strict_state
+
+        coll = self.db[self.names.STATE_COLLECTION]
+        ttl = self.adapter.state_store().ttl_seconds()
+        for doc in coll.find({}, batch_size=self.batch):
+            self._tick()
+            session_id = doc.get("_id")
+            where = f"document {coll.name} {session_id!r}"
+            try:
+                strict_state(str(session_id), doc)
+            except CorruptState as exc:
+                yield unreadable_state(where, session_id, f"field {exc.field!r} {exc.problem}")
+            if ttl and not isinstance(doc.get("updated_at"), datetime):
+                yield Finding(
+                    "state.no-ttl", Severity.warning, where,
+                    f"session {session_id!r} has no updated_at date though an idle TTL of "
+                    f"{ttl}s is configured",
+                    "the TTL index only expires documents whose updated_at is a date: this "
+                    "one is never reclaimed",
+                    "let the next write set updated_at, or set it by hand after checking")
+
+    # -- events ------------------------------------------------------------------------
+
+    def events(self) -> Iterator[Finding]:
+        coll = self.db[self.names.EVENTS_COLLECTION]
+        cursor = coll.find({}, {"content": 0}, batch_size=self.batch).sort(
+            [("user_id", 1), ("sequence", 1)])
+        walk: SequenceWalk | None = None
+        for doc in cursor:
+            self._tick()
+            if walk is None or doc.get("user_id") != walk.user:
+                if walk is not None:
+                    yield from self._user_done(walk)
+                walk = SequenceWalk(doc.get("user_id"), f"collection {coll.name} user "
+                                    f"{doc.get('user_id')!r}", _WHY_DUPLICATE)
+            yield from self._event(coll.name, doc)
+            seq = doc.get("sequence")
+            if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+                continue
+            duplicate = walk.feed(seq, doc.get("_id"))
+            if duplicate is not None:
+                yield duplicate
+        if walk is not None:
+            yield from self._user_done(walk)
+
+    def _event(self, coll: str, doc: dict[str, Any]) -> Iterator[Finding]:
+        problems = []
+        doc_id, event_id = doc.get("_id"), doc.get("event_id")
+        if not _is_uuid(event_id) or str(event_id) != str(doc_id):
+            problems.append(f"event_id {event_id!r} is not a UUID matching _id")
+        if not isinstance(doc.get("user_id"), str) or not doc.get("user_id"):
+            problems.append("user_id is missing")
+        if "embedding" not in doc or doc["embedding"] is None:
+            problems.append("embedding is null")
+        elif not isinstance(doc["embedding"], list):
+            problems.append("embedding is not a list")
+        if not isinstance(doc.get("created_at"), datetime):
+            problems.append("created_at is not a date")
+        if doc.get("meta") is not None and not isinstance(doc.get("meta"), dict):
+            problems.append("meta is not a document")
+        source = doc.get("source_event_id")
+        if source not in (None, "") and not _is_uuid(source):
+            problems.append(f"source_event_id {source!r} is not a UUID")
+        seq = doc.get("sequence")
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+            problems.append(f"sequence {seq!r} is not a positive integer")
+        if problems:
+            yield unreadable_event(f"document {coll} {doc_id!r} (user {doc.get('user_id')!r})",
+                                   "; ".join(problems))
+
+    def _user_done(self, walk: SequenceWalk) -> Iterator[Finding]:
+        gap = walk.gap_finding()
+        if gap is not None:
+            yield gap
+        user, top = walk.user, walk.top
+        if not top or not isinstance(user, str):
+            return
+        store = self.adapter.event_store()
+        value = store.read_counter(user)
+        if value >= top:
+            return
+        counters = self.names.COUNTERS_COLLECTION
+        finding = Finding(
+            "counter.behind", Severity.error, f"document {counters} {user!r}",
+            f"counter {value} is below the highest sequence {top} of user {user!r}",
+            "the next append would reuse a sequence number that is taken",
+            f"raise the counter to {top} (safe: $max only ever raises it)")
+        finding.fix = lambda: store.raise_counter(user, top)
+        finding.verify = lambda: store.read_counter(user) >= top
+        yield finding
+
+    # -- item mirror -------------------------------------------------------------------
+
+    def orphan_items(self) -> Iterator[Finding]:
+        items = self.db[self.names.ITEMS_COLLECTION]
+        state = self.db[self.names.STATE_COLLECTION]
+        current: Any = None
+        count = 0
+        cursor = items.find({}, {"session_id": 1}, batch_size=self.batch).sort("session_id", 1)
+        for doc in list_then_sentinel(cursor):
+            session_id = doc.get("session_id") if doc is not None else object()
+            if session_id != current:
+                if current is not None and count and state.find_one({"_id": current}, {"_id": 1}) is None:
+                    yield Finding(
+                        "items.orphaned", Severity.warning,
+                        f"collection {items.name} session {current!r}",
+                        f"{count} item-mirror document(s) of session {current!r}, which no "
+                        "longer exists",
+                        "server-side retrieval can still serve them, and an erasure of the "
+                        "session missed them",
+                        "purge the session's items (after checking the session is gone for good)")
+                current, count = session_id, 0
+            count += 1
+
+    # -- the deployment ----------------------------------------------------------------
+
+    def deployment(self, present: set[str]) -> Iterator[Finding]:
+        topology = self.adapter.topology()
+        if not topology.transactions:
+            has_events = (self.names.EVENTS_COLLECTION in present and
+                          self.db[self.names.EVENTS_COLLECTION].find_one({}, {"_id": 1}) is not None)
+            yield Finding(
+                "deploy.transactions", Severity.error if has_events else Severity.warning,
+                "server",
+                f"the deployment ({topology.kind}) cannot run multi-document transactions"
+                + (f" ({topology.detail})" if topology.detail else ""),
+                "the engine writes a turn's state and events in one transaction: turns "
+                "with events are refused here",
+                "run MongoDB as a replica set (a one-node set is enough) or through mongos",
+                Section.engine)
+        yield from index_findings(self.adapter, engine=engine_index_names(self.adapter))
+
+
+def list_then_sentinel(cursor: Any) -> Iterator[Any]:
+    """The cursor's documents, then one ``None`` so the last group is closed too."""
+    yield from cursor
+    yield None
+
+
+def audit(adapter: Any, **options: Any) -> Iterator[Finding]:
+    return MongoAudit(adapter, **options).run()

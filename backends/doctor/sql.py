@@ -1,0 +1,167 @@
+"""The SQL audit (``postgres`` and ``pgvector``): every check is one query that the
+server filters, read through a server-side cursor, so only damaged rows cross the wire
+and memory stays flat however large the tables are.
+
+The engine's SQL layout keeps no sequence numbers, counters or index entries for events
+(ENGINE-WIRE section 5), so the event checks here are the readability ones; there is no
+safe repair to perform, and ``--fix --apply`` changes nothing on SQL stores.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterator
+
+from backends.doctor.indexes import index_findings
+from backends.doctor.model import Finding, Section, Severity, unknown_name, unreadable_event, unreadable_state
+
+#: the engine's own tables in the same database (ENGINE-WIRE section 5): known, not ours
+ENGINE_TABLES = frozenset({"semvec_sessions", "semvec_clusters"})
+_UUID = "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
+_TTL_ENV = "SEMVEC_SQL_SESSION_TTL_S"
+
+
+
+def _json_shape(column: str, opener: str) -> str:
+    """SQL true when a JSON text column does not start like the wanted JSON value."""
+    return f"({column} IS NULL OR left(ltrim({column}), 1) <> '{opener}')"
+
+
+class SqlAudit:
+    def __init__(self, adapter: Any, *, batch: int = 500, timeout: float = 5.0,
+                 progress: Callable[[int], None] | None = None) -> None:
+        from backends.pgvector.schema import EVENTS_TABLE, ITEMS_TABLE, STATE_TABLE
+
+        self.adapter = adapter
+        self.db = adapter._db
+        self.schema = adapter.config.schema
+        self.tables = self.db.tables
+        self.batch = batch
+        self.timeout = timeout
+        self.progress = progress
+        # the item table is pgvector's, known whichever SQL backend reads the database
+        self.known = {STATE_TABLE, EVENTS_TABLE, ITEMS_TABLE}
+        self.seen = 0
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+        """Rows of one query through a server-side cursor, ``batch`` at a time."""
+        with self.db.connection() as conn, conn.transaction():
+            with conn.cursor(name="semvecctl_doctor") as cur:
+                cur.itersize = self.batch
+                cur.execute(sql, params)
+                for row in cur:
+                    yield row
+
+    def _present(self) -> set[str]:
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = %s AND c.relkind IN ('r', 'p')", (self.schema,)).fetchall()
+        return {r[0] for r in rows}
+
+    def run(self) -> Iterator[Finding]:
+        from backends.pgvector.schema import EVENTS_TABLE, ITEMS_TABLE, LEGACY_TABLES, STATE_TABLE
+
+        present = self._present()
+        yield from self.deployment()
+        if STATE_TABLE in present:
+            yield from self.states()
+            yield from self.ttl_coverage()
+        if EVENTS_TABLE in present:
+            yield from self.events()
+        if ITEMS_TABLE in present and STATE_TABLE in present:
+            yield from self.orphan_items()
+        for table in sorted(present):
+            if table in self.known or table in ENGINE_TABLES:
+                continue
+            if table.startswith("semvec_") or table in LEGACY_TABLES:
+                yield unknown_name(
+                    "namespace.unknown-table", f"table {self.schema}.{table}",
+                    "a table in the engine's namespace that semvecctl does not know"
+                    + (" (an older semvecctl pgvector layout)" if table in LEGACY_TABLES else ""))
+
+    def _tick(self) -> None:
+        self.seen += 1
+        if self.progress is not None and self.seen % self.batch == 0:
+            self.progress(self.seen)
+
+    def states(self) -> Iterator[Finding]:
+        sql = (f"SELECT session_id, state_blob IS NOT NULL, version FROM {self.tables.state}"
+               " WHERE state_blob IS NULL OR version IS NULL OR version < 1")
+        from backends.pgvector.state import damage_of
+
+        for session_id, has_blob, version in self._rows(sql):
+            self._tick()
+            yield unreadable_state(f"row {self.tables.state} {session_id!r}", session_id,
+                                   damage_of(session_id, has_blob, version))
+
+    def ttl_coverage(self) -> Iterator[Finding]:
+        try:
+            ttl = int(os.environ.get(_TTL_ENV, "0") or 0)
+        except ValueError:
+            ttl = 0
+        if ttl <= 0:
+            return
+        sql = f"SELECT session_id FROM {self.tables.state} WHERE updated_at IS NULL"
+        for (session_id,) in self._rows(sql):
+            yield Finding(
+                "state.no-ttl", Severity.warning, f"row {self.tables.state} {session_id!r}",
+                f"session {session_id!r} has no updated_at though an idle TTL of {ttl}s "
+                f"is configured ({_TTL_ENV})",
+                "the idle sweep compares updated_at: this row is never reclaimed",
+                "let the next write set updated_at, or set it by hand after checking")
+
+    def events(self) -> Iterator[Finding]:
+        t = self.tables.events
+        checks = [
+            ("event_id !~ %(uuid)s", "event_id is not a UUID"),
+            ("coalesce(user_id, '') = ''", "user_id is missing"),
+            ("created_at IS NULL", "created_at is missing"),
+            ("embedding IS NULL OR btrim(embedding) = 'null'", "embedding is null"),
+            (f"embedding IS NOT NULL AND btrim(embedding) <> 'null' AND "
+             f"{_json_shape('embedding', '[')}", "embedding is not a JSON array"),
+            (f"meta IS NOT NULL AND {_json_shape('meta', '{')}", "meta is not a JSON object"),
+            ("coalesce(source_event_id, '') <> '' AND source_event_id !~ %(uuid)s",
+             "source_event_id is not a UUID"),
+        ]
+        cases = ", ".join(f"CASE WHEN {cond} THEN %(w{i})s END" for i, (cond, _) in enumerate(checks))
+        where = " OR ".join(f"({cond})" for cond, _ in checks)
+        params: dict[str, Any] = {"uuid": _UUID}
+        params.update({f"w{i}": words for i, (_, words) in enumerate(checks)})
+        sql = (f"SELECT event_id, user_id, concat_ws('; ', {cases}) FROM {t} WHERE {where}")
+        for event_id, user_id, problems in self._rows(sql, params):  # type: ignore[arg-type]
+            self._tick()
+            yield unreadable_event(f"row {t} {event_id!r} (user {user_id!r})", problems)
+
+    def orphan_items(self) -> Iterator[Finding]:
+        sql = (f"SELECT i.session_id, count(*) FROM {self.tables.items} i"
+               f" WHERE NOT EXISTS (SELECT 1 FROM {self.tables.state} s"
+               "  WHERE s.session_id = i.session_id) GROUP BY i.session_id")
+        for session_id, count in self._rows(sql):
+            self._tick()
+            yield Finding(
+                "items.orphaned", Severity.warning,
+                f"rows {self.tables.items} session {session_id!r}",
+                f"{count} item-mirror row(s) of session {session_id!r}, which no longer exists",
+                "server-side retrieval can still serve them, and an erasure of the session "
+                "missed them",
+                "purge the session's items (after checking the session is gone for good)")
+
+    def deployment(self) -> Iterator[Finding]:
+        yield from index_findings(self.adapter, engine={_engine_index()})
+        details = self.adapter.health_details(self.timeout)
+        if details.get("reachable") and not details.get("durable", True):
+            yield Finding("advice.durability", Severity.warning, "server",
+                          details.get("durability_reason") or "durability settings are off",
+                          "a crash can lose acknowledged turns",
+                          "fsync, synchronous_commit and full_page_writes on", Section.advice)
+
+
+def _engine_index() -> str:
+    from backends.pgvector.schema import EVENTS_USER_INDEX
+
+    return EVENTS_USER_INDEX
+
+
+def audit(adapter: Any, **options: Any) -> Iterator[Finding]:
+    return SqlAudit(adapter, **options).run()

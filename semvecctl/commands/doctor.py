@@ -1,0 +1,79 @@
+"""``semvecctl doctor``: a read-only, streaming consistency audit of a store.
+
+One finding per problem (severity, section, where, what, why, repair). Exit 0 when no
+finding is an error (warnings and advice allowed), 1 otherwise. ``--fix`` shows the
+repair plan; ``--fix --apply`` performs only the repairs that cannot lose data, reports
+each, and re-reads the place it repaired. The audit logic is in :mod:`backends.doctor`.
+"""
+
+
+from typing import Any, Iterator
+
+import typer
+
+from semvecctl.application import current
+from semvecctl.connection import open_adapter, resolve_connection
+from semvecctl.exit_codes import ExitCode
+from semvecctl.options import AdapterFactory, Backend, StreamOutput, Timeout, Uri
+from semvecctl.output import Column, StreamFormat
+
+NAME = "doctor"
+HELP = "Audit a store for damage (read-only); --fix shows repairs, --fix --apply makes the safe ones."
+
+_COLUMNS = [
+    Column("SEVERITY", "severity", style="bold"),
+    Column("SECTION", "section"),
+    Column("CHECK", "check"),
+    Column("WHERE", "where"),
+    Column("WHAT", "what"),
+    Column("REPAIR", "repair"),
+]
+
+
+def app(
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    fix: bool = typer.Option(False, "--fix", help="Show the repair plan (nothing is written without --apply)."),
+    apply: bool = typer.Option(False, "--apply", help="With --fix: perform the repairs that cannot lose data, then re-check them."),
+    batch_size: int = typer.Option(500, "--batch-size", min=1, max=10000, help="Keys or rows read per round trip."),
+    timeout: Timeout = 5.0,
+    output: StreamOutput = StreamFormat.table,
+) -> None:
+    """Audit a store for damage (read-only); --fix shows repairs, --fix --apply makes the safe ones."""
+    from backends.doctor import apply_repair, audit, blocking, plan
+
+    from semvecctl.errors import usage_error
+
+    if apply and not fix:
+        raise usage_error("--apply only goes with --fix (see the plan first)")
+    out = current().output
+    spec = resolve_connection(backend, uri, adapter)
+    counts = {"error": 0, "warning": 0, "info": 0, "repaired": 0, "blocking": 0}
+    with open_adapter(spec) as adapter_obj, out.progress_task("auditing", unit=" keys") as task:
+        findings = audit(adapter_obj, batch=batch_size, timeout=timeout, progress=task.set)
+
+        def rows() -> Iterator[dict[str, Any]]:
+            for finding in findings:
+                if fix:
+                    (apply_repair if apply else plan)(finding)
+                counts[finding.severity.value] += 1
+                counts["repaired"] += finding.outcome == "repaired"
+                counts["blocking"] += blocking(finding)
+                yield finding.to_dict()
+
+        columns = _COLUMNS + ([Column("OUTCOME", "outcome")] if fix else [])
+        if output in (StreamFormat.json, StreamFormat.yaml):
+            listed = list(rows())
+            out.emit({"backend": adapter_obj.name, "uri": spec.display_uri,
+                      "findings": listed, "summary": dict(counts)}, output)
+        else:
+            out.stream(rows(), output, columns)
+    summary = (f"{counts['error']} error(s), {counts['warning']} warning(s), "
+               f"{counts['info']} note(s)")
+    if fix:
+        summary += f"; {counts['repaired']} repaired" if apply else "; plan only, nothing written"
+    out.info(f"{summary} {task.summary()}")
+    if counts["blocking"]:
+        current().abort(f"{counts['blocking']} finding(s) at error severity remain",
+                        ExitCode.CHECK_FAILED)

@@ -1,0 +1,120 @@
+"""The Mongo audit behind `semvecctl doctor`, run in-process against ``mongomock`` (a
+fake: no real MongoDB can be installed here). mongomock answers no ``hello``, so the
+deployment reads as a standalone and the transaction requirement is always reported;
+everything else must come from the planted damage alone."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+
+from tests.support.fixtures.mongo import db_name, make_adapter, mongo_client  # noqa: F401
+
+from backends.contract import MemoryEvent, MemoryItem
+from backends.doctor import apply_repair, audit
+
+DEPLOY = ("deploy.transactions", "server")
+
+
+def found(adapter) -> list:
+    return list(audit(adapter))
+
+
+def keys(findings) -> set[tuple[str, str]]:
+    return {(f.check, f.where) for f in findings}
+
+
+def seeded(make_adapter, **options):
+    adapter = make_adapter(**options)
+    adapter.ensure_indexes()
+    adapter.state_store().save("s-ok", b"blob", expected_version=None, owner_subject="acme")
+    events = adapter.event_store()
+    for i in range(3):
+        adapter.database["compliance_events"].insert_one({
+            "_id": (eid := str(uuid.uuid4())), "event_id": eid, "user_id": "alice",
+            "owner_subject": "", "session_id": "s-ok",
+            "created_at": datetime(2026, 1, 1, tzinfo=timezone.utc), "content": "c",
+            "embedding": [0.1], "meta": {}, "source_event_id": None, "sequence": i + 1})
+    events.raise_counter("alice", 3)
+    return adapter
+
+
+def test_clean_store_gives_only_the_deployment_finding(make_adapter):
+    adapter = seeded(make_adapter)
+    findings = [f for f in found(adapter) if f.check != "index.unsupported"]
+    assert keys(findings) == {DEPLOY}
+    assert findings[0].section.value == "engine requirements"
+    assert findings[0].severity.value == "error"  # events exist: turns with events fail
+
+
+def test_finds_exactly_the_planted_problems_and_repairs_the_counter(make_adapter):
+    adapter = seeded(make_adapter, session_ttl_s=3600, item_sync=True)
+    db = adapter.database
+    state = db["semvec_session_state"]
+    store = adapter.state_store()
+    for sid in ("s-digest", "s-noversion", "s-owner", "s-notime"):
+        store.save(sid, b"blob", expected_version=None)
+    state.update_one({"_id": "s-digest"}, {"$set": {"blob_sha256": "0" * 64}})
+    state.update_one({"_id": "s-noversion"}, {"$unset": {"version": ""}})
+    state.update_one({"_id": "s-owner"}, {"$set": {"owner_subject": 7}})
+    state.update_one({"_id": "s-notime"}, {"$unset": {"updated_at": ""}})
+
+    events = db["compliance_events"]
+    events.drop_index("ix_evt_user_seq")  # else the duplicate could not be planted
+
+    def put(user, seq, **over):
+        eid = str(uuid.uuid4())
+        doc = {"_id": eid, "event_id": eid, "user_id": user, "owner_subject": "",
+               "session_id": "", "created_at": datetime(2026, 1, 1, tzinfo=timezone.utc),
+               "content": "c", "embedding": [0.2], "meta": {}, "source_event_id": None,
+               "sequence": seq}
+        doc.update(over)
+        events.insert_one(doc)
+        return doc["_id"]
+
+    put("dup", 1), put("dup", 1)
+    adapter.event_store().raise_counter("dup", 1)
+    put("gap", 1), put("gap", 4)
+    adapter.event_store().raise_counter("gap", 4)
+    put("behind", 1), put("behind", 2)
+    adapter.event_store().raise_counter("behind", 1)
+    put("badid", 1, _id="not-a-uuid", event_id="not-a-uuid")
+    adapter.event_store().raise_counter("badid", 1)
+    null = put("nullemb", 1, embedding=None)
+    adapter.event_store().raise_counter("nullemb", 1)
+
+    adapter.sync_items("s-ok", [MemoryItem("i1", "kept", embedding=(0.1,))])
+    adapter.sync_items("s-gone", [MemoryItem("i1", "orphan", embedding=(0.1,)),
+                                  MemoryItem("i2", "orphan", embedding=(0.1,))])
+    db["semvec_mystery"].insert_one({"x": 1})
+
+    findings = [f for f in found(adapter) if f.check != "index.unsupported"]
+    doc = "document semvec_session_state"
+    assert keys(findings) == {
+        DEPLOY,
+        ("index.missing", "index ix_evt_user_seq on compliance_events"),
+        ("state.unreadable", f"{doc} 's-digest'"),
+        ("state.unreadable", f"{doc} 's-noversion'"),
+        ("state.unreadable", f"{doc} 's-owner'"),
+        ("state.no-ttl", f"{doc} 's-notime'"),
+        ("events.duplicate-sequence", "collection compliance_events user 'dup' sequence 1"),
+        ("events.sequence-gap", "collection compliance_events user 'gap'"),
+        ("counter.behind", "document compliance_event_counters 'behind'"),
+        ("event.unreadable", "document compliance_events 'not-a-uuid' (user 'badid')"),
+        ("event.unreadable", f"document compliance_events {null!r} (user 'nullemb')"),
+        ("items.orphaned", "collection semvec_memory_items session 's-gone'"),
+        ("namespace.unknown-collection", f"collection {db.name}.semvec_mystery"),
+    }
+    by = {f.where: f for f in findings}
+    assert "blob_sha256" in by[f"{doc} 's-digest'"].what
+    assert by["collection semvec_memory_items session 's-gone'"].what.startswith("2 item-mirror")
+    assert by[("index ix_evt_user_seq on compliance_events")].section.value == "engine requirements"
+
+    applied = [apply_repair(f) for f in findings]
+    assert {f.check for f in applied if f.outcome == "repaired"} == {"counter.behind"}
+    assert adapter.event_store().read_counter("behind") == 2
+    after = [f for f in found(adapter) if f.check != "index.unsupported"]
+    assert keys(after) == keys(findings) - {("counter.behind",
+                                             "document compliance_event_counters 'behind'")}
