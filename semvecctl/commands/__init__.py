@@ -10,8 +10,8 @@ Modules are found by listing this package, so adding a group touches no shared f
 
 import pkgutil
 
-ORDER = ("backends", "health", "indexes", "sessions", "retrieve", "conformance", "config",
-         "load", "completions")
+ORDER = ("backends", "health", "indexes", "sessions", "events", "retrieve", "conformance",
+         "load", "doctor", "erase", "config", "completions")
 
 
 def discover() -> list[tuple[str, str, str]]:
