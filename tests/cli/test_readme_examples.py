@@ -34,6 +34,8 @@ SKIP_PREFIXES = ("pip install", "python -m pytest", "python bench/", "mongod ", 
 EXPECTED = {
     # the suite's Redis runs without AOF: the --require-durable gate fails, as documented
     "--require-persistent --require-durable": {1},
+    # ... and doctor reports that as an engine requirement at error severity
+    "doctor --uri redis://": {1},
     # a CI gate over recency-weighted server rankings may miss; both outcomes are the gate working
     "--min-rbo 0.6": {0, 1},
 }
