@@ -62,7 +62,7 @@ def ms(values: list[float]) -> tuple[float, float]:
 def admin_url(args) -> tuple[str, callable]:
     if args.url:
         return args.url, (lambda: None)
-    from tests.fixtures.postgres_server import bundled_bin, start_local_server
+    from tests.support.fixtures.postgres_server import bundled_bin, start_local_server
 
     bindir = bundled_bin()
     if bindir is None:
@@ -149,7 +149,7 @@ def load(url: str, n: int, sessions: int, dims: int) -> None:
 def ensure_database(admin: str, name: str, n: int, sessions: int, dims: int) -> str:
     import psycopg
 
-    from tests.fixtures.postgres_server import with_database
+    from tests.support.fixtures.postgres_server import with_database
 
     url = with_database(admin, name)
     with psycopg.connect(admin, autocommit=True) as conn:
