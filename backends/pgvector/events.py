@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterator, Sequence
 
 from backends.contract import (
+    speaks_both_conventions,
     UNSCOPED,
     EngineEventSurface,
     MemoryEvent,
@@ -109,6 +110,7 @@ def event_from_row(row: Any) -> MemoryEvent:
     )
 
 
+@speaks_both_conventions
 class PgVectorEventStore(EngineEventSurface):
     """EventStore over the engine's SQL table: no sequences, newest first."""
 
