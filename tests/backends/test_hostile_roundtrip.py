@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from backends.contract import MemoryEvent
 from backends.errors import InvalidEvent
+from tests.support.adapters import make_adapter
 
 EXAMPLES = int(os.environ.get("SEMVEC_HYPOTHESIS_EXAMPLES", "25"))
 
@@ -37,22 +38,7 @@ TEXTS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=6
 
 @pytest.fixture(params=["memory", "redis", "pgvector", "mongomock"])
 def adapter(request):
-    kind = request.param
-    if kind == "memory":
-        from backends.memory import MemoryBackendAdapter
-
-        made = MemoryBackendAdapter()
-    elif kind == "redis":
-        from backends.redis import RedisBackendAdapter
-
-        made = RedisBackendAdapter(request.getfixturevalue("redis_url"))
-    elif kind == "pgvector":
-        made = request.getfixturevalue("pgvector_adapter_factory")()
-    else:
-        mongomock = pytest.importorskip("mongomock")
-        from backends.mongo import MongoBackendAdapter
-
-        made = MongoBackendAdapter(client=mongomock.MongoClient(), database="semvec_hostile")
+    made = make_adapter(request, request.param, mongo_database="semvec_hostile")
     yield made
     made.close()
 

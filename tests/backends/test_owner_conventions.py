@@ -12,6 +12,7 @@ import pytest
 
 from backends.contract import MemoryEvent, OwnerScope
 from backends.errors import StateVersionConflict
+from tests.support.adapters import make_adapter
 
 OWNER = OwnerScope("acme", "bot")
 OTHER = OwnerScope("other")
@@ -20,26 +21,7 @@ READS = ("load", "load_full", "load_owner", "current_version")
 
 @pytest.fixture(params=["memory", "redis", "postgres", "pgvector", "mongomock"])
 def adapter(request):
-    kind = request.param
-    if kind == "memory":
-        from backends.memory import MemoryBackendAdapter
-
-        made = MemoryBackendAdapter()
-    elif kind == "redis":
-        from backends.redis import RedisBackendAdapter
-
-        made = RedisBackendAdapter(request.getfixturevalue("redis_url"))
-    elif kind == "postgres":
-        from backends.postgres import PostgresAdapter
-
-        made = PostgresAdapter(request.getfixturevalue("pgvector_url"))
-    elif kind == "pgvector":
-        made = request.getfixturevalue("pgvector_adapter_factory")()
-    else:
-        mongomock = pytest.importorskip("mongomock")
-        from backends.mongo import MongoBackendAdapter
-
-        made = MongoBackendAdapter(client=mongomock.MongoClient(), database="semvec_owners")
+    made = make_adapter(request, request.param, mongo_database="semvec_owners")
     yield made
     made.close()
 
