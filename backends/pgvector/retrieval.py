@@ -371,9 +371,13 @@ class PgVectorRetrievalBackend:
         )
         params += [float(ctx.rrf_k), width]
         plan_column = "(SELECT small FROM size)" if plan is None and "semantic" in active else "NULL::boolean"
+        # a slice never looks at the vectors (MMR and a reranker may): then none is sent
+        from backends.retrieval import narrowing_stage
+
+        vectors = "NULL::vector" if narrowing_stage(ctx) == "slice" else "i.embedding"
         sql = (
             "WITH " + ", ".join(ctes) +
-            " SELECT f.item_id, i.text, i.tier, i.embedding, i.updated_at, i.owner_subject,"
+            f" SELECT f.item_id, i.text, i.tier, {vectors}, i.updated_at, i.owner_subject,"
             f" i.session_id, f.score, f.sem_rank, f.lex_rank, f.rec_rank, {plan_column}"
             f" FROM fused AS f JOIN {table} AS i ON i.session_id = %s AND i.item_id = f.item_id"
             " ORDER BY f.score DESC, f.item_id COLLATE \"C\""

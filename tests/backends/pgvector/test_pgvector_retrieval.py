@@ -204,6 +204,10 @@ def test_shared_narrowing_stage_runs_mmr_and_reranker(adapter):
         reranker=lambda text, units: [-ord(u.item_id[-1]) for u in units]))
     assert len(reranked) == 3
     assert all("pre_rerank_score" in u.meta for u in reranked)
+    assert all(u.embedding is not None for u in reranked)  # a reranker may compare vectors
+    # a plain slice never looks at the vectors, so none is sent back (or decoded)
+    sliced = search(RetrievalContext(session_id="s", query_embedding=q, top_k=4))
+    assert len(sliced) == 4 and all(u.embedding is None for u in sliced)
 
 
 def test_stage_callback_sees_retrieve_fuse_and_narrowing(adapter):
