@@ -157,19 +157,12 @@ def export_events(
 
     from backends.archive import atomic_output
     from backends.eventlog import require_event_store, write_user_archive
+    from semvecctl.commands.sessions_transfer import archive_target
 
     app_ = current()
     out = app_.output
     scope = owner_filter(owner, unowned)
-    to_stdout = out_path == "-"
-    if to_stdout and out._isatty(sys.stdout):
-        raise usage_error("refusing to write an archive to a terminal: pass --out FILE or redirect stdout")
-    if not to_stdout:
-        directory = os.path.dirname(os.path.abspath(out_path))
-        if not os.path.isdir(directory):
-            raise usage_error(f"directory {directory} does not exist (from --out)")
-        if os.path.isdir(out_path):
-            raise usage_error(f"--out {out_path} is a directory; name a file")
+    to_stdout = archive_target(out_path, out)
     spec = resolve_connection(backend, uri, adapter)
     with open_adapter(spec) as adapter_obj:
         require_event_store(adapter_obj)

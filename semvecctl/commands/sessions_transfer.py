@@ -130,15 +130,7 @@ def export_sessions(
     app = current()
     out = app.output
     scope = owner_filter(owner, unowned)
-    to_stdout = out_path == "-"
-    if to_stdout and out._isatty(sys.stdout):
-        raise usage_error("refusing to write an archive to a terminal: pass --out FILE or redirect stdout")
-    if not to_stdout:
-        directory = os.path.dirname(os.path.abspath(out_path))
-        if not os.path.isdir(directory):
-            raise usage_error(f"directory {directory} does not exist (from --out)")
-        if os.path.isdir(out_path):
-            raise usage_error(f"--out {out_path} is a directory; name a file")
+    to_stdout = archive_target(out_path, out)
     spec = resolve_connection(backend, uri, adapter)
     users = _users(users)
     with open_adapter(spec) as source:
@@ -171,6 +163,22 @@ def export_sessions(
 # --------------------------------------------------------------------------------------
 # import (and the part of copy that is the same)
 # --------------------------------------------------------------------------------------
+
+
+def archive_target(out_path: str, out: Any) -> bool:
+    """Check ``--out`` before anything is read: ``-`` is stdout (never a terminal), else a
+    file in an existing directory. True when the archive goes to stdout."""
+    if out_path == "-":
+        if out._isatty(sys.stdout):
+            raise usage_error("refusing to write an archive to a terminal: pass --out FILE or "
+                              "redirect stdout")
+        return True
+    directory = os.path.dirname(os.path.abspath(out_path))
+    if not os.path.isdir(directory):
+        raise usage_error(f"directory {directory} does not exist (from --out)")
+    if os.path.isdir(out_path):
+        raise usage_error(f"--out {out_path} is a directory; name a file")
+    return False
 
 
 def _users(users: Optional[List[str]]) -> tuple[str, ...]:
