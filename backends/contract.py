@@ -70,6 +70,8 @@ __all__ = [
     "SearchIndexWaiter",
     "Closeable",
     "SessionSubjects",
+    "SubjectsBySession",
+    "WriteTimeDeclaration",
     "DriftExemption",
     "owner_matches",
     "validate_event",
@@ -951,6 +953,22 @@ class SessionSubjects(Protocol):
 
 
 @runtime_checkable
+class SubjectsBySession(Protocol):
+    """Optional on an event store without a per-session index (Redis): every session's
+    users in one pass, so an export with events pays one scan instead of one per session."""
+
+    def subjects_by_session(self) -> dict[str, list[str]]: ...
+
+
+@runtime_checkable
+class WriteTimeDeclaration(Protocol):
+    """A state store that declares ``records_write_time = True``: its session summaries
+    carry ``updated_at``, the time of the last write (what ``sessions prune`` reads)."""
+
+    records_write_time: bool
+
+
+@runtime_checkable
 class DriftExemption(Protocol):
     """Optional on a state store (or its adapter): mark a session exempt from drift."""
 
@@ -1005,7 +1023,9 @@ class Capability(str, Enum):
     PURGE_USER = "purge-user"
     RESTORE_EVENTS = "restore-events"
     SESSION_SUBJECTS = "session-subjects"
+    SUBJECTS_BY_SESSION = "subjects-by-session"
     ASSIGNS_SEQUENCES = "assigns-sequences"
+    WRITE_TIME = "write-time"
 
 
 @dataclass(frozen=True)
@@ -1062,8 +1082,11 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.RESTORE_EVENTS: CapabilitySpec(
         _E, EventRestorer, ("restore_events", "read_counter", "raise_counter")),
     Capability.SESSION_SUBJECTS: CapabilitySpec(_E, SessionSubjects, ("session_subjects",)),
+    Capability.SUBJECTS_BY_SESSION: CapabilitySpec(
+        _E, SubjectsBySession, ("subjects_by_session",)),
     Capability.ASSIGNS_SEQUENCES: CapabilitySpec(
         _E, SequenceDeclaration, flag="assigns_sequences", flag_default=True),
+    Capability.WRITE_TIME: CapabilitySpec(_S, WriteTimeDeclaration, flag="records_write_time"),
 }
 
 

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Iterator
 
 from backends.archive import ArchiveReader, ArchiveWriter, atomic_output
-from backends.contract import UNSCOPED, OwnerFilter, StateVersionConflict
+from backends.contract import UNSCOPED, Capability, OwnerFilter, StateVersionConflict, offers
 from backends.errors import UnsupportedOperation
 
 Clock = Callable[[Any, datetime], "datetime | None"]
@@ -32,7 +32,7 @@ def write_clock(adapter: Any) -> Clock:
     """``clock(summary, now)`` -> when the session was last written (None: unknown)."""
     store = adapter.state_store()
     name = getattr(adapter, "name", "?")
-    if getattr(store, "records_write_time", False) is True:
+    if offers(store, Capability.WRITE_TIME):
         return lambda summary, _now: summary.updated_at
     ttl = getattr(store, "ttl_seconds", None)  # the engine's method: the idle TTL, 0/None = off
     ttl = ttl() if callable(ttl) else ttl

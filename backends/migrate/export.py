@@ -36,7 +36,8 @@ from backends.archive import (
 )
 from backends.archive.format import utc_now
 from backends.archive.seen import SeenFilter, confirmed_duplicates
-from backends.contract import UNSCOPED, LiveItemSource, OwnerFilter, SessionEnumerator
+from backends.contract import (UNSCOPED, Capability, LiveItemSource, OwnerFilter, SessionEnumerator,
+                               offers)
 from backends.errors import UnsupportedOperation
 from backends.migrate.batch_reads import READ_CHUNK, batch_loader, chunks
 from backends.migrate.loss import (
@@ -143,11 +144,10 @@ class _SessionEvents:
     def _subjects(self, session_id: str) -> list[str]:
         """A store that can map every session to its users in one pass (Redis, where
         each ``session_subjects`` call scans the whole log) is asked once per export."""
-        batch = getattr(self._store, "subjects_by_session", None)
-        if not callable(batch):
+        if not offers(self._store, Capability.SUBJECTS_BY_SESSION):
             return self._store.session_subjects(session_id)
         if self._by_session is None:
-            self._by_session = batch()
+            self._by_session = self._store.subjects_by_session()
         return self._by_session.get(session_id, [])
 
     def __call__(self, session_id: str) -> tuple[Any, ...]:
