@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import operator
+import re
 import sys
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -250,6 +251,9 @@ class MemoryEvent:
         )
 
 
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def _uuid_text(value: Any, name: str) -> str:
     """The canonical text of a UUID given as a UUID object or a string; InvalidEvent else."""
     import uuid
@@ -257,6 +261,8 @@ def _uuid_text(value: Any, name: str) -> str:
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, str):
+        if _CANONICAL_UUID.fullmatch(value):
+            return value
         try:
             return str(uuid.UUID(value))
         except ValueError:
@@ -322,8 +328,9 @@ def validate_event(event: Any) -> MemoryEvent:
 
 def _checked_embedding(embedding: Any) -> tuple[float, ...]:
     """Finite floats, as a tuple, with no per-float Python work: a numpy array is checked
-    in one vectorised pass; any other sequence goes through ``float()`` once, at C speed,
-    and one C-level sum screens it (a sum is finite only if every value is; the rare
+    in one vectorised pass; a tuple or list of exact floats is recognised by a C-level
+    count of their types and kept; any other sequence goes through ``float()`` once, at C
+    speed. One C-level sum then screens it (a sum is finite only if every value is; the rare
     overflowing sum is settled value by value)."""
     if isinstance(embedding, (str, bytes)) or not isinstance(embedding, Iterable):
         raise InvalidEvent("event embedding must be a sequence of numbers")
@@ -334,9 +341,11 @@ def _checked_embedding(embedding: Any) -> tuple[float, ...]:
         if not bool(np.isfinite(array).all()):
             _refuse_non_finite(array.tolist())
         return tuple(array.tolist())
-    values = _floats(embedding)
-    if type(embedding) is tuple and all(map(operator.is_, values, embedding)):
-        values = embedding  # already a tuple of floats: keep it, so the event is kept too
+    if (isinstance(embedding, (tuple, list)) and type(embedding) in (tuple, list)
+            and operator.countOf(map(type, embedding), float) == len(embedding)):
+        values = tuple(embedding)  # exact floats already (a tuple is kept, so is the event)
+    else:
+        values = _floats(embedding)
     if not math.isfinite(sum(values)) and not all(map(math.isfinite, values)):
         _refuse_non_finite(values)
     return values

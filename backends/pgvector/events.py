@@ -22,6 +22,7 @@ from backends.contract import (
     OwnerFilter,
     validate_turn_events,
 )
+from backends.embedding_text import embedding_json
 from backends.errors import InvalidEvent
 from backends.pgvector.database import Database
 from backends.pgvector.schema import STATE_GROUP
@@ -77,7 +78,7 @@ def append_in_transaction(conn: Any, db: Database, events: Sequence[MemoryEvent]
         cur.executemany(
             f"INSERT INTO {table} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [(e.event_id, e.user_id, e.owner_subject, e.session_id, _naive_utc(e.created_at),
-              e.content, json.dumps([float(x) for x in e.embedding]), json.dumps(dict(e.meta)),
+              e.content, embedding_json(e.embedding), json.dumps(dict(e.meta)),
               e.source_event_id) for e in events],
         )
     return list(events)

@@ -14,6 +14,7 @@ from datetime import timezone
 from typing import Mapping
 
 from backends.contract import MemoryEvent
+from backends.embedding_text import embedding_json
 from backends.errors import IntegrityError
 from backends.redis import keys
 
@@ -30,7 +31,7 @@ def event_args(event: MemoryEvent) -> list[str]:
         created.isoformat(),
         repr(created.timestamp()),
         event.content,
-        json.dumps(event.embedding, allow_nan=False),  # floats already (validate_event)
+        embedding_json(event.embedding),  # the engine's json.dumps bytes, fast
         json.dumps(dict(event.meta), allow_nan=False),
         event.source_event_id or "",
     ]
