@@ -18,9 +18,11 @@ top-k is a prefix of the top-(k+1) (a pool cut at ``width`` gave, at k=1, a rece
 to the newest item only); a session of up to 100 items is ranked whole by every signal.
 
 They are fused by weighted reciprocal rank ``sum w / (rrf_k + rank)`` in the same
-statement (ties by item id, as :func:`backends.retrieval.rrf_fuse` breaks them), cut to
-the fetch width, and only then joined back for the rows' columns; the shared narrowing
-stage (:func:`backends.retrieval.apply_narrowing`) runs on the result.
+statement: the signals are FULL JOINed on the item id (a hash join each, no regrouping
+of a union) and their terms added in signal order, as
+:func:`backends.retrieval.rrf_fuse` adds them (ties by item id, as it breaks them); the
+result is cut to the fetch width, and only then joined back for the rows' columns; the
+shared narrowing stage (:func:`backends.retrieval.apply_narrowing`) runs on the result.
 
 Exact vs approximate: for a session with at most ``exact_search_limit`` live items the
 semantic CTE orders by an expression the HNSW index cannot serve, so the planner scans
@@ -309,7 +311,6 @@ class PgVectorRetrievalBackend:
         scope, scope_params = self._scope(ctx, owner_sql, owner_params)
         ctes: list[str] = []
         params: list[Any] = []
-        arms: list[str] = []
         if "semantic" in active:
             vec = _as_vector(query_vec)
 
@@ -333,12 +334,11 @@ class PgVectorRetrievalBackend:
             else:
                 branches = ranked(plan, "")
             ctes.append(
-                "sem AS MATERIALIZED (SELECT item_id, row_number() OVER"
+                "sem AS (SELECT item_id, row_number() OVER"
                 f" (ORDER BY dist, item_id COLLATE \"C\") AS rnk FROM ({branches}) AS s)")
-            arms.append("SELECT item_id, rnk, 'semantic' AS sig FROM sem")
         if "lexical" in active:
             ctes.append(
-                "lex AS MATERIALIZED (SELECT item_id, row_number() OVER"
+                "lex AS (SELECT item_id, row_number() OVER"
                 " (ORDER BY score DESC, item_id COLLATE \"C\") AS rnk FROM (SELECT item_id,"
                 " ts_rank_cd(text_tsv, q.query) AS score"
                 f" FROM {table}, (SELECT to_tsquery('simple', replace("
@@ -347,29 +347,31 @@ class PgVectorRetrievalBackend:
                 " ORDER BY score DESC, item_id COLLATE \"C\" LIMIT %s) AS l)"
             )
             params += [text, *scope_params, pool]
-            arms.append("SELECT item_id, rnk, 'lexical' AS sig FROM lex")
         ctes.append(
-            "rec AS MATERIALIZED (SELECT item_id, row_number() OVER"
+            "rec AS (SELECT item_id, row_number() OVER"
             " (ORDER BY updated_at DESC, item_id COLLATE \"C\") AS rnk FROM (SELECT item_id,"
             f" updated_at FROM {table} WHERE {scope}"
             " ORDER BY updated_at DESC, item_id COLLATE \"C\" LIMIT %s) AS r)"
         )
         params += [*scope_params, pool]
-        arms.append("SELECT item_id, rnk, 'recency' AS sig FROM rec")
-        weight_case = " ".join(
-            f"WHEN '{sig}' THEN {float(self.weights[sig])!r}::float8" for sig in active
-        )
-        # fuse, order and cut to the width BEFORE fetching the rows' columns
+        # fuse with FULL JOINs on the item id (one hash join per signal, no regrouping),
+        # adding the weighted reciprocal ranks in signal order as rrf_fuse does; order and
+        # cut to the width BEFORE fetching the rows' columns
+        cte_of = {"semantic": "sem", "lexical": "lex", "recency": "rec"}
+        joined = cte_of[active[0]] + "".join(
+            f" FULL JOIN {cte_of[sig]} USING (item_id)" for sig in active[1:])
+        score = " + ".join(
+            f"coalesce({float(self.weights[sig])!r}::float8 / (%s + {cte_of[sig]}.rnk), 0)"
+            for sig in active)
+        params += [float(ctx.rrf_k)] * len(active)
+        ranks = ", ".join(
+            f"{cte_of[sig]}.rnk AS {cte_of[sig]}_rank" if sig in active
+            else f"NULL::bigint AS {cte_of[sig]}_rank" for sig in cte_of)
         ctes.append(
-            "fused AS MATERIALIZED (SELECT item_id,"
-            f" sum((CASE sig {weight_case} END) / (%s + rnk)) AS score,"
-            " min(rnk) FILTER (WHERE sig = 'semantic') AS sem_rank,"
-            " min(rnk) FILTER (WHERE sig = 'lexical') AS lex_rank,"
-            " min(rnk) FILTER (WHERE sig = 'recency') AS rec_rank"
-            f" FROM ({' UNION ALL '.join(arms)}) AS u GROUP BY item_id"
+            f"fused AS MATERIALIZED (SELECT item_id, {score} AS score, {ranks} FROM {joined}"
             " ORDER BY score DESC, item_id COLLATE \"C\" LIMIT %s)"
         )
-        params += [float(ctx.rrf_k), width]
+        params.append(width)
         plan_column = "(SELECT small FROM size)" if plan is None and "semantic" in active else "NULL::boolean"
         # a slice never looks at the vectors (MMR and a reranker may): then none is sent
         from backends.retrieval import narrowing_stage
