@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from backends.contract import IndexManager
+from backends.pgvector.indexes import HNSW_DEFAULTS, HNSW_OPTIONS
 
 pytestmark = pytest.mark.postgres
 
@@ -88,7 +89,7 @@ def test_wrong_operator_class_is_drift_and_ensure_leaves_it_unless_recreate(adap
     adapter.ensure_indexes()
     sql(pgvector_url, "DROP INDEX semvec_items_vec")
     sql(pgvector_url, "CREATE INDEX semvec_items_vec ON semvec_memory_items"
-                      " USING hnsw (embedding vector_l2_ops)")
+                      f" USING hnsw (embedding vector_l2_ops) WITH ({planned_options()})")
     report = by_name(adapter.validate_indexes())["semvec_items_vec"]
     assert report.status == "drift"
     assert [(d.field, d.expected, d.actual) for d in report.differences] == [
@@ -145,12 +146,17 @@ def test_a_dropped_engine_index_is_missing_and_ensure_restores_it(adapter, pgvec
     assert by_name(adapter.validate_indexes())["ix_semvec_memory_events_user_id"].status == "ok"
 
 
+def planned_options(**changed: int) -> str:
+    """The manifest's HNSW options as a WITH list, with some changed."""
+    return ", ".join(f"{k} = {v}" for k, v in {**HNSW_OPTIONS, **changed}.items())
+
+
 @pytest.mark.parametrize("option,value", [("m", 8), ("ef_construction", 32)])
 def test_hnsw_build_options_are_compared(adapter, pgvector_url, option, value):
     adapter.ensure_indexes()
     sql(pgvector_url, "DROP INDEX semvec_items_vec")
     sql(pgvector_url, "CREATE INDEX semvec_items_vec ON semvec_memory_items"
-                      f" USING hnsw (embedding vector_cosine_ops) WITH ({option} = {value})")
+                      f" USING hnsw (embedding vector_cosine_ops) WITH ({planned_options(**{option: value})})")
     report = by_name(adapter.validate_indexes())["semvec_items_vec"]
     assert report.status == "drift"
     assert [(d.field, d.actual) for d in report.differences] == [(option, value)]
@@ -159,12 +165,18 @@ def test_hnsw_build_options_are_compared(adapter, pgvector_url, option, value):
     assert by_name(adapter.validate_indexes())["semvec_items_vec"].status == "ok"
 
 
-def test_hnsw_built_without_options_has_the_planned_defaults(adapter, pgvector_url):
+def test_hnsw_built_without_options_is_read_with_pgvectors_defaults(adapter, pgvector_url):
+    """An index made without WITH (...) has pgvector's defaults (m 16, ef_construction 64):
+    only what the manifest plans differently (a deeper ef_construction) is drift."""
     adapter.ensure_indexes()
     sql(pgvector_url, "DROP INDEX semvec_items_vec")
     sql(pgvector_url, "CREATE INDEX semvec_items_vec ON semvec_memory_items"
                       " USING hnsw (embedding vector_cosine_ops)")
-    assert by_name(adapter.validate_indexes())["semvec_items_vec"].status == "ok"
+    report = by_name(adapter.validate_indexes())["semvec_items_vec"]
+    expected = [(name, planned, HNSW_DEFAULTS[name]) for name, planned in HNSW_OPTIONS.items()
+                if planned != HNSW_DEFAULTS[name]]
+    assert expected == [("ef_construction", 128, 64)]
+    assert [(d.field, d.expected, d.actual) for d in report.differences] == expected
 
 
 def test_postgres_manages_the_engine_schema_and_nothing_else(postgres_adapter_factory,
