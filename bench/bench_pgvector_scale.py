@@ -18,9 +18,9 @@ computes it and (b) the fused top-10 against the fused search forced to the exac
 pgvector's default ``ef_search`` (40). Queries go to a few sessions (a live session is
 searched every turn), so the figures are with the per-session plan remembered; ``fused
 cold`` is the same search counting the session's live rows every time (a session's first
-search). ``pool100`` is the fused search with the HNSW
-semantic pool at 100 (the depth before it became 40) and ``same`` the share of its top-10
-the default search also returns.
+search). ``poolN`` is the fused search with the HNSW semantic pool (and ``ef_search``) at
+``--alt-pool`` instead of the default, with its semantic recall@10, and ``same`` the share
+of its top-10 the default search also returns.
 
 Data is loaded with COPY (binary) and indexed with ``ensure_indexes`` (HNSW m=16,
 ef_construction=64); the 1M layout takes minutes (most of it the HNSW build), so it is not
@@ -194,7 +194,7 @@ def measure(url: str, n: int, sessions: int, args) -> dict:
     rng = np.random.default_rng(7)
     adapter = PgVectorAdapter(url, dimensions=args.dims)
     backend = adapter.retrieval_backend()
-    deep = PgVectorRetrievalBackend(adapter._db, hnsw_pool=100)  # the old semantic depth
+    deep = PgVectorRetrievalBackend(adapter._db, hnsw_pool=args.alt_pool)
     cold = PgVectorRetrievalBackend(adapter._db, plan_cache_seconds=0)  # counts every time
     # plain queries on their own connection: the pool's carry the retriever's session-level
     # HNSW settings, a plain client has pgvector's defaults; no server-side prepare, so
@@ -202,7 +202,8 @@ def measure(url: str, n: int, sessions: int, args) -> dict:
     conn = psycopg.connect(url, autocommit=True)
     register_vector(conn)
     out: dict = {name: [] for name in ("fused", "plain", "hnsw", "exact", "cold", "deep")}
-    out.update(sem_recall=[], plain_recall=[], fused_recall=[], deep_same=[], plans=set(), plain_plans=set(),
+    out.update(sem_recall=[], plain_recall=[], fused_recall=[], deep_same=[], deep_recall=[],
+               plans=set(), plain_plans=set(),
                short=0)
 
     def plain(params, *settings):
@@ -249,6 +250,7 @@ def measure(url: str, n: int, sessions: int, args) -> dict:
             truth = results["exact"]
             out["short"] += len(results["plain"]) < min(k, len(truth))
             out["sem_recall"].append(recall_at_k(backend.semantic_ranking(ctx, k), truth, k))
+            out["deep_recall"].append(recall_at_k(deep.semantic_ranking(ctx, k), truth, k))
             out["plain_recall"].append(recall_at_k(results["plain"], truth, k))
             got = [u.item_id for u in results["fused"]]
             out["fused_recall"].append(recall_at_k(got, [u.item_id for u in backend.exact_search(ctx)], k))
@@ -273,6 +275,8 @@ def main() -> None:
                         help="queries go to this many sessions of each layout")
     parser.add_argument("--url", default=os.environ.get("SEMVEC_BENCH_POSTGRES_URL"))
     parser.add_argument("--keep", action="store_true", help="keep the databases for the next run")
+    parser.add_argument("--alt-pool", type=int, default=100,
+                        help="HNSW semantic pool of the comparison column (default 100)")
     parser.add_argument("--load-only", action="store_true")
     args = parser.parse_args()
     import psycopg
@@ -301,7 +305,8 @@ def main() -> None:
               " (p50 / p95 ms; ratio = fused p50 / plain p50)")
         print(f"{'items':>10} {'sessions':>8} {'per sess':>8} {'fused':>15} {'plain':>15}"
               f" {'plain hnsw':>15} {'exact scan':>15} {'ratio':>6} {'sem R@k':>7}"
-              f" {'plain R@k':>9} {'fused R@k':>9} {'pool100':>15} {'same':>5} {'fused cold':>15}  plans")
+              f" {'plain R@k':>9} {'fused R@k':>9} {'pool' + str(args.alt_pool):>15} {'R@k':>5} {'same':>5}"
+              f" {'fused cold':>15}  plans")
         for n, sessions, m in rows:
             f50, f95 = ms(m["fused"])
             p50, p95 = ms(m["plain"])
@@ -313,6 +318,7 @@ def main() -> None:
                   f" {f50 / p50:6.2f} {sem:>7} {statistics.mean(m['plain_recall']):9.3f}"
                   f" {statistics.mean(m['fused_recall']):9.3f}"
                   f" {ms(m['deep'])[0]:7.2f}/{ms(m['deep'])[1]:7.2f}"
+                  f" {statistics.mean(m['deep_recall']):5.3f}"
                   f" {statistics.mean(m['deep_same']):5.2f}"
                   f" {ms(m['cold'])[0]:7.2f}/{ms(m['cold'])[1]:7.2f}"
                   f"  fused {'/'.join(sorted(m['plans']))}, plain {'/'.join(sorted(m['plain_plans']))}"

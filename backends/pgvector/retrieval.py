@@ -10,7 +10,7 @@ never shrinks the result:
 - recency: ``updated_at`` newest first (the session/evicted/updated_at b-tree).
 
 Each signal ranks a candidate pool of :func:`candidate_pool` items, ``max(width, 100)``,
-except the semantic signal on the HNSW plan, ``max(width, 64)`` with ``ef_search`` the
+except the semantic signal on the HNSW plan, ``max(width, 40)`` with ``ef_search`` the
 same: the candidates the graph search visits anyway (a deeper pool means a deeper graph
 search, the one cost here that grows with the store).
 Pools do not depend on k below their floor, so the fused order does not either and the
@@ -68,9 +68,11 @@ CANDIDATE_POOL = 100
 #: ... except the semantic signal on the HNSW plan, whose pool is also its
 #: ``hnsw.ef_search``: the graph search that finds the top 10 visits that many candidates
 #: anyway, so returning them all costs rows, not search, while a deeper pool means a
-#: deeper search. 64, not pgvector's default 40: at 100k items recall@10 against exact
-#: search was 0.90 at 40 and 0.96 at 64 (bench/bench_pgvector_scale.py).
-HNSW_CANDIDATE_POOL = 64
+#: deeper search. pgvector's default 40: on the graph the manifest plans
+#: (ef_construction 128) recall@10 against exact search at 100k items is 0.966 at 40 and
+#: 0.986 at 64, and 64 costs the fused search about a fifth more at 10k
+#: (bench/bench_pgvector_scale.py --alt-pool).
+HNSW_CANDIDATE_POOL = 40
 
 
 def candidate_pool(width: int, floor: int = CANDIDATE_POOL) -> int:
@@ -91,7 +93,7 @@ def _as_vector(value: Any) -> Any:
 
 def ef_search(pool: int) -> int:
     """``hnsw.ef_search`` for a semantic pool: the pool itself, within pgvector's range."""
-    return min(1000, max(HNSW_CANDIDATE_POOL, pool))
+    return min(1000, max(1, int(pool)))
 
 
 def _order(plan: str) -> str:
@@ -212,7 +214,7 @@ class PgVectorRetrievalBackend:
             sql = (f"SELECT item_id FROM {self._db.tables.items} WHERE {scope}"
                    f" AND embedding IS NOT NULL ORDER BY {_order(plan)} LIMIT %s")
             params = [*scope_params, _as_vector(query_vec), int(limit)]
-            rows = self._run(conn, plan, int(limit), sql, params)
+            rows = self._run(conn, plan, candidate_pool(int(limit), self.hnsw_pool), sql, params)
             return [r[0] for r in rows]
 
         return self._db.read(work, list, vector=True)
