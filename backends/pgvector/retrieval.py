@@ -10,7 +10,7 @@ never shrinks the result:
 - recency: ``updated_at`` newest first (the session/evicted/updated_at b-tree).
 
 Each signal ranks a candidate pool of :func:`candidate_pool` items, ``max(width, 100)``,
-except the semantic signal on the HNSW plan, ``max(width, 40)`` with ``ef_search`` the
+except the semantic signal on the HNSW plan, ``max(width, 64)`` with ``ef_search`` the
 same: the candidates the graph search visits anyway (a deeper pool means a deeper graph
 search, the one cost here that grows with the store).
 Pools do not depend on k below their floor, so the fused order does not either and the
@@ -35,7 +35,11 @@ branches gated by one-time filters; only one runs) and remembered per session fo
 ``PLAN_CACHE_SECONDS``, because counting a big session costs more than its HNSW query.
 
 A search is one round trip: no transaction, results in binary; the HNSW settings are
-set on the pooled connection once. :meth:`PgVectorRetrievalBackend.exact_search` is the
+set on the pooled connection once. The pool depths and the cut are literals in the SQL
+text, not parameters: knowing its LIMITs, PostgreSQL's generic plan for the prepared
+statement (psycopg prepares a statement run five times) costs what a custom one does, so
+it is kept and the statement is not planned again on every search (planning was about a
+fifth of a 10k-item search). :meth:`PgVectorRetrievalBackend.exact_search` is the
 same search on the exact plan (what ``retrieve diff --exact`` compares against).
 bench/bench_pgvector.py and bench/bench_pgvector_scale.py measure the plans.
 """
@@ -68,11 +72,11 @@ CANDIDATE_POOL = 100
 #: ... except the semantic signal on the HNSW plan, whose pool is also its
 #: ``hnsw.ef_search``: the graph search that finds the top 10 visits that many candidates
 #: anyway, so returning them all costs rows, not search, while a deeper pool means a
-#: deeper search. pgvector's default 40: on the graph the manifest plans
+#: deeper search. 64, not pgvector's default 40: on the graph the manifest plans
 #: (ef_construction 128) recall@10 against exact search at 100k items is 0.966 at 40 and
-#: 0.986 at 64, and 64 costs the fused search about a fifth more at 10k
-#: (bench/bench_pgvector_scale.py --alt-pool).
-HNSW_CANDIDATE_POOL = 40
+#: 0.986 at 64, at a latency the benchmark cannot tell apart
+#: (bench/bench_pgvector_scale.py --alt-pool 40).
+HNSW_CANDIDATE_POOL = 64
 
 
 def candidate_pool(width: int, floor: int = CANDIDATE_POOL) -> int:
@@ -319,17 +323,18 @@ class PgVectorRetrievalBackend:
             def ranked(branch: str, gate: str) -> str:
                 order = _order(branch)
                 depth = pool if branch == "exact" else candidate_pool(width, self.hnsw_pool)
-                params.extend([vec, *scope_params, vec, depth])
+                params.extend([vec, *scope_params, vec])
                 return (f"(SELECT item_id, embedding <=> %s AS dist FROM {table} WHERE {scope}"
-                        f" AND embedding IS NOT NULL{gate} ORDER BY {order} LIMIT %s)")
+                        f" AND embedding IS NOT NULL{gate} ORDER BY {order} LIMIT {int(depth)})")
 
             if plan is None:
                 # size unknown: count the session's live rows (up to the limit) once, as
                 # an InitPlan; each branch is gated by a one-time filter, so only the
                 # chosen one runs
-                ctes.append(f"size AS MATERIALIZED (SELECT count(*) <= %s AS small FROM"
-                            f" (SELECT 1 FROM {table} WHERE {scope} LIMIT %s) AS c)")
-                params += [self.exact_search_limit, *scope_params, self.exact_search_limit + 1]
+                limit = int(self.exact_search_limit)
+                ctes.append(f"size AS MATERIALIZED (SELECT count(*) <= {limit} AS small FROM"
+                            f" (SELECT 1 FROM {table} WHERE {scope} LIMIT {limit + 1}) AS c)")
+                params += [*scope_params]
                 branches = (ranked("exact", " AND (SELECT small FROM size)")
                             + " UNION ALL "
                             + ranked("hnsw", " AND NOT (SELECT small FROM size)"))
@@ -346,16 +351,16 @@ class PgVectorRetrievalBackend:
                 f" FROM {table}, (SELECT to_tsquery('simple', replace("
                 " plainto_tsquery('simple', %s)::text, ' & ', ' | ')) AS query) AS q"
                 f" WHERE {scope} AND text_tsv @@ q.query"
-                " ORDER BY score DESC, item_id COLLATE \"C\" LIMIT %s) AS l)"
+                f" ORDER BY score DESC, item_id COLLATE \"C\" LIMIT {int(pool)}) AS l)"
             )
-            params += [text, *scope_params, pool]
+            params += [text, *scope_params]
         ctes.append(
             "rec AS (SELECT item_id, row_number() OVER"
             " (ORDER BY updated_at DESC, item_id COLLATE \"C\") AS rnk FROM (SELECT item_id,"
             f" updated_at FROM {table} WHERE {scope}"
-            " ORDER BY updated_at DESC, item_id COLLATE \"C\" LIMIT %s) AS r)"
+            f" ORDER BY updated_at DESC, item_id COLLATE \"C\" LIMIT {int(pool)}) AS r)"
         )
-        params += [*scope_params, pool]
+        params += [*scope_params]
         # fuse with FULL JOINs on the item id (one hash join per signal, no regrouping),
         # adding the weighted reciprocal ranks in signal order as rrf_fuse does; order and
         # cut to the width BEFORE fetching the rows' columns
@@ -371,9 +376,8 @@ class PgVectorRetrievalBackend:
             else f"NULL::bigint AS {cte_of[sig]}_rank" for sig in cte_of)
         ctes.append(
             f"fused AS MATERIALIZED (SELECT item_id, {score} AS score, {ranks} FROM {joined}"
-            " ORDER BY score DESC, item_id COLLATE \"C\" LIMIT %s)"
+            f" ORDER BY score DESC, item_id COLLATE \"C\" LIMIT {int(width)})"
         )
-        params.append(width)
         plan_column = "(SELECT small FROM size)" if plan is None and "semantic" in active else "NULL::boolean"
         # a slice never looks at the vectors (MMR and a reranker may): then none is sent
         from backends.retrieval import narrowing_stage
