@@ -10,7 +10,9 @@ set on the index counts as pgvector's default.
 
 ``postgres`` manages exactly what the engine's schema needs (the two tables, their
 primary keys and ``ix_semvec_memory_events_user_id``); ``pgvector`` adds its item table,
-its recency b-tree and the HNSW / GIN indexes.
+its recency b-tree, the HNSW / GIN indexes and one recommended extended-statistics object
+(``semvec_items_session_owner``: a session's items share one owner; see
+:data:`backends.pgvector.schema.STATISTICS`), which ``ensure`` creates and ANALYZEs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from typing import Any
 from backends.contract import FieldDiff, IndexAction, IndexReport, IndexSpec
 from backends.pgvector.database import Database
 from backends.pgvector.schema import (
+    STATISTICS,
+    StatisticsObject,
+    statistics_sql,
     EVENTS_TABLE,
     EVENTS_USER_INDEX,
     ITEMS_GROUP,
@@ -84,6 +89,7 @@ ITEMS_MANIFEST: tuple[_Key, ...] = (
 #: pgvector's whole manifest
 MANIFEST: tuple[_Key, ...] = ENGINE_MANIFEST + ITEMS_MANIFEST
 
+
 _CATALOG_SQL = """
 SELECT ic.relname, tc.relname, am.amname, ix.indisunique, ix.indisvalid,
        ARRAY(SELECT a.attname FROM unnest(ix.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
@@ -104,6 +110,21 @@ JOIN pg_namespace n ON n.oid = tc.relnamespace
 JOIN pg_am am ON am.oid = ic.relam
 LEFT JOIN pg_constraint con ON con.conindid = ix.indexrelid AND con.conrelid = ix.indrelid
 WHERE n.nspname = %s AND tc.relname = ANY(%s)
+"""
+
+#: ``pg_statistic_ext.stxkind`` letters and the CREATE STATISTICS kinds they stand for
+_STATISTICS_KINDS = {"d": "ndistinct", "f": "dependencies", "m": "mcv", "e": "expressions"}
+
+_STATISTICS_SQL = """
+SELECT s.stxname, c.relname,
+       ARRAY(SELECT a.attname FROM unnest(s.stxkeys::int2[]) WITH ORDINALITY AS k(attnum, ord)
+             JOIN pg_attribute a ON a.attrelid = s.stxrelid AND a.attnum = k.attnum
+             ORDER BY k.ord),
+       s.stxkind::text[]
+FROM pg_statistic_ext s
+JOIN pg_class c ON c.oid = s.stxrelid
+JOIN pg_namespace n ON n.oid = s.stxnamespace
+WHERE n.nspname = %s AND c.relname = ANY(%s)
 """
 
 
@@ -148,6 +169,7 @@ class PgVectorIndexManager:
         self._db = db
         self._schema = db.config.schema
         self._manifest = MANIFEST if with_items else ENGINE_MANIFEST
+        self._statistics = STATISTICS if with_items else ()
         self._groups = (STATE_GROUP, ITEMS_GROUP) if with_items else (STATE_GROUP,)
         self._tables = [t for g in self._groups for t in group_tables(g)]
 
@@ -184,6 +206,11 @@ class PgVectorIndexManager:
                 definition["dimensions"] = dims
                 definition["column_type"] = f"vector({dims})"
             specs.append(IndexSpec(key.name, self._target(key.table), key.kind, definition))
+        for stats in self._statistics:
+            specs.append(IndexSpec(stats.name, self._target(stats.table), "statistics",
+                                   {"columns": list(stats.columns), "kinds": list(stats.kinds),
+                                    "sql": statistics_sql(self._schema, stats)},
+                                   required=False))
         return specs
 
     def _create_sql(self, key: _Key, dims: int) -> str:
@@ -265,13 +292,44 @@ class PgVectorIndexManager:
         return IndexReport(key.name, target, key.kind, "drift" if diffs else "ok",
                            tuple(diffs), detail)
 
+    def _statistics_catalog(self, conn: Any) -> dict[str, tuple[str, tuple, tuple]]:
+        """name -> (table, columns, kinds) of the statistics objects on our tables."""
+        if not self._statistics:
+            return {}
+        rows = conn.execute(_STATISTICS_SQL, (self._schema, self._tables)).fetchall()
+        return {row[0]: (row[1], tuple(row[2]),
+                         tuple(sorted(_STATISTICS_KINDS.get(k, k) for k in row[3] or ())))
+                for row in rows}
+
+    def _judge_statistics(self, stats: StatisticsObject, found: dict, absent: list[str]) -> IndexReport:
+        target = self._target(stats.table)
+        if stats.table in absent:
+            return IndexReport(stats.name, target, "statistics", "missing",
+                               detail=f"table {target} does not exist")
+        have = found.get(stats.name)
+        if have is None:
+            return IndexReport(stats.name, target, "statistics", "missing")
+        table, columns, kinds = have
+        diffs = []
+        if table != stats.table:
+            diffs.append(FieldDiff("table", stats.table, table))
+        if columns != stats.columns:
+            diffs.append(FieldDiff("columns", list(stats.columns), list(columns)))
+        if kinds != tuple(sorted(stats.kinds)):
+            diffs.append(FieldDiff("kinds", sorted(stats.kinds), list(kinds)))
+        detail = f"statistics ({', '.join(kinds)}) on ({', '.join(columns)})"
+        return IndexReport(stats.name, target, "statistics", "drift" if diffs else "ok",
+                           tuple(diffs), detail)
+
     def validate_indexes(self, *, dimensions: int | None = None) -> list[IndexReport]:
         """Read-only: one report per manifest entry, plus ``extra`` for unknown indexes
         on our tables (informational)."""
         dims = self._dims(dimensions)
         with self._db.connection() as conn:
             found, absent, column_type = self._catalog(conn)
+            stats_found = self._statistics_catalog(conn)
         reports = [self._judge(key, found, absent, column_type, dims) for key in self._manifest]
+        reports += [self._judge_statistics(stats, stats_found, absent) for stats in self._statistics]
         known = {key.name for key in self._manifest}
         for extra in sorted(set(found) - known):
             have = found[extra]
@@ -322,6 +380,31 @@ class PgVectorIndexManager:
         for key in self._manifest:
             report = self._judge(key, found, absent, column_type, dims)
             actions.append(self._ensure_one(conn, key, report, dims, recreate, apply))
+        stats_found = self._statistics_catalog(conn)
+        for stats in self._statistics:
+            report = self._judge_statistics(stats, stats_found, absent)
+            actions.append(self._ensure_statistics(conn, stats, report, recreate, apply))
+
+    def _ensure_statistics(self, conn: Any, stats: StatisticsObject, report: IndexReport,
+                           recreate: bool, apply: bool) -> IndexAction:
+        """Create (or, with ``recreate``, rebuild) one statistics object, then ANALYZE its
+        columns so the planner has it now rather than after the next autovacuum."""
+        target = self._target(stats.table)
+        if report.status == "ok":
+            return IndexAction(stats.name, target, "statistics", "exists", report.detail)
+        if report.status == "drift" and not recreate:
+            summary = "; ".join(f"{d.field}: expected {d.expected}, found {d.actual}"
+                                for d in report.differences)
+            return IndexAction(stats.name, target, "statistics", "mismatch",
+                               f"{summary}; left alone (use recreate to rebuild)")
+        if apply:
+            if report.status == "drift":
+                conn.execute(f"DROP STATISTICS IF EXISTS {qident(self._schema)}.{qident(stats.name)}")
+            conn.execute(statistics_sql(self._schema, stats))
+            conn.execute(f"ANALYZE {qident(self._schema)}.{qident(stats.table)}"
+                         f" ({', '.join(qident(c) for c in stats.columns)})")
+        action = "recreate" if report.status == "drift" else "create"
+        return IndexAction(stats.name, target, "statistics", action, report.detail, applied=apply)
 
     def _ensure_one(self, conn: Any, key: _Key, report: IndexReport, dims: int,
                     recreate: bool, apply: bool) -> IndexAction:

@@ -104,6 +104,35 @@ def state_ddl(t: Tables) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class StatisticsObject:
+    """An extended-statistics object: not an index, but planned, validated and ensured
+    with them, because the searches' plans depend on it."""
+
+    name: str
+    table: str
+    columns: tuple[str, ...]
+    kinds: tuple[str, ...]
+
+
+#: A session's items all have one owner, but without this object the planner multiplies
+#: the session and owner selectivities, expects ~1/owners of a session's rows, and on a
+#: store of many sessions reads every row of the session for the recency signal instead
+#: of walking its b-tree for the newest 100 (1M items over 1,000 sessions: the fused
+#: search 4.7 ms -> 2.3 ms). Recommended, not required: only plans depend on it.
+STATISTICS: tuple[StatisticsObject, ...] = (
+    StatisticsObject("semvec_items_session_owner", ITEMS_TABLE, ("session_id", "owner_subject"),
+                     ("dependencies",)),
+)
+
+
+def statistics_sql(schema: str, stats: StatisticsObject) -> str:
+    """CREATE STATISTICS for one entry (also run with the items table's DDL)."""
+    return (f"CREATE STATISTICS IF NOT EXISTS {qident(schema)}.{qident(stats.name)}"
+            f" ({', '.join(stats.kinds)}) ON {', '.join(qident(c) for c in stats.columns)}"
+            f" FROM {qident(schema)}.{qident(stats.table)}")
+
+
 def items_ddl(t: Tables, dimensions: int) -> list[str]:
     return [
         f"""CREATE TABLE IF NOT EXISTS {t.items} (
@@ -122,6 +151,7 @@ def items_ddl(t: Tables, dimensions: int) -> list[str]:
             updated_at    timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (session_id, item_id)
         )""",
+        *(statistics_sql(t.schema, stats) for stats in STATISTICS),
     ]
 
 

@@ -263,7 +263,8 @@ def validate(
                  rows=rows)
     write_report(report_file, "indexes", data)
     for row in advisory:
-        out.warn(f"recommended index {row['name']} ({row['target']}) is {row['state']}: "
+        what = "statistics" if row["kind"] == "statistics" else "index"
+        out.warn(f"recommended {what} {row['name']} ({row['target']}) is {row['state']}: "
                  "semvecctl suggests it, the engine does not need it (--strict to fail on it)")
     if failing:
         current().abort(f"{len(failing)} of {len(rows)} index(es) do not match: "

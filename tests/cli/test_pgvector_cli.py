@@ -104,6 +104,15 @@ def test_indexes_ensure_validate_and_drift(pgvector_url, monkeypatch):
     assert fixed.exit_code == 0, fixed.output
     assert run("indexes", "validate", "--uri", pgvector_url).exit_code == 0
 
+    # the session/owner statistics are a recommendation: a warning, a failure on --strict
+    _sql(pgvector_url, "DROP STATISTICS semvec_items_session_owner")
+    advisory = run("indexes", "validate", "--uri", pgvector_url)
+    assert advisory.exit_code == 0, advisory.output
+    assert "recommended statistics semvec_items_session_owner" in advisory.stderr
+    assert run("indexes", "validate", "--uri", pgvector_url, "--strict").exit_code == 1
+    assert run("indexes", "ensure", "--uri", pgvector_url, "--yes").exit_code == 0
+    assert run("indexes", "validate", "--uri", pgvector_url, "--strict").exit_code == 0
+
 
 @pg
 def test_health_and_sessions_over_the_uri(pgvector_url, pgvector_adapter_factory):

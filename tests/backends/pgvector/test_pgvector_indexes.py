@@ -20,7 +20,7 @@ ENGINE_EXPECTED = {
 }
 EXPECTED = ENGINE_EXPECTED | {
     "semvec_memory_items_pkey", "semvec_items_session_recency", "semvec_items_vec",
-    "semvec_items_lex",
+    "semvec_items_lex", "semvec_items_session_owner",
 }
 
 
@@ -45,7 +45,8 @@ def test_plan_lists_the_manifest(adapter):
     vec = plan["semvec_items_vec"]
     assert vec.kind == "hnsw" and vec.definition["opclasses"] == ["vector_cosine_ops"]
     assert vec.definition["dimensions"] == 16
-    assert adapter.index_plan(dimensions=768)[-2].definition["column_type"] == "vector(768)"
+    assert by_name(adapter.index_plan(dimensions=768))["semvec_items_vec"].definition[
+        "column_type"] == "vector(768)"
     assert plan["semvec_items_lex"].definition["method"] == "gin"
 
 
@@ -222,9 +223,58 @@ def test_unconfigured_dimensions_follow_the_deployed_column(adapter, pgvector_ur
     unconfigured = PgVectorAdapter(pgvector_url)
     try:
         assert all(r.ok for r in unconfigured.validate_indexes())
-        assert unconfigured.index_plan()[-2].definition["dimensions"] == 16
+        assert by_name(unconfigured.index_plan())["semvec_items_vec"].definition["dimensions"] == 16
         details = unconfigured.health_details(2.0)
         assert details["embedding_column"] == "vector(16)"
         assert details["dimensions"] == 16 and details["dimensions_configured"] is False
     finally:
         unconfigured.close()
+
+
+def _rows_estimate(url: str, where: str) -> float:
+    with psycopg.connect(url) as conn:
+        plan = conn.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM semvec_memory_items WHERE {where}"
+                            ).fetchone()[0]
+    return plan[0]["Plan"]["Plan Rows"]
+
+
+def test_session_owner_statistics_are_recommended_and_teach_the_planner(adapter, pgvector_url):
+    """Every item of a session has the session's owner: with the statistics object the
+    planner knows the owner filter keeps all of a session's rows (without it, it expects
+    a fraction of them and reads every row of the session for the recency signal)."""
+    spec = by_name(adapter.index_plan())["semvec_items_session_owner"]
+    assert spec.kind == "statistics" and spec.required is False
+    assert spec.definition["columns"] == ["session_id", "owner_subject"]
+    adapter.ensure_indexes()
+    sql(pgvector_url, "INSERT INTO semvec_memory_items (session_id, item_id, owner_subject)"
+                      " SELECT 's' || (i % 200), 'i' || i, 'tenant-' || (i % 200 % 40)"
+                      " FROM generate_series(1, 20000) AS i")
+    sql(pgvector_url, "ANALYZE semvec_memory_items")
+    both = "session_id = 's7' AND owner_subject = 'tenant-7'"
+    assert _rows_estimate(pgvector_url, both) == pytest.approx(
+        _rows_estimate(pgvector_url, "session_id = 's7'"), rel=0.5)
+
+    sql(pgvector_url, "DROP STATISTICS semvec_items_session_owner")
+    sql(pgvector_url, "ANALYZE semvec_memory_items")
+    assert by_name(adapter.validate_indexes())["semvec_items_session_owner"].status == "missing"
+    assert _rows_estimate(pgvector_url, both) < _rows_estimate(pgvector_url, "session_id = 's7'") / 5
+    action = by_name(adapter.ensure_indexes())["semvec_items_session_owner"]
+    assert action.action == "create" and action.applied
+    assert by_name(adapter.validate_indexes())["semvec_items_session_owner"].status == "ok"
+    # ensure analysed the columns: the planner knows at once
+    assert _rows_estimate(pgvector_url, both) == pytest.approx(
+        _rows_estimate(pgvector_url, "session_id = 's7'"), rel=0.5)
+
+
+def test_statistics_of_another_kind_are_drift_and_rebuilt_only_on_recreate(adapter, pgvector_url):
+    adapter.ensure_indexes()
+    sql(pgvector_url, "DROP STATISTICS semvec_items_session_owner")
+    sql(pgvector_url, "CREATE STATISTICS semvec_items_session_owner (ndistinct)"
+                      " ON session_id, owner_subject FROM semvec_memory_items")
+    report = by_name(adapter.validate_indexes())["semvec_items_session_owner"]
+    assert report.status == "drift"
+    assert [(d.field, d.expected, d.actual) for d in report.differences] == [
+        ("kinds", ["dependencies"], ["ndistinct"])]
+    assert by_name(adapter.ensure_indexes())["semvec_items_session_owner"].action == "mismatch"
+    assert by_name(adapter.ensure_indexes(recreate=True))["semvec_items_session_owner"].applied
+    assert by_name(adapter.validate_indexes())["semvec_items_session_owner"].status == "ok"
