@@ -23,19 +23,19 @@ from typing import Any
 from backends.contract import FieldDiff, IndexAction, IndexReport, IndexSpec
 from backends.pgvector.database import Database
 from backends.pgvector.schema import (
-    STATISTICS,
-    StatisticsObject,
-    statistics_sql,
     EVENTS_TABLE,
     EVENTS_USER_INDEX,
     ITEMS_GROUP,
     ITEMS_TABLE,
     STATE_GROUP,
     STATE_TABLE,
+    STATISTICS,
+    StatisticsObject,
     ensure_group,
     group_tables,
     missing_tables,
     qident,
+    statistics_sql,
 )
 
 #: The HNSW graph we plan: pgvector's m, a deeper ef_construction. A better-built graph is
@@ -88,7 +88,6 @@ ITEMS_MANIFEST: tuple[_Key, ...] = (
 
 #: pgvector's whole manifest
 MANIFEST: tuple[_Key, ...] = ENGINE_MANIFEST + ITEMS_MANIFEST
-
 
 _CATALOG_SQL = """
 SELECT ic.relname, tc.relname, am.amname, ix.indisunique, ix.indisvalid,
@@ -153,6 +152,12 @@ def _found(row: Any) -> _Found:
     return _Found(row[0], row[1], row[2], bool(row[3]), bool(row[4]), tuple(row[5]),
                   tuple(row[6]), tuple(bool(x) for x in row[7]), options, row[9], bool(row[10]),
                   contype)
+
+
+def _summary(report: IndexReport) -> str:
+    """A drift report's differences in one line, for ensure's "mismatch" actions."""
+    return "; ".join(f"{d.field}: expected {d.expected}, found {d.actual}"
+                     for d in report.differences)
 
 
 def _number(text: Any) -> Any:
@@ -393,10 +398,8 @@ class PgVectorIndexManager:
         if report.status == "ok":
             return IndexAction(stats.name, target, "statistics", "exists", report.detail)
         if report.status == "drift" and not recreate:
-            summary = "; ".join(f"{d.field}: expected {d.expected}, found {d.actual}"
-                                for d in report.differences)
             return IndexAction(stats.name, target, "statistics", "mismatch",
-                               f"{summary}; left alone (use recreate to rebuild)")
+                               f"{_summary(report)}; left alone (use recreate to rebuild)")
         if apply:
             if report.status == "drift":
                 conn.execute(f"DROP STATISTICS IF EXISTS {qident(self._schema)}.{qident(stats.name)}")
@@ -417,8 +420,7 @@ class PgVectorIndexManager:
                 conn.execute(self._create_sql(key, dims))
             return IndexAction(key.name, target, key.kind, "create", report.detail, applied=apply)
         names = {d.field for d in report.differences}
-        summary = "; ".join(f"{d.field}: expected {d.expected}, found {d.actual}"
-                            for d in report.differences)
+        summary = _summary(report)
         if "dimensions" in names:
             return IndexAction(
                 key.name, target, key.kind, "mismatch",
