@@ -83,6 +83,7 @@ __all__ = [
     "DerivedReads",
     "validate_turn_events",
     "normalise_pending",
+    "as_utc",
     "check_delete_version",
     "Reranker",
 ]
@@ -100,6 +101,12 @@ from backends.owner import (  # noqa: E402
     takes_scope,
     validate_owner_filter,
 )
+
+
+def as_utc(value: datetime) -> datetime:
+    """An aware UTC datetime. A naive one is read as UTC: the engine stores UTC wall time
+    (SQL TIMESTAMP, BSON dates, older event records), so that is what naive means here."""
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
 def normalise_pending(pending_message: str | None) -> str | None:
@@ -231,17 +238,14 @@ class MemoryEvent:
         """The inverse of :meth:`to_dict`; also reads the older encodings (None for
         unowned, a null embedding, an empty or missing sequence). Naive times are UTC."""
         created = record["created_at"]
-        if isinstance(created, str):
-            created = datetime.fromisoformat(created)
-        if created.tzinfo is None:
-            created = created.replace(tzinfo=timezone.utc)
+        created = as_utc(datetime.fromisoformat(created) if isinstance(created, str) else created)
         embedding = record.get("embedding")
         seq = record.get("sequence")
         return cls(
             event_id=str(record["event_id"]),
             user_id=str(record["user_id"]),
             content=record.get("content") or "",
-            created_at=created.astimezone(timezone.utc),
+            created_at=created,
             embedding=tuple(float(x) for x in embedding) if embedding else (),
             meta=dict(record.get("meta") or {}),
             source_event_id=str(record["source_event_id"]) if record.get("source_event_id") else None,
@@ -341,7 +345,7 @@ def _checked_embedding(embedding: Any) -> tuple[float, ...]:
         if not bool(np.isfinite(array).all()):
             _refuse_non_finite(array.tolist())
         return tuple(array.tolist())
-    if (isinstance(embedding, (tuple, list)) and type(embedding) in (tuple, list)
+    if (isinstance(embedding, (tuple, list))
             and operator.countOf(map(type, embedding), float) == len(embedding)):
         values = tuple(embedding)  # exact floats already (a tuple is kept, so is the event)
     else:

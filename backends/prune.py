@@ -22,7 +22,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Iterator
 
 from backends.archive import ArchiveReader, ArchiveWriter, atomic_output
-from backends.contract import UNSCOPED, Capability, OwnerFilter, StateVersionConflict, offers
+from backends.contract import (UNSCOPED, Capability, OwnerFilter, StateVersionConflict, as_utc,
+                               offers)
 from backends.errors import UnsupportedOperation
 
 Clock = Callable[[Any, datetime], "datetime | None"]
@@ -95,8 +96,7 @@ def find_idle(adapter: Any, idle_for: timedelta, result: PruneResult, *,
         if written is None:
             result.unknown += 1
             continue
-        if written.tzinfo is None:
-            written = written.replace(tzinfo=timezone.utc)
+        written = as_utc(written)
         if written < cutoff:
             result.idle += 1
             yield IdleSession(summary.session_id, summary.version, summary.owner_subject,

@@ -36,6 +36,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping, TypeGuard, Union
 
 from backends.archive.errors import ArchiveDamaged, ArchiveUnsupported
+from backends.contract import as_utc
 
 FORMAT_NAME = "semvecctl-sessions"
 FORMAT_VERSION = 2
@@ -72,10 +73,7 @@ def utc_now() -> datetime:
 
 def parse_utc(value: str) -> datetime:
     """An ISO timestamp as an aware UTC datetime (``Z`` accepted; naive means UTC)."""
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
+    return as_utc(datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value))
 
 
 def iso_utc(value: datetime) -> str:
@@ -152,11 +150,7 @@ ArchiveRecord = Union[SessionRecord, UserRecord]
 
 
 def _iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).isoformat()
+    return None if value is None else as_utc(value).isoformat()
 
 
 def item_to_record(item: Any) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from backends.conformance.model import SubCheckNotApplicable
-from backends.contract import Capability, offers
+from backends.contract import Capability, as_utc, offers
 from backends.owner import UNSCOPED, OwnerScope
 
 #: Conventions a method can speak.
@@ -282,10 +282,7 @@ class WireEvent:
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> "WireEvent":
         created = record["created_at"]
-        if isinstance(created, str):
-            created = datetime.fromisoformat(created)
-        if created.tzinfo is None:
-            created = created.replace(tzinfo=timezone.utc)
+        created = as_utc(datetime.fromisoformat(created) if isinstance(created, str) else created)
         source = record.get("source_event_id")
         return cls(event_id=uuid.UUID(str(record["event_id"])), user_id=record["user_id"],
                    content=record.get("content") or "", created_at=created,

@@ -30,7 +30,7 @@ from backends.contract import (
 from backends.errors import InvalidEvent, StateVersionConflict
 from backends.mongo.errors import driver_errors
 from backends.mongo.names import COUNTERS_COLLECTION, EVENTS_COLLECTION
-from backends.mongo.state import as_utc, bson_time, owner_clause
+from backends.mongo.state import bson_utc, bson_time, owner_clause
 
 #: The counter field the engine increments, and the one older semvecctl releases used.
 COUNTER_FIELD = "value"
@@ -61,7 +61,7 @@ def event_document(event: MemoryEvent) -> dict[str, Any]:
 
 def event_from_document(doc: Mapping[str, Any]) -> MemoryEvent:
     record = dict(doc)
-    record["created_at"] = as_utc(doc.get("created_at")) or doc.get("created_at")
+    record["created_at"] = bson_utc(doc.get("created_at")) or doc.get("created_at")
     return MemoryEvent.from_dict(record)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from backends.contract import UNSCOPED, ItemSyncResult, MemoryItem, OwnerFilter
 from backends.mongo.errors import driver_errors
 from backends.mongo.names import ITEMS_COLLECTION
-from backends.mongo.state import as_utc, bson_time, owner_clause, utcnow
+from backends.mongo.state import bson_utc, bson_time, owner_clause, utcnow
 
 
 #: sha256 of an item's content (everything but timestamps and eviction), so a sync can
@@ -93,8 +93,8 @@ def item_from_document(doc: Mapping[str, Any]) -> MemoryItem:
         tiers=tuple(doc.get("tiers") or ()),
         unit=dict(doc.get("unit") or {}),
         evicted=bool(doc.get("evicted")),
-        created_at=as_utc(doc.get("created_at")),
-        updated_at=as_utc(doc.get("updated_at")),
+        created_at=bson_utc(doc.get("created_at")),
+        updated_at=bson_utc(doc.get("updated_at")),
         owner_subject=doc.get("owner_subject"),
         session_id=doc.get("session_id"),
     )
@@ -144,7 +144,7 @@ class MongoItemMirror:
                 added += 1
                 continue
             selector = {"_id": current["_id"], "session_id": session_id}
-            moved = item.updated_at is not None and as_utc(current.get("updated_at")) != touched
+            moved = item.updated_at is not None and bson_utc(current.get("updated_at")) != touched
             if current.get(CONTENT_DIGEST_FIELD) is not None:
                 same = current[CONTENT_DIGEST_FIELD] == digest and not current.get("evicted")
                 changed = {} if same else {**content, CONTENT_DIGEST_FIELD: digest}

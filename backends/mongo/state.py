@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, Mapping
 
 from backends.contract import (
+    as_utc,
     check_delete_version,
     DerivedReads,
     speaks_both_conventions,
@@ -36,17 +37,16 @@ from backends.mongo.names import STATE_COLLECTION
 META_PROJECTION = {"blob": 0}
 
 
-def as_utc(value: Any) -> datetime | None:
-    """BSON datetimes come back naive (UTC) unless the client is tz-aware."""
-    if not isinstance(value, datetime):
-        return None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+def bson_utc(value: Any) -> datetime | None:
+    """A stored date as aware UTC (BSON datetimes come back naive unless the client is
+    tz-aware); None for anything that is not a date."""
+    return as_utc(value) if isinstance(value, datetime) else None
 
 
 def bson_time(value: Any) -> datetime | None:
-    """:func:`as_utc`, truncated to BSON's millisecond precision so a round trip
+    """:func:`bson_utc`, truncated to BSON's millisecond precision so a round trip
     compares equal."""
-    value = as_utc(value)
+    value = bson_utc(value)
     if value is None:
         return None
     return value.replace(microsecond=value.microsecond // 1000 * 1000)
@@ -207,7 +207,7 @@ class MongoStateStore(DerivedReads):
 
     def _expired(self, doc: Mapping[str, Any]) -> bool:
         cutoff = self._cutoff()
-        updated = as_utc(doc.get("updated_at"))
+        updated = bson_utc(doc.get("updated_at"))
         return cutoff is not None and updated is not None and updated < cutoff
 
     def _live_clause(self) -> dict[str, Any]:
@@ -401,7 +401,7 @@ class MongoStateStore(DerivedReads):
     def _summary(self, doc: Mapping[str, Any], blob_size: int) -> SessionSummary:
         """A listing row. A damaged document is listed (never breaks the listing) with
         ``extra["damaged"]`` saying which field; a strict read of it raises."""
-        updated = as_utc(doc.get("updated_at"))
+        updated = bson_utc(doc.get("updated_at"))
         ttl_left = None
         if self._session_ttl_s is not None and updated is not None:
             elapsed = (datetime.now(timezone.utc) - updated).total_seconds()

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterator, Sequence
 
 from backends.contract import (
+    as_utc,
     speaks_both_conventions,
     UNSCOPED,
     EngineEventSurface,
@@ -93,16 +94,14 @@ def _json(text: Any, default: Any) -> Any:
 
 
 def event_from_row(row: Any) -> MemoryEvent:
-    created = row[4]
-    if created.tzinfo is None:
-        created = created.replace(tzinfo=timezone.utc)
+    created = as_utc(row[4])
     embedding = _json(row[6], [])
     return MemoryEvent(
         event_id=row[0],
         user_id=row[1],
         owner_subject=row[2] or "",
         session_id=row[3] or "",
-        created_at=created.astimezone(timezone.utc),
+        created_at=created,
         content=row[5] or "",
         embedding=tuple(float(x) for x in embedding),
         meta=dict(_json(row[7], {})),

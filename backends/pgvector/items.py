@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterator, Sequence
 
 from backends.contract import (
+    as_utc,
     UNSCOPED,
     ItemSyncResult,
     MemoryItem,
@@ -48,11 +49,7 @@ def vector_tuple(value: Any) -> tuple[float, ...] | None:
 
 
 def _utc(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+    return None if value is None else as_utc(value)
 
 
 def item_from_row(row: Any) -> MemoryItem:

@@ -10,10 +10,10 @@ The layout is the engine's (``state_blob``, ``drift_exempt``, no digest column).
 from __future__ import annotations
 
 import fnmatch
-from datetime import timezone
 from typing import Any, Iterator
 
 from backends.contract import (
+    as_utc,
     DerivedReads,
     speaks_both_conventions,
     UNSCOPED,
@@ -355,8 +355,8 @@ class PgVectorStateStore(DerivedReads):
             extra["damaged"] = damage
         version = row[1] if isinstance(row[1], int) and row[1] >= 1 else 0
         updated = row[6]
-        if updated is not None and updated.tzinfo is None:
-            updated = updated.replace(tzinfo=timezone.utc)
+        if updated is not None:
+            updated = as_utc(updated)
         return SessionSummary(
             session_id=row[0], version=version, owner_subject=row[2] or None,
             pending_message=row[3], blob_size=int(row[4] or 0), blob_sha256=row[5] or "",
