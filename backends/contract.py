@@ -13,11 +13,12 @@ import math
 import operator
 import re
 import sys
+from collections.abc import Iterable, Mapping  # not typing's: isinstance is on the hot path
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from enum import Enum
-from typing import (Any, Callable, ContextManager, Iterable, Iterator, Mapping, NamedTuple,
-                    Protocol, Sequence, runtime_checkable)
+from typing import (Any, Callable, ContextManager, Iterator, NamedTuple, Protocol, Sequence,
+                    runtime_checkable)
 
 from backends.errors import InvalidEvent, StateVersionConflict, is_state_version_conflict
 
@@ -295,6 +296,16 @@ def coerce_event(event: Any) -> MemoryEvent:
     return MemoryEvent(**values)
 
 
+_STRICT_JSON = json.JSONEncoder(allow_nan=False)
+
+
+def meta_json(meta: Mapping[str, Any]) -> str:
+    """An event's meta as the engine stores it: ``json.dumps`` with its defaults, NaN and
+    infinity refused (ValueError; TypeError for what JSON cannot hold). One encoder is
+    kept: ``json.dumps`` builds a new one per call for any non-default option."""
+    return _STRICT_JSON.encode(dict(meta))
+
+
 def validate_event(event: Any) -> MemoryEvent:
     """Validate one event before anything of its turn is written; return it in canonical
     form (UUID text, float embedding).
@@ -318,7 +329,7 @@ def validate_event(event: Any) -> MemoryEvent:
     if not isinstance(event.meta, Mapping):
         raise InvalidEvent("event meta must be a mapping")
     try:
-        json.dumps(dict(event.meta), allow_nan=False)
+        meta_json(event.meta)
     except (TypeError, ValueError):
         raise InvalidEvent("event meta must be JSON-serialisable") from None
     for name in ("owner_subject", "session_id"):

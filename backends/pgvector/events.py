@@ -20,6 +20,7 @@ from backends.contract import (
     UNSCOPED,
     EngineEventSurface,
     MemoryEvent,
+    meta_json,
     OwnerFilter,
     validate_turn_events,
 )
@@ -79,7 +80,7 @@ def append_in_transaction(conn: Any, db: Database, events: Sequence[MemoryEvent]
         cur.executemany(
             f"INSERT INTO {table} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [(e.event_id, e.user_id, e.owner_subject, e.session_id, _naive_utc(e.created_at),
-              e.content, embedding_json(e.embedding), json.dumps(dict(e.meta)),
+              e.content, embedding_json(e.embedding), meta_json(e.meta),
               e.source_event_id) for e in events],
         )
     return list(events)
