@@ -33,9 +33,14 @@ def embedding_json(values: Sequence[float]) -> str:
     """``json.dumps(list(values))`` for finite floats, fast. Raises ValueError on a
     non-finite value (orjson would write it as ``null``; the engine cannot read that
     back as a float)."""
+    return embedding_json_bytes(values).decode("ascii")
+
+
+def embedding_json_bytes(values: Sequence[float]) -> bytes:
+    """:func:`embedding_json` as ASCII bytes, for a wire that sends bytes (Redis)."""
     raw = orjson.dumps(values if isinstance(values, (list, tuple)) else list(values))
-    if b"null" in raw:
+    if b"n" in raw:  # only ``null`` has an n: orjson's spelling of NaN and infinity
         raise ValueError("embedding has a non-finite value (NaN or infinity)")
     if b"e" in raw or b"0.0000" in raw:
         raw = _NOTATION_MAY_DIFFER.sub(_as_repr, raw)
-    return raw.replace(b",", b", ").decode("ascii")
+    return raw.replace(b",", b", ")

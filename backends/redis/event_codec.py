@@ -13,13 +13,13 @@ import json
 from datetime import timezone
 from typing import Mapping
 
-from backends.contract import MemoryEvent
-from backends.embedding_text import embedding_json
+from backends.contract import MemoryEvent, meta_json
+from backends.embedding_text import embedding_json_bytes
 from backends.errors import IntegrityError
 from backends.redis import keys
 
 
-def event_args(event: MemoryEvent) -> list[str]:
+def event_args(event: MemoryEvent) -> list[str | bytes]:
     """The ten per-event arguments commit_turn.lua expects, in its order (the event is
     already validated: UUID ids, finite embedding, JSON-safe meta)."""
     created = event.created_at.astimezone(timezone.utc)
@@ -31,8 +31,8 @@ def event_args(event: MemoryEvent) -> list[str]:
         created.isoformat(),
         repr(created.timestamp()),
         event.content,
-        embedding_json(event.embedding),  # the engine's json.dumps bytes, fast
-        json.dumps(dict(event.meta), allow_nan=False),
+        embedding_json_bytes(event.embedding),  # the engine's json.dumps bytes, fast
+        meta_json(event.meta),
         event.source_event_id or "",
     ]
 
