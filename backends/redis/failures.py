@@ -17,8 +17,7 @@ the driver exception stays attached as ``__cause__``:
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator
+from typing import Literal
 
 from backends.errors import (
     BackendAuthError,
@@ -105,20 +104,33 @@ def is_wrong_type(exc: BaseException) -> bool:
     return seen is not None and str(seen).startswith("WRONGTYPE")
 
 
-@contextmanager
-def redis_errors(where: str, session_id: str | None = None) -> Iterator[None]:
+class redis_errors:  # noqa: N801 - used as ``with redis_errors(...)``, like a function
     """Re-raise driver errors as categorised backend errors (the original as cause).
 
     With ``session_id``, a WRONGTYPE reply means the session's own key holds another
-    type: that is :class:`CorruptState` naming the session."""
-    from redis.exceptions import RedisClusterException, RedisError
+    type: that is :class:`CorruptState` naming the session. A class, not a generator:
+    it wraps every Redis call, and commit_turn's whole budget is a few round trips."""
 
-    try:
-        yield
-    except (RedisError, RedisClusterException, OSError) as exc:
-        if session_id is not None and is_wrong_type(exc):
-            raise CorruptState(session_id, "key", "holds another type than a hash") from exc
-        mapped = translate_error(exc, where)
+    __slots__ = ("where", "session_id")
+
+    def __init__(self, where: str, session_id: str | None = None) -> None:
+        self.where = where
+        self.session_id = session_id
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 traceback: object) -> Literal[False]:
+        if exc is None:
+            return False
+        from redis.exceptions import RedisClusterException, RedisError
+
+        if not isinstance(exc, (RedisError, RedisClusterException, OSError)):
+            return False
+        if self.session_id is not None and is_wrong_type(exc):
+            raise CorruptState(self.session_id, "key", "holds another type than a hash") from exc
+        mapped = translate_error(exc, self.where)
         if mapped is exc:
-            raise
+            return False
         raise mapped from exc
