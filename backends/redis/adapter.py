@@ -30,8 +30,10 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
     ``uri`` (``redis://``, ``rediss://`` or ``unix://``) defaults to ``REDIS_URL``, then to
     ``redis://localhost:6379/0``. Options: ``connect_timeout``, ``socket_timeout`` (or
     ``timeout`` for both), ``ttl_seconds`` (default ``SEMVEC_REDIS_SESSION_TTL_S``, 0 = no
-    expiry), ``retries`` (connection retries, default 1), ``max_connections``,
-    ``cluster`` (default: the URI's ``?cluster=`` flag, else False; see the module doc).
+    expiry), ``retries`` (connection retries, default 1), ``max_connections`` (redis-py's
+    default is 100; a pool of 16 or more keeps one connection reserved for Lua script
+    calls, see :mod:`backends.redis.scripts`), ``cluster`` (default: the URI's
+    ``?cluster=`` flag, else False; see the module doc).
     """
 
     name = "redis"
