@@ -73,9 +73,9 @@ CANDIDATE_POOL = 100
 #: ``hnsw.ef_search``: the graph search that finds the top 10 visits that many candidates
 #: anyway, so returning them all costs rows, not search, while a deeper pool means a
 #: deeper search. 64, not pgvector's default 40: on the graph the manifest plans
-#: (ef_construction 128) recall@10 against exact search at 100k items is 0.966 at 40 and
-#: 0.986 at 64, at a latency the benchmark cannot tell apart
-#: (bench/bench_pgvector_scale.py --alt-pool 40).
+#: (ef_construction 128) semantic recall@10 against exact search at 100k items is 0.96-0.99
+#: at 64 (it varies with the build) and about 0.01-0.02 lower at 40, for a fused search
+#: 10-25% slower than at 40 (bench/bench_pgvector_scale.py --alt-pool 40).
 HNSW_CANDIDATE_POOL = 64
 
 
@@ -334,7 +334,7 @@ class PgVectorRetrievalBackend:
                 limit = int(self.exact_search_limit)
                 ctes.append(f"size AS MATERIALIZED (SELECT count(*) <= {limit} AS small FROM"
                             f" (SELECT 1 FROM {table} WHERE {scope} LIMIT {limit + 1}) AS c)")
-                params += [*scope_params]
+                params.extend(scope_params)
                 branches = (ranked("exact", " AND (SELECT small FROM size)")
                             + " UNION ALL "
                             + ranked("hnsw", " AND NOT (SELECT small FROM size)"))
@@ -360,7 +360,7 @@ class PgVectorRetrievalBackend:
             f" updated_at FROM {table} WHERE {scope}"
             f" ORDER BY updated_at DESC, item_id COLLATE \"C\" LIMIT {int(pool)}) AS r)"
         )
-        params += [*scope_params]
+        params.extend(scope_params)
         # fuse with FULL JOINs on the item id (one hash join per signal, no regrouping),
         # adding the weighted reciprocal ranks in signal order as rrf_fuse does; order and
         # cut to the width BEFORE fetching the rows' columns

@@ -134,6 +134,10 @@ class LuaScript:
             return client.eval(self.source, len(keys), *keys, *args)
 
 
+#: the smallest pool that gives one connection up to script calls
+RESERVE_FROM = 16
+
+
 class ReservedConnection:
     """One connection of a large pool, kept checked out for script calls.
 
@@ -187,10 +191,6 @@ class ReservedConnection:
             connection.disconnect()
             connection.connect()
         return connection
-
-
-#: the smallest pool that gives one connection up to script calls
-RESERVE_FROM = 16
 
 
 _cache: dict[str, LuaScript] = {}
