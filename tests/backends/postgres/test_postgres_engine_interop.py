@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 import pytest
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.engine]
 
 engine_adapter = pytest.importorskip("semvec.api.postgres_backend_adapter",
                                      reason="the semvec engine (with sqlalchemy) is not installed")
@@ -25,7 +25,8 @@ engine_adapter = pytest.importorskip("semvec.api.postgres_backend_adapter",
 def engine(pgvector_url, monkeypatch):
     from semvec.api import database
 
-    monkeypatch.setenv("DATABASE_URL", pgvector_url)
+    # psycopg 3 through SQLAlchemy's own dialect name: the engine venv has psycopg, not psycopg2
+    monkeypatch.setenv("DATABASE_URL", pgvector_url.replace("postgresql://", "postgresql+psycopg://", 1))
     database.reset_engine()
     database.create_tables()
     try:

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.engine]
 
 semvec = pytest.importorskip("semvec", reason="the semvec engine is not installed")
 
