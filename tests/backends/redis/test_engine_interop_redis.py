@@ -69,6 +69,7 @@ def test_engine_state_reads_back_through_our_store(engine, ours):
     store = engine.state_store()
     assert store.save(s, b"\x00engine\xff", expected_version=None,
                       scope=engine_scope("acme", "bot"), pending_message="p") == 1
+    assert ours.state_store().load_full(s) == LoadedState(b"\x00engine\xff", 1, "acme/bot", "p")
     assert store.save(s, b"engine v2", expected_version=1, scope=engine_scope("acme", "bot")) == 2
     store.set_drift_exempt(s, True)
     mine = ours.state_store()
