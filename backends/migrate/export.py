@@ -34,7 +34,7 @@ from backends.archive import (
     UserRecord,
     atomic_output,
 )
-from backends.archive.format import utc_now
+from backends.archive.format import log_order, utc_now
 from backends.archive.seen import SeenFilter, confirmed_duplicates
 from backends.contract import (UNSCOPED, Capability, LiveItemSource, OwnerFilter, SessionEnumerator,
                                offers)
@@ -65,6 +65,8 @@ class ExportResult:
     #: sessions the enumeration reported twice, written once
     duplicates_dropped: int = 0
     suspects: set[str] = field(default_factory=set, repr=False)
+    #: a copy's accepted loss of the source's events (see backends.migrate.copy)
+    left_behind: list[str] = field(default_factory=list)
 
 
 def check_exportable(adapter: Any, *, with_items: bool, with_events: bool = False,
@@ -96,7 +98,9 @@ def make_header(adapter: Any, source_uri: str, *, with_items: bool, owner_subjec
         filters["users"] = list(users)
     return ArchiveHeader(source_backend=str(getattr(adapter, "name", "?")), source_uri=source_uri,
                          created_at=ArchiveHeader.now(), tool_version=__version__,
-                         with_items=with_items, filters=filters, with_events=with_events)
+                         with_items=with_items, filters=filters,
+                         # a whole-user log carries events too: the header says so
+                         with_events=bool(with_events or users))
 
 
 def drift_reader(adapter: Any) -> Callable[[Any], bool]:
@@ -154,7 +158,7 @@ class _SessionEvents:
         found: list[Any] = []
         for user in sorted(set(self._subjects(session_id)) - self._skip):
             found.extend(self._log(user).get(session_id, ()))
-        return tuple(sorted(found, key=lambda e: (e.user_id, e.sequence, e.event_id)))
+        return tuple(sorted(found, key=lambda e: (e.user_id, *log_order(e))))
 
 
 def user_sessions(adapter: Any, users: Sequence[str], owner_subject: OwnerFilter) -> set[str]:
@@ -169,7 +173,8 @@ def iter_user_records(adapter: Any, users: Sequence[str],
     store = adapter.event_store()
     read_counter = counter_reader(adapter)
     for user in users:
-        events = tuple(store.list_events(user, owner_subject=owner_subject))
+        events = tuple(sorted(store.list_events(user, owner_subject=owner_subject),
+                              key=log_order))
         top = max((e.sequence for e in events), default=0)
         # read after the events: the counter only grows, so it covers every one of them
         counter = max(int(read_counter(user)), top) if read_counter is not None else None
@@ -189,6 +194,7 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
     store = session_event_source(adapter) if with_events else None
     events_of = _SessionEvents(store, owner_subject, set(users)) if store is not None else None
     selected = user_sessions(adapter, users, owner_subject) if users else None
+    keeps_clock = offers(adapter.state_store(), Capability.WRITE_TIME)
     if summaries is None:
         summaries = adapter.iter_sessions(owner_subject=owner_subject, match=match,
                                           batch_size=batch_size)
@@ -214,6 +220,7 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
                 owner_subject=state.owner_subject, pending_message=state.pending_message,
                 blob=bytes(state.blob), expires_at=expires_at, items=items,
                 drift_exempt=drift(summary), events=events,
+                updated_at=summary.updated_at if keeps_clock else None,
             )
 
 

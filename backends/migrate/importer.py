@@ -22,7 +22,10 @@ counter) so the next append continues the sequence. An event whose id, or whose
 (user, sequence), the target already holds is a conflict like an existing session.
 Events of an expired session are still restored: the compliance log does not expire
 with session state. Events archived without a number (from a store that keeps none)
-are appended, so the target numbers them. Whatever the target cannot keep is settled by the one loss rule
+are appended once every record is read, user by user in log order (``created_at``, then
+event id), so a target that numbers them gives 1 to the oldest. The events of a session
+skipped as already there are restored where the target lacks them (a resumed import),
+the others are skipped. Whatever the target cannot keep is settled by the one loss rule
 (:mod:`backends.migrate.loss`) before the first write.
 """
 
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from backends.archive import ArchiveReader, ArchiveSummary, SessionRecord, UserRecord, verify_archive
+from backends.archive.format import log_order
 from backends.contract import UNSCOPED, ItemMirror, SessionRestorer
 from backends.errors import UnsupportedOperation, is_state_version_conflict
 from backends.migrate.errors import ImportConflict
@@ -43,6 +47,7 @@ from backends.migrate.loss import (
     persistence_warning,
     settle,
     state_store_member,
+    write_time_restorer,
 )
 from backends.migrate.verify import Expected, VerifyReport, check_all, check_events
 
@@ -159,6 +164,8 @@ class SessionImporter:
         self.summary: ArchiveSummary | None = None
         self.totals = PlanTotals()
         self.result: ImportResult | None = None
+        #: user id -> events archived without a number, appended at the end of apply()
+        self._unnumbered: dict[str, list[Any]] = {}
 
     @property
     def target_name(self) -> str:
@@ -292,7 +299,15 @@ class SessionImporter:
         )
 
     def _write(self, record: SessionRecord, ttl: int | None) -> None:
-        if self.restores_versions:
+        restore_clock = write_time_restorer(self.adapter) if record.updated_at else None
+        if self.restores_versions and restore_clock is not None:
+            restore_clock(  # the source's write time, so the idle clock does not restart
+                record.session_id, record.blob, version=record.version,
+                owner_subject=record.owner_subject, pending_message=record.pending_message,
+                ttl_seconds=ttl if keeps_expiry(self.adapter) else None,
+                updated_at=record.updated_at,
+            )
+        elif self.restores_versions:
             self.adapter.restore_session(
                 record.session_id, record.blob, version=record.version,
                 owner_subject=record.owner_subject, pending_message=record.pending_message,
@@ -331,12 +346,12 @@ class SessionImporter:
             numbered = [e for e in fresh if e.sequence]
             if numbered:
                 store.restore_events(numbered)
-            for event in fresh:  # from a store that kept no numbers: the target assigns them
-                if not event.sequence:
-                    store.append(event)
+            for event in fresh:  # from a store that kept no numbers: the target assigns them,
+                if not event.sequence:  # in log order, once every record is read (_append_unnumbered)
+                    self._unnumbered.setdefault(event.user_id, []).append(event)
             if logs is not None:
                 logs.add(fresh)
-            result.events_restored += len(fresh)
+            result.events_restored += len(numbered)
         tops: dict[str, int] = {}
         for event in fresh:
             tops[event.user_id] = max(tops.get(event.user_id, 0), event.sequence)
@@ -347,6 +362,17 @@ class SessionImporter:
         for user, top in tops.items():
             if top:
                 result.counters[user] = store.raise_counter(user, top)
+
+    def _append_unnumbered(self, result: ImportResult) -> None:
+        """Append the events archived without a sequence number (from a store that keeps
+        none), user by user in log order (``created_at``, then event id), wherever they
+        were in the archive: a target that numbers them gives 1 to the oldest."""
+        store = event_restorer(self.adapter)
+        pending, self._unnumbered = self._unnumbered, {}
+        for user in sorted(pending):
+            for event in sorted(pending[user], key=log_order):
+                store.append(event)
+                result.events_restored += 1
 
     def apply(self, progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None
               ) -> ImportResult:
@@ -373,8 +399,8 @@ class SessionImporter:
             if self.on_conflict == "skip" and self._exists(record.session_id):
                 result.skipped += 1
                 result.skipped_ids.add(record.session_id)
-                result.skipped_event_ids.update(e.event_id for e in record.events or ())
-                result.events_skipped += len(record.events or ())
+                if record.events:  # a resumed import: the events an earlier run did not
+                    self._restore_events(record.events, logs, result)  # write, the rest skipped
                 continue
             ttl = record.ttl_left()
             if ttl is not None and ttl <= 0:
@@ -403,6 +429,7 @@ class SessionImporter:
                     result.items_not_imported += len(record.items)
             if record.events:
                 self._restore_events(record.events, logs, result)
+        self._append_unnumbered(result)
         return result
 
     # -- 4. read back ----------------------------------------------------------------

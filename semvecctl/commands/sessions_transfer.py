@@ -38,7 +38,7 @@ from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import open_adapter, resolve_connection
 from semvecctl.errors import CliError, usage_error
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, StreamOutput, Uri, Yes, owner_filter
+from semvecctl.options import AdapterFactory, Backend, StreamOutput, Uri, owner_filter
 from semvecctl.output import Column, StreamFormat
 
 MatchOpt = typer.Option(None, "--match", "-m", help="Only session ids matching this glob (*, ?, [..]).",
@@ -58,6 +58,12 @@ AllowLossOpt = typer.Option(False, "--allow-loss",
                                  "(items, events, sequences, expiry times, drift flags); without it such a "
                                  "transfer is refused (exit 1) before anything is written.")
 ApplyOpt = typer.Option(False, "--apply", help="Write to the target (default: preview only).")
+OverwriteOpt = typer.Option(False, "--overwrite",
+                            help="Replace an existing --out file (without it an existing archive is never "
+                                 "touched: exit 2). --yes never allows this.")
+#: export never asks; --yes is accepted (scripts pass it) and allows nothing
+ExportYesOpt = typer.Option(False, "--yes", "-y", hidden=True,
+                            help="Accepted and ignored: overwriting an existing archive needs --overwrite.")
 
 
 class OnConflict(str, Enum):
@@ -117,28 +123,27 @@ def export_sessions(
     allow_loss: bool = AllowLossOpt,
     out_path: str = typer.Option("-", "--out", "-O", help="Archive file (gzip when it ends in .gz), or - for stdout."),
     batch_size: int = BatchOpt,
-    yes: Yes = False,
+    overwrite: bool = OverwriteOpt,
+    yes: bool = ExportYesOpt,
 ) -> None:
     """Write sessions to a versioned, checksummed archive (JSON Lines).
 
     Streams (memory does not grow with the number of sessions). The file is created
     private (0600) and appears only once complete: an interrupted export leaves nothing
-    under the target name.
+    under the target name. An existing --out file is replaced only with --overwrite.
     """
     from backends.migrate import check_exportable, export_to_path, export_to_stream
 
     app = current()
     out = app.output
     scope = owner_filter(owner, unowned)
-    to_stdout = archive_target(out_path, out)
+    to_stdout = archive_target(out_path, out, overwrite=overwrite)
     spec = resolve_connection(backend, uri, adapter)
     users = _users(users)
     with open_adapter(spec) as source:
         for warning in check_exportable(source, with_items=with_items, with_events=with_events,
                                         users=users, allow_loss=allow_loss):
             out.warn(warning)
-        if not to_stdout and os.path.exists(out_path):
-            out.confirm(f"overwrite the existing file {out_path}", yes=yes)
         options = dict(source_uri=_source_label(spec), owner_subject=scope, match=match,
                        with_items=with_items, with_events=with_events, users=users,
                        allow_loss=allow_loss, batch_size=batch_size,
@@ -165,9 +170,10 @@ def export_sessions(
 # --------------------------------------------------------------------------------------
 
 
-def archive_target(out_path: str, out: Any) -> bool:
+def archive_target(out_path: str, out: Any, *, overwrite: bool = False) -> bool:
     """Check ``--out`` before anything is read: ``-`` is stdout (never a terminal), else a
-    file in an existing directory. True when the archive goes to stdout."""
+    file in an existing directory that does not exist yet unless ``overwrite`` (a
+    confirmation flag never replaces an archive). True when the archive goes to stdout."""
     if out_path == "-":
         if out._isatty(sys.stdout):
             raise usage_error("refusing to write an archive to a terminal: pass --out FILE or "
@@ -178,6 +184,9 @@ def archive_target(out_path: str, out: Any) -> bool:
         raise usage_error(f"directory {directory} does not exist (from --out)")
     if os.path.isdir(out_path):
         raise usage_error(f"--out {out_path} is a directory; name a file")
+    if os.path.lexists(out_path) and not overwrite:
+        raise usage_error(f"--out {out_path} already exists; nothing was written. Pass "
+                          "--overwrite to replace it, or name another file")
     return False
 
 
@@ -411,6 +420,8 @@ def copy_sessions(
             allow_loss=allow_loss, batch_size=batch_size,
             progress=_progress("reading source"), on_conflict=policy, keep_versions=keep_versions,
         ) as (importer, exported):
+            for warning in exported.left_behind:
+                out.warn(warning)
             if exported.vanished:
                 out.info(f"{exported.vanished} session(s) disappeared from the source while reading")
 
