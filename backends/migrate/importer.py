@@ -36,9 +36,9 @@ from typing import Any, Callable, Iterable, Iterator
 
 from backends.archive import ArchiveReader, ArchiveSummary, SessionRecord, UserRecord, verify_archive
 from backends.archive.format import log_order
-from backends.contract import UNSCOPED, ItemMirror, SessionRestorer
+from backends.contract import UNSCOPED, ItemMirror, SessionRestorer, validate_save_args
 from backends.errors import UnsupportedOperation, is_state_version_conflict
-from backends.migrate.errors import ImportConflict
+from backends.migrate.errors import ImportConflict, UnimportableRecord
 from backends.migrate.loss import (
     event_restorer,
     import_losses,
@@ -216,9 +216,44 @@ class SessionImporter:
     # -- 2. plan ---------------------------------------------------------------------
 
     def _all_records(self) -> Iterator[SessionRecord | UserRecord]:
+        for _line, record in self._numbered_records():
+            yield record
+
+    def _numbered_records(self) -> Iterator[tuple[int, SessionRecord | UserRecord]]:
+        """Each record with its archive line (the header is line 1)."""
         self.verify()
         with ArchiveReader(self.source.open(), close_source=True) as reader:
-            yield from reader.records()
+            for line, record in enumerate(reader.records(), 2):
+                yield line, record
+
+    def check_record(self, record: SessionRecord | UserRecord, line: int) -> None:
+        """Run the checks the target's write runs on this record, without writing
+        (``check_write`` where the target's state store has stricter rules, else the
+        contract's): a record it would refuse is :class:`UnimportableRecord`, naming the
+        session and the archive line, in the preview as before an import's first write."""
+        if not isinstance(record, SessionRecord):
+            return
+        check = state_store_member(self.adapter, "check_write")
+        version = record.version if self.restores_versions else None
+        try:
+            if check is not None:
+                check(record.session_id, record.blob, version=version,
+                      owner_subject=record.owner_subject, pending_message=record.pending_message)
+            else:
+                validate_save_args(record.session_id, record.blob, version, record.owner_subject)
+        except (ValueError, TypeError) as exc:
+            sid = record.session_id
+            shown = repr(sid) if len(sid) <= 60 else f"{sid[:40]!r}… ({len(sid)} characters)"
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UnimportableRecord(
+                f"archive line {line}: session {shown} cannot be stored in backend "
+                f"{self.target_name!r}: {why}; nothing was written. Remove or rename that "
+                "session at the source and export again") from None
+
+    def check_records(self) -> None:
+        """:meth:`check_record` for every record (an import runs it before its first write)."""
+        for line, record in self._numbered_records():
+            self.check_record(record, line)
 
     def _records(self) -> Iterator[SessionRecord]:
         for record in self._all_records():
@@ -278,7 +313,8 @@ class SessionImporter:
         """Stream the preview; ``self.totals`` is complete once the stream is exhausted."""
         self.totals = PlanTotals()
         logs = self._logs()
-        for record in self._all_records():
+        for line, record in self._numbered_records():
+            self.check_record(record, line)  # what --apply would refuse, the preview refuses
             row = self._row(record, logs)
             setattr(self.totals, row.action, getattr(self.totals, row.action) + 1)
             if row.action == "conflict" and self.totals.first_conflict is None:
@@ -379,6 +415,7 @@ class SessionImporter:
         self.verify()
         self.check_capabilities()
         self.check_losses()
+        self.check_records()  # before the first write, whatever the conflict policy
         if self.on_conflict == "error":
             for _ in self.plan():
                 pass

@@ -192,6 +192,12 @@ class PgVectorStateStore(DerivedReads):
         self._db = db
         self._table = db.tables.state
 
+    def check_write(self, session_id: str, blob: bytes, *, version: int | None,
+                    owner_subject: str | None = None, pending_message: str | None = None) -> None:
+        """Run the checks a save or restore of these values runs, without any I/O: raises
+        the ValueError/TypeError the write would (an import's preview runs them)."""
+        validate_pg_save_args(session_id, blob, version, owner_subject, pending_message)
+
     def save(
         self,
         session_id: str,

@@ -5,7 +5,9 @@ work is done by :mod:`backends.migrate` and :mod:`backends.archive`; this module
 flags, renders previews and maps refusals to exit codes:
 
 - 0: done (a preview with nothing in the way, an import or copy applied and read back).
-- 1: a check failed: the archive is damaged (truncated, reordered, duplicated, tampered,
+- 1: a check failed: a source session is damaged (export names it and writes no file;
+  with ``--skip-damaged`` it writes the rest, lists each one left out and exits 1), the
+  archive is damaged (truncated, reordered, duplicated, tampered,
   trailer disagrees), sessions or events already exist with ``--on-conflict error``, the
   read-back after writing found a difference, or the transfer would lose data (items,
   events, sequence numbers, expiry times or drift flags the source cannot provide or the
@@ -124,6 +126,11 @@ def export_sessions(
     out_path: str = typer.Option("-", "--out", "-O", help="Archive file (gzip when it ends in .gz), or - for stdout."),
     batch_size: int = BatchOpt,
     overwrite: bool = OverwriteOpt,
+    skip_damaged: bool = typer.Option(
+        False, "--skip-damaged",
+        help="Write every session that reads strictly and list the damaged ones left out "
+             "(id and reason, on stderr); the export then exits 1 (incomplete). Without it, "
+             "one damaged session fails the export (exit 1), naming it, and no file is written."),
     yes: bool = ExportYesOpt,
 ) -> None:
     """Write sessions to a versioned, checksummed archive (JSON Lines).
@@ -147,7 +154,7 @@ def export_sessions(
         options = dict(source_uri=_source_label(spec), owner_subject=scope, match=match,
                        with_items=with_items, with_events=with_events, users=users,
                        allow_loss=allow_loss, batch_size=batch_size,
-                       progress=_progress("exporting"))
+                       progress=_progress("exporting"), skip_damaged=skip_damaged)
         if to_stdout:
             result = export_to_stream(source, sys.stdout.buffer, **options)
         else:
@@ -157,6 +164,13 @@ def export_sessions(
     events = (f", {result.events} event(s)" + (f" and {result.users} user log(s)" if users else "")
               if (with_events or users) else "")
     timing = f" {out.last_progress.summary()}" if out.last_progress else ""
+    if result.damaged:  # written, but not everything: not a green export
+        for session_id, why in result.damaged:
+            out.error(f"left out damaged session {session_id!r}: {why}")
+        current().abort(f"the archive is incomplete: {len(result.damaged)} damaged session(s) "
+                        f"left out (listed above); exported {result.count} other session(s)"
+                        f"{items}{events} to {where}; digest {result.digest[:16]}…",
+                        ExitCode.CHECK_FAILED)
     out.success(f"exported {result.count} session(s){items}{events} from {source.name} "
                 f"({_source_label(spec)}) to {where}{timing}; digest {result.digest[:16]}…")
     if result.vanished:
@@ -289,6 +303,7 @@ def _run_import(importer: Any, *, apply: bool, output: StreamFormat, verb: str,
     importer.check_capabilities()
     for warning in importer.check_losses():
         out.warn(warning)
+    importer.check_records()  # every check --apply runs on a record, before the preview too
     for note in importer.notes():
         out.warn(note)
     if not apply:
