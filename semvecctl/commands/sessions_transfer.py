@@ -405,7 +405,11 @@ def copy_sessions(
 
     Same guarantees as export + import (staged in a private temp file, verified before
     the first write, preview unless --apply, never overwrites), then a final pass reads
-    the source again and compares counts and blob digests with the target.
+    the source again and compares every session with the target (blob digest, owner,
+    pending message, version where kept), the ones skipped as already there too: a
+    difference is a mismatch (exit 1) naming the ids. A copy that would leave the
+    source's events of the copied sessions behind is refused unless --with-events carries
+    them or --allow-loss accepts the loss.
     """
     from backends.migrate import SessionImporter, check_exportable, staged_copy, verify_copy
 

@@ -352,3 +352,31 @@ def test_a_target_that_keeps_a_clock_it_cannot_restore_is_a_loss(pgvector, tmp_p
     with pytest.raises(LossyTransfer, match=r"2 session write time\(s\)"):
         SessionImporter(target, ArchiveFile(path)).apply()
     assert list(target.iter_sessions()) == []
+
+
+def test_resumed_copy_with_events_restores_the_events_a_first_pass_did_not_write(
+        redis, redis_url, redis2):
+    """A first pass that stopped after a session but before its events (simulated by
+    deleting them on the target): the rerun with --on-conflict skip restores them and
+    leaves the rest as they are."""
+    target, target_url = redis2
+    tag = uuid.uuid4().hex[:8]
+    ids = seed_sessions(redis, tag, 2)
+    made = [event(f"{tag}-u", ids[k % 2], k) for k in range(4)]
+    for e in made:
+        redis.event_store().append(e)
+    args = ("sessions", "copy", "--from", redis_url, "--to", target_url, "--match", f"{tag}-*",
+            "--with-events", "--on-conflict", "skip", "--apply", "-o", "json")
+    first = invoke(*args)
+    assert first.exit_code == 0, first.output
+    lost = [e.event_id for e in target.event_store().list_events(f"{tag}-u") if e.session_id == ids[1]]
+    for event_id in lost:
+        assert target.event_store().delete_event(event_id)
+    resumed = invoke(*args)
+    assert resumed.exit_code == 0, resumed.output
+    doc = json.loads(resumed.stdout)
+    assert doc["skipped"] == 2 and doc["events_restored"] == 2 and doc["events_skipped"] == 2
+    assert doc["verified"]["mismatched"] == 0 and doc["verified"]["events_matched"] == 2
+    have = target.event_store().list_events(f"{tag}-u")
+    assert sorted((e.event_id, e.sequence) for e in have) == sorted(
+        (e.event_id, e.sequence) for e in redis.event_store().list_events(f"{tag}-u"))
