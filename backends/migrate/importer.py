@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Iterator
 from backends.archive import ArchiveReader, ArchiveSummary, SessionRecord, UserRecord, verify_archive
 from backends.archive.format import log_order
 from backends.contract import UNSCOPED, ItemMirror, SessionRestorer, validate_save_args
-from backends.errors import UnsupportedOperation, is_state_version_conflict
+from backends.errors import BackendError, UnsupportedOperation, is_state_version_conflict
 from backends.migrate.errors import ImportConflict, UnimportableRecord
 from backends.migrate.loss import (
     event_restorer,
@@ -448,6 +448,15 @@ class SessionImporter:
                 continue
             try:
                 self._write(record, ttl)
+            except (ValueError, TypeError) as exc:  # a rule check_record did not know
+                if isinstance(exc, BackendError):
+                    raise
+                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise UnimportableRecord(
+                    f"session {record.session_id[:60]!r} cannot be stored in backend "
+                    f"{self.target_name!r}: {why}; {result.created} session(s) were written "
+                    "before it. Fix or remove that session at the source, then rerun with "
+                    "--on-conflict skip") from None
             except Exception as exc:
                 if not is_state_version_conflict(exc):
                     raise

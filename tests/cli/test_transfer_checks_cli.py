@@ -200,3 +200,24 @@ def test_newer_archive_version_advice_does_not_name_pypi(long_id_archive, redis_
     (line,) = error_lines(result)
     assert "pip install -U" not in line and "not on PyPI" in line
     assert "source checkout" in line and "upgrade semvecctl" in line
+
+
+def test_a_write_rule_the_checks_do_not_know_is_still_named_not_unexpected(long_id_archive):
+    """A target whose write refuses a value for a reason of its own (a plain ValueError):
+    the import stops naming the session and how far it got, as a refusal (exit 1)."""
+    from backends.migrate import ArchiveFile, SessionImporter, UnimportableRecord
+    from semvecctl.errors import classify
+
+    class Picky(MemoryBackendAdapter):
+        def restore_session(self, session_id, blob, **kwargs):
+            if session_id.startswith("x"):
+                raise ValueError("this store refuses ids starting with x")
+            return super().restore_session(session_id, blob, **kwargs)
+
+    target = Picky()
+    with pytest.raises(UnimportableRecord) as caught:
+        SessionImporter(target, ArchiveFile(long_id_archive), on_conflict="skip").apply()
+    message = str(caught.value)
+    assert "refuses ids starting with x" in message and "1 session(s) were written before it" in message
+    code, text = classify(caught.value)
+    assert int(code) == 1 and "unexpected" not in text
