@@ -5,7 +5,9 @@ numbers is read a page at a time in sequence order; the engine's SQL layout keep
 sequence, so its log is read the way the engine lists it, newest first, a page at a time
 where the store offers ``iter_events`` (ours does), else in one query. Memory is bounded
 by the page. An export is an archive of one ``user`` record (the events
-with their sequence numbers, then the counter) that ``sessions import`` reads back.
+with their sequence numbers, then the counter) that ``sessions import`` reads back; a log
+without sequence numbers is archived oldest first (``created_at``, then event id), the
+order an import numbers it in.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import IO, Any, Callable, Iterable, Iterator
 
 from backends.archive import ArchiveWriter, UserRecord
+from backends.archive.format import log_order
 from backends.contract import UNSCOPED, Capability, OwnerFilter, offers
 from backends.errors import UnsupportedOperation
 from backends.migrate.export import make_header
@@ -112,6 +115,8 @@ def write_user_archive(adapter: Any, stream: IO[bytes], user_id: str, *, source_
     if progress is not None:
         events = progress(events)
     kept = tuple(events)
+    if not offers(store, Capability.ASSIGNS_SEQUENCES):  # read newest first: archive oldest first
+        kept = tuple(sorted(kept, key=log_order))
     read = counter_reader(adapter)
     top = max((e.sequence for e in kept), default=0)
     counter = max(int(read(user_id)), top) if read is not None else None

@@ -16,7 +16,8 @@ error with a line number rather than only a digest mismatch; the trailer's ``dig
 one sha256 run over the header line and every record line in order, so nothing can be
 swapped, added or removed without the trailer disagreeing.
 
-Version 2 adds, per session, ``drift_exempt`` and ``expires_at`` (an absolute UTC time,
+Version 2 adds, per session, ``drift_exempt``, an optional ``updated_at`` (the source's
+last write time where it keeps one, so an import keeps the idle clock) and ``expires_at`` (an absolute UTC time,
 so an import applies the time *remaining when it runs*; v1's ``ttl_seconds`` was the time
 left at export and drifted by however long the archive sat on disk), optional
 ``events`` (the session's compliance events: ``MemoryEvent.to_dict()`` plus ``sequence``), and
@@ -49,7 +50,7 @@ HEADER_KEYS = {1: _HEADER_V1, 2: _HEADER_V1 | {"with_events"}}
 _SESSION_COMMON = frozenset({"kind", "n", "session_id", "version", "owner_subject",
                              "pending_message", "blob", "blob_sha256", "items", "line_sha256"})
 SESSION_KEYS = {1: _SESSION_COMMON | {"ttl_seconds"},
-                2: _SESSION_COMMON | {"expires_at", "drift_exempt", "events"}}
+                2: _SESSION_COMMON | {"expires_at", "drift_exempt", "events", "updated_at"}}
 USER_KEYS = frozenset({"kind", "n", "user_id", "counter", "events", "line_sha256"})
 TRAILER_KEYS = {1: frozenset({"kind", "count", "digest"}),
                 2: frozenset({"kind", "count", "users", "digest"})}
@@ -121,6 +122,8 @@ class SessionRecord:
     items: tuple[Any, ...] | None = None  # MemoryItem
     drift_exempt: bool = False
     events: tuple[Any, ...] | None = None  # MemoryEvent, with their sequence numbers
+    #: the source's last write time (SQL, MongoDB), None where the store keeps none
+    updated_at: datetime | None = None
 
     @property
     def blob_sha256(self) -> str:
@@ -196,6 +199,8 @@ def session_to_record(record: SessionRecord, n: int) -> dict[str, Any]:
         body["items"] = [item_to_record(i) for i in record.items]
     if record.events is not None:
         body["events"] = [event_to_record(e) for e in record.events]
+    if record.updated_at is not None:
+        body["updated_at"] = _iso(record.updated_at)
     return _signed(body)
 
 
@@ -205,6 +210,14 @@ def user_to_record(record: UserRecord, n: int) -> dict[str, Any]:
 
 
 # -- decoding (every check names the line; nothing is read best-effort) -----------------
+
+
+def log_order(event: Any) -> tuple[int, datetime, str]:
+    """The order of a user's log: by sequence; events without one (the engine's SQL
+    layout keeps none, they read back as 0) by ``created_at``, ties broken by event id.
+    Exports write logs in this order and imports number unnumbered events in it, so on a
+    store that assigns sequences 1 is the oldest event."""
+    return (int(event.sequence or 0), as_utc(event.created_at), str(event.event_id))
 
 
 def damaged(line_no: int, what: str) -> ArchiveDamaged:
@@ -228,8 +241,9 @@ def check_header(record: Any, line_no: int = 1) -> ArchiveHeader:
     if version not in READABLE_VERSIONS:
         newest = max(READABLE_VERSIONS)
         if version > newest:
-            advice = ("it was written by a newer semvecctl; upgrade semvecctl "
-                      "(pip install -U semvecctl) to read it")
+            advice = ("it was written by a newer semvecctl; upgrade semvecctl to read it "
+                      "(semvecctl is not on PyPI: install a newer one from its source "
+                      "checkout, e.g. git pull, then pip install .)")
         else:
             advice = "this version is no longer readable; re-export it with this semvecctl"
         raise ArchiveUnsupported(
@@ -437,8 +451,10 @@ def check_session(record: dict[str, Any], line_no: int, expected_n: int,
         events = _events(record["events"], line_no, f"session {session_id!r}")
         if any(e.session_id != session_id for e in events):
             raise damaged(line_no, f"session {session_id!r} carries an event of another session")
+    updated_at = _opt_time(record.get("updated_at"), line_no,
+                           f"session {session_id!r}: updated_at")
     return (SessionRecord(session_id, version, owner, pending or None, blob, expires_at, items,
-                          drift_exempt, events),
+                          drift_exempt, events, updated_at),
             canonical(record))
 
 

@@ -68,6 +68,8 @@ class ArchiveSummary:
     users: int = 0
     #: of those, logs carrying the user's counter
     counters: int = 0
+    #: sessions archived with the source's last write time (``updated_at``)
+    sessions_with_write_time: int = 0
 
 
 class ArchiveReader:
@@ -233,7 +235,7 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
         opener = source_factory
     seen = SeenFilter()
     count = items = with_items = with_ttl = drift = events = sequenced = with_events = 0
-    users = counters = expiring = 0
+    users = counters = expiring = written_at = 0
     dimensions: set[int] = set()
     now = utc_now()
     with ArchiveReader(opener(), close_source=True) as reader:
@@ -252,6 +254,7 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
                 with_ttl += 1
                 expiring += record.expires_at > now
             drift += record.drift_exempt
+            written_at += record.updated_at is not None
             if record.items is not None:
                 with_items += 1
                 items += len(record.items)
@@ -272,4 +275,4 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
                           dimensions=frozenset(dimensions), sessions_with_ttl=with_ttl,
                           drift_exempt=drift, events=events, sequenced_events=sequenced,
                           sessions_with_events=with_events, users=users, counters=counters,
-                          sessions_expiring=expiring)
+                          sessions_expiring=expiring, sessions_with_write_time=written_at)

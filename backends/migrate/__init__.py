@@ -13,7 +13,7 @@ What a target cannot keep (or a source cannot provide) is refused by one rule,
 """
 
 from backends.migrate.copy import staged_copy, verify_copy
-from backends.migrate.errors import ImportConflict, LossyTransfer
+from backends.migrate.errors import ImportConflict, LossyTransfer, UnimportableRecord
 from backends.migrate.export import (
     ExportResult,
     check_exportable,
@@ -38,6 +38,7 @@ __all__ = [
     "PlanTotals",
     "SessionImporter",
     "StagedStream",
+    "UnimportableRecord",
     "VerifyReport",
     "check_exportable",
     "export_to_path",

@@ -18,3 +18,11 @@ class LossyTransfer(BackendError):
     def __init__(self, message: str, losses: tuple = ()) -> None:
         super().__init__(message)
         self.losses = losses
+
+
+class UnimportableRecord(LossyTransfer):
+    """A record of the archive that the target refuses to store at all (an id longer
+    than its column, text it cannot hold): found by the same checks the write runs,
+    in the preview and before an import's first write, naming the record and its line.
+    Refused like a loss (exit 1) but never accepted by ``allow_loss``: drop or rename
+    the session at the source."""

@@ -34,11 +34,11 @@ from backends.archive import (
     UserRecord,
     atomic_output,
 )
-from backends.archive.format import utc_now
+from backends.archive.format import log_order, utc_now
 from backends.archive.seen import SeenFilter, confirmed_duplicates
 from backends.contract import (UNSCOPED, Capability, LiveItemSource, OwnerFilter, SessionEnumerator,
                                offers)
-from backends.errors import UnsupportedOperation
+from backends.errors import CorruptState, IntegrityError, UnsupportedOperation
 from backends.migrate.batch_reads import READ_CHUNK, batch_loader, chunks
 from backends.migrate.loss import (
     counter_reader,
@@ -65,6 +65,10 @@ class ExportResult:
     #: sessions the enumeration reported twice, written once
     duplicates_dropped: int = 0
     suspects: set[str] = field(default_factory=set, repr=False)
+    #: a copy's accepted loss of the source's events (see backends.migrate.copy)
+    left_behind: list[str] = field(default_factory=list)
+    #: (session id, why) of each damaged session left out (``skip_damaged``)
+    damaged: list[tuple[str, str]] = field(default_factory=list)
 
 
 def check_exportable(adapter: Any, *, with_items: bool, with_events: bool = False,
@@ -96,7 +100,9 @@ def make_header(adapter: Any, source_uri: str, *, with_items: bool, owner_subjec
         filters["users"] = list(users)
     return ArchiveHeader(source_backend=str(getattr(adapter, "name", "?")), source_uri=source_uri,
                          created_at=ArchiveHeader.now(), tool_version=__version__,
-                         with_items=with_items, filters=filters, with_events=with_events)
+                         with_items=with_items, filters=filters,
+                         # a whole-user log carries events too: the header says so
+                         with_events=bool(with_events or users))
 
 
 def drift_reader(adapter: Any) -> Callable[[Any], bool]:
@@ -154,7 +160,7 @@ class _SessionEvents:
         found: list[Any] = []
         for user in sorted(set(self._subjects(session_id)) - self._skip):
             found.extend(self._log(user).get(session_id, ()))
-        return tuple(sorted(found, key=lambda e: (e.user_id, e.sequence, e.event_id)))
+        return tuple(sorted(found, key=lambda e: (e.user_id, *log_order(e))))
 
 
 def user_sessions(adapter: Any, users: Sequence[str], owner_subject: OwnerFilter) -> set[str]:
@@ -169,35 +175,86 @@ def iter_user_records(adapter: Any, users: Sequence[str],
     store = adapter.event_store()
     read_counter = counter_reader(adapter)
     for user in users:
-        events = tuple(store.list_events(user, owner_subject=owner_subject))
+        events = tuple(sorted(store.list_events(user, owner_subject=owner_subject),
+                              key=log_order))
         top = max((e.sequence for e in events), default=0)
         # read after the events: the counter only grows, so it covers every one of them
         counter = max(int(read_counter(user)), top) if read_counter is not None else None
         yield UserRecord(user, counter, events)
 
 
+class DamagedSession(IntegrityError):
+    """A session the export could not read strictly (the store raised a damaged-row
+    error): the export stops, naming it, and leaves no file, unless ``skip_damaged``."""
+
+    def __init__(self, session_id: str, why: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"{why}; nothing was exported (no file was written). Pass "
+                         "--skip-damaged to export the other sessions and list what was left out")
+
+
+def _damage(exc: CorruptState) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _load_chunk(load_many: Any, load_one: Any, ids: list[str], owner_subject: OwnerFilter,
+                result: ExportResult, skip_damaged: bool | None) -> list[Any]:
+    """The chunk's states. A damaged row: ``skip_damaged=None`` lets the store's error
+    through, False raises :class:`DamagedSession` (the export's refusal, with advice),
+    True reads around it (the chunk again, one session at a time), records it in
+    ``result.damaged`` and gives ``_DAMAGED`` in its place."""
+    try:
+        return load_many(ids, owner_subject)
+    except CorruptState as exc:
+        if skip_damaged is None:
+            raise
+        if not skip_damaged:
+            raise DamagedSession(getattr(exc, "session_id", "?"), _damage(exc)) from None
+    states: list[Any] = []
+    for sid in ids:
+        try:
+            states.append(load_one(sid, owner_subject=owner_subject))
+        except CorruptState as exc:
+            result.damaged.append((sid, _damage(exc)))
+            states.append(_DAMAGED)
+    return states
+
+
+#: a chunk slot whose session was damaged and left out (not "vanished")
+_DAMAGED = object()
+
+
 def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilter = UNSCOPED,
                  match: str | None = None, with_items: bool = False, with_events: bool = False,
                  users: Sequence[str] = (), batch_size: int = 500,
-                 summaries: Iterable[Any] | None = None) -> Iterator[SessionRecord]:
+                 summaries: Iterable[Any] | None = None,
+                 skip_damaged: bool | None = None) -> Iterator[SessionRecord]:
     """Full records for every enumerated session, in enumeration order, read a chunk of
     64 at a time (see :mod:`backends.migrate.batch_reads`): memory is bounded by the chunk.
     With ``users``, only the sessions those users have events in; with ``summaries``,
-    exactly those (already selected by the caller, e.g. ``sessions prune``)."""
+    exactly those (already selected by the caller, e.g. ``sessions prune``). A session
+    whose strict read fails (any ``CorruptState``) stops the export naming it (the
+    store's error, or with ``skip_damaged=False`` :class:`DamagedSession`), unless
+    ``skip_damaged``: then it is left out and listed in ``result.damaged``."""
     load_many = batch_loader(adapter)
+    load_one = adapter.state_store().load_full
     drift = drift_reader(adapter)
     store = session_event_source(adapter) if with_events else None
     events_of = _SessionEvents(store, owner_subject, set(users)) if store is not None else None
     selected = user_sessions(adapter, users, owner_subject) if users else None
+    keeps_clock = offers(adapter.state_store(), Capability.WRITE_TIME)
     if summaries is None:
         summaries = adapter.iter_sessions(owner_subject=owner_subject, match=match,
                                           batch_size=batch_size)
     if selected is not None:
         summaries = (s for s in summaries if s.session_id in selected)
     for chunk in chunks(summaries, READ_CHUNK):
-        states = load_many([s.session_id for s in chunk], owner_subject)
+        states = _load_chunk(load_many, load_one, [s.session_id for s in chunk], owner_subject,
+                             result, skip_damaged)
         read_at = utc_now()
         for summary, state in zip(chunk, states):
+            if state is _DAMAGED:
+                continue
             if state is None:  # deleted (or re-owned out of scope) since it was enumerated
                 result.vanished += 1
                 continue
@@ -214,6 +271,7 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
                 owner_subject=state.owner_subject, pending_message=state.pending_message,
                 blob=bytes(state.blob), expires_at=expires_at, items=items,
                 drift_exempt=drift(summary), events=events,
+                updated_at=summary.updated_at if keeps_clock else None,
             )
 
 
@@ -221,7 +279,8 @@ def write_archive(adapter: Any, stream: IO[bytes], *, source_uri: str,
                   owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
                   with_items: bool = False, with_events: bool = False,
                   users: Sequence[str] = (), allow_loss: bool = False, batch_size: int = 500,
-                  progress: Progress | None = None) -> ExportResult:
+                  progress: Progress | None = None,
+                  skip_damaged: bool | None = None) -> ExportResult:
     """One pass: enumerate and write. Duplicates are only *suspected* here (see module).
 
     What the source cannot provide is refused by the loss rule before the first line is
@@ -238,7 +297,7 @@ def write_archive(adapter: Any, stream: IO[bytes], *, source_uri: str,
     seen = SeenFilter()
     records: Iterable[SessionRecord] = iter_records(
         adapter, result, owner_subject=owner_subject, match=match, with_items=with_items,
-        with_events=with_events, users=users, batch_size=batch_size)
+        with_events=with_events, users=users, batch_size=batch_size, skip_damaged=skip_damaged)
     if progress is not None:
         records = progress(records)
     for record in records:

@@ -22,7 +22,10 @@ counter) so the next append continues the sequence. An event whose id, or whose
 (user, sequence), the target already holds is a conflict like an existing session.
 Events of an expired session are still restored: the compliance log does not expire
 with session state. Events archived without a number (from a store that keeps none)
-are appended, so the target numbers them. Whatever the target cannot keep is settled by the one loss rule
+are appended once every record is read, user by user in log order (``created_at``, then
+event id), so a target that numbers them gives 1 to the oldest. The events of a session
+skipped as already there are restored where the target lacks them (a resumed import),
+the others are skipped. Whatever the target cannot keep is settled by the one loss rule
 (:mod:`backends.migrate.loss`) before the first write.
 """
 
@@ -32,9 +35,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from backends.archive import ArchiveReader, ArchiveSummary, SessionRecord, UserRecord, verify_archive
-from backends.contract import UNSCOPED, ItemMirror, SessionRestorer
-from backends.errors import UnsupportedOperation, is_state_version_conflict
-from backends.migrate.errors import ImportConflict
+from backends.archive.format import log_order
+from backends.contract import UNSCOPED, ItemMirror, SessionRestorer, validate_save_args
+from backends.errors import BackendError, UnsupportedOperation, is_state_version_conflict
+from backends.migrate.errors import ImportConflict, UnimportableRecord
 from backends.migrate.loss import (
     event_restorer,
     import_losses,
@@ -43,6 +47,7 @@ from backends.migrate.loss import (
     persistence_warning,
     settle,
     state_store_member,
+    write_time_restorer,
 )
 from backends.migrate.verify import Expected, VerifyReport, check_all, check_events
 
@@ -159,6 +164,8 @@ class SessionImporter:
         self.summary: ArchiveSummary | None = None
         self.totals = PlanTotals()
         self.result: ImportResult | None = None
+        #: user id -> events archived without a number, appended at the end of apply()
+        self._unnumbered: dict[str, list[Any]] = {}
 
     @property
     def target_name(self) -> str:
@@ -209,9 +216,44 @@ class SessionImporter:
     # -- 2. plan ---------------------------------------------------------------------
 
     def _all_records(self) -> Iterator[SessionRecord | UserRecord]:
+        for _line, record in self._numbered_records():
+            yield record
+
+    def _numbered_records(self) -> Iterator[tuple[int, SessionRecord | UserRecord]]:
+        """Each record with its archive line (the header is line 1)."""
         self.verify()
         with ArchiveReader(self.source.open(), close_source=True) as reader:
-            yield from reader.records()
+            for line, record in enumerate(reader.records(), 2):
+                yield line, record
+
+    def check_record(self, record: SessionRecord | UserRecord, line: int) -> None:
+        """Run the checks the target's write runs on this record, without writing
+        (``check_write`` where the target's state store has stricter rules, else the
+        contract's): a record it would refuse is :class:`UnimportableRecord`, naming the
+        session and the archive line, in the preview as before an import's first write."""
+        if not isinstance(record, SessionRecord):
+            return
+        check = state_store_member(self.adapter, "check_write")
+        version = record.version if self.restores_versions else None
+        try:
+            if check is not None:
+                check(record.session_id, record.blob, version=version,
+                      owner_subject=record.owner_subject, pending_message=record.pending_message)
+            else:
+                validate_save_args(record.session_id, record.blob, version, record.owner_subject)
+        except (ValueError, TypeError) as exc:
+            sid = record.session_id
+            shown = repr(sid) if len(sid) <= 60 else f"{sid[:40]!r}… ({len(sid)} characters)"
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UnimportableRecord(
+                f"archive line {line}: session {shown} cannot be stored in backend "
+                f"{self.target_name!r}: {why}; nothing was written. Remove or rename that "
+                "session at the source and export again") from None
+
+    def check_records(self) -> None:
+        """:meth:`check_record` for every record (an import runs it before its first write)."""
+        for line, record in self._numbered_records():
+            self.check_record(record, line)
 
     def _records(self) -> Iterator[SessionRecord]:
         for record in self._all_records():
@@ -271,7 +313,8 @@ class SessionImporter:
         """Stream the preview; ``self.totals`` is complete once the stream is exhausted."""
         self.totals = PlanTotals()
         logs = self._logs()
-        for record in self._all_records():
+        for line, record in self._numbered_records():
+            self.check_record(record, line)  # what --apply would refuse, the preview refuses
             row = self._row(record, logs)
             setattr(self.totals, row.action, getattr(self.totals, row.action) + 1)
             if row.action == "conflict" and self.totals.first_conflict is None:
@@ -292,7 +335,15 @@ class SessionImporter:
         )
 
     def _write(self, record: SessionRecord, ttl: int | None) -> None:
-        if self.restores_versions:
+        restore_clock = write_time_restorer(self.adapter) if record.updated_at else None
+        if self.restores_versions and restore_clock is not None:
+            restore_clock(  # the source's write time, so the idle clock does not restart
+                record.session_id, record.blob, version=record.version,
+                owner_subject=record.owner_subject, pending_message=record.pending_message,
+                ttl_seconds=ttl if keeps_expiry(self.adapter) else None,
+                updated_at=record.updated_at,
+            )
+        elif self.restores_versions:
             self.adapter.restore_session(
                 record.session_id, record.blob, version=record.version,
                 owner_subject=record.owner_subject, pending_message=record.pending_message,
@@ -331,12 +382,12 @@ class SessionImporter:
             numbered = [e for e in fresh if e.sequence]
             if numbered:
                 store.restore_events(numbered)
-            for event in fresh:  # from a store that kept no numbers: the target assigns them
-                if not event.sequence:
-                    store.append(event)
+            for event in fresh:  # from a store that kept no numbers: the target assigns them,
+                if not event.sequence:  # in log order, once every record is read (_append_unnumbered)
+                    self._unnumbered.setdefault(event.user_id, []).append(event)
             if logs is not None:
                 logs.add(fresh)
-            result.events_restored += len(fresh)
+            result.events_restored += len(numbered)
         tops: dict[str, int] = {}
         for event in fresh:
             tops[event.user_id] = max(tops.get(event.user_id, 0), event.sequence)
@@ -348,11 +399,23 @@ class SessionImporter:
             if top:
                 result.counters[user] = store.raise_counter(user, top)
 
+    def _append_unnumbered(self, result: ImportResult) -> None:
+        """Append the events archived without a sequence number (from a store that keeps
+        none), user by user in log order (``created_at``, then event id), wherever they
+        were in the archive: a target that numbers them gives 1 to the oldest."""
+        store = event_restorer(self.adapter)
+        pending, self._unnumbered = self._unnumbered, {}
+        for user in sorted(pending):
+            for event in sorted(pending[user], key=log_order):
+                store.append(event)
+                result.events_restored += 1
+
     def apply(self, progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None
               ) -> ImportResult:
         self.verify()
         self.check_capabilities()
         self.check_losses()
+        self.check_records()  # before the first write, whatever the conflict policy
         if self.on_conflict == "error":
             for _ in self.plan():
                 pass
@@ -373,8 +436,8 @@ class SessionImporter:
             if self.on_conflict == "skip" and self._exists(record.session_id):
                 result.skipped += 1
                 result.skipped_ids.add(record.session_id)
-                result.skipped_event_ids.update(e.event_id for e in record.events or ())
-                result.events_skipped += len(record.events or ())
+                if record.events:  # a resumed import: the events an earlier run did not
+                    self._restore_events(record.events, logs, result)  # write, the rest skipped
                 continue
             ttl = record.ttl_left()
             if ttl is not None and ttl <= 0:
@@ -385,6 +448,15 @@ class SessionImporter:
                 continue
             try:
                 self._write(record, ttl)
+            except (ValueError, TypeError) as exc:  # a rule check_record did not know
+                if isinstance(exc, BackendError):
+                    raise
+                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise UnimportableRecord(
+                    f"session {record.session_id[:60]!r} cannot be stored in backend "
+                    f"{self.target_name!r}: {why}; {result.created} session(s) were written "
+                    "before it. Fix or remove that session at the source, then rerun with "
+                    "--on-conflict skip") from None
             except Exception as exc:
                 if not is_state_version_conflict(exc):
                     raise
@@ -403,6 +475,7 @@ class SessionImporter:
                     result.items_not_imported += len(record.items)
             if record.events:
                 self._restore_events(record.events, logs, result)
+        self._append_unnumbered(result)
         return result
 
     # -- 4. read back ----------------------------------------------------------------

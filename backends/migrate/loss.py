@@ -1,7 +1,8 @@
 """The one rule for lossy transfers, used by export, import and copy alike.
 
 A transfer that cannot carry everything it was asked to carry (items, events, sequence
-numbers or counters, session expiry times, drift-exempt flags) is refused *before
+numbers or counters, session expiry times or write times, drift-exempt flags; for a copy,
+also the source's events it was not asked to carry) is refused *before
 anything is written*, naming each loss, unless the caller accepts the loss
 (``allow_loss=True``; ``--allow-loss`` on the command line, where the refusal is a failed
 check, exit 1). Accepted losses are returned as warning lines, so they are said, never
@@ -17,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from backends.contract import Capability, EventRestorer, ItemMirror, LiveItemSource, offers
+from backends.contract import (UNSCOPED, Capability, EventRestorer, ItemMirror, LiveItemSource,
+                               OwnerFilter, offers)
 from backends.migrate.errors import LossyTransfer
 
 
@@ -108,11 +110,64 @@ def export_losses(adapter: Any, *, with_items: bool, with_events: bool,
     return losses
 
 
+def events_left_behind(adapter: Any, session_ids: Any, *,
+                       owner_subject: OwnerFilter = UNSCOPED) -> list[Loss]:
+    """A copy without events would leave the source's compliance log behind: the events
+    the source holds for ``session_ids`` (under the owner filter), as a
+    loss. A source whose event store cannot tell which events belong to a session is a
+    loss of unknown size (refused too: nothing may be left behind unsaid)."""
+    store = adapter.event_store()
+    ids = set(session_ids)
+    if store is None or not ids:
+        return []
+    name = _name(adapter)
+    advice = "pass --with-events to carry them"
+    if offers(store, Capability.SUBJECTS_BY_SESSION):
+        by_session = store.subjects_by_session()
+        users = {u for sid in ids for u in by_session.get(sid, ())}
+    elif offers(store, Capability.SESSION_SUBJECTS):
+        users = {u for sid in sorted(ids) for u in store.session_subjects(sid)}
+    else:
+        return [Loss("event", None, f"backend {name!r} keeps events but cannot tell which "
+                                    f"belong to a session; {advice}")]
+    count = 0
+    for user in sorted(users):  # one user's log in memory at a time
+        count += sum(1 for e in store.list_events(user, owner_subject=owner_subject)
+                     if e.session_id in ids)
+    if not count:
+        return []
+    return [Loss("event", count, f"the source's event store holds them for the copied "
+                                 f"sessions and the copy would leave them behind; {advice}")]
+
+
 # -- what a backend can keep --------------------------------------------------------------
 
 
 def keeps_expiry(adapter: Any) -> bool:
     return offers(adapter, Capability.KEEPS_SESSION_TTL)
+
+
+def write_time_restorer(adapter: Any) -> Any:
+    """The state store's ``restore_session`` when it restores a session's write time
+    (takes ``updated_at``: SQL, MongoDB), else None."""
+    import inspect
+
+    restore = getattr(adapter.state_store(), "restore_session", None)
+    if not callable(restore):
+        return None
+    try:
+        params = inspect.signature(restore).parameters
+    except (TypeError, ValueError):
+        return None
+    return restore if "updated_at" in params else None
+
+
+def restarts_clocks(adapter: Any) -> bool:
+    """True when ``adapter`` keeps a write time (its idle clock: prune, the engine's idle
+    TTL) but an import could not restore it: every imported session would look fresh.
+    A store that keeps no write time (Redis, memory) has no such clock to restart; its
+    clock is the expiry, settled on its own."""
+    return offers(adapter.state_store(), Capability.WRITE_TIME) and write_time_restorer(adapter) is None
 
 
 def keeps_sequences(store: Any) -> bool:
@@ -165,6 +220,10 @@ def import_losses(adapter: Any, summary: Any) -> list[Loss]:
     if summary.sessions_expiring and not keeps_expiry(adapter):
         losses.append(Loss("session expiry time", summary.sessions_expiring,
                            f"backend {name!r} keeps no per-session expiry; they would not expire"))
+    if summary.sessions_with_write_time and restarts_clocks(adapter):
+        losses.append(Loss("session write time", summary.sessions_with_write_time,
+                           f"backend {name!r} cannot restore updated_at: their idle clocks "
+                           "would restart"))
     if summary.drift_exempt and state_store_member(adapter, "set_drift_exempt") is None:
         losses.append(Loss("drift-exempt flag", summary.drift_exempt,
                            f"backend {name!r} cannot store drift flags"))

@@ -108,14 +108,19 @@ def compare(target: Any, expected: Expected, state: Any, *,
 
 
 def check_all(report: VerifyReport, target: Any, expected: Iterable[Expected], *,
-              skipped: set[str], versions_preserved: bool) -> None:
+              skipped: set[str], versions_preserved: bool,
+              compare_skipped: frozenset[str] | set[str] = frozenset()) -> None:
     """Compare every expected session with the target, reading the target's rows a chunk
-    per round trip where it can batch reads (see :mod:`backends.migrate.batch_reads`)."""
+    per round trip where it can batch reads (see :mod:`backends.migrate.batch_reads`).
+
+    Sessions in ``skipped`` are counted apart and not compared, except those also in
+    ``compare_skipped`` (a copy's "already there": the source is the truth, so a target
+    row that differs from it is a mismatch, said as one that was skipped)."""
     load_many = batch_loader(target)
     for chunk in chunks(expected):
         report.compared += len(chunk)
-        wanted = [e for e in chunk if e.session_id not in skipped]
-        report.skipped += len(chunk) - len(wanted)
+        wanted = [e for e in chunk if e.session_id not in skipped or e.session_id in compare_skipped]
+        report.skipped += sum(1 for e in chunk if e.session_id in skipped)
         if not wanted:
             continue
         states = load_many([e.session_id for e in wanted], UNSCOPED)
@@ -123,6 +128,9 @@ def check_all(report: VerifyReport, target: Any, expected: Iterable[Expected], *
             reason = compare(target, want, state, versions_preserved=versions_preserved)
             if reason is None:
                 report.matched += 1
+            elif want.session_id in skipped:
+                report.note(f"{reason} (skipped as already there; the target was left as it "
+                            "is and differs from the source)")
             else:
                 report.note(reason)
 

@@ -21,8 +21,8 @@ from backends.mongo.names import ITEMS_COLLECTION
 from backends.mongo.state import bson_utc, bson_time, owner_clause, utcnow
 
 
-#: sha256 of an item's content (everything but timestamps and eviction), so a sync can
-#: tell "unchanged" without reading the stored embedding back.
+#: sha256 of an item's content (everything but timestamps and eviction), recorded for
+#: readers; a sync never trusts it for "unchanged" (another writer leaves it stale).
 CONTENT_DIGEST_FIELD = "content_sha256"
 DIGEST_PROJECTION = {"_id": 1, "item_id": 1, CONTENT_DIGEST_FIELD: 1, "evicted": 1, "updated_at": 1}
 
@@ -145,17 +145,14 @@ class MongoItemMirror:
                 continue
             selector = {"_id": current["_id"], "session_id": session_id}
             moved = item.updated_at is not None and bson_utc(current.get("updated_at")) != touched
-            if current.get(CONTENT_DIGEST_FIELD) is not None:
-                same = current[CONTENT_DIGEST_FIELD] == digest and not current.get("evicted")
-                changed = {} if same else {**content, CONTENT_DIGEST_FIELD: digest}
-            else:
-                # written without a digest (e.g. by the engine): compare field by field,
-                # and record the digest so the next sync can skip the embeddings.
-                changed = {k: v for k, v in content.items() if current.get(k) != v}
-                if changed:
-                    changed[CONTENT_DIGEST_FIELD] = digest
-                elif not moved:
-                    ops.append(UpdateOne(selector, {"$set": {CONTENT_DIGEST_FIELD: digest}}))
+            # The stored content itself is compared, field by field: a digest we recorded
+            # goes stale when someone else (the engine) rewrites the row, and would then
+            # call a changed item "unchanged". The digest is kept current for readers.
+            differs = any(current.get(k) != v for k, v in content.items())
+            # a changed item is written whole again, with a fresh digest
+            changed = {**content, CONTENT_DIGEST_FIELD: digest} if differs else {}
+            if not differs and current.get(CONTENT_DIGEST_FIELD) != digest and not moved:
+                ops.append(UpdateOne(selector, {"$set": {CONTENT_DIGEST_FIELD: digest}}))
             if moved:
                 changed["updated_at"] = touched
             if not changed:
@@ -173,16 +170,15 @@ class MongoItemMirror:
         return ops, ItemSyncResult(added=added, updated=updated, evicted=evicted, unchanged=unchanged)
 
     def _stored_view(self, session_id: str, wanted: Mapping[str, MemoryItem]) -> dict[str, dict[str, Any]]:
-        """What is stored for the session, WITHOUT embeddings where a digest stands in for
-        the content: a re-sync then moves ids and digests, not every vector again. Rows
-        without a digest (written elsewhere) are read whole, in a second query."""
+        """What is stored for the session: ids, digests and eviction for every row, and
+        the whole document (embedding included) of each row the sync will compare, in a
+        second query, because only the stored content tells whether an item changed."""
         with driver_errors("items.read"):
             stored = {doc["item_id"]: doc for doc in self._collection.find(
                 {"session_id": session_id}, DIGEST_PROJECTION)}
-            legacy = [doc["_id"] for item_id, doc in stored.items()
-                      if doc.get(CONTENT_DIGEST_FIELD) is None and item_id in wanted]
-            if legacy:
-                for doc in self._collection.find({"_id": {"$in": legacy}, "session_id": session_id}):
+            compared = [doc["_id"] for item_id, doc in stored.items() if item_id in wanted]
+            if compared:
+                for doc in self._collection.find({"_id": {"$in": compared}, "session_id": session_id}):
                     stored[doc["item_id"]] = doc
         return stored
 

@@ -304,14 +304,20 @@ class MongoStateStore(DerivedReads):
         owner_subject: str | None = None,
         pending_message: str | None = None,
         ttl_seconds: int | None = None,
+        updated_at: datetime | None = None,
     ) -> None:
         """Create a session at ``version``; never overwrites a live one (an expired one
         is replaced). ``ttl_seconds`` is not per-session on MongoDB (the idle TTL index
-        applies to every session)."""
+        applies to every session). ``updated_at`` (a copy's source write time) is stored
+        as given, so the idle clock does not restart; else now."""
         validate_save_args(session_id, blob, version, owner_subject)
         if version is None:
             raise ValueError("version must be a positive int")
+        if updated_at is not None and not isinstance(updated_at, datetime):
+            raise ValueError("updated_at must be a datetime")
         doc = state_document(session_id, blob, version, owner_subject, pending_message)
+        if updated_at is not None:
+            doc["updated_at"] = bson_time(updated_at)
         try:
             with driver_errors("state.restore", on_duplicate=lambda: _exists(session_id)):
                 self._collection.insert_one(doc)

@@ -10,6 +10,7 @@ The layout is the engine's (``state_blob``, ``drift_exempt``, no digest column).
 from __future__ import annotations
 
 import fnmatch
+from datetime import datetime
 from typing import Any, Iterator
 
 from backends.contract import (
@@ -191,6 +192,12 @@ class PgVectorStateStore(DerivedReads):
         self._db = db
         self._table = db.tables.state
 
+    def check_write(self, session_id: str, blob: bytes, *, version: int | None,
+                    owner_subject: str | None = None, pending_message: str | None = None) -> None:
+        """Run the checks a save or restore of these values runs, without any I/O: raises
+        the ValueError/TypeError the write would (an import's preview runs them)."""
+        validate_pg_save_args(session_id, blob, version, owner_subject, pending_message)
+
     def save(
         self,
         session_id: str,
@@ -320,20 +327,26 @@ class PgVectorStateStore(DerivedReads):
         pending_message: str | None = None,
         ttl_seconds: int | None = None,
         drift_exempt: bool = False,
+        updated_at: datetime | None = None,
     ) -> None:
         """Create the row at exactly ``version``; never overwrites. The SQL layout keeps
         no per-row TTL, so ``ttl_seconds`` is accepted and ignored (the engine purges idle
-        rows by ``SEMVEC_SQL_SESSION_TTL_S``)."""
+        rows by ``SEMVEC_SQL_SESSION_TTL_S``). ``updated_at`` (a copy's source write
+        time) is stored as given, so the idle clock does not restart; else now."""
         validate_pg_save_args(session_id, blob, version, owner_subject, pending_message)
         data = bytes(blob)
+        if updated_at is not None and not isinstance(updated_at, datetime):
+            raise ValueError("updated_at must be a datetime")
+        stamp = "%s" if updated_at is not None else _utc_now_sql()
+        extra = (as_utc(updated_at).replace(tzinfo=None),) if updated_at is not None else ()
 
         def work(conn: Any) -> None:
             row = conn.execute(
                 f"INSERT INTO {self._table} (session_id, state_blob, version, drift_exempt,"
                 " owner_subject, pending_message, updated_at) VALUES (%s, %s, %s, %s, %s, %s,"
-                f" {_utc_now_sql()}) ON CONFLICT (session_id) DO NOTHING RETURNING 1",
+                f" {stamp}) ON CONFLICT (session_id) DO NOTHING RETURNING 1",
                 (session_id, data, version, bool(drift_exempt), owner_subject,
-                 normalise_pending(pending_message)),
+                 normalise_pending(pending_message), *extra),
             ).fetchone()
             if row is None:
                 raise session_exists(session_id)

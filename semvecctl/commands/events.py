@@ -7,7 +7,6 @@ before ``--limit``. An export is a sessions archive holding the user's log, so
 """
 
 
-import os
 import sys
 from typing import Any, Optional
 
@@ -15,10 +14,12 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.commands.sessions import OwnerOpt, UnownedOpt
+# the export's options are the sessions export's: one --overwrite rule
+from semvecctl.commands.sessions_transfer import ExportYesOpt, OverwriteOpt
 from semvecctl.connection import open_adapter, resolve_connection
 from semvecctl.errors import CliError, usage_error
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, StreamOutput, Uri, Yes, owner_filter
+from semvecctl.options import AdapterFactory, Backend, Output, StreamOutput, Uri, owner_filter
 from semvecctl.output import Column, OutputFormat, StreamFormat
 
 NAME = "events"
@@ -148,10 +149,13 @@ def export_events(
     unowned: bool = UnownedOpt,
     out_path: str = typer.Option("-", "--out", "-O",
                                  help="Archive file (gzip when it ends in .gz), or - for stdout."),
-    yes: Yes = False,
+    overwrite: bool = OverwriteOpt,
+    yes: bool = ExportYesOpt,
 ) -> None:
     """Write the user's (filtered) log to a sessions archive: atomic 0600 file, checksummed,
-    nothing under the name if interrupted; `sessions import` reads it back."""
+    nothing under the name if interrupted; `sessions import` reads it back. An existing
+    --out file is replaced only with --overwrite. A store that keeps no sequence numbers
+    is written oldest first (created_at, then event id), so an import numbers it in order."""
     import shutil
     import tempfile
 
@@ -162,12 +166,10 @@ def export_events(
     app_ = current()
     out = app_.output
     scope = owner_filter(owner, unowned)
-    to_stdout = archive_target(out_path, out)
+    to_stdout = archive_target(out_path, out, overwrite=overwrite)
     spec = resolve_connection(backend, uri, adapter)
     with open_adapter(spec) as adapter_obj:
         require_event_store(adapter_obj)
-        if not to_stdout and os.path.exists(out_path):
-            out.confirm(f"overwrite the existing file {out_path}", yes=yes)
         options = dict(source_uri=spec.display_uri, owner_subject=scope, session_id=session,
                        progress=lambda items: out.progress(items, label="exporting events"))
         if to_stdout:  # staged, so a failure half-way sends nothing

@@ -5,7 +5,9 @@ work is done by :mod:`backends.migrate` and :mod:`backends.archive`; this module
 flags, renders previews and maps refusals to exit codes:
 
 - 0: done (a preview with nothing in the way, an import or copy applied and read back).
-- 1: a check failed: the archive is damaged (truncated, reordered, duplicated, tampered,
+- 1: a check failed: a source session is damaged (export names it and writes no file;
+  with ``--skip-damaged`` it writes the rest, lists each one left out and exits 1), the
+  archive is damaged (truncated, reordered, duplicated, tampered,
   trailer disagrees), sessions or events already exist with ``--on-conflict error``, the
   read-back after writing found a difference, or the transfer would lose data (items,
   events, sequence numbers, expiry times or drift flags the source cannot provide or the
@@ -38,7 +40,7 @@ from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import open_adapter, resolve_connection
 from semvecctl.errors import CliError, usage_error
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, StreamOutput, Uri, Yes, owner_filter
+from semvecctl.options import AdapterFactory, Backend, StreamOutput, Uri, owner_filter
 from semvecctl.output import Column, StreamFormat
 
 MatchOpt = typer.Option(None, "--match", "-m", help="Only session ids matching this glob (*, ?, [..]).",
@@ -58,6 +60,12 @@ AllowLossOpt = typer.Option(False, "--allow-loss",
                                  "(items, events, sequences, expiry times, drift flags); without it such a "
                                  "transfer is refused (exit 1) before anything is written.")
 ApplyOpt = typer.Option(False, "--apply", help="Write to the target (default: preview only).")
+OverwriteOpt = typer.Option(False, "--overwrite",
+                            help="Replace an existing --out file (without it an existing archive is never "
+                                 "touched: exit 2). --yes never allows this.")
+#: export never asks; --yes is accepted (scripts pass it) and allows nothing
+ExportYesOpt = typer.Option(False, "--yes", "-y", hidden=True,
+                            help="Accepted and ignored: overwriting an existing archive needs --overwrite.")
 
 
 class OnConflict(str, Enum):
@@ -117,32 +125,36 @@ def export_sessions(
     allow_loss: bool = AllowLossOpt,
     out_path: str = typer.Option("-", "--out", "-O", help="Archive file (gzip when it ends in .gz), or - for stdout."),
     batch_size: int = BatchOpt,
-    yes: Yes = False,
+    overwrite: bool = OverwriteOpt,
+    skip_damaged: bool = typer.Option(
+        False, "--skip-damaged",
+        help="Write every session that reads strictly and list the damaged ones left out "
+             "(id and reason, on stderr); the export then exits 1 (incomplete). Without it, "
+             "one damaged session fails the export (exit 1), naming it, and no file is written."),
+    yes: bool = ExportYesOpt,
 ) -> None:
     """Write sessions to a versioned, checksummed archive (JSON Lines).
 
     Streams (memory does not grow with the number of sessions). The file is created
     private (0600) and appears only once complete: an interrupted export leaves nothing
-    under the target name.
+    under the target name. An existing --out file is replaced only with --overwrite.
     """
     from backends.migrate import check_exportable, export_to_path, export_to_stream
 
     app = current()
     out = app.output
     scope = owner_filter(owner, unowned)
-    to_stdout = archive_target(out_path, out)
+    to_stdout = archive_target(out_path, out, overwrite=overwrite)
     spec = resolve_connection(backend, uri, adapter)
     users = _users(users)
     with open_adapter(spec) as source:
         for warning in check_exportable(source, with_items=with_items, with_events=with_events,
                                         users=users, allow_loss=allow_loss):
             out.warn(warning)
-        if not to_stdout and os.path.exists(out_path):
-            out.confirm(f"overwrite the existing file {out_path}", yes=yes)
         options = dict(source_uri=_source_label(spec), owner_subject=scope, match=match,
                        with_items=with_items, with_events=with_events, users=users,
                        allow_loss=allow_loss, batch_size=batch_size,
-                       progress=_progress("exporting"))
+                       progress=_progress("exporting"), skip_damaged=skip_damaged)
         if to_stdout:
             result = export_to_stream(source, sys.stdout.buffer, **options)
         else:
@@ -152,6 +164,13 @@ def export_sessions(
     events = (f", {result.events} event(s)" + (f" and {result.users} user log(s)" if users else "")
               if (with_events or users) else "")
     timing = f" {out.last_progress.summary()}" if out.last_progress else ""
+    if result.damaged:  # written, but not everything: not a green export
+        for session_id, why in result.damaged:
+            out.error(f"left out damaged session {session_id!r}: {why}")
+        current().abort(f"the archive is incomplete: {len(result.damaged)} damaged session(s) "
+                        f"left out (listed above); exported {result.count} other session(s)"
+                        f"{items}{events} to {where}; digest {result.digest[:16]}…",
+                        ExitCode.CHECK_FAILED)
     out.success(f"exported {result.count} session(s){items}{events} from {source.name} "
                 f"({_source_label(spec)}) to {where}{timing}; digest {result.digest[:16]}…")
     if result.vanished:
@@ -165,9 +184,10 @@ def export_sessions(
 # --------------------------------------------------------------------------------------
 
 
-def archive_target(out_path: str, out: Any) -> bool:
+def archive_target(out_path: str, out: Any, *, overwrite: bool = False) -> bool:
     """Check ``--out`` before anything is read: ``-`` is stdout (never a terminal), else a
-    file in an existing directory. True when the archive goes to stdout."""
+    file in an existing directory that does not exist yet unless ``overwrite`` (a
+    confirmation flag never replaces an archive). True when the archive goes to stdout."""
     if out_path == "-":
         if out._isatty(sys.stdout):
             raise usage_error("refusing to write an archive to a terminal: pass --out FILE or "
@@ -178,6 +198,9 @@ def archive_target(out_path: str, out: Any) -> bool:
         raise usage_error(f"directory {directory} does not exist (from --out)")
     if os.path.isdir(out_path):
         raise usage_error(f"--out {out_path} is a directory; name a file")
+    if os.path.lexists(out_path) and not overwrite:
+        raise usage_error(f"--out {out_path} already exists; nothing was written. Pass "
+                          "--overwrite to replace it, or name another file")
     return False
 
 
@@ -280,6 +303,7 @@ def _run_import(importer: Any, *, apply: bool, output: StreamFormat, verb: str,
     importer.check_capabilities()
     for warning in importer.check_losses():
         out.warn(warning)
+    importer.check_records()  # every check --apply runs on a record, before the preview too
     for note in importer.notes():
         out.warn(note)
     if not apply:
@@ -381,7 +405,11 @@ def copy_sessions(
 
     Same guarantees as export + import (staged in a private temp file, verified before
     the first write, preview unless --apply, never overwrites), then a final pass reads
-    the source again and compares counts and blob digests with the target.
+    the source again and compares every session with the target (blob digest, owner,
+    pending message, version where kept), the ones skipped as already there too: a
+    difference is a mismatch (exit 1) naming the ids. A copy that would leave the
+    source's events of the copied sessions behind is refused unless --with-events carries
+    them or --allow-loss accepts the loss.
     """
     from backends.migrate import SessionImporter, check_exportable, staged_copy, verify_copy
 
@@ -411,6 +439,8 @@ def copy_sessions(
             allow_loss=allow_loss, batch_size=batch_size,
             progress=_progress("reading source"), on_conflict=policy, keep_versions=keep_versions,
         ) as (importer, exported):
+            for warning in exported.left_behind:
+                out.warn(warning)
             if exported.vanished:
                 out.info(f"{exported.vanished} session(s) disappeared from the source while reading")
 

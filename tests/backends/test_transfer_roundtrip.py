@@ -361,9 +361,12 @@ def test_cli_copy_owner_filter_and_conflicts(shared_memory, redis, redis_url):
     assert preview.exit_code == 1 and f"'{tag}-b'" in preview.stderr
     refused = invoke(*args, "--apply")
     assert refused.exit_code == 1 and "nothing was written" in refused.stderr
+    # skip leaves the target's row as it is; it differs from the source, so the copy is
+    # not a match (#23 finding 3: a skipped session is compared too)
     applied = invoke(*args, "--apply", "--on-conflict", "skip", "-o", "json")
-    assert applied.exit_code == 0, applied.output
+    assert applied.exit_code == 1, applied.output
     assert '"created": 0' in applied.stdout and '"skipped": 1' in applied.stdout
+    assert f"'{tag}-b': blob sha256 differs (skipped as already there" in applied.stderr
     assert redis.state_store().load(f"{tag}-b")[0] == b"already here"
     assert [s.session_id for s in redis.iter_sessions()] == [f"{tag}-b"]
 

@@ -139,15 +139,22 @@ def test_interrupted_export_keeps_the_previous_archive(archive):
     before = archive.read_bytes()
     transfer_doubles.INTERRUPT.update(after=2, exc=KeyboardInterrupt())
     result = invoke("sessions", "export", "--adapter", "tests.support.transfer_doubles:interrupting_shared",
-                    "--out", str(archive), "--yes")
+                    "--out", str(archive), "--overwrite")
     assert result.exit_code != 0
     assert archive.read_bytes() == before
     assert [p.name for p in archive.parent.iterdir()] == ["backup.jsonl"]
 
 
-def test_export_refuses_to_overwrite_without_yes(archive):
-    result = invoke("sessions", "export", *SRC, "--out", str(archive))
-    assert result.exit_code == 2 and "--yes" in error_line(result)
+def test_export_refuses_to_overwrite_without_overwrite_even_with_yes(archive):
+    """#23 Build 1: a confirmation flag never replaces an archive; --overwrite does."""
+    before = archive.read_bytes()
+    for extra in ((), ("--yes",)):
+        result = invoke("sessions", "export", *SRC, "--out", str(archive), *extra)
+        assert result.exit_code == 2 and "--overwrite" in error_line(result)
+        assert "already exists" in error_line(result) and archive.read_bytes() == before
+    replaced = invoke("sessions", "export", *SRC, "--match", "s1", "--out", str(archive), "--overwrite")
+    assert replaced.exit_code == 0, replaced.output
+    assert archive.read_bytes() != before and "exported 1 session(s)" in replaced.stderr
 
 
 def test_sessions_enumerated_twice_are_written_once(source, tmp_path, monkeypatch):

@@ -341,3 +341,20 @@ def seamed_source() -> SeamedAdapter:
 
 def seamed_target() -> SeamedAdapter:
     return SEAMED["target"]
+
+
+class _ClockStore(MemoryStateStore):
+    """A memory state store that says it records write times (as SQL and MongoDB do) but
+    whose restore_session cannot take one (no ``updated_at``)."""
+
+    records_write_time = True
+
+
+class ClockWithoutRestore(MemoryBackendAdapter):
+    """A target whose sessions have an idle clock an import could not restore."""
+
+    name = "clocked"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._store = _ClockStore()

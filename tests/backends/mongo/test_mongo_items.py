@@ -141,21 +141,40 @@ def test_rejects_bad_input(adapter):
         adapter.sync_items("s", [{"item_id": "a"}])
 
 
-def test_resync_reads_digests_not_embeddings(adapter, session, monkeypatch):
-    """A re-sync moves ids and digests over the wire, not every stored vector."""
+def test_resync_reads_whole_documents_only_of_the_items_it_compares(adapter, session, monkeypatch):
+    """Ids and digests of every row, then the content of the rows being compared (#24
+    Build 6: only the stored content tells whether an item changed); a row the sync does
+    not name is never read whole."""
     mirror = adapter.item_mirror()
-    adapter.sync_items(session, [item("a"), item("b")])
-    projections = []
+    adapter.sync_items(session, [item("a"), item("b"), item("gone")])
+    queries = []
     real = mirror.collection.find
 
     def spy(flt=None, projection=None, *args, **kwargs):
-        projections.append(projection)
+        queries.append((flt, projection))
         return real(flt, projection, *args, **kwargs)
 
     monkeypatch.setattr(mirror.collection, "find", spy)
-    assert adapter.sync_items(session, [item("a"), item("b")]) == ItemSyncResult(unchanged=2)
-    assert projections == [{"_id": 1, "item_id": 1, "content_sha256": 1, "evicted": 1,
-                            "updated_at": 1}]
+    assert adapter.sync_items(session, [item("a"), item("b")]) == ItemSyncResult(unchanged=2, evicted=1)
+    assert queries[0][1] == {"_id": 1, "item_id": 1, "content_sha256": 1, "evicted": 1,
+                             "updated_at": 1}
+    assert len(queries) == 2 and queries[1][1] is None
+    assert sorted(queries[1][0]["_id"]["$in"]) == [f"{session}:a", f"{session}:b"]
+
+
+def test_resync_compares_content_not_a_digest_someone_else_made_stale(adapter, session):
+    """The engine rewrites an item we mirrored (text and embedding) and leaves our
+    content_sha256 as it was: a re-sync of our items must see the difference."""
+    coll = adapter.database["semvec_memory_items"]
+    adapter.sync_items(session, [item("a", "ours"), item("b")])
+    digest = coll.find_one({"_id": f"{session}:a"})["content_sha256"]
+    coll.update_one({"_id": f"{session}:a"}, {"$set": {"text": "engine's", "embedding": [0.0, 1.0, 0.0]}})
+    assert coll.find_one({"_id": f"{session}:a"})["content_sha256"] == digest  # now stale
+    assert adapter.sync_items(session, [item("a", "ours"), item("b")]) == ItemSyncResult(
+        updated=1, unchanged=1)
+    doc = coll.find_one({"_id": f"{session}:a"})
+    assert doc["text"] == "ours" and doc["embedding"] == [1.0, 0.0, 0.5]
+    assert doc["content_sha256"] == digest
 
 
 def test_rows_without_digest_are_compared_field_by_field(adapter, session):
