@@ -2,8 +2,9 @@
 
 Every id a case uses comes from here, so everything a run creates carries the run's
 unique prefix and is remembered for cleanup. Cleanup removes exactly those ids (sessions
-by id, events by ``delete_older_than`` scoped to the run's own user ids) and nothing
-else: a case never reads, changes or deletes a row it did not create.
+by id, events by user for the run's own user ids, then any of the run's event ids still
+stored, whatever a defective adapter left unindexed) and nothing else: a case never
+reads, changes or deletes a row it did not create.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from backends.conformance.drive import commit_turn as _commit_turn
 from backends.conformance.model import CaseFailure, NotApplicable, SubCheckNotApplicable
 from backends.contract import MemoryItem
 from backends.errors import is_state_version_conflict
-
-#: Far enough ahead that every event a case wrote is strictly older.
 
 
 def redis_url_of(uri: str | None) -> str | None:
@@ -85,6 +84,8 @@ class CaseContext:
     sessions: list[str] = field(default_factory=list)
     users: list[str] = field(default_factory=list)
     item_sessions: list[str] = field(default_factory=list)
+    #: Every event id the case made (cleanup removes those still stored by id).
+    event_ids: list[str] = field(default_factory=list)
     #: Steps skipped as not applicable (reported with the result, never failed).
     notes: list[str] = field(default_factory=list)
     _counter: Any = field(default_factory=lambda: itertools.count(1))
@@ -159,9 +160,12 @@ class CaseContext:
         meta: dict[str, Any] | None = None,
         source_event_id: uuid.UUID | None = None,
     ) -> WireEvent:
-        """A new event in the engine's shape (UUID ids, list embedding, "" = none)."""
+        """A new event in the engine's shape (UUID ids, list embedding, "" = none),
+        remembered for cleanup."""
+        event_id = uuid.uuid4()
+        self.event_ids.append(str(event_id))
         return WireEvent(
-            event_id=uuid.uuid4(),
+            event_id=event_id,
             user_id=user_id,
             content=content,
             created_at=created_at or datetime.now(timezone.utc).replace(microsecond=0),
@@ -259,4 +263,5 @@ class CaseContext:
         from backends.cleanup import remove_run
 
         return remove_run(self.adapter, self.prefix, sessions=self.sessions, users=self.users,
-                          item_sessions=self.item_sessions, describe=describe_exception)
+                          item_sessions=self.item_sessions, event_ids=self.event_ids,
+                          describe=describe_exception)

@@ -151,3 +151,26 @@ def test_reference_adapter_is_driven_without_any_owner_subject(engine_env, monke
     assert report.level == Level.FULL, [c.message for c in report.failures]
     scopes = [s for s in seen if s is not None]
     assert scopes and all(isinstance(s, OwnerScope) for s in scopes)
+
+
+def _event_hashes(raw) -> set[bytes]:
+    return set(raw.scan_iter(match="semvec:events:e:*", count=1000))
+
+
+def test_a_failed_atomic_case_leaves_no_event_hash_behind(engine_env, redis_server):
+    """After commit_turn.atomic_on_server_error fails against the non-atomic adapter, the
+    event hashes its half-written turn left (one of them indexed under a key the case had
+    planted, so no index leads to it) are removed by the run's own event ids."""
+    from tests.support.engine_style.defective import NonAtomicTurnFactory
+
+    raw = redis_server.client()
+    try:
+        before = _event_hashes(raw)
+        report = run_conformance(NonAtomicTurnFactory, only="commit_turn.atomic_on_server_error")
+        assert report.cases[0].status == Status.FAILED
+        assert "cleanup" not in report.cases[0].message, report.cases[0].message
+        left = _event_hashes(raw) - before
+        assert left == set(), f"event hashes of the run left behind: {sorted(left)}"
+        assert _no_run_keys_left(raw, report.prefix) == []
+    finally:
+        raw.close()
