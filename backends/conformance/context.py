@@ -241,14 +241,40 @@ class CaseContext:
             return exc
         raise CaseFailure(check, "an exception (nothing written)", f"returned {result!r}")
 
-    def expect_log(self, actual: list, expected: list, check: str) -> None:
-        """A listing of the event log: in sequence order, or in any order when the event
-        store declares it keeps no sequence (``assigns_sequences = False``)."""
-        events = self.events
-        if events is not None and not events.assigns_sequences:
+    def expect_log(self, actual: list, expected: list, check: str, *,
+                   in_order: bool = False) -> None:
+        """A listing of the event log compared as a collection: a case that does not
+        check order never depends on it (a store without sequences lists in its own
+        order). ``in_order``: the order is what is checked (sequence order, asked only of
+        a store seen to assign sequences)."""
+        if not in_order:
             actual, expected = sorted(actual, key=repr), sorted(expected, key=repr)
-            check = f"{check} (in any order: the store keeps no sequence)"
+            check = f"{check} (in any order)"
         self.expect_equal(actual, expected, check)
+
+    def sequenced(self, events: Iterable[Any]) -> bool:
+        """Whether the store assigns sequences, as its own events read back show: False
+        when it declares ``assigns_sequences = False`` or when no event read back carries
+        one (sequence 0 or None, as the engine's SQL layout returns them)."""
+        driver = self.events
+        if driver is not None and not driver.assigns_sequences:
+            return False
+        return any(getattr(e, "sequence", None) not in (0, None) for e in events)
+
+    def require_sequences(self, events: list, what: str) -> None:
+        """Not applicable (with the reason) unless ``events``, read back from the store,
+        show that it assigns sequences."""
+        driver = self.events
+        if driver is not None and not driver.assigns_sequences:
+            raise NotApplicable("the event store declares assigns_sequences = False (its "
+                                "layout keeps no per-user sequence, as the engine's SQL "
+                                "layout)")
+        if not self.sequenced(events):
+            seen = sorted({repr(getattr(e, "sequence", None)) for e in events})
+            raise NotApplicable(
+                f"events read back without a sequence ({what}: sequence "
+                f"{' / '.join(seen) or 'none'}): this store assigns none (as the engine's "
+                "SQL layout), so there is no sequence to check")
 
     def expect_int_version(self, value: Any, expected: int, check: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int):

@@ -18,8 +18,9 @@ def _state(ctx: CaseContext, sid: str):
 
 
 def _event_ids(ctx: CaseContext, events, user_id: str) -> list[str]:
+    """The user's event ids, sorted: no commit_turn case checks the listing order."""
     listed = ctx.call(f"list_events({user_id!r})", lambda: events.list_events(user_id))
-    return [str(e.event_id) for e in listed]
+    return sorted(str(e.event_id) for e in listed)
 
 
 @case("commit_turn")
