@@ -117,6 +117,24 @@ class CaseContext:
                             owner_subject=owner_subject, pending_message=pending_message,
                             events=events)
 
+    def raw_redis(self, purpose: str) -> Any:
+        """A plain client on the Redis the adapter writes to: ConformanceOptions.redis_url,
+        else REDIS_URL (how the engine is configured); not applicable without either
+        (``purpose`` says what the case would have done with it)."""
+        url = self.options.resolved_redis_url()
+        if not url:
+            raise NotApplicable("no Redis URI for the run (ConformanceOptions.redis_url, "
+                                f"--uri redis://..., or REDIS_URL): {purpose}")
+        try:
+            import redis
+        except ImportError:
+            raise NotApplicable("the redis driver is not installed") from None
+        try:
+            return redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
+        except ValueError as exc:
+            raise NotApplicable(f"the run's Redis URI is not one a plain client can open "
+                                f"({type(exc).__name__})") from None
+
     @contextlib.contextmanager
     def subcheck(self, label: str) -> Iterator[None]:
         """Run one step; a step this adapter cannot be asked is skipped with a note."""
