@@ -106,3 +106,36 @@ def test_cleanup_never_deletes_an_event_of_another_user_by_id():
                           event_ids=[foreign.event_id])
     assert problems == []
     assert adapter.event_store().get_event(foreign.event_id) is not None
+
+
+def test_naive_created_at_reads_as_utc_whatever_the_local_zone(monkeypatch):
+    """The engine's SQL layout reads created_at back naive (UTC wall time): on a machine
+    whose local zone is not UTC, record fidelity must still pass."""
+    import time
+    from dataclasses import replace
+
+    class NaiveTimes(doubles.SequencelessEventStore):
+        def list_events(self, user_id, **kwargs):
+            return [replace(e, created_at=e.created_at.replace(tzinfo=None))
+                    for e in super().list_events(user_id, **kwargs)]
+
+        def get_event(self, event_id, **kwargs):
+            found = super().get_event(event_id, **kwargs)
+            return None if found is None else replace(
+                found, created_at=found.created_at.replace(tzinfo=None))
+
+    class Adapter(doubles.EventfulMemoryAdapter):
+        def __init__(self, uri=None):
+            super().__init__(uri)
+            self._events = NaiveTimes()
+
+    if not hasattr(time, "tzset"):
+        pytest.skip("time.tzset is not available on this platform")
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        result = run_conformance(Adapter, only="events.record_fidelity").cases[0]
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert result.status == Status.PASSED, result.message

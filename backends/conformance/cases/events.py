@@ -13,6 +13,7 @@ from backends.conformance.catalogue import applies, case
 from backends.conformance.context import CaseContext
 from backends.conformance.drive import ENGINE_EVENT_CALLS
 from backends.conformance.model import NotApplicable
+from backends.contract import as_utc
 
 
 @applies("events")
@@ -174,7 +175,9 @@ def record_fidelity(ctx: CaseContext) -> None:
                              else str(getattr(expected, field)), f"{label} {field}")
         for field in ("user_id", "content", "sequence", "owner_subject", "session_id"):
             ctx.expect_equal(getattr(got, field), getattr(expected, field), f"{label} {field}")
-        ctx.expect_equal(got.created_at.astimezone(timezone.utc), stamp, f"{label} created_at")
+        # a naive timestamp is UTC wall time (the engine's SQL layout reads them back so):
+        # astimezone() would read it in the machine's local zone
+        ctx.expect_equal(as_utc(got.created_at), stamp, f"{label} created_at")
         ctx.expect_equal(tuple(float(x) for x in (got.embedding or ())),
                          tuple(expected.embedding), f"{label} embedding")
         ctx.expect_equal(dict(got.meta), dict(expected.meta), f"{label} meta")
