@@ -74,8 +74,9 @@ def remove_run(adapter: Any, prefix: str, *, sessions: Iterable[str] = (),
         else:
             step(f"deleting events of {uid}",
                  partial(driver.delete_older_than, horizon, user_id=uid))
-    for eid in event_ids:
-        step(f"removing event {eid}", partial(_remove_event, driver, eid, prefix))
+    if event_ids and driver.looks_up_by_id:  # else no event can be seen by its id
+        for eid in event_ids:
+            step(f"removing event {eid}", partial(_remove_event, driver, eid, prefix))
     return problems
 
 

@@ -235,6 +235,11 @@ class EventsDriver:
         return self.raw.delete_older_than(cutoff, user_id=user_id)
 
     @property
+    def looks_up_by_id(self) -> bool:
+        """Whether one event can be read by its id (ours ``get_event``, the engine's ``get``)."""
+        return callable(getattr(self.raw, "get" if self.engine else "get_event", None))
+
+    @property
     def deletes_by_id(self) -> bool:
         """Whether one event can be deleted by its id (ours ``delete_event``, the
         engine's ``delete``)."""

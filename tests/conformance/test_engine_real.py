@@ -76,6 +76,8 @@ def test_engine_redis_adapter_run_leaves_nothing_and_doctor_is_clean(
     monkeypatch.delenv("SEMVEC_REDIS_SKIP_DURABILITY_CHECK", raising=False)
     monkeypatch.delenv("SEMVEC_REDIS_SESSION_TTL_S", raising=False)
     redis_client.reset_redis()
+    first = _run("doctor", "--uri", url)
+    assert first.exit_code == 0, first.output  # clean before the run ...
     raw = durable_redis.client()
     try:
         before = set(raw.scan_iter(count=1000))
@@ -95,7 +97,7 @@ def test_engine_redis_adapter_run_leaves_nothing_and_doctor_is_clean(
         raw.close()
         redis_client.reset_redis()
     doctor = _run("doctor", "--uri", url)
-    assert doctor.exit_code == 0, doctor.output
+    assert doctor.exit_code == 0, doctor.output  # ... and after it
 
 
 @pytest.mark.postgres
