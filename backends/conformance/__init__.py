@@ -27,8 +27,14 @@ applicable, never passed):
   conflict (``state.identical_retry_is_idempotent``); declare it only if the store
   keeps a digest or can compare;
 * ``assigns_sequences = False`` on an event store that keeps no per-user sequence (the
-  engine's SQL layout): the sequence case is not applicable and listings are compared
-  in any order;
+  engine's SQL layout): the sequence case is not applicable without trying. Undeclared,
+  the suite looks at behaviour: events that read back without a sequence (0/None) make
+  it not applicable, with that reason. No other case depends on listing order or
+  sequence;
+* ``health_details(timeout)`` (``contract.HealthDetails``): where it carries the Redis
+  durability verdict, ``durability.server_is_durable`` judges it (AOF on, no evicting
+  maxmemory-policy); without the seam the verdict is read from the run's Redis once the
+  adapter's rows are seen there;
 * ``delete(..., expected_version=)``: version-checked delete (``state.delete_checks_version``).
 
 This package is imported by every pytest run through the plugin, so it imports nothing

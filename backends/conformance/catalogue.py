@@ -28,8 +28,9 @@ GROUP_DOCS = {
     "contract": "members, is_persistent, one state store, name, commit_turn's return type",
     "state": "insert, compare-and-set, owner and pending rules, three-state reads/deletes",
     "commit_turn": "state and events land together or not at all; owner check; refusals",
-    "durability": "state and events survive reopening; a fault or a cut connection "
-                  "mid-turn leaves the whole turn or nothing",
+    "durability": "the server's own durability (Redis: AOF, eviction policy); state and "
+                  "events survive reopening; a fault or a cut connection mid-turn leaves "
+                  "the whole turn or nothing",
     "events": "per-user gap-free sequences, strict delete_older_than, tenant isolation",
     "concurrency": "racing writers: every version has exactly one winner",
     "health": "check_health answers a bool, promptly, without raising",

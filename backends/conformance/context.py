@@ -2,8 +2,9 @@
 
 Every id a case uses comes from here, so everything a run creates carries the run's
 unique prefix and is remembered for cleanup. Cleanup removes exactly those ids (sessions
-by id, events by ``delete_older_than`` scoped to the run's own user ids) and nothing
-else: a case never reads, changes or deletes a row it did not create.
+by id, events by user for the run's own user ids, then any of the run's event ids still
+stored, whatever a defective adapter left unindexed) and nothing else: a case never
+reads, changes or deletes a row it did not create.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from backends.conformance.drive import commit_turn as _commit_turn
 from backends.conformance.model import CaseFailure, NotApplicable, SubCheckNotApplicable
 from backends.contract import MemoryItem
 from backends.errors import is_state_version_conflict
-
-#: Far enough ahead that every event a case wrote is strictly older.
 
 
 def redis_url_of(uri: str | None) -> str | None:
@@ -85,6 +84,8 @@ class CaseContext:
     sessions: list[str] = field(default_factory=list)
     users: list[str] = field(default_factory=list)
     item_sessions: list[str] = field(default_factory=list)
+    #: Every event id the case made (cleanup removes those still stored by id).
+    event_ids: list[str] = field(default_factory=list)
     #: Steps skipped as not applicable (reported with the result, never failed).
     notes: list[str] = field(default_factory=list)
     _counter: Any = field(default_factory=lambda: itertools.count(1))
@@ -115,6 +116,24 @@ class CaseContext:
                             blob, expected_version=expected_version,
                             owner_subject=owner_subject, pending_message=pending_message,
                             events=events)
+
+    def raw_redis(self, purpose: str) -> Any:
+        """A plain client on the Redis the adapter writes to: ConformanceOptions.redis_url,
+        else REDIS_URL (how the engine is configured); not applicable without either
+        (``purpose`` says what the case would have done with it)."""
+        url = self.options.resolved_redis_url()
+        if not url:
+            raise NotApplicable("no Redis URI for the run (ConformanceOptions.redis_url, "
+                                f"--uri redis://..., or REDIS_URL): {purpose}")
+        try:
+            import redis
+        except ImportError:
+            raise NotApplicable("the redis driver is not installed") from None
+        try:
+            return redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
+        except ValueError as exc:
+            raise NotApplicable(f"the run's Redis URI is not one a plain client can open "
+                                f"({type(exc).__name__})") from None
 
     @contextlib.contextmanager
     def subcheck(self, label: str) -> Iterator[None]:
@@ -159,9 +178,12 @@ class CaseContext:
         meta: dict[str, Any] | None = None,
         source_event_id: uuid.UUID | None = None,
     ) -> WireEvent:
-        """A new event in the engine's shape (UUID ids, list embedding, "" = none)."""
+        """A new event in the engine's shape (UUID ids, list embedding, "" = none),
+        remembered for cleanup."""
+        event_id = uuid.uuid4()
+        self.event_ids.append(str(event_id))
         return WireEvent(
-            event_id=uuid.uuid4(),
+            event_id=event_id,
             user_id=user_id,
             content=content,
             created_at=created_at or datetime.now(timezone.utc).replace(microsecond=0),
@@ -237,14 +259,40 @@ class CaseContext:
             return exc
         raise CaseFailure(check, "an exception (nothing written)", f"returned {result!r}")
 
-    def expect_log(self, actual: list, expected: list, check: str) -> None:
-        """A listing of the event log: in sequence order, or in any order when the event
-        store declares it keeps no sequence (``assigns_sequences = False``)."""
-        events = self.events
-        if events is not None and not events.assigns_sequences:
+    def expect_log(self, actual: list, expected: list, check: str, *,
+                   in_order: bool = False) -> None:
+        """A listing of the event log compared as a collection: a case that does not
+        check order never depends on it (a store without sequences lists in its own
+        order). ``in_order``: the order is what is checked (sequence order, asked only of
+        a store seen to assign sequences)."""
+        if not in_order:
             actual, expected = sorted(actual, key=repr), sorted(expected, key=repr)
-            check = f"{check} (in any order: the store keeps no sequence)"
+            check = f"{check} (in any order)"
         self.expect_equal(actual, expected, check)
+
+    def sequenced(self, events: Iterable[Any]) -> bool:
+        """Whether the store assigns sequences, as its own events read back show: False
+        when it declares ``assigns_sequences = False`` or when no event read back carries
+        one (sequence 0 or None, as the engine's SQL layout returns them)."""
+        driver = self.events
+        if driver is not None and not driver.assigns_sequences:
+            return False
+        return any(getattr(e, "sequence", None) not in (0, None) for e in events)
+
+    def require_sequences(self, events: list, what: str) -> None:
+        """Not applicable (with the reason) unless ``events``, read back from the store,
+        show that it assigns sequences."""
+        driver = self.events
+        if driver is not None and not driver.assigns_sequences:
+            raise NotApplicable("the event store declares assigns_sequences = False (its "
+                                "layout keeps no per-user sequence, as the engine's SQL "
+                                "layout)")
+        if not self.sequenced(events):
+            seen = sorted({repr(getattr(e, "sequence", None)) for e in events})
+            raise NotApplicable(
+                f"events read back without a sequence ({what}: sequence "
+                f"{' / '.join(seen) or 'none'}): this store assigns none (as the engine's "
+                "SQL layout), so there is no sequence to check")
 
     def expect_int_version(self, value: Any, expected: int, check: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -259,4 +307,5 @@ class CaseContext:
         from backends.cleanup import remove_run
 
         return remove_run(self.adapter, self.prefix, sessions=self.sessions, users=self.users,
-                          item_sessions=self.item_sessions, describe=describe_exception)
+                          item_sessions=self.item_sessions, event_ids=self.event_ids,
+                          describe=describe_exception)

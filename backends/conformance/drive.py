@@ -234,6 +234,25 @@ class EventsDriver:
             return self.raw.delete_older_than(user_id, cutoff)
         return self.raw.delete_older_than(cutoff, user_id=user_id)
 
+    @property
+    def looks_up_by_id(self) -> bool:
+        """Whether one event can be read by its id (ours ``get_event``, the engine's ``get``)."""
+        return callable(getattr(self.raw, "get" if self.engine else "get_event", None))
+
+    @property
+    def deletes_by_id(self) -> bool:
+        """Whether one event can be deleted by its id (ours ``delete_event``, the
+        engine's ``delete``)."""
+        name = "delete" if self.engine else "delete_event"
+        return callable(getattr(self.raw, name, None))
+
+    def delete_event(self, event_id: Any) -> Any:
+        """Delete one event by id, whatever indexes still lead to it."""
+        if self.engine:
+            return self.raw.delete(event_id if isinstance(event_id, uuid.UUID)
+                                   else uuid.UUID(str(event_id)))
+        return self.raw.delete_event(str(event_id))
+
     def purge(self, user_id: str) -> Any:
         """Every trace of the user (events, indexes, counter), when the store can."""
         for name in ("purge_user", "delete_by_user"):

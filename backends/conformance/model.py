@@ -38,6 +38,8 @@ class Level:
             retrieval, indexes) failed, so the core session path is safe and the
             capability is not;
     FAILED  a core group failed: the backend must not hold sessions.
+    NONE    nothing was certified: no case that ran passed (every case was not
+            applicable, or nothing ran at all); never a success, the run exits 1.
 
     Advisory findings (beyond the published contract) never lower the level.
     """
@@ -45,6 +47,7 @@ class Level:
     FULL = "FULL"
     PARTIAL = "PARTIAL"
     FAILED = "FAILED"
+    NONE = "NONE"
 
 
 #: Groups whose failure makes a backend unfit to hold sessions at all.
@@ -166,6 +169,8 @@ def compute_level(groups: list[GroupResult]) -> str:
         return Level.FAILED
     if any(g.status == Status.FAILED for g in groups):
         return Level.PARTIAL
+    if not any(g.status == Status.PASSED for g in groups):
+        return Level.NONE  # nothing applicable: nothing certified, never FULL
     if any(g.status == Status.SKIPPED for g in groups):
         return Level.PARTIAL
     return Level.FULL
@@ -189,7 +194,9 @@ class ConformanceReport:
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.cases)
+        """Every case that ran is fine AND something was certified: a run where nothing
+        applies (level NONE) is not a pass."""
+        return all(c.ok for c in self.cases) and self.level != Level.NONE
 
     @property
     def cases(self) -> list[CaseResult]:
@@ -221,10 +228,12 @@ class ConformanceReport:
         counts = self.counts()
         parts = [f"{counts[s]} {s}" for s in Status.ALL if counts[s]]
         subset = f" (subset: {', '.join(self.selection)})" if self.selection else ""
-        return (
-            f"conformance level {self.level} for backend {self.backend!r}{subset}: "
-            f"{', '.join(parts) or 'nothing ran'} in {self.duration:.2f}s"
-        )
+        text = (f"conformance level {self.level} for backend {self.backend!r}{subset}: "
+                f"{', '.join(parts) or 'nothing ran'} in {self.duration:.2f}s")
+        if self.level == Level.NONE:
+            text += ("; nothing applicable, nothing certified (run the groups this "
+                     "backend has, or give it the capabilities the cases need)")
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -185,7 +185,7 @@ def run(
     report_file: ReportFile = None,
     output: Output = OutputFormat.table,
 ) -> None:
-    """Run the conformance cases against one backend; exit 1 if any case fails."""
+    """Run the conformance cases against one backend; exit 1 if any case fails or none applies."""
     from backends.conformance import ConformanceOptions, plan, run_conformance, write_junit_xml
     from backends.conformance.context import redis_url_of
 

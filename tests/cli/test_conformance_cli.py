@@ -112,8 +112,19 @@ def test_list_cases():
     assert "events" in data["groups"] and len(data["cases"]) > 30
 
 
+@pytest.fixture
+def durable_redis_url():
+    """A private redis-server with AOF on: the suite's shared one runs without AOF, which
+    the durability group rightly does not certify."""
+    from tests.support.dedicated_redis import throwaway_redis
+
+    with throwaway_redis("semvec-conf-cli-", extra=("--appendonly", "yes")) as url:
+        yield url
+
+
 @pytest.mark.redis
-def test_redis_uri_passes(redis_url):
+def test_redis_uri_passes(durable_redis_url):
+    redis_url = durable_redis_url
     result = invoke("run", "--uri", redis_url, "-o", "json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -123,6 +134,20 @@ def test_redis_uri_passes(redis_url):
     cases = {f"{g['name']}.{c['case']}": c for g in data["groups"] for c in g["cases"]}
     assert cases["commit_turn.atomic_on_server_error"]["status"] == "passed"
     assert cases["durability.survives_reopen"]["status"] == "passed"
+    assert cases["durability.server_is_durable"]["status"] == "passed"
+
+
+@pytest.mark.redis
+def test_redis_without_aof_exits_1_naming_the_setting(redis_url):
+    """The suite's shared server runs without AOF: not durable, so not certified."""
+    result = invoke("run", "--uri", redis_url, "--only", "durability", "-o", "json")
+    assert result.exit_code == 1, result.output
+    data = json.loads(result.stdout)
+    assert data["level"] == "FAILED"
+    cases = {f"{g['name']}.{c['case']}": c for g in data["groups"] for c in g["cases"]}
+    message = cases["durability.server_is_durable"]["message"]
+    assert "AOF is off (appendonly no)" in message and "set appendonly yes" in message
+    assert "Traceback" not in result.output
 
 
 @pytest.mark.redis

@@ -2,9 +2,9 @@
 level, including (pgvector) retrieval with two tenants of identical content and index
 provisioning.
 
-Updated for the engine's layout (issue 13): the event table is ``semvec_memory_events``;
-until the suite honours ``assigns_sequences = False`` (conformance branch) the FULL runs
-are expected to fail on its sequence/order/'' owner assumptions, and say so."""
+The event table is the engine's ``semvec_memory_events``, which keeps no sequence: the
+sequence case is not applicable (declared ``assigns_sequences = False``, and seen from the
+events read back), and no other case depends on listing order."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The conformance suite against a real redis-server (started by tests/support/fixtures).
+"""The conformance suite against a real redis-server (started by tests/support/fixtures;
+the FULL runs use a private one with AOF on, tests/conformance/conftest.py, because a
+Redis without AOF is not durable and fails ``durability.server_is_durable``).
 
 Besides "the shipped Redis adapter conforms", this pins the suite's own promise to an
 operator: run against a Redis that holds other data, it leaves every other key
@@ -22,15 +24,15 @@ WALL_TIME_GOAL_S = 20.0
 
 
 @pytest.fixture
-def adapter_factory(redis_url):
+def adapter_factory(durable_redis_url):
     from backends.redis import RedisBackendAdapter
 
-    return lambda: RedisBackendAdapter(redis_url)
+    return lambda: RedisBackendAdapter(durable_redis_url)
 
 
 @pytest.fixture
-def raw(redis_server):
-    client = redis_server.client()
+def raw(durable_redis):
+    client = durable_redis.client()
     yield client
     client.close()
 
@@ -107,16 +109,17 @@ class _Monitor:
 
 
 def test_redis_adapter_conforms_and_leaves_other_data_untouched(adapter_factory, raw,
-                                                               redis_server, redis_url):
+                                                               durable_redis,
+                                                               durable_redis_url):
     foreign = _seed_foreign_data(raw)
     ttl_before = raw.ttl(next(k for k in foreign if k.endswith(b":expiring")))
     before = _dump(raw, foreign)
     assert len(foreign) == 17 and all(before.values())
 
     started = time.perf_counter()
-    with _Monitor(redis_server.client()) as monitor:
+    with _Monitor(durable_redis.client()) as monitor:
         report = run_conformance(adapter_factory, selected_name="redis",
-                                 options=ConformanceOptions(redis_url=redis_url))
+                                 options=ConformanceOptions(redis_url=durable_redis_url))
     wall = time.perf_counter() - started
     print(f"\nconformance wall time against local Redis: {wall:.2f}s "
           f"({len(report.cases)} cases, level {report.level})")
@@ -131,6 +134,7 @@ def test_redis_adapter_conforms_and_leaves_other_data_untouched(adapter_factory,
     assert report.case("commit_turn.atomic_on_server_error").status == Status.PASSED
     assert report.case("durability.survives_reopen").status == Status.PASSED
     assert report.case("durability.connection_cut_mid_turn").status == Status.PASSED
+    assert report.case("durability.server_is_durable").status == Status.PASSED
     assert wall < WALL_TIME_GOAL_S
 
     after = _dump(raw, foreign)
@@ -173,3 +177,46 @@ def test_unreachable_redis_fails_health_without_raising():
     assert reports_up.expected == "True" and reports_up.actual == "False"
     assert report.level == Level.FAILED
 
+
+
+@pytest.mark.parametrize("extra, found", [
+    pytest.param(["--appendonly", "no"], "AOF is off (appendonly no)", id="aof-off"),
+    pytest.param(["--appendonly", "yes", "--maxmemory", "64mb",
+                  "--maxmemory-policy", "allkeys-lru"],
+                 "maxmemory-policy allkeys-lru", id="evicting-policy"),
+])
+def test_a_redis_that_is_not_durable_is_not_certified(tmp_path, extra, found):
+    """The durability group reads the server's own durability (the verdict health and
+    doctor use): a Redis without AOF, or with an evicting policy, fails the case saying
+    what was found and what to set, and the run is not FULL."""
+    from backends.redis import RedisBackendAdapter
+    from tests.support.dedicated_redis import DedicatedRedis
+
+    server = DedicatedRedis(tmp_path / "redis", extra=extra)
+    server.start()
+    try:
+        report = run_conformance(lambda: RedisBackendAdapter(server.url), selected_name="redis",
+                                 only="durability")
+        case = report.case("durability.server_is_durable")
+        assert case.status == Status.FAILED
+        assert found in case.message
+        assert "set appendonly yes and maxmemory-policy noeviction" in case.message
+        assert report.group("durability").status == Status.FAILED
+        assert report.level == Level.FAILED and not report.ok
+        with server.client() as client:
+            assert list(client.scan_iter(match=f"*{report.prefix}*")) == []
+    finally:
+        server.kill()
+
+
+def test_an_unreachable_redis_is_not_certified_durable():
+    from backends.redis import RedisBackendAdapter
+    from tests.support.fixtures.redis_server import closed_port
+
+    url = f"redis://127.0.0.1:{closed_port()}/0"
+    report = run_conformance(lambda: RedisBackendAdapter(url, timeout=0.5),
+                             only="durability.server_is_durable",
+                             options=ConformanceOptions(health_timeout=0.5))
+    case = report.cases[0]
+    assert case.status == Status.FAILED
+    assert "could not be verified" in case.message

@@ -84,6 +84,16 @@ class InMemoryEventStore:
                     self._by_user[user] = keep
         return deleted
 
+    def delete_event(self, event_id: str) -> bool:
+        """One event by id, whether or not a listing still leads to it."""
+        with self._lock:
+            found = self._by_id.pop(str(event_id), None)
+            if found is None:
+                return False
+            rows = self._by_user.get(found.user_id, [])
+            self._by_user[found.user_id] = [e for e in rows if e.event_id != found.event_id]
+            return True
+
     def purge_user(self, user_id: str) -> int:
         with self._lock:
             events = self._by_user.pop(user_id, [])
@@ -555,3 +565,133 @@ class AcceptsNanAdapter(EventfulMemoryAdapter):
                     validate_event(replace(event, embedding=[0.0])),
                     embedding=tuple(event.embedding)))
             return version
+
+
+# ---------------------------------------------------------------------------------------
+# Engine-like behaviour where it matters: no sequences (the engine's SQL event store), a
+# turn that leaves an unindexed event behind (the engine's non-atomic Redis commit_turn).
+# ---------------------------------------------------------------------------------------
+
+
+class SequencelessEventStore(InMemoryEventStore):
+    """Like the engine's SQL event store (ENGINE-WIRE §5, §7): no sequence is ever
+    assigned (every event reads back with sequence 0), listings are newest first (ties in
+    reverse insertion order), and nothing is declared: the suite must see it."""
+
+    def _append_validated(self, event: MemoryEvent) -> MemoryEvent:
+        if event.event_id in self._by_id:
+            raise ValueError(f"event id {event.event_id!r} exists")
+        stored = event.with_sequence(0)
+        self._by_user.setdefault(event.user_id, []).append(stored)
+        self._by_id[event.event_id] = stored
+        return stored
+
+    def list_events(self, user_id, *, owner_subject=UNSCOPED, after_sequence=0, limit=None):
+        validate_owner_filter(owner_subject)
+        with self._lock:
+            found = [e for e in reversed(self._by_user.get(user_id, []))
+                     if owner_matches(e.owner_subject, owner_subject)]
+        found.sort(key=lambda e: e.created_at, reverse=True)  # stable: ties stay reversed
+        return found[:limit] if limit is not None else found
+
+
+class SequencelessAdapter(EventfulMemoryAdapter):
+    """A correct adapter over :class:`SequencelessEventStore` (our event surface)."""
+
+    name = "sequenceless"
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._events = SequencelessEventStore()
+
+
+class EngineSurfaceEvents:
+    """The engine's event surface (``get``, ``list_by_user``, ``count_for_user``,
+    ``query_by_user``, ``delete``, ``delete_by_user``, ``delete_older_than(user_id,
+    cutoff)``) over an in-memory store, as the engine's SQL event store offers it: only
+    these calls, no owner filter, no declaration."""
+
+    def __init__(self, inner: InMemoryEventStore) -> None:
+        self._inner = inner
+        self._lock = inner._lock
+        self._append_validated = inner._append_validated
+
+    def append(self, event):
+        return self._inner.append(event)
+
+    def get(self, event_id):
+        return self._inner.get_event(str(event_id))
+
+    def list_by_user(self, user_id):
+        return self._inner.list_events(user_id)
+
+    def count_for_user(self, user_id):
+        return len(self._inner.list_events(user_id))
+
+    def query_by_user(self, user_id, *, query_embedding, limit):
+        import math
+
+        events = self._inner.list_events(user_id)
+        if query_embedding is None:
+            return sorted(events, key=lambda e: e.created_at, reverse=True)[:limit]
+
+        def cosine(e):
+            a, b = list(e.embedding or ()), list(query_embedding)
+            n = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+            return sum(x * y for x, y in zip(a, b)) / n if n else 0.0
+
+        return sorted(events, key=cosine, reverse=True)[:limit]
+
+    def delete(self, event_id):
+        with self._lock:
+            found = self._inner._by_id.pop(str(event_id), None)
+            if found is None:
+                return False
+            rows = self._inner._by_user.get(found.user_id, [])
+            self._inner._by_user[found.user_id] = [e for e in rows
+                                                    if e.event_id != found.event_id]
+            return True
+
+    def delete_by_user(self, user_id):
+        return self._inner.purge_user(user_id)
+
+    def delete_older_than(self, user_id, cutoff):
+        return self._inner.delete_older_than(cutoff, user_id=user_id)
+
+    def is_empty(self):
+        return self._inner.is_empty()
+
+
+class EngineSqlStyleAdapter(EventfulMemoryAdapter):
+    """The engine's SQL layout as the suite meets it: the engine's event surface, no
+    sequences, newest-first listings; otherwise correct."""
+
+    name = "engine-sql-style"
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._events = EngineSurfaceEvents(SequencelessEventStore())
+
+
+class UnindexedEventTurnAdapter(EventfulMemoryAdapter):
+    """Like the engine's non-atomic Redis commit_turn on a server error: the state
+    advances and the turn's last event is stored by id but in no user's listing (an
+    unindexed event hash), then the turn raises. Cleanup by user cannot find that event."""
+
+    fault_points = frozenset({"turn.after_state"})
+
+    def commit_turn(self, session_id, blob, *, expected_version, owner_subject=None,
+                    pending_message=None, events=None):
+        if self._armed and events:
+            self._armed = None
+            checked = validate_turn_events(events)
+            version = self._store.save(session_id, blob, expected_version=expected_version,
+                                       owner_subject=owner_subject,
+                                       pending_message=pending_message)
+            last = checked[-1].with_sequence(version)
+            with self._events._lock:
+                self._events._by_id[last.event_id] = last  # stored, never indexed
+            raise InjectedFault("planted fault while indexing the turn's last event")
+        return super().commit_turn(session_id, blob, expected_version=expected_version,
+                                   owner_subject=owner_subject,
+                                   pending_message=pending_message, events=events)

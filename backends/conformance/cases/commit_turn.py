@@ -18,8 +18,9 @@ def _state(ctx: CaseContext, sid: str):
 
 
 def _event_ids(ctx: CaseContext, events, user_id: str) -> list[str]:
+    """The user's event ids, sorted: no commit_turn case checks the listing order."""
     listed = ctx.call(f"list_events({user_id!r})", lambda: events.list_events(user_id))
-    return [str(e.event_id) for e in listed]
+    return sorted(str(e.event_id) for e in listed)
 
 
 @case("commit_turn")
@@ -205,21 +206,7 @@ _COUNTER = "semvec:events:seq:{}"
 
 
 def _raw_redis(ctx: CaseContext):
-    """A plain client on the Redis the adapter writes to: ConformanceOptions.redis_url,
-    else REDIS_URL (how the engine is configured); not applicable without either."""
-    url = ctx.options.resolved_redis_url()
-    if not url:
-        raise NotApplicable("no Redis URI for the run (ConformanceOptions.redis_url, "
-                            "--uri redis://..., or REDIS_URL): cannot plant a key")
-    try:
-        import redis
-    except ImportError:
-        raise NotApplicable("the redis driver is not installed") from None
-    try:
-        return redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
-    except ValueError as exc:
-        raise NotApplicable(f"the run's Redis URI is not one a plain client can open "
-                            f"({type(exc).__name__})") from None
+    return ctx.raw_redis("cannot plant a key")
 
 
 def _snapshot(raw, sid: str, users: list[str], event_ids: list[str]) -> dict:

@@ -1,6 +1,13 @@
-"""Nothing is lost silently: what a persistent adapter acknowledged survives reopening,
-and a turn that fails part-way (a planted fault, a cut connection) leaves the whole turn
-or nothing.
+"""Nothing is lost silently: the server itself keeps what it acknowledged (where the
+backend can tell: a Redis needs AOF on and no evicting maxmemory-policy, as the engine
+requires, ENGINE-WIRE §3), what a persistent adapter acknowledged survives reopening, and
+a turn that fails part-way (a planted fault, a cut connection) leaves the whole turn or
+nothing.
+
+``server_is_durable`` reads the verdict of ``backends.redis.health.durability_verdict``
+(the one source ``health`` and ``doctor`` use) from the adapter's ``health_details``
+seam, or, for an adapter without it (the engine's own), from the run's Redis once a
+session the adapter saved is seen there; elsewhere it is not applicable.
 
 These cases need something only some adapters have, and are otherwise not applicable
 (never passed): a factory and ``is_persistent = True`` to reopen; the optional fault
@@ -22,6 +29,8 @@ seam is for conformance runs only; production code never arms it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from backends.conformance.catalogue import case
 from backends.conformance.context import CaseContext, describe_exception
 from backends.conformance.model import NotApplicable
@@ -37,8 +46,10 @@ def _row(ctx: CaseContext, store, sid: str):
 
 
 def _event_view(ctx: CaseContext, events, user: str) -> list[tuple]:
+    """The user's events as (id, sequence, content), sorted: the listing order is not what
+    these cases check (a store without sequences lists in its own order)."""
     listed = ctx.call(f"events of {user!r}", lambda: events.list_events(user))
-    return [(str(e.event_id), e.sequence, e.content) for e in listed]
+    return sorted((str(e.event_id), e.sequence, e.content) for e in listed)
 
 
 def _close(adapter) -> None:
@@ -150,8 +161,9 @@ def fault_after_state(ctx: CaseContext) -> None:
     version = ctx.call("the turn retried without a fault", lambda: ctx.commit_turn(
         sid, b"t2", expected_version=1, owner_subject=owner, events=retry))
     ctx.expect_int_version(version, 2, "the retried turn")
-    if events.assigns_sequences:
-        ctx.expect_equal([seq for _id, seq, _c in _event_view(ctx, events, user)], [1, 2],
+    listed = ctx.call(f"events of {user!r}", lambda: events.list_events(user))
+    if ctx.sequenced(listed):  # a rolled-back turn leaves no gap
+        ctx.expect_equal(sorted(e.sequence for e in listed), [1, 2],
                          "sequences after the faulted and the retried turn (no gap)")
 
 
@@ -182,3 +194,73 @@ def connection_cut_mid_turn(ctx: CaseContext) -> None:
         ctx.expect(whole or nothing, "a cut turn that raised "
                    f"{type(raised).__name__}", "the whole turn or nothing of it",
                    f"state {after!r}, events {[c for _i, _s, c in listed]}")
+
+
+#: What the engine requires of its Redis (ENGINE-WIRE §3), as the failure's "expected".
+_DURABLE_REDIS = ("a durable server: appendonly yes (its last write ok) and a maxmemory-policy "
+                  "that evicts no session or event key (noeviction)")
+
+
+def _reported_verdict(details: Any) -> tuple[bool, str] | None:
+    """The Redis durability verdict in the adapter's health details (one source:
+    ``backends.redis.health.durability_verdict``), or None when the details carry none.
+    Other backends' ``durable`` flags answer other questions (replication, crash-safety
+    settings of a test server) and are not judged here."""
+    if not isinstance(details, dict):
+        return None
+    if "aof_enabled" not in details and details.get("backend") != "redis":
+        return None
+    durable = details.get("durable")
+    reason = str(details.get("reason") or "no reason given")
+    if details.get("reachable") is False:
+        return False, f"could not be verified ({reason})"
+    return durable is True, reason
+
+
+def _observed_verdict(ctx: CaseContext) -> tuple[bool, str]:
+    """The same verdict read from the run's Redis (INFO) for an adapter without the
+    health-details seam (the engine's own adapter), once a session the adapter saved is
+    seen there in the engine's layout; not applicable otherwise."""
+    from backends.redis.health import durability_verdict
+
+    raw = ctx.raw_redis("cannot read the server's durability")
+    try:
+        sid = ctx.session("probe")
+        ctx.call("save", lambda: ctx.store.save(sid, b"durability probe", expected_version=None))
+        key = f"semvec:state:{sid}"
+        try:
+            on_it = raw.exists(key) == 1
+            ttl = int(raw.ttl(key)) if on_it else 0
+            info = raw.info() if on_it else {}
+        except Exception as exc:  # noqa: BLE001
+            raise NotApplicable(f"the run's Redis URI cannot be read: "
+                                f"{type(exc).__name__}") from None
+        if not on_it:
+            raise NotApplicable("the adapter's rows are not on the run's Redis URI in the "
+                                "engine's layout (semvec:state:...): no server to judge")
+        verdict = durability_verdict(info, max(ttl, 0))
+        return verdict["durable"], verdict["reason"]
+    finally:
+        raw.close()
+
+
+@case("durability")
+def server_is_durable(ctx: CaseContext) -> None:
+    """The server keeps what it acknowledged, where the backend can tell: Redis with AOF on
+    and no maxmemory-policy that can evict session or event keys, as the engine requires."""
+    if offers(ctx.adapter, Capability.HEALTH_DETAILS):
+        details = ctx.call("health_details()", lambda: ctx.adapter.health_details(
+            ctx.options.health_timeout))
+        verdict = _reported_verdict(details)
+        if verdict is None:
+            raise NotApplicable("the backend's health details give no verdict on the "
+                                "server's own durability (the suite judges Redis's: AOF "
+                                "and eviction policy)")
+        source = "as health_details() reports it"
+    else:
+        verdict = _observed_verdict(ctx)
+        source = "as the run's Redis reports it (INFO)"
+    durable, reason = verdict
+    ctx.expect(durable, f"the server's own durability, {source}", _DURABLE_REDIS,
+               f"not durable: {reason}; set appendonly yes and maxmemory-policy noeviction "
+               "(CONFIG SET or redis.conf)")
