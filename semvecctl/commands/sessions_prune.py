@@ -21,7 +21,7 @@ from semvecctl.application import current
 from semvecctl.commands.sessions import OwnerOpt, UnownedOpt
 from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import open_adapter, require_seam, resolve_connection
-from semvecctl.errors import usage_error
+from semvecctl.errors import CliError, usage_error
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, StreamOutput, Uri, Yes, owner_filter
 from semvecctl.output import Column, StreamFormat
@@ -72,7 +72,7 @@ def _row(idle: Any, action: str) -> dict[str, Any]:
 def _parse_ttl(text: str) -> int:
     try:
         return int(parse_duration(text).total_seconds())
-    except Exception:
+    except CliError:
         raise usage_error(f"--assume-ttl {text!r} is not a duration like 1d, 12h, 90m or 45s "
                           "within 1s..3650d") from None
 
@@ -179,6 +179,10 @@ def prune_sessions(
             # deletes stream: prove the assumed TTL on every key in scope before the first
             check_assumed_ttl(adapter_obj, ttl, owner_subject=scope, match=match,
                               batch_size=batch_size)
+        if resumed_archive and not os.path.isfile(archive):
+            app_.abort(f"{journal.path} records an interrupted prune whose deleted sessions are "
+                       f"in {archive}, but {archive} is gone: put it back and run the same "
+                       "command again (nothing more was deleted)", ExitCode.ENVIRONMENT)
         if resumed_archive:
             done = next(journal.where(phase="archived"))
             result.archived, result.digest = int(done["count"]), str(done["digest"])

@@ -28,19 +28,7 @@ pytestmark = pytest.mark.engine
 
 pytest.importorskip("semvec", reason="the semvec engine is not installed")
 
-
-@pytest.fixture
-def engine(redis_url, monkeypatch):
-    from semvec.api import redis_client
-
-    monkeypatch.setenv("REDIS_URL", redis_url)
-    monkeypatch.setenv("SEMVEC_REDIS_SKIP_DURABILITY_CHECK", "1")
-    monkeypatch.delenv("SEMVEC_REDIS_SESSION_TTL_S", raising=False)
-    redis_client.reset_redis()
-    from semvec.api.redis_backend_adapter import RedisBackendAdapter as EngineAdapter
-
-    yield EngineAdapter()
-    redis_client.reset_redis()
+from tests.backends.redis.test_engine_interop_redis import engine  # noqa: E402,F401
 
 
 def _scope(tenant: str):

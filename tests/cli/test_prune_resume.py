@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timedelta, timezone
 
 import pytest
 from typer.testing import CliRunner
@@ -22,9 +21,9 @@ import backends.prune as prune_module
 from backends.archive import ArchiveReader
 from semvecctl.app import app
 from tests.support.fixtures.mongo import cli_mongo, db_name, mongo_client  # noqa: F401
+from tests.cli.test_prune_cli import TTL, age
 from tests.support.maintenance import make_target
 
-TTL = 400_000
 BACKENDS = [pytest.param("redis", marks=pytest.mark.redis),
             pytest.param("pgvector", marks=pytest.mark.postgres),
             "mongo"]
@@ -41,34 +40,13 @@ def target(request):
     return make_target(request, request.param, **options)
 
 
-def _age(target, session_id: str, seconds: int) -> None:
-    if target.name == "redis":
-        import redis
-
-        client = redis.Redis.from_url(target.args[1])
-        client.expire(f"semvec:state:{session_id}", TTL - seconds)
-        client.close()
-    elif target.name == "mongo":
-        from tests.support.fixtures.mongo import CLI_STATE
-
-        CLI_STATE["client"][CLI_STATE["database"]]["semvec_session_state"].update_one(
-            {"_id": session_id},
-            {"$set": {"updated_at": datetime.now(timezone.utc) - timedelta(seconds=seconds)}})
-    else:
-        import psycopg
-
-        with psycopg.connect(target.args[1]) as conn:
-            conn.execute("UPDATE semvec_session_state SET updated_at = updated_at - "
-                         "make_interval(secs => %s) WHERE session_id = %s", (seconds, session_id))
-
-
 def _idle_sessions(target, n: int) -> list[str]:
     tag = uuid.uuid4().hex[:8]
     store = target.adapter.state_store()
     names = [f"{tag}-idle-{i:02d}" for i in range(n)]
     for sid in names:
         store.save(sid, f"blob {sid}".encode(), expected_version=None)
-        _age(target, sid, 2 * 86400)
+        age(target, sid, 2 * 86400)
     return names
 
 
@@ -208,3 +186,18 @@ def test_a_key_with_more_ttl_left_than_assumed_stops_the_run_before_any_delete(
     assert "more than the assumed idle TTL" in result.stderr and "nothing was deleted" in result.stderr
     assert _exists(redis_url, old + fresh) == 5
     assert list(tmp_path.iterdir()) == []  # no archive, no partial, no journal left behind
+
+
+def test_a_resumed_prune_whose_archive_went_missing_deletes_nothing_more(target, tmp_path):
+    names = _idle_sessions(target, 3)
+    path = tmp_path / "idle.jsonl"
+    args = ("sessions", "prune", "--idle-for", "1d", "--archive", str(path), "--apply", "--yes")
+    assert _interrupted(target, 1, *args).exit_code != 0
+    path.rename(tmp_path / "moved.jsonl")
+    refused = run(target, *args)
+    assert refused.exit_code == 3 and "is gone: put it back" in refused.stderr
+    store = target.adapter.state_store()
+    assert sum(store.load(sid) is not None for sid in names) == 2
+    (tmp_path / "moved.jsonl").rename(path)
+    assert run(target, *args).exit_code == 0
+    assert set(_archived(path)) == set(names)

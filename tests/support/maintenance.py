@@ -54,12 +54,6 @@ def _redis_value(client: Any, key: bytes) -> Any:
     return client.dump(key)
 
 
-def _unused() -> Callable[[], dict[str, Any]]:
-    def dump() -> dict[str, Any]:
-        return {}
-    return dump
-
-
 def _pg_dump(url: str) -> Callable[[], dict[str, Any]]:
     def dump() -> dict[str, Any]:
         import psycopg

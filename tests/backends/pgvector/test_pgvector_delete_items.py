@@ -63,7 +63,7 @@ def test_the_state_row_and_item_rows_go_in_one_transaction(adapter, pgvector_url
         conn.execute(f"CREATE TRIGGER {trigger} BEFORE DELETE ON semvec_memory_items "
                      f"FOR EACH ROW WHEN (OLD.session_id = '{sid}') EXECUTE FUNCTION {fn}()")
     try:
-        with pytest.raises(Exception):
+        with pytest.raises(Exception, match="refused by the test"):
             adapter.state_store().delete(sid)
         assert adapter.state_store().load(sid) is not None
         assert _rows(pgvector_url, sid) == 3
