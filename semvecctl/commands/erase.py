@@ -90,6 +90,8 @@ def app(
     out = app_.output
     spec = resolve_connection(backend, uri, adapter)
     with open_adapter(spec) as adapter_obj:
+        arguments = {"uri": spec.display_uri, "backend": str(getattr(adapter_obj, "name", "?")),
+                     "user": user, "owner": owner, "unowned": owner is None}
         found = None
         if receipt is not None:
             try:
@@ -97,8 +99,12 @@ def app(
             except JournalMismatch as exc:
                 app_.abort(f"{exc}; move it away if it is not from an erasure", ExitCode.USAGE)
             if found is not None and os.path.exists(receipt):
-                # the last run wrote its (whole) receipt and stopped before removing this
+                # the last run wrote its whole receipt (atomically) and stopped before
+                # removing its journal
                 Journal(journal_path(receipt), found[0], found[1], True).finish()
+                if apply and found[0].get("arguments") == arguments:
+                    out.success(f"this erasure had finished: its receipt is {receipt}")
+                    return
                 found = None
             if apply and found is None and os.path.exists(receipt) and not overwrite:
                 app_.abort(f"--receipt {receipt} already exists: choose another file, or pass "
@@ -129,8 +135,6 @@ def app(
                     f"{len(plan.states)} session(s)"
                     + (f", {len(plan.shared)} of them shared" if plan.shared else "")
                     + f") from {spec.display_uri}", yes=yes)
-        arguments = {"uri": spec.display_uri, "backend": plan.backend, "user": user,
-                     "owner": owner, "unowned": owner is None}
         try:
             journal = Journal.open(receipt, "erase", arguments)
         except JournalMismatch as exc:

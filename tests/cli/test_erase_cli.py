@@ -271,3 +271,22 @@ def test_a_dangling_index_entry_is_named_and_removed_on_redis(request, tmp_path)
     assert client.zscore(f"semvec:events:t:{s.alice}", ghost) is None
     assert client.zcard(f"semvec:events:u:{s.alice}") == 2  # alice-unowned stays
     client.close()
+
+
+def test_a_rerun_after_the_receipt_was_written_but_the_journal_not_removed(target, tmp_path):
+    """Killed between the (atomic) receipt and the journal's removal: the rerun says it
+    had finished and changes nothing."""
+    s = seed(target.adapter)
+    path = tmp_path / "r.json"
+    args = ("erase", "--user", s.alice, "--owner", "acme", "--apply", "--yes", "--receipt", str(path))
+    real = journal_module.Journal.finish
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(journal_module.Journal, "finish", lambda self: None)
+        assert run(target, *args).exit_code == 0
+    assert (tmp_path / "r.json.journal").exists()
+    written = path.read_bytes()
+    again = run(target, *args)
+    assert again.exit_code == 0, again.output
+    assert "had finished" in again.stderr
+    assert path.read_bytes() == written and not (tmp_path / "r.json.journal").exists()
+    assert real is journal_module.Journal.finish
