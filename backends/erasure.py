@@ -1,97 +1,229 @@
-"""Erasing a data subject: every event of one user id, its sequence counter and index
-entries, and optionally the item-mirror rows of the sessions the user has events in.
+"""Erasing a data subject the way the engine does (ENGINE-WIRE §9), with a receipt.
 
-``plan_erasure`` reads what would go (per place, with counts) and changes nothing;
-``apply_erasure`` removes it through the stores' own ``purge_user`` / ``purge_items``,
-then reads the store again to verify nothing of the user is left, and returns a receipt
-whose digest covers the sorted removed ids. Only the user's own keys, rows or documents
-are touched, so other users stay byte-identical. Memory: the user's event ids (their
-digest is over the sorted list), never the store's.
+The subject is owner-scoped: ``(user_id, owner)``; two tenants' "alice" are two subjects,
+and ``owner=None`` is the subject whose events carry no owner. In the engine's order:
+
+1. read the subject's events (raw, so a damaged event is found and named too) and derive
+   the sessions from their ``session_id``;
+2. census: a session whose log names other subjects is *shared*: reported, its whole
+   state goes, the co-subjects' events survive;
+3. erase the materialized item rows through the adapter's ``erasure_backend()`` (the
+   engine does this after step 4; first here, so that a store whose state delete takes
+   the item rows along, pgvector, still reports how many went);
+4. delete each derived session's state under the subject's owner (an unowned row of a
+   derived session is adopted, as the engine does); re-read to find survivors;
+5. (the engine rebuilds shared sessions from the co-subjects' events; we cannot build an
+   engine state, so the receipt names them for the engine to do it);
+6. delete the subject's events one by one by id, only while no state survives (the log is
+   the only mapping left for a retry); index entries without an event go too, and once the
+   user id has no event left under any owner its counter and index keys go.
+
+Then a residual scan of every place the subject can be (events, index entries, counter,
+derived states, item rows). Only the subject's rows, keys and documents are touched:
+other subjects, and the same user id under another owner, stay byte-identical.
+
+``apply_erasure`` records each step in a :class:`~backends.journal.Journal` when given
+one: a rerun continues it and its receipt covers the whole operation.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
-from backends.contract import Capability, LiveItemSource, capabilities_of, offers
+from backends.contract import UNSCOPED, Capability, LiveItemSource, OwnerFilter, offers
 from backends.errors import UnsupportedOperation
-from backends.eventlog import iter_events, require_event_store
+from backends.eventlog import require_event_store
 
 Progress = Callable[[Iterable[Any]], Iterable[Any]]
+#: events deleted between two journal records
+EVENT_BATCH = 200
+
+
+class EventRef(NamedTuple):
+    """One event as erasure sees it: read raw, so damage does not hide it."""
+
+    event_id: str
+    #: ``""`` = unowned; None = unknown (an index entry whose event is gone)
+    owner_subject: str | None
+    session_id: str | None
+    #: why the event cannot be decoded, or None
+    problem: str | None = None
+
+
+def event_refs(store: Any, user_id: str) -> list[EventRef]:
+    """Every event of ``user_id`` under any owner, damaged ones included."""
+    reader = getattr(store, "event_refs", None)
+    if callable(reader):
+        return [EventRef(*ref) for ref in reader(user_id)]
+    return [EventRef(e.event_id, e.owner_subject or "", e.session_id or "", None)
+            for e in store.list_events(user_id)]
+
+
+def _owner_of(ref_owner: str | None) -> str | None:
+    return ref_owner or None
 
 
 @dataclass
 class ErasurePlan:
-    """What an erasure would remove, read without changing anything."""
+    """What an erasure of one subject would remove, read without changing anything."""
 
     user_id: str
+    #: the subject's owner; None = the unowned subject
+    owner: str | None
     backend: str
+    #: the subject's events (damaged ones included), in log order
     event_ids: list[str] = field(default_factory=list)
-    #: the user's last handed-out sequence (None: the store cannot report it)
-    counter: int | None = None
-    #: sessions the user has events in (only with sessions=True)
+    #: event id -> why it cannot be decoded (it is erased all the same)
+    damaged: dict[str, str] = field(default_factory=dict)
+    #: index entries of the user whose event is gone
+    dangling: list[str] = field(default_factory=list)
+    #: sessions derived from the subject's events, in order of first appearance
     sessions: list[str] = field(default_factory=list)
-    #: live mirrored items per session (evicted rows are removed too, not counted here)
+    #: shared session -> the other subjects its log names
+    shared: dict[str, list[str]] = field(default_factory=dict)
+    #: derived sessions whose state the subject's delete will remove
+    states: list[str] = field(default_factory=list)
+    #: live item rows per derived session under the subject's owner
     items: dict[str, int] = field(default_factory=dict)
-    with_sessions: bool = False
-    notes: list[str] = field(default_factory=list)
-    #: index entries per index, where the store keeps indexes apart from the events
-    #: (Redis: the by-sequence and by-time sorted sets)
+    #: events of the same user id under other owners (they stay, and so does the counter)
+    other_owner_events: int = 0
+    counter: int | None = None
     indexes: dict[str, int] = field(default_factory=dict)
+    hook_present: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def owner_filter(self) -> OwnerFilter:
+        return self.owner
 
     def places(self) -> dict[str, dict[str, Any]]:
         places: dict[str, dict[str, Any]] = {
             "events": {"count": len(self.event_ids),
-                       "detail": "each event with its index entries"},
-            "counter": {"count": 1 if self.counter else 0, "value": self.counter},
+                       "detail": (f"{len(self.damaged)} damaged, named in the receipt"
+                                  if self.damaged else "deleted one by one by id")},
+            "states": {"count": len(self.states), "sessions": list(self.states),
+                       "detail": "state of the derived sessions"},
+            "item_rows": {"count": sum(self.items.values()),
+                          "detail": ("through erasure_backend()" if self.hook_present
+                                     else "this backend keeps no item mirror")},
+            "shared_sessions": {"count": len(self.shared), "sessions": sorted(self.shared),
+                                "detail": "; ".join(f"{sid}: also {', '.join(who)}"
+                                                    for sid, who in sorted(self.shared.items()))
+                                or "none: no other subject in the derived sessions' logs"},
         }
-        if self.indexes:
-            places["index_entries"] = {"count": sum(self.indexes.values()),
-                                       "detail": ", ".join(f"{k} {v}" for k, v in self.indexes.items())}
-        if self.with_sessions:
-            places["item_mirror"] = {"count": sum(self.items.values()),
-                                     "sessions": list(self.sessions),
-                                     "detail": "live items counted; evicted rows go too"}
+        if self.dangling:
+            places["dangling_index_entries"] = {"count": len(self.dangling),
+                                                "detail": "index entries without an event"}
+        if self.other_owner_events:
+            places["counter"] = {"count": 0, "value": self.counter,
+                                 "detail": f"kept: user id has {self.other_owner_events} "
+                                           "event(s) under other owners"}
+        else:
+            places["counter"] = {"count": 1 if self.counter else 0, "value": self.counter}
+            if self.indexes:
+                places["index_entries"] = {"count": sum(self.indexes.values()),
+                                           "detail": ", ".join(f"{k} {v}" for k, v in
+                                                               self.indexes.items())}
         return places
 
+    def record(self) -> dict[str, Any]:
+        """The plan as a JSON-safe journal record."""
+        return {"step": "plan", **{k: v for k, v in asdict(self).items()
+                                   if k in ("event_ids", "damaged", "dangling", "sessions",
+                                            "shared", "states", "items", "notes")}}
 
-def plan_erasure(adapter: Any, user_id: str, *, sessions: bool = False,
+
+def _subject_label(user_id: str, owner: str | None) -> str:
+    return f"{user_id} (owner {owner})" if owner else f"{user_id} (unowned)"
+
+
+def item_eraser(adapter: Any) -> Any:
+    """``adapter.erasure_backend()`` (the engine's optional seam), or None."""
+    offer = getattr(adapter, "erasure_backend", None)
+    return offer() if callable(offer) else None
+
+
+def plan_erasure(adapter: Any, user_id: str, owner: str | None, *,
                  progress: Progress | None = None) -> ErasurePlan:
-    """Read what erasing ``user_id`` would remove; refuses (UnsupportedOperation) where
-    the store cannot erase (no event store, no ``purge_user``)."""
+    """Read what erasing the subject ``(user_id, owner)`` would remove; refuses
+    (UnsupportedOperation) where the store has no event store or cannot delete by id."""
     if not isinstance(user_id, str) or not user_id.strip():
         raise ValueError("user_id must be a non-empty string")
+    if owner is not None and (not isinstance(owner, str) or not owner):
+        raise ValueError("owner must be None (the unowned subject) or a non-empty string")
     store = require_event_store(adapter)
     name = str(getattr(adapter, "name", "?"))
-    if not offers(store, Capability.PURGE_USER):
-        raise UnsupportedOperation(f"backend {name!r} cannot erase a user (its event store "
-                                   "has no purge_user)")
-    plan = ErasurePlan(user_id=user_id, backend=name, with_sessions=sessions)
-    seen_sessions: dict[str, None] = {}
-    events: Iterable[Any] = iter_events(store, user_id)
+    if not callable(getattr(store, "delete_event", None)):
+        raise UnsupportedOperation(f"backend {name!r} cannot erase a subject (its event store "
+                                   "cannot delete an event by id)")
+    plan = ErasurePlan(user_id=user_id, owner=owner, backend=name)
+    refs: Iterable[EventRef] = event_refs(store, user_id)
     if progress is not None:
-        events = progress(events)
-    for event in events:
-        plan.event_ids.append(event.event_id)
-        if event.session_id:
-            seen_sessions[event.session_id] = None
+        refs = progress(refs)
+    sessions: dict[str, None] = {}
+    other_owners: dict[str, set[str]] = {}
+    for ref in refs:
+        if ref.owner_subject is None:
+            plan.dangling.append(ref.event_id)
+            continue
+        if (ref.owner_subject or None) != owner:
+            plan.other_owner_events += 1
+            if ref.session_id:
+                other_owners.setdefault(ref.session_id, set()).add(ref.owner_subject or "")
+            continue
+        plan.event_ids.append(ref.event_id)
+        if ref.problem:
+            plan.damaged[ref.event_id] = ref.problem
+        if ref.session_id:
+            sessions[ref.session_id] = None
+    plan.sessions = list(sessions)
+    plan.shared = _census(store, user_id, plan.sessions, other_owners)
+    state = adapter.state_store()
+    plan.states = [sid for sid in plan.sessions if _visible_state(state, sid, owner)]
+    eraser = item_eraser(adapter)
+    plan.hook_present = eraser is not None
+    if eraser is not None and isinstance(adapter, LiveItemSource):
+        plan.items = {sid: sum(1 for _ in adapter.iter_live_items(sid, owner_subject=owner))
+                      for sid in plan.sessions}
     plan.indexes = _index_entries(store, user_id)
     if offers(store, Capability.RESTORE_EVENTS):
         plan.counter = int(store.read_counter(user_id))
-    else:
-        plan.notes.append(f"backend {name!r} keeps no per-user counter")
-    if sessions:
-        plan.sessions = sorted(seen_sessions)
-        if Capability.PURGE_ITEMS not in capabilities_of(adapter, stores=False):
-            plan.notes.append(f"backend {name!r} has no item mirror: no item rows to remove")
-            plan.sessions = []
-        elif isinstance(adapter, LiveItemSource):
-            plan.items = {sid: sum(1 for _ in adapter.iter_live_items(sid))
-                          for sid in plan.sessions}
+    if plan.shared:
+        plan.notes.append(f"{len(plan.shared)} shared session(s) lose their whole state; the "
+                          "other subjects' events stay, for the engine to rebuild them")
     return plan
+
+
+def _census(store: Any, user_id: str, sessions: Sequence[str],
+            other_owners: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Shared sessions: derived sessions whose log names other subjects too."""
+    found: dict[str, set[str]] = {sid: {_subject_label(user_id, o or None) for o in owners}
+                                  for sid, owners in other_owners.items() if sid in sessions}
+    by_session = getattr(store, "subjects_by_session", None)
+    per_session = getattr(store, "session_subjects", None)
+    if sessions and callable(by_session):
+        everyone = by_session()
+        for sid in sessions:
+            for user in everyone.get(sid, ()):
+                if user != user_id:
+                    found.setdefault(sid, set()).add(user)
+    elif callable(per_session):
+        for sid in sessions:
+            for user in per_session(sid):
+                if user != user_id:
+                    found.setdefault(sid, set()).add(user)
+    return {sid: sorted(who) for sid, who in found.items() if who}
+
+
+def _visible_state(state: Any, session_id: str, owner: str | None) -> bool:
+    """The subject's delete would remove this state: its owner's row, or an unowned row
+    (which the engine adopts)."""
+    if state.load_full(session_id, owner_subject=owner) is not None:
+        return True
+    return owner is not None and state.load_full(session_id, owner_subject=None) is not None
 
 
 def _index_entries(store: Any, user_id: str) -> dict[str, int]:
@@ -108,45 +240,193 @@ def removed_digest(ids: Iterable[str]) -> str:
     return h.hexdigest()
 
 
-def verify_erased(adapter: Any, user_id: str, sessions: Iterable[str] = ()) -> dict[str, Any]:
-    """What is left of the user after an erasure, per place; ``ok`` when nothing is."""
+def verify_erased(adapter: Any, user_id: str, owner: str | None,
+                  sessions: Iterable[str] = ()) -> dict[str, Any]:
+    """The residual scan: what is left of the subject, per place; ``ok`` when nothing is.
+
+    Events (damaged ones too) and index entries of the user that point at the subject's
+    events or at nothing; once the user id has no event under any owner, its index keys
+    and counter; the derived sessions' state under the subject's owner (and unowned);
+    their live item rows under that owner."""
     store = require_event_store(adapter)
+    refs = event_refs(store, user_id)
+    mine = [r for r in refs if r.owner_subject is not None and (r.owner_subject or None) == owner]
+    others = [r for r in refs if r.owner_subject is not None and (r.owner_subject or None) != owner]
     left: dict[str, int] = {
-        "events": sum(1 for _ in iter_events(store, user_id)),
-        "indexed": int(store.count_for_user(user_id)) if callable(
-            getattr(store, "count_for_user", None)) else 0,
-        **{f"index_entries.{k}": v for k, v in _index_entries(store, user_id).items()},
+        "events": len(mine),
+        "dangling_index_entries": sum(1 for r in refs if r.owner_subject is None),
     }
-    if offers(store, Capability.RESTORE_EVENTS):
-        left["counter"] = int(store.read_counter(user_id))
+    if not others:
+        left.update({f"index_entries.{k}": v for k, v in _index_entries(store, user_id).items()})
+        if offers(store, Capability.RESTORE_EVENTS):
+            left["counter"] = int(store.read_counter(user_id))
+    state = adapter.state_store()
+    sessions = list(sessions)
+    left["states"] = sum(1 for sid in sessions if _visible_state(state, sid, owner))
     if isinstance(adapter, LiveItemSource):
-        left["item_mirror"] = sum(sum(1 for _ in adapter.iter_live_items(sid)) for sid in sessions)
+        left["item_rows"] = sum(sum(1 for _ in adapter.iter_live_items(sid, owner_subject=owner))
+                                for sid in sessions)
     return {"ok": not any(left.values()), "left": left}
 
 
-def apply_erasure(adapter: Any, plan: ErasurePlan) -> dict[str, Any]:
-    """Remove what ``plan`` found (and any event of the user written since), verify, and
-    return the receipt (JSON-safe)."""
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class _NoJournal:
+    records: list[dict[str, Any]] = []
+
+    def append(self, record: dict[str, Any]) -> None:
+        pass
+
+
+def apply_erasure(adapter: Any, plan: ErasurePlan, journal: Any = None) -> dict[str, Any]:
+    """Erase what ``plan`` found (in the engine's order), verify, and return the receipt
+    (JSON-safe). With a ``journal`` every step is recorded before the next starts, and the
+    receipt covers every run the journal holds (a resumed erasure reports the whole)."""
+    journal = journal if journal is not None else _NoJournal()
+    _merge_earlier_runs(plan, journal.records)
+    journal.append(plan.record())
     store = require_event_store(adapter)
-    removed_events = int(store.purge_user(plan.user_id))
-    removed_items: dict[str, int] = {sid: int(adapter.purge_items(sid)) for sid in plan.sessions}
-    ids = [f"event:{e}" for e in plan.event_ids] + [f"items:{s}" for s in plan.sessions]
-    removed: dict[str, Any] = {
-        "events": {"count": removed_events, "planned": len(plan.event_ids)},
-        "counter": {"count": 1 if plan.counter else 0, "value": plan.counter},
-    }
-    if plan.indexes:
-        removed["index_entries"] = {"count": sum(plan.indexes.values()), **plan.indexes}
-    if plan.with_sessions:
-        removed["item_mirror"] = {"count": sum(removed_items.values()), "sessions": removed_items}
+    state = adapter.state_store()
+    owner = plan.owner
+    # the item rows first: a store whose state delete takes the session's item rows with
+    # it (pgvector) would otherwise leave the eraser nothing to count
+    eraser = item_eraser(adapter)
+    if eraser is not None:
+        removed = int(eraser.erase_sessions(list(plan.sessions), user_id=plan.user_id,
+                                            owner_subject=owner))
+        journal.append({"step": "materialized", "count": removed})
+    deleted_states: list[str] = []
+    for sid in plan.sessions:
+        gone = bool(state.delete(sid, owner_subject=owner))
+        if not gone and owner is not None and state.load_full(sid, owner_subject=None) is not None:
+            gone = bool(state.delete(sid, owner_subject=None))  # adopt an unowned row
+        if gone:
+            deleted_states.append(sid)
+    journal.append({"step": "states", "deleted": deleted_states})
+    survivors = [sid for sid in plan.sessions if _visible_state(state, sid, owner)]
+    if not survivors:
+        for start in range(0, len(plan.event_ids), EVENT_BATCH):
+            batch = plan.event_ids[start:start + EVENT_BATCH]
+            gone_ids = [eid for eid in batch if store.delete_event(eid)]
+            journal.append({"step": "events", "deleted": gone_ids})
+        drop = getattr(store, "drop_index_entries", None)
+        if plan.dangling and callable(drop):
+            drop(plan.user_id, plan.dangling)
+            journal.append({"step": "dangling", "dropped": list(plan.dangling)})
+        if not any(r.owner_subject is not None for r in event_refs(store, plan.user_id)) and \
+                offers(store, Capability.PURGE_USER):
+            store.purge_user(plan.user_id)  # nothing left: the counter and index keys
+            journal.append({"step": "counter", "value": plan.counter})
+    return receipt(adapter, plan, journal.records, survivors)
+
+
+def _merge_earlier_runs(plan: ErasurePlan, records: Sequence[dict[str, Any]]) -> None:
+    """Add what an interrupted run planned and may not have finished: its sessions (whose
+    events it may already have deleted), event ids and dangling entries (deleting an id
+    twice is harmless)."""
+    for record in records:
+        if record.get("step") != "plan":
+            continue
+        for sid in record.get("sessions", []):
+            if sid not in plan.sessions:
+                plan.sessions.append(sid)
+        for eid in record.get("event_ids", []):
+            if eid not in plan.event_ids:
+                plan.event_ids.append(eid)
+        for eid in record.get("dangling", []):
+            if eid not in plan.dangling:
+                plan.dangling.append(eid)
+
+
+def receipt(adapter: Any, plan: ErasurePlan, records: Sequence[dict[str, Any]],
+            survivors: Sequence[str]) -> dict[str, Any]:
+    """The receipt of the whole operation: every plan and step the journal holds."""
+    sessions: dict[str, None] = {}
+    event_ids: dict[str, None] = {}
+    damaged: dict[str, str] = {}
+    dangling: dict[str, None] = {}
+    shared: dict[str, set[str]] = {}
+    had_state: dict[str, None] = {}
+    notes: dict[str, None] = {}
+    materialized = 0
+    runs = 0
+    for record in records:
+        step = record.get("step")
+        if step == "plan":
+            runs += 1
+            sessions.update(dict.fromkeys(record.get("sessions", [])))
+            event_ids.update(dict.fromkeys(record.get("event_ids", [])))
+            damaged.update(record.get("damaged", {}))
+            dangling.update(dict.fromkeys(record.get("dangling", [])))
+            had_state.update(dict.fromkeys(record.get("states", [])))
+            notes.update(dict.fromkeys(record.get("notes", [])))
+            for sid, who in record.get("shared", {}).items():
+                shared.setdefault(sid, set()).update(who)
+        elif step == "states":
+            had_state.update(dict.fromkeys(record.get("deleted", [])))
+        elif step == "materialized":
+            materialized += int(record.get("count", 0))
+    verification = verify_erased(adapter, plan.user_id, plan.owner, sessions)
+    store = require_event_store(adapter)
+    remaining = {r.event_id for r in event_refs(store, plan.user_id)}
+    state = adapter.state_store()
+    states_deleted = [sid for sid in had_state if not _visible_state(state, sid, plan.owner)]
+    events_deleted = [eid for eid in event_ids if eid not in remaining]
+    ids = [f"event:{e}" for e in events_deleted] + [f"state:{s}" for s in states_deleted]
     return {
         "user_id": plan.user_id,
+        "owner_subject": plan.owner,
+        "unowned": plan.owner is None,
         "backend": plan.backend,
-        "erased_at": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "removed": removed,
-        "ids": len(ids),
+        "erased_at": _now(),
+        "runs": max(runs, 1),
+        # the engine's ErasureResult fields
+        "sessions": list(sessions),
+        "states_deleted": len(states_deleted),
+        "events_deleted": len(events_deleted),
+        "materialized_deleted": materialized,
+        "hook_present": plan.hook_present,
+        "shared_sessions": sorted(shared),
+        "state_survivors": list(survivors),
+        "event_ids": list(event_ids),
+        # ours
+        "shared_with": {sid: sorted(who) for sid, who in sorted(shared.items())},
+        "damaged_events": [{"event_id": eid, "problem": problem}
+                           for eid, problem in damaged.items()],
+        "dangling_index_entries": list(dangling),
+        "rebuilt_sessions": [],
         "digest": {"algorithm": "sha256", "over": "sorted removed ids, one per line "
-                   "('event:<id>', 'items:<session>')", "value": removed_digest(ids)},
-        "verification": verify_erased(adapter, plan.user_id, plan.sessions),
-        "notes": list(plan.notes),
+                   "('event:<id>', 'state:<session>')", "value": removed_digest(ids)},
+        "verification": verification,
+        "notes": list(notes),
     }
+
+
+class ItemEraser:
+    """The engine's ``Erasable`` (``erasure_backend()``) over an item mirror:
+    ``erase_sessions(session_ids, *, user_id=None, scope=...) -> int`` rows removed.
+
+    Items carry no user id, so ``user_id`` narrows nothing (the engine's ``None`` = every
+    subject in those sessions is what happens either way). ``scope`` (the engine's
+    object with ``owner_subject``) keeps the delete to that tenant's rows; ``scope=None``
+    removes every owner's. Our callers may pass the three-state ``owner_subject=``
+    instead (None = unowned rows only). An empty list removes nothing."""
+
+    def __init__(self, delete: Callable[[list[str], OwnerFilter], int]) -> None:
+        self._delete = delete
+
+    def erase_sessions(self, session_ids: Sequence[str], *, user_id: str | None = None,
+                       scope: Any = None, owner_subject: OwnerFilter = UNSCOPED) -> int:
+        from backends.owner import owner_of_scope, validate_owner_filter
+
+        if scope is not None and owner_subject is not UNSCOPED:
+            raise TypeError("pass scope= or owner_subject=, not both")
+        if scope is not None:
+            owner_subject = owner_of_scope(scope)
+        validate_owner_filter(owner_subject)
+        ids = [str(s) for s in session_ids if s]
+        if not ids:
+            return 0
+        return int(self._delete(ids, owner_subject))

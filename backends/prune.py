@@ -2,15 +2,19 @@
 
 Only where the store says when a session was last written: MongoDB and the SQL layout
 stamp ``updated_at`` on every write (their state stores declare
-``records_write_time``); Redis keeps no write time, but with an idle TTL configured
-every write re-applies it, so the last write is ``now - (ttl - remaining)``. Anywhere
-else :func:`write_clock` refuses (UnsupportedOperation) rather than guess; a single
-session without a readable write time is counted as ``unknown`` and never deleted.
+``records_write_time``). Redis keeps no write time; the engine re-applies its idle TTL
+on every write, so the last write is ``now - (ttl - remaining)``, but only the operator
+can say which TTL the engine applies (``assume_ttl``), and a key with more TTL left than
+that proves the assumption false and stops the run. Anywhere else :func:`write_clock`
+refuses (UnsupportedOperation) rather than guess; a single session without a readable
+write time is counted as ``unknown`` and never deleted.
 
 Deletes are version-checked (``delete(expected_version=)``): a session written after it
 was judged idle has moved on and survives, counted as ``kept``. With an archive, the
 idle sessions are written to it first (atomically) and what is deleted is exactly what
-the archive holds, at the archived version. Everything streams: memory is bounded by a
+the archive holds, at the archived version (the CLI journals a run beside its archive,
+see :mod:`backends.journal`, so a rerun continues it and never replaces the archive).
+Everything streams: memory is bounded by a
 read chunk, whatever the number of sessions.
 """
 
@@ -24,30 +28,72 @@ from typing import Any, Callable, Iterable, Iterator
 from backends.archive import ArchiveReader, ArchiveWriter, atomic_output
 from backends.contract import (UNSCOPED, Capability, OwnerFilter, StateVersionConflict, as_utc,
                                offers)
-from backends.errors import UnsupportedOperation
+from backends.errors import BackendConfigError, UnsupportedOperation
 
 Clock = Callable[[Any, datetime], "datetime | None"]
 
 
-def write_clock(adapter: Any) -> Clock:
-    """``clock(summary, now)`` -> when the session was last written (None: unknown)."""
+class AssumedTtlTooShort(BackendConfigError):
+    """A session has more TTL left than ``--assume-ttl`` allows: the assumed idle TTL is
+    not the one the store's writer applies, so no write time derived from it is true."""
+
+
+def _assumed_ttl_check(assume_ttl: int) -> Callable[[Any], None]:
+    def check(summary: Any) -> None:
+        left = summary.ttl_seconds
+        if left is not None and int(left) > assume_ttl:
+            raise AssumedTtlTooShort(
+                f"session {summary.session_id!r} has {int(left)}s of TTL left, more than the "
+                f"assumed idle TTL of {assume_ttl}s, so the writer applies a longer TTL and "
+                "idle times derived from --assume-ttl would be wrong; pass the TTL the engine "
+                "applies (its SEMVEC_REDIS_SESSION_TTL_S); nothing was deleted")
+    return check
+
+
+def write_clock(adapter: Any, *, assume_ttl: int | None = None) -> Clock:
+    """``clock(summary, now)`` -> when the session was last written (None: unknown).
+
+    From a stored write time only (``records_write_time``). A store that keeps none
+    (Redis) is refused unless the operator states the idle TTL the writer applies
+    (``assume_ttl``, seconds): then the last write is ``now - (assume_ttl - remaining)``,
+    and a session with more TTL left than assumed raises :class:`AssumedTtlTooShort`
+    (the assumption is false). Never from this process's environment: the operator's
+    ``SEMVEC_REDIS_SESSION_TTL_S`` says nothing about what the engine applied."""
     store = adapter.state_store()
     name = getattr(adapter, "name", "?")
     if offers(store, Capability.WRITE_TIME):
         return lambda summary, _now: summary.updated_at
-    ttl = getattr(store, "ttl_seconds", None)  # the engine's method: the idle TTL, 0/None = off
-    ttl = ttl() if callable(ttl) else ttl
-    if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0:
+    if assume_ttl is not None:
+        if isinstance(assume_ttl, bool) or not isinstance(assume_ttl, int) or assume_ttl <= 0:
+            raise ValueError("assume_ttl must be a positive number of seconds")
+        check = _assumed_ttl_check(assume_ttl)
+
         def from_ttl(summary: Any, now: datetime) -> datetime | None:
             if summary.ttl_seconds is None:  # a session without expiry: no write time
                 return None
-            return now - timedelta(seconds=ttl - int(summary.ttl_seconds))
+            check(summary)
+            return now - timedelta(seconds=assume_ttl - int(summary.ttl_seconds))
         return from_ttl
-    hint = (" (on Redis only an idle TTL, SEMVEC_REDIS_SESSION_TTL_S, gives one)"
-            if name == "redis" else "")
-    raise UnsupportedOperation(f"backend {name!r} keeps no time of a session's last write"
-                               f"{hint}, so idle sessions cannot be told apart; nothing was "
-                               "deleted")
+    hint = (": pass --assume-ttl DURATION, the idle TTL the engine applies on every write "
+            "(its SEMVEC_REDIS_SESSION_TTL_S), and the write time is derived from the TTL "
+            "left and checked against it" if name == "redis" else "")
+    raise UnsupportedOperation(f"backend {name!r} keeps no time of a session's last write, "
+                               "so idle sessions cannot be told apart; nothing was deleted"
+                               f"{hint}")
+
+
+def check_assumed_ttl(adapter: Any, assume_ttl: int, *, owner_subject: OwnerFilter = UNSCOPED,
+                      match: str | None = None, batch_size: int = 500) -> int:
+    """Read every session in scope once and raise :class:`AssumedTtlTooShort` at the
+    first with more TTL left than ``assume_ttl``: run before any delete that streams.
+    Returns the number of sessions read."""
+    check = _assumed_ttl_check(assume_ttl)
+    read = 0
+    for summary in adapter.iter_sessions(owner_subject=owner_subject, match=match,
+                                         batch_size=batch_size):
+        read += 1
+        check(summary)
+    return read
 
 
 @dataclass(frozen=True)
@@ -84,9 +130,10 @@ class PruneResult:
 
 def find_idle(adapter: Any, idle_for: timedelta, result: PruneResult, *,
               owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
-              batch_size: int = 500, now: datetime | None = None) -> Iterator[IdleSession]:
+              batch_size: int = 500, now: datetime | None = None,
+              assume_ttl: int | None = None) -> Iterator[IdleSession]:
     """Stream the sessions not written for longer than ``idle_for``."""
-    clock = write_clock(adapter)
+    clock = write_clock(adapter, assume_ttl=assume_ttl)
     now = now or datetime.now(timezone.utc)
     cutoff = now - idle_for
     for summary in adapter.iter_sessions(owner_subject=owner_subject, match=match,
@@ -169,3 +216,19 @@ def archived_sessions(path: str | os.PathLike[str]) -> Iterator[IdleSession]:
         for record in reader.sessions():
             yield IdleSession(record.session_id, record.version, record.owner_subject, epoch, 0)
 
+
+
+def discard_partials(path: str | os.PathLike[str]) -> int:
+    """Remove the ``.partial`` files a killed archive write left beside ``path`` (they are
+    never an archive: :func:`backends.archive.atomic_output` renames only a whole one)."""
+    from pathlib import Path
+
+    target = Path(path)
+    removed = 0
+    for leftover in target.parent.glob(f".{target.name}.*.partial"):
+        try:
+            leftover.unlink()
+            removed += 1
+        except FileNotFoundError:
+            pass
+    return removed

@@ -309,6 +309,16 @@ class MongoBackendAdapter(ClosesOnce, StateStoreSeams):
                         owner_subject: OwnerFilter = UNSCOPED) -> Iterator[MemoryItem]:
         return self._items.iter_live_items(session_id, owner_subject=owner_subject)
 
+    def erasure_backend(self) -> Any:
+        """The engine's optional erasure seam (ENGINE-WIRE §6): an object whose
+        ``erase_sessions(session_ids, *, user_id, scope) -> int`` removes those sessions'
+        item documents (under the scope's owner; ``scope=None``: every owner's). Offered
+        whether item-sync is on or not: documents written while it was on are still
+        personal data."""
+        from backends.mongo.erasure import item_eraser
+
+        return item_eraser(self._items.collection)
+
     # -- seams: indexes -------------------------------------------------------------
 
     def index_plan(self, *, dimensions: int | None = None) -> list[IndexSpec]:

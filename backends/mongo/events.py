@@ -313,6 +313,23 @@ class MongoEventStore(EngineEventSurface):
         with driver_errors("events.delete_older_than"):
             return int(self._events.delete_many(flt).deleted_count)
 
+    def event_refs(self, user_id: str) -> list[tuple[str, str | None, str | None, str | None]]:
+        """Every event document of the user, read raw (for erasure): tuples ``(event_id,
+        owner_subject, session_id, problem)``, ``problem`` saying why the document cannot
+        be decoded (None when it can)."""
+        refs: list[tuple[str, str | None, str | None, str | None]] = []
+        with driver_errors("events.refs"):
+            docs = list(self._events.find({"user_id": user_id}).sort("sequence", 1))
+        for doc in docs:
+            try:
+                event_from_document(doc)
+                problem = None
+            except (ValueError, TypeError, KeyError) as exc:
+                problem = f"event {str(doc.get('_id'))!r} cannot be decoded: {type(exc).__name__}: {exc}"
+            refs.append((str(doc.get("_id")), doc.get("owner_subject") or "",
+                         doc.get("session_id") or "", problem))
+        return refs
+
     def purge_user(self, user_id: str) -> int:
         """Erase a user: their events AND their sequence counter, so a next event starts
         again at 1. In one transaction where the deployment has them; on a standalone the

@@ -100,6 +100,14 @@ class PgVectorAdapter(PostgresAdapter):
         """Hard-delete a session's mirrored items (sync only ever soft-evicts)."""
         return self._items.purge_items(session_id)
 
+    def erasure_backend(self):
+        """The engine's optional erasure seam (ENGINE-WIRE §6): an object whose
+        ``erase_sessions(session_ids, *, user_id, scope) -> int`` removes those sessions'
+        item rows (under the scope's owner; ``scope=None``: every owner's)."""
+        from backends.pgvector.erasure import item_eraser
+
+        return item_eraser(self._db)
+
     def ensure_schema(self) -> None:
         """Create the schema, extension and tables (with their keys) if missing; no
         secondary indexes (that is ``ensure_indexes``)."""

@@ -254,6 +254,34 @@ class PgVectorEventStore(EngineEventSurface):
 
         return self._db.read(work, lambda: 0)
 
+    def event_refs(self, user_id: str) -> list[tuple[str, str | None, str | None, str | None]]:
+        """Every event row of the user, read raw (for erasure): tuples ``(event_id,
+        owner_subject, session_id, problem)``, ``problem`` saying why the row cannot be
+        decoded (None when it can)."""
+        if has_nul(user_id):
+            return []
+
+        def work(conn: Any) -> list[Any]:
+            return conn.execute(f"SELECT {_COLUMNS} FROM {self._table} WHERE user_id = %s"
+                                " ORDER BY created_at, event_id", (user_id,)).fetchall()
+
+        refs: list[tuple[str, str | None, str | None, str | None]] = []
+        for row in self._db.read(work, list):
+            problem = None
+            for column, index in (("embedding", 6), ("meta", 7)):
+                try:
+                    _json(row[index], None)
+                except ValueError:
+                    problem = f"event {row[0]!r} has malformed JSON in {column!r}"
+                    break
+            if problem is None:
+                try:
+                    event_from_row(row)
+                except (ValueError, TypeError) as exc:
+                    problem = f"event {row[0]!r} cannot be decoded: {type(exc).__name__}: {exc}"
+            refs.append((row[0], row[2] or "", row[3] or "", problem))
+        return refs
+
     def purge_user(self, user_id: str) -> int:
         """Remove every event of a user (erasure). Returns the number removed."""
         if has_nul(user_id):

@@ -256,7 +256,9 @@ class PgVectorStateStore(DerivedReads):
     def delete(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
                expected_version: int | None = None) -> bool:
         """Delete the row (under the owner filter); with ``expected_version`` only while
-        it is still at that version, else a conflict and nothing is deleted."""
+        it is still at that version, else a conflict and nothing is deleted. The
+        session's item rows go in the same transaction (no orphan a server-side search
+        could still serve)."""
         clause, params = owner_clause(owner_subject)
         if expected_version is not None:
             check_delete_version(session_id, expected_version, expected_version)
@@ -277,9 +279,20 @@ class PgVectorStateStore(DerivedReads):
                     f"DELETE FROM {self._table} WHERE session_id = %s AND {clause} RETURNING 1",
                     (session_id, *params),
                 ).fetchone()
+                if row is not None:
+                    self._delete_items(conn, session_id)
                 return row is not None
 
         return self._db.read(work, lambda: False)
+
+    def _delete_items(self, conn: Any, session_id: str) -> None:
+        """The deleted session's item-mirror rows (every owner's: they belong to the
+        session), in the caller's transaction; nothing where no item table exists (the
+        ``postgres`` layout, or pgvector before its first item)."""
+        items = self._db.tables.items
+        if conn.execute("SELECT to_regclass(%s)", (items,)).fetchone()[0] is None:
+            return
+        conn.execute(f"DELETE FROM {items} WHERE session_id = %s", (session_id,))
 
     # -- the engine's extra members -------------------------------------------------
 

@@ -264,6 +264,54 @@ class RedisEventStore(EngineEventSurface):
             by_sequence, by_time = pipe.execute()
         return {"sequence_index": int(by_sequence), "time_index": int(by_time)}
 
+    def event_refs(self, user_id: str) -> list[tuple[str, str | None, str | None, str | None]]:
+        """Every event id the user's two indexes name, read raw (for erasure): tuples
+        ``(event_id, owner_subject, session_id, problem)``; ``problem`` says why the event
+        cannot be decoded (None when it can), and owner and session are None for an index
+        entry whose event hash is gone. In index order, each id once."""
+        _user_id(user_id)
+        with redis_errors(self._where):
+            pipe = self._client.pipeline(transaction=False)
+            pipe.zrange(keys.user_seq_index_key(user_id), 0, -1)
+            pipe.zrange(keys.user_time_index_key(user_id), 0, -1)
+            by_sequence, by_time = pipe.execute()
+        ids = list(dict.fromkeys([*by_sequence, *by_time]))
+        refs: list[tuple[str, str | None, str | None, str | None]] = []
+        for start in range(0, len(ids), SCAN_BATCH):
+            chunk = ids[start:start + SCAN_BATCH]
+            with redis_errors(self._where):
+                pipe = self._client.pipeline(transaction=False)
+                for event_id in chunk:
+                    pipe.hgetall(keys.EVENT_PREFIX.encode() + event_id)
+                raws = pipe.execute()
+            for event_id, raw in zip(chunk, raws):
+                name = event_id.decode("utf-8", errors="replace")
+                if not raw:
+                    refs.append((name, None, None, "index entry without an event hash"))
+                    continue
+                field = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace")
+                         for k, v in raw.items()}
+                try:
+                    decode_event(raw)
+                    problem = None
+                except IntegrityError as exc:
+                    problem = str(exc)
+                refs.append((name, field.get("owner_subject", ""), field.get("session_id", ""),
+                             problem))
+        return refs
+
+    def drop_index_entries(self, user_id: str, event_ids: Sequence[str]) -> int:
+        """Remove ids from the user's two indexes (entries whose event hash is gone);
+        returns the entries removed."""
+        _user_id(user_id)
+        if not event_ids:
+            return 0
+        with redis_errors(self._where):
+            pipe = self._client.pipeline(transaction=True)
+            pipe.zrem(keys.user_seq_index_key(user_id), *event_ids)
+            pipe.zrem(keys.user_time_index_key(user_id), *event_ids)
+            return sum(int(n) for n in pipe.execute())
+
     def _users_with_events(self) -> Iterator[str]:
         prefix = keys.USER_TIME_INDEX_PREFIX
         pattern = keys.escape_glob(prefix) + "*"

@@ -1,9 +1,14 @@
-"""``semvecctl erase --user ID [--sessions]``: remove a data subject, with a receipt.
+"""``semvecctl erase --user ID --owner OWNER|--unowned``: the engine's erasure of one data
+subject, with a receipt.
 
-Preview by default (per place, counts). ``--apply`` asks (``--yes`` without a TTY),
-removes through :mod:`backends.erasure`, verifies nothing of the user is left and writes
-a JSON receipt (``--receipt FILE``, else stdout). Exit 1 when the verification finds
-something left; 3 on a backend without an event store.
+Owner-scoped as the engine's (two tenants' "alice" are two subjects). Preview by default
+(per place, counts, the shared sessions). ``--apply`` asks (``--yes`` without a TTY),
+erases through :mod:`backends.erasure`, runs a residual scan and writes the JSON receipt
+to ``--receipt FILE`` (required: the receipt is the evidence) and stdout. Each step is
+journalled in ``FILE.journal``: an interrupted erasure is finished by the same command,
+and its receipt covers the whole operation. An existing receipt is replaced only with
+``--overwrite``. Exit 1 when the scan finds something left; 3 on a backend without an
+event store.
 """
 
 
@@ -22,7 +27,8 @@ from semvecctl.options import AdapterFactory, Backend, Output, Uri, Yes
 from semvecctl.output import Column, OutputFormat
 
 NAME = "erase"
-HELP = "Erase a data subject's events, counter and index entries (preview, then --apply)."
+HELP = ("Erase a data subject as the engine does: its events, the state and item rows of "
+        "the sessions derived from them (preview, then --apply).")
 
 _PLACES = [Column("PLACE", "place", style="bold"), Column("COUNT", "count", justify="right"),
            Column("DETAIL", "detail")]
@@ -33,20 +39,26 @@ def _rows(places: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     for place, info in places.items():
         detail = info.get("detail") or ""
         if "value" in info and info["value"] is not None:
-            detail = f"value {info['value']}"
-        if info.get("sessions"):
-            detail = f"{len(info['sessions'])} session(s); {detail}"
+            detail = f"value {info['value']}" + (f"; {detail}" if detail else "")
         rows.append({"place": place, "count": info["count"], "detail": detail})
     return rows
 
 
 def app(
-    user: str = typer.Option(..., "--user", help="The user id (data subject) to erase.", show_default=False),
-    sessions: bool = typer.Option(False, "--sessions",
-                                  help="Also remove the item-mirror rows of every session the user has events in."),
+    user: str = typer.Option(..., "--user", help="The user id of the data subject.",
+                             show_default=False),
+    owner: Optional[str] = typer.Option(None, "--owner", show_default=False,
+                                        help="The subject's owner (tenant or tenant/agent): "
+                                             "the user's events of this owner only."),
+    unowned: bool = typer.Option(False, "--unowned",
+                                 help="The subject whose events carry no owner."),
     apply: bool = typer.Option(False, "--apply", help="Erase (default: preview only)."),
     receipt: Optional[str] = typer.Option(None, "--receipt", show_default=False,
-                                          help="Write the JSON receipt to this file (default: stdout)."),
+                                          help="Write the JSON receipt here (required with "
+                                               "--apply; FILE.journal keeps an interrupted "
+                                               "erasure resumable)."),
+    overwrite: bool = typer.Option(False, "--overwrite",
+                                   help="Replace an existing --receipt file (never implied by --yes)."),
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
@@ -56,50 +68,102 @@ def app(
     """Preview or erase one data subject; --apply verifies and writes a receipt."""
     from backends.archive import atomic_output
     from backends.erasure import apply_erasure, plan_erasure
+    from backends.journal import Journal, JournalMismatch, journal_path
 
     if not user.strip():
         raise usage_error("--user needs a non-empty user id")
+    if (owner is None) == (not unowned):
+        raise usage_error("name the subject's owner: --owner OWNER, or --unowned for events "
+                          "without one (two owners' users are two data subjects)")
+    if owner is not None and not owner.strip():
+        raise usage_error("--owner needs a non-empty owner (or pass --unowned)")
+    if apply and receipt is None:
+        raise usage_error("--apply needs --receipt FILE: the receipt is the evidence, and "
+                          "FILE.journal lets the same command finish an interrupted erasure")
     if receipt is not None:
         directory = os.path.dirname(os.path.abspath(receipt))
         if not os.path.isdir(directory) or os.path.isdir(receipt):
             raise usage_error(f"--receipt {receipt}: not a file in an existing directory")
+    elif overwrite:
+        raise usage_error("--overwrite only applies to --receipt FILE")
     app_ = current()
     out = app_.output
     spec = resolve_connection(backend, uri, adapter)
     with open_adapter(spec) as adapter_obj:
-        plan = plan_erasure(adapter_obj, user, sessions=sessions,
+        arguments = {"uri": spec.display_uri, "backend": str(getattr(adapter_obj, "name", "?")),
+                     "user": user, "owner": owner, "unowned": owner is None}
+        found = None
+        if receipt is not None:
+            try:
+                found = Journal.read(journal_path(receipt))
+            except JournalMismatch as exc:
+                app_.abort(f"{exc}; move it away if it is not from an erasure", ExitCode.USAGE)
+            if found is not None and os.path.exists(receipt):
+                # the last run wrote its whole receipt (atomically) and stopped before
+                # removing its journal
+                Journal(journal_path(receipt), found[0], found[1], True).finish()
+                if apply and found[0].get("arguments") == arguments:
+                    out.success(f"this erasure had finished: its receipt is {receipt}")
+                    return
+                found = None
+            if apply and found is None and os.path.exists(receipt) and not overwrite:
+                app_.abort(f"--receipt {receipt} already exists: choose another file, or pass "
+                           "--overwrite to replace it", ExitCode.USAGE)
+        plan = plan_erasure(adapter_obj, user, owner,
                             progress=lambda items: out.progress(items, label="reading the log"))
+        subject = f"user {user!r} " + (f"of owner {owner!r}" if owner else "without an owner")
         for note in plan.notes:
             out.info(note)
+        if plan.shared:
+            out.warn("shared session(s), whose state goes with this subject's (the other "
+                     "subjects' events stay): " + "; ".join(
+                         f"{sid} (also {', '.join(who)})" for sid, who in sorted(plan.shared.items())))
+        if plan.damaged:
+            out.warn(f"{len(plan.damaged)} damaged event(s) of this subject are erased by id: "
+                     + ", ".join(sorted(plan.damaged)))
         if not apply:
-            report = {"user_id": user, "backend": plan.backend, "applied": False,
-                      "places": plan.places()}
+            report = {"user_id": user, "owner_subject": owner, "unowned": owner is None,
+                      "backend": plan.backend, "applied": False, "places": plan.places(),
+                      "shared_sessions": dict(sorted(plan.shared.items()))}
             out.emit(report, output, columns=_PLACES, rows=_rows(plan.places()))
+            if found is not None:
+                out.info(f"an interrupted erasure is journalled in {journal_path(receipt)}: "
+                         "--apply continues it")
             out.info("preview only: nothing was removed (pass --apply to erase)")
             return
-        out.confirm(f"erase user {user!r} ({len(plan.event_ids)} event(s)"
-                    + (f", item rows of {len(plan.sessions)} session(s)" if plan.sessions else "")
+        out.confirm(f"erase {subject} ({len(plan.event_ids)} event(s), the state of "
+                    f"{len(plan.states)} session(s)"
+                    + (f", {len(plan.shared)} of them shared" if plan.shared else "")
                     + f") from {spec.display_uri}", yes=yes)
         try:
-            result = apply_erasure(adapter_obj, plan)
-        except BaseException:  # a signal too: the stores' purges are safe to repeat
-            out.warn(f"the erasure of user {user!r} did not finish and wrote no receipt; "
-                     "run it again with --apply to remove what is left and verify")
+            journal = Journal.open(receipt, "erase", arguments)
+        except JournalMismatch as exc:
+            app_.abort(str(exc), ExitCode.USAGE)
+        if journal.resumed:
+            out.info(f"continuing the interrupted erasure journalled in {journal.path}")
+        try:
+            result = apply_erasure(adapter_obj, plan, journal)
+        except BaseException:  # a signal too: the journal keeps what was done
+            out.warn(f"the erasure of {subject} did not finish and wrote no receipt yet; "
+                     f"{journal.path} records what it did: run the same command again to "
+                     "finish it (its receipt will cover the whole erasure)")
             raise
-    text = json.dumps(result, indent=2, sort_keys=True) + "\n"
-    if receipt is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
+        text = json.dumps(result, indent=2, sort_keys=True) + "\n"
         with atomic_output(receipt) as stream:
             stream.write(text.encode("utf-8"))
-    removed = result["removed"]["events"]["count"]
+        journal.finish()  # the receipt is complete and synced
+    sys.stdout.write(text)
+    sys.stdout.flush()
     if not result["verification"]["ok"]:
         left = ", ".join(f"{k} {v}" for k, v in result["verification"]["left"].items() if v)
-        app_.abort(f"erased {removed} event(s) of user {user!r}, but the verification found "
-                   f"some left: {left}", ExitCode.CHECK_FAILED)
-    out.success(f"erased user {user!r}: {removed} event(s)"
-                + (f", {result['removed']['item_mirror']['count']} item row(s)"
-                   if "item_mirror" in result["removed"] else "")
-                + f"; verified; digest {result['digest']['value'][:16]}…"
-                + (f"; receipt in {receipt}" if receipt else ""))
+        survivors = (f"; state survived in {', '.join(result['state_survivors'])}, so the "
+                     "events were kept for a retry" if result["state_survivors"] else "")
+        app_.abort(f"erased {result['events_deleted']} event(s) of {subject}, but the residual "
+                   f"scan found some left: {left}{survivors}; receipt in {receipt}",
+                   ExitCode.CHECK_FAILED)
+    out.success(f"erased {subject}: {result['events_deleted']} event(s), "
+                f"{result['states_deleted']} state(s), {result['materialized_deleted']} item "
+                f"row(s)" + (f", {len(result['shared_sessions'])} shared session(s)"
+                             if result["shared_sessions"] else "")
+                + (f" over {result['runs']} run(s)" if result["runs"] > 1 else "")
+                + f"; verified; digest {result['digest']['value'][:16]}…; receipt in {receipt}")

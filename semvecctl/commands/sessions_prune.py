@@ -2,8 +2,12 @@
 
 Adds one command to the ``sessions`` group. Preview by default; ``--apply`` deletes,
 version-checked, so a session written meanwhile survives; ``--archive FILE`` writes the
-idle sessions to an archive first. A store that keeps no write time is exit 3, never a
-guess. The work is in :mod:`backends.prune`.
+idle sessions to an archive first, and an ``--apply`` run journals itself in
+``FILE.journal``: a rerun of the same command continues the deletes from that archive
+instead of replacing it, and the journal goes once every archived session is dealt with.
+An existing archive is replaced only with ``--overwrite``. A store that keeps no write
+time is exit 3, never a guess; on Redis ``--assume-ttl`` states the engine's idle TTL and
+is checked against every key. The work is in :mod:`backends.prune`.
 """
 
 
@@ -17,7 +21,8 @@ from semvecctl.application import current
 from semvecctl.commands.sessions import OwnerOpt, UnownedOpt
 from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import open_adapter, require_seam, resolve_connection
-from semvecctl.errors import usage_error
+from semvecctl.errors import CliError, usage_error
+from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, StreamOutput, Uri, Yes, owner_filter
 from semvecctl.output import Column, StreamFormat
 
@@ -64,6 +69,18 @@ def _row(idle: Any, action: str) -> dict[str, Any]:
     return row
 
 
+def _parse_ttl(text: str) -> int:
+    try:
+        return int(parse_duration(text).total_seconds())
+    except CliError:
+        raise usage_error(f"--assume-ttl {text!r} is not a duration like 1d, 12h, 90m or 45s "
+                          "within 1s..3650d") from None
+
+
+def _journal_has(records: list, phase: str) -> bool:
+    return any(r.get("phase") == phase for r in records)
+
+
 @sessions_app.command("prune")
 def prune_sessions(
     idle_for: str = typer.Option(..., "--idle-for", metavar="DURATION", show_default=False,
@@ -78,7 +95,16 @@ def prune_sessions(
     apply: bool = typer.Option(False, "--apply", help="Delete (default: preview only)."),
     archive: Optional[str] = typer.Option(None, "--archive", show_default=False,
                                           help="Write the idle sessions to this archive first "
-                                               "(what is deleted is exactly what it holds)."),
+                                               "(what is deleted is exactly what it holds); an "
+                                               "interrupted --apply is journalled in FILE.journal "
+                                               "and continued by the same command."),
+    overwrite: bool = typer.Option(False, "--overwrite",
+                                   help="Replace an existing --archive file (never implied by --yes)."),
+    assume_ttl: Optional[str] = typer.Option(
+        None, "--assume-ttl", metavar="DURATION", show_default=False,
+        help="Redis only (it stores no write time): the idle TTL the engine applies on every "
+             "write; last write = now - (TTL - TTL left). A key with more TTL left stops the "
+             "run before any delete (exit 3)."),
     batch_size: int = typer.Option(500, "--batch-size", min=1, max=10000,
                                    help="Sessions read per round trip."),
     output: StreamOutput = StreamFormat.table,
@@ -87,41 +113,111 @@ def prune_sessions(
     """Delete sessions not written for longer than --idle-for (preview unless --apply)."""
     import os
 
-    from backends.contract import SessionEnumerator
-    from backends.prune import PruneResult, archive_idle, archived_sessions, delete_idle, find_idle, write_clock
+    from backends.contract import Capability, SessionEnumerator, offers
+    from backends.journal import Journal, JournalMismatch, journal_path
+    from backends.prune import (PruneResult, archive_idle, archived_sessions, check_assumed_ttl,
+                                delete_idle, discard_partials, find_idle, write_clock)
 
     idle_for_td = parse_duration(idle_for)
+    ttl = _parse_ttl(assume_ttl) if assume_ttl is not None else None
     scope = owner_filter(owner, unowned)
     if archive is not None:
         directory = os.path.dirname(os.path.abspath(archive))
         if not os.path.isdir(directory) or os.path.isdir(archive):
             raise usage_error(f"--archive {archive}: not a file in an existing directory")
-    out = current().output
+    elif overwrite:
+        raise usage_error("--overwrite only applies to --archive FILE")
+    app_ = current()
+    out = app_.output
     spec = resolve_connection(backend, uri, adapter)
     result = PruneResult()
     with open_adapter(spec) as adapter_obj:
         require_seam(adapter_obj, SessionEnumerator, "session listing")
-        write_clock(adapter_obj)  # exit 3 before anything when the store keeps no write time
+        if ttl is not None and offers(adapter_obj.state_store(), Capability.WRITE_TIME):
+            raise usage_error(f"--assume-ttl is for stores that keep no write time; backend "
+                              f"{adapter_obj.name!r} stores one (leave --assume-ttl out)")
+        write_clock(adapter_obj, assume_ttl=ttl)  # exit 3 before anything without a write time
+        journal = None
+        resumed_archive = False
+        if archive is not None:
+            jpath = journal_path(archive)
+            arguments = {"uri": spec.display_uri, "backend": str(adapter_obj.name),
+                         "idle_for_s": int(idle_for_td.total_seconds()), "assume_ttl_s": ttl,
+                         "owner": owner, "unowned": bool(unowned), "match": match}
+            try:
+                found = Journal.read(jpath)
+            except JournalMismatch as exc:
+                app_.abort(f"{exc}; move it away if it is not from a prune", ExitCode.USAGE)
+            deleted_before = found is not None and _journal_has(found[1], "archived")
+            replaceable = False
+            if found is not None and not deleted_before:
+                # interrupted before its first delete (the archive, if written, holds
+                # nothing that was deleted): start again
+                os.unlink(jpath)
+                found, replaceable = None, True
+            if found is not None and not apply:
+                app_.abort(f"{jpath} records an interrupted prune that deleted sessions archived "
+                           f"in {archive}; run it again with --apply to finish it (a preview "
+                           "would replace that archive)", ExitCode.USAGE)
+            if found is not None and overwrite:
+                app_.abort(f"{archive} holds sessions an interrupted prune deleted ({jpath}); "
+                           "--overwrite would lose them: run the same command without "
+                           "--overwrite to finish it", ExitCode.USAGE)
+            if found is None and os.path.exists(archive) and not (overwrite or replaceable):
+                app_.abort(f"--archive {archive} already exists: choose another file, or pass "
+                           "--overwrite to replace it", ExitCode.USAGE)
         if apply:
             out.confirm(f"delete the sessions idle for more than {idle_for} from "
                         f"{spec.display_uri}", yes=yes)
-        if archive is not None and os.path.exists(archive):
-            out.confirm(f"overwrite the existing file {archive}", yes=yes)
-        idle = find_idle(adapter_obj, idle_for_td, result, owner_subject=scope, match=match,
-                         batch_size=batch_size)
-        if archive is not None:
-            archive_idle(adapter_obj, out.progress(idle, label="archiving"), archive, result,
-                         source_uri=spec.display_uri, owner_subject=scope)
+        if archive is not None and apply:
+            try:
+                journal = Journal.open(archive, "prune", arguments)
+            except JournalMismatch as exc:
+                app_.abort(str(exc), ExitCode.USAGE)
+            resumed_archive = _journal_has(journal.records, "archived")
+        if ttl is not None and apply and archive is None:
+            # deletes stream: prove the assumed TTL on every key in scope before the first
+            check_assumed_ttl(adapter_obj, ttl, owner_subject=scope, match=match,
+                              batch_size=batch_size)
+        if resumed_archive and not os.path.isfile(archive):
+            app_.abort(f"{journal.path} records an interrupted prune whose deleted sessions are "
+                       f"in {archive}, but {archive} is gone: put it back and run the same "
+                       "command again (nothing more was deleted)", ExitCode.ENVIRONMENT)
+        if resumed_archive:
+            done = next(journal.where(phase="archived"))
+            result.archived, result.digest = int(done["count"]), str(done["digest"])
+            out.info(f"continuing the interrupted prune journalled in {journal.path}: deleting "
+                     f"what {archive} holds ({result.archived} session(s)); the archive is kept")
             idle = archived_sessions(archive)
+        else:
+            idle = find_idle(adapter_obj, idle_for_td, result, owner_subject=scope, match=match,
+                             batch_size=batch_size, assume_ttl=ttl)
+            if archive is not None:
+                discard_partials(archive)
+                try:
+                    archive_idle(adapter_obj, out.progress(idle, label="archiving"), archive,
+                                 result, source_uri=spec.display_uri, owner_subject=scope)
+                except BaseException:  # nothing deleted yet: no run to continue
+                    if journal is not None:
+                        journal.finish()
+                    raise
+                if journal is not None:
+                    journal.append({"phase": "archived", "count": result.archived,
+                                    "digest": result.digest})
+                idle = archived_sessions(archive)
         if apply:
             outcomes = delete_idle(adapter_obj, out.progress(idle, label="deleting"), result,
                                    owner_subject=scope)
             try:
                 out.stream((_row(s, a) for s, a in outcomes), output, _COLUMNS)
             except BaseException:  # a signal too: say how far it got (deletes are final)
-                out.warn(f"the prune stopped after deleting {result.deleted} session(s); "
-                         "run it again to continue")
+                kept = (f"; {archive} holds every session it deleted and {journal.path} keeps "
+                        "it from being replaced" if journal is not None else "")
+                out.warn(f"the prune stopped after deleting {result.deleted} session(s){kept}; "
+                         "run the same command again to continue")
                 raise
+            if journal is not None:
+                journal.finish()  # the archive was complete and synced before the first delete
         else:
             label = "archived" if archive is not None else "would delete"
             out.stream((_row(s, label) for s in out.progress(idle, label="scanning")), output,
@@ -130,7 +226,13 @@ def prune_sessions(
     unknown = f", {result.unknown} without a known write time (left)" if result.unknown else ""
     if apply:
         kept = f", {result.kept} written meanwhile and kept" if result.kept else ""
-        gone = f", {result.vanished} already gone" if result.vanished else ""
+        if resumed_archive:
+            gone = (f", {result.vanished} already gone (deleted by the interrupted run or "
+                    "meanwhile)" if result.vanished else "")
+            where = (f"; {archive} holds all {result.archived} session(s) this prune judged "
+                     f"idle, every one it deleted (digest {result.digest[:16]}…)")
+        else:
+            gone = f", {result.vanished} already gone" if result.vanished else ""
         out.success(f"examined {result.examined} session(s): deleted {result.deleted}{kept}{gone}"
                     f"{unknown}{where}")
     else:

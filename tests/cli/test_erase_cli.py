@@ -1,15 +1,22 @@
-"""`semvecctl erase --user ID [--sessions]` on the suite's real Redis and PostgreSQL
-(`postgres`, `pgvector`) and on MongoDB through mongomock (a fake; no real MongoDB runs
-here). Other users must stay byte-identical: a raw dump of the whole store is compared
-before and after."""
+"""`semvecctl erase --user ID --owner OWNER|--unowned` on the suite's real Redis and
+PostgreSQL (`postgres`, `pgvector`) and on MongoDB through mongomock (a fake; no real
+MongoDB runs here): the engine's erasure (ENGINE-WIRE §9), owner-scoped. Other subjects,
+and the same user id under another owner, must stay byte-identical: a raw dump of the
+whole store is compared before and after.
+
+The seed (tests/support/maintenance.py): s1 owned by acme, s2 unowned; alice has 3 events
+in s1 (acme) and 2 in s2 (unowned), bob 2 in s1 (acme). So alice-of-acme and
+alice-unowned are two subjects, and s1 is shared with bob."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
 from typer.testing import CliRunner
 
+import backends.journal as journal_module
 from backends.contract import MemoryItem
 from semvecctl.app import app
 from tests.support.fixtures.mongo import cli_mongo, db_name, mongo_client  # noqa: F401
@@ -25,104 +32,261 @@ def target(request):
     return make_target(request, request.param)
 
 
-def _belongs_to(key: str, value, user: str, ids: list[str]) -> bool:
-    """Whether a raw dump entry is part of ``user``'s data (events, indexes, counter)."""
-    return user in key or any(i in key for i in ids) or (isinstance(value, str) and f'"{user}"' in value)
+def _digest(lines):
+    return hashlib.sha256("".join(f"{i}\n" for i in sorted(lines)).encode()).hexdigest()
 
 
-def test_preview_counts_per_place_and_changes_nothing(target):
+def _zset_members(url: str, key: str) -> dict:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        return dict(client.zrange(key, 0, -1, withscores=True))
+    finally:
+        client.close()
+
+
+def _without(dump: dict, *fragments: str, states: tuple = ()) -> dict:
+    """The dump without the entries naming a fragment (event ids, a user id) and without
+    the state of the sessions in ``states`` (a state row, document or key)."""
+    return {k: v for k, v in dump.items() if not any(f in k for f in fragments)
+            and not any(_is_state(k, sid) for sid in states)}
+
+
+def _is_state(key: str, sid: str) -> bool:
+    return key == f"semvec:state:{sid}" or (key.startswith("semvec_session_state:")
+                                            and (key == f"semvec_session_state:{sid}"
+                                                 or f'"session_id":"{sid}"' in key))
+
+
+def test_preview_counts_per_place_names_the_shared_session_and_changes_nothing(target):
     s = seed(target.adapter)
     before = target.dump()
-    result = run(target, "erase", "--user", s.alice, "-o", "json")
+    result = run(target, "erase", "--user", s.alice, "--owner", "acme", "-o", "json")
     assert result.exit_code == 0, result.output
-    places = json.loads(result.stdout)["places"]
-    assert places["events"]["count"] == 5
-    if target.name in ("redis", "mongo"):
-        assert places["counter"] == {"count": 1, "value": 5}
-    if target.name == "redis":  # two sorted sets index each event
-        assert places["index_entries"]["count"] == 10
-    assert "nothing was removed" in result.stderr
+    report = json.loads(result.stdout)
+    places = report["places"]
+    assert places["events"]["count"] == 3
+    assert places["states"] == {"count": 1, "sessions": [s.s1], "detail": places["states"]["detail"]}
+    assert report["shared_sessions"] == {s.s1: [s.bob]}
+    assert places["counter"]["count"] == 0  # alice has unowned events: the counter stays
+    assert "nothing was removed" in result.stderr and s.s1 in result.stderr
     assert target.dump() == before
 
 
-def test_apply_erases_the_user_verifies_and_leaves_others_byte_identical(target, tmp_path):
+def test_apply_erases_one_subject_and_leaves_every_other_byte_identical(target, tmp_path):
     s = seed(target.adapter)
     before = target.dump()
-    receipt_path = tmp_path / "receipt.json"
-    result = run(target, "erase", "--user", s.alice, "--apply", "--yes", "--receipt", str(receipt_path))
+    path = tmp_path / "receipt.json"
+    result = run(target, "erase", "--user", s.alice, "--owner", "acme", "--apply", "--yes",
+                 "--receipt", str(path))
     assert result.exit_code == 0, result.output
-    receipt = json.loads(receipt_path.read_text())
-    assert receipt["user_id"] == s.alice and receipt["verification"]["ok"] is True
-    assert receipt["removed"]["events"]["count"] == 5
-    if target.name == "redis":
-        assert receipt["removed"]["index_entries"]["count"] == 10
-        assert receipt["verification"]["left"]["index_entries.time_index"] == 0
+    receipt = json.loads(path.read_text())
+    assert json.loads(result.stdout) == receipt
+    assert receipt["user_id"] == s.alice and receipt["owner_subject"] == "acme"
+    assert receipt["sessions"] == [s.s1] and receipt["states_deleted"] == 1
+    assert receipt["events_deleted"] == 3 and receipt["event_ids"] == s.alice_ids[:3]
+    assert receipt["shared_sessions"] == [s.s1] and receipt["shared_with"] == {s.s1: [s.bob]}
+    assert receipt["state_survivors"] == [] and receipt["materialized_deleted"] == 0
+    assert receipt["verification"]["ok"] is True, receipt["verification"]
     assert receipt["erased_at"].endswith("Z")
-    import hashlib
-
-    expected = hashlib.sha256("".join(f"{i}\n" for i in sorted(f"event:{e}" for e in s.alice_ids))
-                              .encode()).hexdigest()
-    assert receipt["digest"]["value"] == expected
+    assert receipt["digest"]["value"] == _digest(
+        [f"event:{e}" for e in s.alice_ids[:3]] + [f"state:{s.s1}"])
+    assert not (tmp_path / "receipt.json.journal").exists()
     after = target.dump()
-    kept = {k: v for k, v in before.items() if not _belongs_to(k, v, s.alice, s.alice_ids)}
-    assert after == kept
-    assert len(kept) < len(before)
-    listed = run(target, "events", "count", "--user", s.alice, "-o", "json")
-    assert json.loads(listed.stdout)["events"] == 0
-    bob = run(target, "events", "count", "--user", s.bob, "-o", "json")
-    assert json.loads(bob.stdout)["events"] == 2
+    gone = s.alice_ids[:3]
+    if target.name == "redis":  # the user's two index sorted sets are shared with alice-unowned
+        for prefix in ("u", "t"):
+            key = f"semvec:events:{prefix}:{s.alice}"
+            members = _zset_members(target.args[1], key)
+            assert sorted(m.decode() for m in members) == sorted(s.alice_ids[3:])
+        assert _without(after, f":{s.alice}") == _without(before, f":{s.alice}", *gone,
+                                                          states=(s.s1,))
+        assert after[f"semvec:events:seq:{s.alice}"] == before[f"semvec:events:seq:{s.alice}"]
+    else:
+        assert after == _without(before, *gone, states=(s.s1,))
+    # the same user id under no owner, and bob, are untouched
+    store = target.adapter.event_store()
+    assert [e.event_id for e in store.list_events(s.alice, owner_subject=None)] in (
+        s.alice_ids[3:], s.alice_ids[3:][::-1])
+    assert target.adapter.state_store().load(s.s2) is not None
+    assert len(store.list_events(s.bob)) == 2
 
 
-def test_receipt_goes_to_stdout_by_default_and_apply_needs_yes_without_a_tty(target):
+def test_erasing_the_last_subject_of_a_user_id_removes_its_counter_and_indexes(target, tmp_path):
     s = seed(target.adapter)
-    refused = run(target, "erase", "--user", s.alice, "--apply")
-    assert refused.exit_code != 0 and "--yes" in refused.output
-    assert target.adapter.event_store().count_for_user(s.alice) == 5
-    result = run(target, "erase", "--user", s.alice, "--apply", "--yes")
+    assert run(target, "erase", "--user", s.alice, "--owner", "acme", "--apply", "--yes",
+               "--receipt", str(tmp_path / "a.json")).exit_code == 0
+    before = target.dump()
+    result = run(target, "erase", "--user", s.alice, "--unowned", "--apply", "--yes",
+                 "--receipt", str(tmp_path / "b.json"))
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["verification"]["ok"] is True
+    receipt = json.loads(result.stdout)
+    assert receipt["unowned"] is True and receipt["sessions"] == [s.s2]
+    assert (receipt["events_deleted"], receipt["states_deleted"]) == (2, 1)
+    assert receipt["shared_sessions"] == []
+    assert receipt["verification"]["ok"] is True
+    after = target.dump()
+    assert after == _without(before, f":{s.alice}", *s.alice_ids, states=(s.s2,))
+    assert not any(s.alice in k for k in after)
+
+
+def test_the_subject_and_receipt_are_required(target, tmp_path):
+    s = seed(target.adapter)
+    before = target.dump()
+    for args in (["--user", s.alice], ["--user", s.alice, "--owner", "acme", "--unowned"],
+                 ["--user", s.alice, "--owner", "acme", "--apply", "--yes"]):
+        result = run(target, "erase", *args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "Traceback" not in result.output
+    existing = tmp_path / "r.json"
+    existing.write_text("an older receipt")
+    refused = run(target, "erase", "--user", s.alice, "--owner", "acme", "--apply", "--yes",
+                  "--receipt", str(existing))
+    assert refused.exit_code == 2 and "--overwrite" in refused.stderr
+    assert existing.read_text() == "an older receipt"
+    assert target.dump() == before
+    no_yes = run(target, "erase", "--user", s.alice, "--owner", "acme", "--apply",
+                 "--receipt", str(tmp_path / "n.json"))
+    assert no_yes.exit_code != 0 and "--yes" in no_yes.output
+    assert target.dump() == before
+    replaced = run(target, "erase", "--user", s.alice, "--owner", "acme", "--apply", "--yes",
+                   "--receipt", str(existing), "--overwrite")
+    assert replaced.exit_code == 0, replaced.output
+    assert json.loads(existing.read_text())["events_deleted"] == 3
+
+
+def test_a_resumed_erase_writes_a_receipt_for_the_whole_operation(target, tmp_path, monkeypatch):
+    """#23: the second part's receipt used to cover only the second part."""
+    s = seed(target.adapter)
+    monkeypatch.setattr("backends.erasure.EVENT_BATCH", 1)
+    path = tmp_path / "r.json"
+    args = ("erase", "--user", s.alice, "--owner", "acme", "--apply", "--yes", "--receipt", str(path))
+    real = journal_module.Journal.append
+
+    def stop_after_first_event(self, record):
+        real(self, record)
+        if record.get("step") == "events":
+            raise KeyboardInterrupt
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(journal_module.Journal, "append", stop_after_first_event)
+        first = run(target, *args)
+    assert first.exit_code != 0
+    assert not path.exists() and (tmp_path / "r.json.journal").exists()
+    assert len(target.adapter.event_store().list_events(s.alice, owner_subject="acme")) == 2
+    second = run(target, *args)
+    assert second.exit_code == 0, second.output
+    receipt = json.loads(path.read_text())
+    assert receipt["runs"] == 2
+    assert receipt["events_deleted"] == 3 and sorted(receipt["event_ids"]) == sorted(s.alice_ids[:3])
+    assert receipt["sessions"] == [s.s1] and receipt["states_deleted"] == 1
+    assert receipt["digest"]["value"] == _digest(
+        [f"event:{e}" for e in s.alice_ids[:3]] + [f"state:{s.s1}"])
+    assert receipt["verification"]["ok"] is True
+    assert not (tmp_path / "r.json.journal").exists()
 
 
 @pytest.mark.parametrize("name", [pytest.param("pgvector", marks=pytest.mark.postgres), "mongo"])
-def test_sessions_removes_the_item_rows_of_the_users_sessions_only(request, name):
+def test_the_derived_sessions_lose_their_item_rows_and_no_other_session_does(request, name,
+                                                                             tmp_path):
     target = make_target(request, name, **({"item_sync": True} if name == "mongo" else {}))
     s = seed(target.adapter)
     other = f"{s.tag}-s3"
     target.adapter.state_store().save(other, b"x", expected_version=None)
-    for sid in (s.s1, s.s2, other):
-        target.adapter.sync_items(sid, [MemoryItem(item_id=f"i{n}", text=f"t{n}", embedding=(0.5,) * 8)
-                                        for n in range(3)])
-    preview = run(target, "erase", "--user", s.alice, "--sessions", "-o", "json")
-    assert json.loads(preview.stdout)["places"]["item_mirror"]["count"] == 6
-    result = run(target, "erase", "--user", s.alice, "--sessions", "--apply", "--yes")
+    for sid, owner in ((s.s1, "acme"), (s.s2, None), (other, None)):
+        target.adapter.sync_items(sid, [MemoryItem(item_id=f"i{n}", text=f"t{n}",
+                                                   embedding=(0.5,) * 8) for n in range(3)],
+                                  owner_subject=owner)
+    preview = run(target, "erase", "--user", s.alice, "--owner", "acme", "-o", "json")
+    assert json.loads(preview.stdout)["places"]["item_rows"]["count"] == 3
+    result = run(target, "erase", "--user", s.alice, "--owner", "acme", "--apply", "--yes",
+                 "--receipt", str(tmp_path / "r.json"))
     assert result.exit_code == 0, result.output
     receipt = json.loads(result.stdout)
-    assert receipt["removed"]["item_mirror"]["count"] == 6
-    left = {"events": 0, "indexed": 0, "item_mirror": 0}
-    if name == "mongo":
-        left["counter"] = 0
-    assert receipt["verification"] == {"ok": True, "left": left}
+    assert receipt["materialized_deleted"] == 3 and receipt["hook_present"] is True
+    assert receipt["verification"] == {"ok": True, "left": {
+        "events": 0, "dangling_index_entries": 0, "states": 0, "item_rows": 0}}
+    assert list(target.adapter.iter_live_items(s.s1)) == []
+    assert len(list(target.adapter.iter_live_items(s.s2))) == 3
     assert len(list(target.adapter.iter_live_items(other))) == 3
 
 
 def test_memory_has_nothing_to_erase():
-    result = CliRunner().invoke(app, ["erase", "--user", "u", "--backend", "memory"])
+    result = CliRunner().invoke(app, ["erase", "--user", "u", "--unowned", "--backend", "memory"])
     assert result.exit_code == 3
 
 
+@pytest.mark.parametrize("name", [pytest.param("redis", marks=pytest.mark.redis),
+                                  pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_damaged_event_of_the_subject_is_erased_by_id_and_named(request, name, tmp_path):
+    """#23 finding 8: meta '{bad' used to make erase fail with 'unexpected JSONDecodeError'."""
+    target = make_target(request, name)
+    s = seed(target.adapter)
+    bad = s.alice_ids[1]
+    if name == "redis":
+        import redis
+
+        client = redis.Redis.from_url(target.args[1])
+        client.hset(f"semvec:events:e:{bad}", "meta", "{bad")
+        client.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(target.args[1]) as conn:
+            conn.execute("UPDATE semvec_memory_events SET meta = '{bad' WHERE event_id = %s", (bad,))
+    before = target.dump()
+    preview = run(target, "erase", "--user", s.alice, "--owner", "acme", "-o", "json")
+    assert preview.exit_code == 0, preview.output
+    assert bad in preview.stderr
+    result = run(target, "erase", "--user", s.alice, "--owner", "acme", "--apply", "--yes",
+                 "--receipt", str(tmp_path / "r.json"))
+    assert result.exit_code == 0, result.output
+    receipt = json.loads(result.stdout)
+    assert [d["event_id"] for d in receipt["damaged_events"]] == [bad]
+    assert "meta" in receipt["damaged_events"][0]["problem"]
+    assert receipt["events_deleted"] == 3 and receipt["verification"]["ok"] is True
+    after = target.dump()
+    assert not any(bad in k for k in after)
+    if name == "postgres":
+        assert after == _without(before, *s.alice_ids[:3], states=(s.s1,))
+
+
 @pytest.mark.redis
-def test_a_dangling_index_entry_counts_and_is_removed_on_redis(request):
-    """An index entry whose event hash is gone (a damaged store) is part of the user too."""
+def test_a_dangling_index_entry_is_named_and_removed_on_redis(request, tmp_path):
+    """An index entry whose event hash is gone (a damaged store) goes with the user."""
     target = make_target(request, "redis")
     s = seed(target.adapter)
     import redis
 
     client = redis.Redis.from_url(target.args[1])
-    client.zadd(f"semvec:events:t:{s.alice}", {"00000000-0000-4000-8000-000000000000": 1.0})
-    preview = run(target, "erase", "--user", s.alice, "-o", "json")
-    assert json.loads(preview.stdout)["places"]["index_entries"]["count"] == 11
-    result = run(target, "erase", "--user", s.alice, "--apply", "--yes")
+    ghost = "00000000-0000-4000-8000-000000000000"
+    client.zadd(f"semvec:events:t:{s.alice}", {ghost: 1.0})
+    preview = run(target, "erase", "--user", s.alice, "--owner", "acme", "-o", "json")
+    assert json.loads(preview.stdout)["places"]["dangling_index_entries"]["count"] == 1
+    result = run(target, "erase", "--user", s.alice, "--owner", "acme", "--apply", "--yes",
+                 "--receipt", str(tmp_path / "r.json"))
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["verification"]["ok"] is True
-    assert not client.exists(f"semvec:events:t:{s.alice}", f"semvec:events:u:{s.alice}")
+    receipt = json.loads(result.stdout)
+    assert receipt["dangling_index_entries"] == [ghost] and receipt["verification"]["ok"] is True
+    assert client.zscore(f"semvec:events:t:{s.alice}", ghost) is None
+    assert client.zcard(f"semvec:events:u:{s.alice}") == 2  # alice-unowned stays
     client.close()
+
+
+def test_a_rerun_after_the_receipt_was_written_but_the_journal_not_removed(target, tmp_path):
+    """Killed between the (atomic) receipt and the journal's removal: the rerun says it
+    had finished and changes nothing."""
+    s = seed(target.adapter)
+    path = tmp_path / "r.json"
+    args = ("erase", "--user", s.alice, "--owner", "acme", "--apply", "--yes", "--receipt", str(path))
+    real = journal_module.Journal.finish
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(journal_module.Journal, "finish", lambda self: None)
+        assert run(target, *args).exit_code == 0
+    assert (tmp_path / "r.json.journal").exists()
+    written = path.read_bytes()
+    again = run(target, *args)
+    assert again.exit_code == 0, again.output
+    assert "had finished" in again.stderr
+    assert path.read_bytes() == written and not (tmp_path / "r.json.journal").exists()
+    assert real is journal_module.Journal.finish

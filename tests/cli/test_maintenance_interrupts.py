@@ -28,8 +28,7 @@ def test_prune_interrupted_says_how_far_it_got(redis_server, redis_url, tmp_path
     pipe.execute()
     archive = tmp_path / "idle.jsonl"
     proc = spawn("sessions", "prune", "--uri", redis_url, "--idle-for", "1d", "--archive",
-                 str(archive), "--apply", "--yes", "-o", "jsonl",
-                 env={"SEMVEC_REDIS_SESSION_TTL_S": str(TTL)})
+                 str(archive), "--apply", "--yes", "-o", "jsonl", "--assume-ttl", f"{TTL}s")
     try:
         wait_for(lambda: proc.poll() is not None or client.dbsize() < COUNT - 200,
                  timeout=120, what="deletes")
@@ -46,4 +45,5 @@ def test_prune_interrupted_says_how_far_it_got(redis_server, redis_url, tmp_path
     assert COUNT - left >= deleted > 0
     with ArchiveReader(archive) as reader:
         assert sum(1 for _ in reader.sessions()) == COUNT
-    assert [p.name for p in tmp_path.iterdir()] == ["idle.jsonl"]
+    # the journal keeps a rerun from replacing the archive (tests/cli/test_maintenance_kills.py)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idle.jsonl", "idle.jsonl.journal"]

@@ -35,11 +35,23 @@ def _redis_dump(url: str) -> Callable[[], dict[str, Any]]:
 
         client = redis.Redis.from_url(url)
         try:
-            return {key.decode(): (client.type(key), client.dump(key), client.pttl(key) > 0)
+            return {key.decode(): (client.type(key), _redis_value(client, key), client.pttl(key) > 0)
                     for key in client.scan_iter(count=1000)}
         finally:
             client.close()
     return dump
+
+
+def _redis_value(client: Any, key: bytes) -> Any:
+    """Every byte a key holds, in a canonical order: hashes and sorted sets as their sorted
+    fields/members (a DUMP payload of a hashtable-encoded hash changes with the dict's
+    iteration order, which a mere read may shift by an incremental rehash step)."""
+    kind = client.type(key)
+    if kind == b"hash":
+        return tuple(sorted(client.hgetall(key).items()))
+    if kind == b"zset":
+        return tuple(sorted(client.zrange(key, 0, -1, withscores=True)))
+    return client.dump(key)
 
 
 def _pg_dump(url: str) -> Callable[[], dict[str, Any]]:

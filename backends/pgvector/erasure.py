@@ -1,0 +1,30 @@
+"""The engine's optional ``erasure_backend()`` on pgvector: removes the item-mirror rows
+of erased sessions (the engine's erasure calls it for what a backend keeps beyond state
+and events; ENGINE-WIRE §6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backends.contract import OwnerFilter
+from backends.erasure import ItemEraser
+from backends.pgvector.database import Database
+from backends.pgvector.state import owner_clause
+
+
+def item_eraser(db: Database) -> ItemEraser:
+    """An :class:`~backends.erasure.ItemEraser` over ``semvec_memory_items``; a missing
+    table removes nothing."""
+    table = db.tables.items
+
+    def delete(session_ids: list[str], owner_subject: OwnerFilter) -> int:
+        clause, params = owner_clause(owner_subject)
+
+        def work(conn: Any) -> int:
+            return conn.execute(
+                f"DELETE FROM {table} WHERE session_id = ANY(%s) AND {clause}",
+                (session_ids, *params)).rowcount
+
+        return int(db.read(work, lambda: 0))
+
+    return ItemEraser(delete)
