@@ -70,14 +70,30 @@ return out
 """
 _EVENT_WIDTH = 10
 
-#: KEYS[1] an index; ARGV: event prefix, first rank, last rank -> member, score, exists
+#: KEYS[1] an index; ARGV: event prefix, lowest score (a score string or '-inf'), the
+#: last member seen at that score ('' for none), page size -> member, score, exists per
+#: entry, in index order. A (score, member) cursor, not a rank: the repairs remove
+#: entries this walk has already passed, which would shift every rank behind them (a
+#: rank cursor then skips as many entries as were repaired). Entries that share the
+#: cursor's score are read as one group (members of one score sort bytewise).
 _INDEX_LUA = """
-local rows = redis.call('ZRANGE', KEYS[1], ARGV[2], ARGV[3], 'WITHSCORES')
+local low, after, limit = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local out = {}
-for i = 1, #rows, 2 do
-  out[#out + 1] = rows[i]; out[#out + 1] = rows[i + 1]
-  out[#out + 1] = redis.call('EXISTS', ARGV[1] .. rows[i])
+local function put(rows, skip)
+  for i = 1, #rows, 2 do
+    if not (skip and rows[i] <= after) then
+      out[#out + 1] = rows[i]; out[#out + 1] = rows[i + 1]
+      out[#out + 1] = redis.call('EXISTS', ARGV[1] .. rows[i])
+    end
+  end
 end
+if after ~= '' then
+  put(redis.call('ZRANGEBYSCORE', KEYS[1], low, low, 'WITHSCORES'), true)
+  low = '(' .. low
+end
+local rest = redis.call('ZRANGEBYSCORE', KEYS[1], low, '+inf', 'WITHSCORES', 'LIMIT', 0, limit)
+put(rest, false)
+out[#out + 1] = #rest
 return out
 """
 
@@ -451,15 +467,19 @@ class RedisAudit:
     # -- indexes and counters ------------------------------------------------------
 
     def _members(self, index_key: str) -> Iterator[tuple[str, float, bool]]:
-        start = 0
+        """Every entry of an index in order, ``_CHUNK`` at a time, by a (score, member)
+        cursor that the repairs' own removals cannot shift."""
+        low, after = "-inf", b""
         while True:
             flat = self._index(keys=[index_key],
-                               args=[keys.EVENT_PREFIX, start, start + _CHUNK - 1])
-            for i in range(0, len(flat), 3):
+                               args=[keys.EVENT_PREFIX, low, after, _CHUNK])
+            rest = int(flat[-1])
+            for i in range(0, len(flat) - 1, 3):
                 yield _text(flat[i]), float(flat[i + 1]), flat[i + 2] == 1
-            if len(flat) < 3 * _CHUNK:
+            if len(flat) > 1:
+                after, low = flat[-4], _text(flat[-3])
+            if rest < _CHUNK:
                 return
-            start += _CHUNK
 
     def _wrong_type(self, key: str, want: str) -> Finding | None:
         kind = _text(self.client.type(key))
