@@ -23,8 +23,9 @@ import uuid
 from datetime import datetime
 from typing import Any, Callable, Iterator
 
-from backends.doctor.model import (Finding, Section, SequenceWalk, Severity, unknown_name,
+from backends.doctor.model import (Finding, Leftovers, Section, SequenceWalk, Severity, unknown_name,
                                    unreadable_event, unreadable_state)
+from backends.event_fields import embedding_problem, meta_problem
 from backends.redis import keys
 from backends.redis.state_store import damage_of
 
@@ -34,14 +35,6 @@ _DECIMAL = re.compile(rb"[1-9][0-9]*")
 _COUNT = re.compile(rb"[0-9]+")
 
 _EVENT_LUA = """
-local function shape(raw, want)
-  if not raw then return 'missing' end
-  local ok, v = pcall(cjson.decode, raw)
-  if not ok then return 'bad' end
-  if v == cjson.null then return 'null' end
-  if type(v) ~= want then return 'bad' end
-  return 'ok'
-end
 local out = {}
 for _, k in ipairs(KEYS) do
   local t = redis.call('TYPE', k)['ok']
@@ -58,8 +51,8 @@ for _, k in ipairs(KEYS) do
     end
     out[#out + 1] = t
     for i = 1, 5 do out[#out + 1] = v[i] end
-    out[#out + 1] = shape(v[6], 'table')
-    out[#out + 1] = shape(v[7], 'table')
+    out[#out + 1] = v[6]
+    out[#out + 1] = v[7]
     out[#out + 1] = u; out[#out + 1] = tm
   else
     out[#out + 1] = t
@@ -145,10 +138,42 @@ local UUID = '^' .. H .. H .. '%-' .. H .. '%-' .. H .. '%-' .. H .. '%-' .. H .
 local TIME = '^%d%d%d%d%-[01]%d%-[0-3]%dT[0-2]%d:[0-5]%d:[0-5]%d[%.%d]*[%+%-]%d%d:%d%d$'
 
 local function starts(k, p) return string.sub(k, 1, string.len(p)) == p end
+local ENGINE_KEYS, ENGINE_PREFIXES = {--ENGINE_KEYS--}, {--ENGINE_PREFIXES--}
 
+local function engine(k)
+  for _, name in ipairs(ENGINE_KEYS) do if k == name then return true end end
+  for _, p in ipairs(ENGINE_PREFIXES) do if starts(k, p) then return true end end
+  return false
+end
+
+-- a load run's or a conformance run's id (the caller counts them per run)
+local function run_data(k, p)
+  local id = string.sub(k, string.len(p) + 1)
+  return starts(id, 'semvec-load-') or starts(id, 'semvec-conf-')
+end
+
+-- meta: a JSON object (cjson decodes arrays to tables too: the text must open with '{')
 local function shaped(raw)
+  if not string.find(raw, '^%s*{') then return false end
   local ok, v = pcall(cjson.decode, raw)
   return ok and type(v) == 'table'
+end
+
+-- embedding: a JSON array of finite numbers, parsed whole (cjson also reads NaN, inf
+-- and hex, which Python's strict reading refuses; an object has keys beyond 1..n)
+local function numbers(raw)
+  if not string.find(raw, '^%s*%[') or string.find(raw, 'x', 1, true)
+      or string.find(raw, 'X', 1, true) then return false end
+  local ok, v = pcall(cjson.decode, raw)
+  if not ok or type(v) ~= 'table' then return false end
+  local n = 0
+  for _ in pairs(v) do n = n + 1 end
+  if n ~= #v then return false end
+  for i = 1, n do
+    local x = v[i]
+    if type(x) ~= 'number' or x ~= x or x == math.huge or x == -math.huge then return false end
+  end
+  return true
 end
 
 local function state_ok(k)
@@ -170,8 +195,8 @@ local function event_ok(k)
     and v[3] and string.match(v[3], TIME) ~= nil
     and v[4] and string.match(v[4], '^[1-9]%d*$') ~= nil
     and (not v[5] or v[5] == '' or string.match(v[5], UUID) ~= nil)
-    and v[6] and string.find(v[6], '^%s*%[') ~= nil and string.find(v[6], '%]%s*$') ~= nil
-    and (not v[7] or shaped(v[7]))
+    and v[6] and numbers(v[6])
+    and (not v[7] or v[7] == '' or shaped(v[7]))
   if not ok then return false end
   local s = redis.pcall('ZSCORE', UP .. v[2], id)
   local t = redis.pcall('ZSCORE', TP .. v[2], id)
@@ -200,17 +225,26 @@ end
 local page = redis.call('SCAN', ARGV[1], 'MATCH', 'semvec:*', 'COUNT', ARGV[2])
 local out = {page[1], #page[2]}
 for _, k in ipairs(page[2]) do
-  local family, ok
-  if starts(k, SP) then family, ok = 's', state_ok(k)
+  local family, ok, p
+  if starts(k, SP) then family, ok, p = 's', state_ok(k), SP
   elseif starts(k, EP) then family, ok = 'e', event_ok(k)
-  elseif starts(k, UP) then family, ok = 'u', index_ok(k, CP, string.len(UP))
-  elseif starts(k, TP) then family, ok = 't', index_ok(k, '', string.len(TP))
-  elseif starts(k, CP) then family, ok = 'c', true
+  elseif starts(k, UP) then family, ok, p = 'u', index_ok(k, CP, string.len(UP)), UP
+  elseif starts(k, TP) then family, ok, p = 't', index_ok(k, '', string.len(TP)), TP
+  elseif starts(k, CP) then family, ok, p = 'c', true, CP
+  elseif engine(k) then family, ok = 'x', true
   else family, ok = 'x', false end
+  if p and run_data(k, p) then out[#out + 1] = 'l'; out[#out + 1] = k end
   if not ok then out[#out + 1] = family; out[#out + 1] = k end
 end
 return out
 """
+def _lua_list(names: tuple[str, ...]) -> str:
+    return "{" + ", ".join(f"'{name}'" for name in names) + "}"
+
+
+_SCAN_SCREEN = (_SCAN_SCREEN
+                .replace("{--ENGINE_KEYS--}", _lua_list(keys.ENGINE_KEYS))
+                .replace("{--ENGINE_PREFIXES--}", _lua_list(keys.ENGINE_KEY_PREFIXES)))
 _SCREEN_LIMIT = 10_000
 
 #: in the order the screen takes them (its ARGV 5-9)
@@ -248,6 +282,11 @@ class RedisAudit:
         self.batch = batch
         self.timeout = timeout
         self.scanned = 0
+        self.leftovers = Leftovers(
+            "keys", lambda prefix: (
+                f"list them with semvecctl sessions list --match '{prefix}*' and remove "
+                f"them with redis-cli --scan --pattern 'semvec:*{prefix}*' (check the list, "
+                "then DEL each key)"))
         if not self.cluster:
             reg = self.client.register_script
             self._events = reg(_EVENT_LUA)
@@ -288,6 +327,9 @@ class RedisAudit:
             self.scanned += int(reply[1])
             for i in range(2, len(reply), 2):
                 letter, raw = _text(reply[i]), reply[i + 1]
+                if letter == "l":
+                    self._run_data(_text(raw))
+                    continue
                 if letter == "x":
                     yield self._unknown(_text(raw))
                     continue
@@ -304,6 +346,8 @@ class RedisAudit:
         for family, bucket in pending.items():
             if bucket:
                 yield from self._family(node, family, bucket)
+        yield from self.leftovers.findings()
+        self.leftovers.runs.clear()
 
     def _walk_cluster_node(self, node: Any) -> Iterator[Finding]:
         """A cluster primary: SCAN from here, every state row read per key."""
@@ -314,15 +358,19 @@ class RedisAudit:
             states = []
             for raw in raw_keys:
                 text = _text(raw)
+                self._run_data(text)
                 if text.startswith(keys.STATE_PREFIX):
                     states.append(raw)
-                elif not any(text.startswith(p) for p in _FAMILIES):
+                elif not any(text.startswith(p) for p in _FAMILIES) \
+                        and not keys.is_engine_key(text):
                     yield self._unknown(text)
             if states:
                 yield from self._states(node, states)
             if self.progress is not None:
                 self.progress(self.scanned)
             if cursor == 0:
+                yield from self.leftovers.findings()
+                self.leftovers.runs.clear()
                 return
 
     def _family(self, node: Any, family: str, raw_keys: list[bytes]) -> Iterator[Finding]:
@@ -408,12 +456,18 @@ class RedisAudit:
             problems.append(f"event_id {ev_text!r} is not a UUID matching its key")
         if not user_text:
             problems.append("user_id is missing")
-        if emb_text == "null" or emb_text == "missing":
-            problems.append(f"embedding is {emb_text}")
-        elif emb_text != "ok":
-            problems.append("embedding is not a JSON array")
-        if _text(meta) not in ("ok", "missing"):
-            problems.append("meta is not a JSON object")
+        if emb is None or emb is False:
+            problems.append("embedding is missing")
+        elif emb_text.strip() in ("null", ""):
+            problems.append(f"embedding is {emb_text.strip() or 'empty'}")
+        else:
+            problem = embedding_problem(emb)[1]
+            if problem:
+                problems.append(f"embedding {problem}")
+        if meta is not None and meta is not False:
+            problem = meta_problem(meta)[1]
+            if problem:
+                problems.append(f"meta {problem}")
         src = _text(source)
         if src and not _is_uuid(src):
             problems.append(f"source_event_id {src!r} is not a UUID")
@@ -565,6 +619,13 @@ class RedisAudit:
                 yield self._dangling(index_key, member, "time index")
 
     # -- the namespace and the deployment -------------------------------------------
+
+    def _run_data(self, key: str) -> None:
+        for prefix in (keys.STATE_PREFIX, keys.USER_SEQ_INDEX_PREFIX,
+                       keys.USER_TIME_INDEX_PREFIX, keys.USER_COUNTER_PREFIX):
+            if key.startswith(prefix):
+                self.leftovers.see(key[len(prefix):])
+                return
 
     def _unknown(self, key: str) -> Finding:
         return unknown_name("namespace.unknown-key", f"key {key}",

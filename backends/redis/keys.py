@@ -96,3 +96,16 @@ def fnmatch_to_redis_prefilter(pattern: str) -> str:
             out.append(escape_glob(ch))
         i += 1
     return "".join(out)
+
+
+#: what else the engine keeps under ``semvec:`` (ENGINE-WIRE section 6b): its own, not
+#: ours to judge. Exact names, then prefixes.
+ENGINE_KEYS = ("semvec:observers", "semvec:clusters", "semvec:regions")
+ENGINE_KEY_PREFIXES = ("semvec:cortex:global:", "semvec:drift:", "semvec:ratelimit:",
+                       "semvec:proxykey:", "semvec:observer:", "semvec:observer_by_owner",
+                       "semvec:cluster:", "semvec:region:", "semvec:debug:events")
+
+
+def is_engine_key(key: str) -> bool:
+    """A key of one of the engine's other families (not state, not the event log)."""
+    return key in ENGINE_KEYS or key.startswith(ENGINE_KEY_PREFIXES)

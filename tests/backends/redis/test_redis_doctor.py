@@ -312,3 +312,70 @@ def test_reaudit_reports_a_repair_that_did_not_hold(url, monkeypatch):
     assert [f["outcome"] for f in body["findings"] if f["check"] == "counter.behind"] == [
         "repaired", "remains after the re-audit"]
     assert result.exit_code == 1
+
+
+def test_strict_audit_parses_every_json_field(url):
+    """#23 finding 8: meta and embedding are parsed whole, numbers must be finite: a
+    stored ``[NaN]`` (the engine accepts it and then breaks strict JSON), ``[1e999]``, a
+    string in the array, hex, and a meta that is an array or broken JSON are found, each
+    naming the field."""
+    planted = {"[NaN]": ("embedding", "non-finite"), "[1e999]": ("embedding", "non-finite"),
+               '[0.1, "a"]': ("embedding", "non-number"), "[0x10]": ("embedding", "not valid JSON"),
+               "[[0.1]]": ("embedding", "non-number")}
+    metas = {"{bad": "not valid JSON", "[1]": "not a JSON object"}
+    with RedisBackendAdapter(url) as adapter:
+        events = events_for(adapter, "strict", len(planted) + len(metas) + 1)
+        where = {}
+        for event, raw in zip(events, list(planted) + list(metas)):
+            field = planted[raw][0] if raw in planted else "meta"
+            adapter.client.hset(f"semvec:events:e:{event.event_id}", field, raw)
+            where[f"key semvec:events:e:{event.event_id}"] = (
+                field, planted[raw][1] if raw in planted else metas[raw])
+    code, findings = doctor(url)
+    got = {f["where"]: f["what"] for f in findings if f["check"] == "event.unreadable"}
+    assert set(got) == set(where)
+    for place, (field, words) in where.items():
+        assert f"{field} " in got[place] and words in got[place], got[place]
+    assert code == 1
+
+
+def test_engine_key_families_and_sequence_gaps_are_not_damage(url):
+    """#24: the engine's other key families (ENGINE-WIRE 6b) are its own, not "unknown";
+    the gap its single-event delete leaves is a note, not a warning: clean, exit 0."""
+    with RedisBackendAdapter(url) as adapter:
+        r = adapter.client
+        clean_store(url)
+        gone = events_for(adapter, "gapped", 3)[1].event_id
+        adapter.event_store().delete_event(gone)  # what the engine's delete(event_id) does
+        for key in ("semvec:cortex:global:state", "semvec:drift:s-clean", "semvec:ratelimit:k1",
+                    "semvec:proxykey:abc", "semvec:observer:o1", "semvec:observer_by_owner:acme",
+                    "semvec:cluster:c1", "semvec:region:r1", "semvec:debug:events:1"):
+            r.set(key, "x")
+        for key in ("semvec:observers", "semvec:clusters", "semvec:regions"):
+            r.sadd(key, "x")
+    code, findings = doctor(url)
+    assert [(f["check"], f["severity"]) for f in findings] == [("events.sequence-gap", "info")]
+    assert code == 0
+
+
+def test_leftover_load_and_conformance_data_is_flagged(url):
+    """#23: data left under a load run's or a conformance run's prefix is a warning naming
+    the prefix and the command that removes it (for a load run, with its --sessions)."""
+    with RedisBackendAdapter(url) as adapter:
+        store = adapter.state_store()
+        for j in (0, 3):
+            store.save(f"semvec-load-0a1b2c3d4e-s{j}", b"x", expected_version=None)
+        adapter.event_store().append(MemoryEvent(
+            event_id=str(uuid.uuid4()), user_id="semvec-load-0a1b2c3d4e-u1", content="c"))
+        store.save("semvec-conf-deadbeef-state-s1-x", b"x", expected_version=None)
+        clean_store(url)
+    code, findings = doctor(url)
+    left = {f["where"]: f for f in findings if f["check"] == "leftover.run-data"}
+    assert set(left) == {"keys prefix semvec-load-0a1b2c3d4e-", "keys prefix semvec-conf-deadbeef-"}
+    load = left["keys prefix semvec-load-0a1b2c3d4e-"]
+    assert load["severity"] == "warning"
+    assert ("semvecctl load cleanup --prefix semvec-load-0a1b2c3d4e- --sessions 4"
+            in load["repair"])
+    assert "semvec-conf-deadbeef-" in left["keys prefix semvec-conf-deadbeef-"]["repair"]
+    assert [f for f in findings if f["check"] != "leftover.run-data"] == []
+    assert code == 0  # a warning
