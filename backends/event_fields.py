@@ -39,13 +39,13 @@ def embedding_problem(raw: Any, *, text: bool = True) -> tuple[tuple[float, ...]
     if isinstance(raw, (list, tuple)):
         value: Any = list(raw)
     else:
-        text = _text(raw)
-        if text is None:
+        decoded = _text(raw)
+        if decoded is None:
             return (), "is not UTF-8 text"
-        if text.strip() == "null":
+        if decoded.strip() == "null":
             return (), ""
         try:  # NaN and Infinity parse here and are refused below, by position
-            value = json.loads(text)
+            value = json.loads(decoded)
         except ValueError as exc:
             return (), f"is not valid JSON ({str(exc).splitlines()[0][:60]})"
     if not isinstance(value, list):
@@ -71,11 +71,11 @@ def meta_problem(raw: Any, *, text: bool = True) -> tuple[dict[str, Any], str]:
     if isinstance(raw, dict):
         value: Any = raw
     else:
-        text = _text(raw)
-        if text is None:
+        decoded = _text(raw)
+        if decoded is None:
             return {}, "is not UTF-8 text"
         try:  # NaN in meta is what the engine's json.loads reads too: not refused
-            value = json.loads(text)
+            value = json.loads(decoded)
         except ValueError as exc:
             return {}, f"is not valid JSON ({str(exc).splitlines()[0][:60]})"
     if not isinstance(value, dict):

@@ -147,9 +147,11 @@ class SequenceWalk:
 
 def unreadable_state(where: str, session_id: Any, damage: str) -> Finding:
     """A session row that fails the store's strict read (``damage``: what and why)."""
+    from backends.session_ids import shown
+
     return Finding(
         "state.unreadable", Severity.error, where,
-        f"session {session_id!r} fails a strict read: {damage}",
+        f"session {shown(str(session_id))} fails a strict read: {damage}",
         "the engine refuses to load it (CorruptState); a best-effort read would save over "
         "the real state",
         "restore the session from an archive (sessions import) or delete it")

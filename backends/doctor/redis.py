@@ -28,6 +28,7 @@ from backends.doctor.model import (Finding, Leftovers, Section, SequenceWalk, Se
 from backends.event_fields import embedding_problem, meta_problem
 from backends.redis import keys
 from backends.redis.state_store import damage_of
+from backends.session_ids import escape_id, from_key, shown
 
 _BATCH = 500
 _CHUNK = 1000
@@ -179,7 +180,8 @@ end
 local function state_ok(k)
   local v = redis.pcall('HMGET', k, 'version', 'owner', 'pending')
   if type(v) ~= 'table' or v['err'] then return false end
-  return v[1] and string.match(v[1], '^[1-9]%d*$') ~= nil
+  return not string.find(k, '[\\128-\\255]')
+    and v[1] and string.match(v[1], '^[1-9]%d*$') ~= nil
     and not (v[2] and string.find(v[2], '[\\128-\\255]'))
     and not (v[3] and string.find(v[3], '[\\128-\\255]'))
     and redis.call('HEXISTS', k, 'blob') == 1
@@ -406,12 +408,13 @@ class RedisAudit:
         return rows
 
     def _states(self, node: Any, raw_keys: list[bytes]) -> Iterator[Finding]:
+        prefix = len(keys.STATE_PREFIX.encode("utf-8"))
         for raw, row in zip(raw_keys, self._state_rows(node, raw_keys)):
-            yield from self._state_row(_text(raw), row)
+            session_id = from_key(raw[prefix:])  # every byte kept; shown escaped
+            yield from self._state_row(keys.STATE_PREFIX + escape_id(session_id), session_id, row)
 
-    def _state_row(self, key: str, row: list[Any]) -> Iterator[Finding]:
+    def _state_row(self, key: str, session_id: str, row: list[Any]) -> Iterator[Finding]:
         kind, version, owner, pending, has_blob, ttl = row
-        session_id = key[len(keys.STATE_PREFIX):]
         if _text(kind) != "hash":
             yield Finding(
                 "state.wrong-type", Severity.error, f"key {key}",
@@ -426,7 +429,7 @@ class RedisAudit:
         if self.ttl > 0 and isinstance(ttl, int) and ttl == -1:
             yield Finding(
                 "state.no-ttl", Severity.warning, f"key {key}",
-                f"session {session_id!r} has no expiry though an idle TTL of {self.ttl}s "
+                f"session {shown(session_id)} has no expiry though an idle TTL of {self.ttl}s "
                 "is configured",
                 "it is never reclaimed; the store grows without bound",
                 f"let the next write re-apply the TTL, or EXPIRE it ({self.ttl}s) "

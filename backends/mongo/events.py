@@ -76,10 +76,11 @@ def event_from_document(doc: Mapping[str, Any]) -> MemoryEvent:
                       f"is not a string ({type(user_id).__name__})")
     created = doc.get("created_at")
     if isinstance(created, str):
+        stamp = created
         try:
-            created = datetime.fromisoformat(created)
+            created = datetime.fromisoformat(stamp)
         except ValueError:
-            raise damaged("created_at", f"is not an ISO-8601 time ({created[:40]!r})") from None
+            raise damaged("created_at", f"is not an ISO-8601 time ({stamp[:40]!r})") from None
     if not isinstance(created, datetime):
         raise damaged("created_at", "is missing" if created is None else
                       f"is not a date ({type(created).__name__})")

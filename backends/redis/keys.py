@@ -6,6 +6,8 @@ cannot drift apart module by module.
 
 from __future__ import annotations
 
+from backends.session_ids import has_undecodable, to_key
+
 STATE_PREFIX = "semvec:state:"
 EVENT_PREFIX = "semvec:events:e:"
 USER_SEQ_INDEX_PREFIX = "semvec:events:u:"
@@ -35,6 +37,15 @@ EVENT_FIELDS = (
 
 
 def state_key(session_id: str) -> str:
+    return STATE_PREFIX + session_id
+
+
+def addressable_state_key(session_id: str) -> str | bytes:
+    """The session's key for reads and deletes; bytes when the id holds bytes that are
+    not UTF-8 (held surrogate-escaped, see backends.session_ids), so such a key stays
+    reachable. Writes use :func:`state_key` and refuse such ids."""
+    if has_undecodable(session_id):
+        return STATE_PREFIX.encode("utf-8") + to_key(session_id)
     return STATE_PREFIX + session_id
 
 
