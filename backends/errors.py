@@ -114,7 +114,7 @@ class CorruptEvent(IntegrityError):
         self.user_id = user_id
         of = f" of user {user_id!r}" if user_id else ""
         super().__init__(f"event {event_id!r}{of} is damaged: field {field!r} {problem} "
-                         "(the engine cannot read it either; see semvecctl doctor)")
+                         "(semvecctl doctor lists every damaged row)")
 
 
 class InjectedFault(BackendError):

@@ -19,6 +19,12 @@ from typing import Any
 from backends.errors import CorruptEvent
 
 
+def _why(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg.lower()} at character {exc.pos + 1}"
+    return str(exc).splitlines()[0][:80]
+
+
 def _text(raw: Any) -> str | None:
     if isinstance(raw, (bytes, bytearray, memoryview)):
         try:
@@ -47,7 +53,7 @@ def embedding_problem(raw: Any, *, text: bool = True) -> tuple[tuple[float, ...]
         try:  # NaN and Infinity parse here and are refused below, by position
             value = json.loads(decoded)
         except ValueError as exc:
-            return (), f"is not valid JSON ({str(exc).splitlines()[0][:60]})"
+            return (), f"is not valid JSON ({_why(exc)})"
     if not isinstance(value, list):
         return (), f"is not a JSON array (a {type(value).__name__})"
     out = []
@@ -77,7 +83,7 @@ def meta_problem(raw: Any, *, text: bool = True) -> tuple[dict[str, Any], str]:
         try:  # NaN in meta is what the engine's json.loads reads too: not refused
             value = json.loads(decoded)
         except ValueError as exc:
-            return {}, f"is not valid JSON ({str(exc).splitlines()[0][:60]})"
+            return {}, f"is not valid JSON ({_why(exc)})"
     if not isinstance(value, dict):
         return {}, f"is not a JSON object (a {type(value).__name__})"
     return value, ""

@@ -93,7 +93,7 @@ def list_sessions(
 
 @app.command("inspect")
 def inspect_session(
-    session_id: str = typer.Argument(..., help="The session id."),
+    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash)."),
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
@@ -183,7 +183,7 @@ def has_undecodable_cause(exc: BaseException) -> bool:
 
 @app.command("delete")
 def delete_session(
-    session_id: str = typer.Argument(..., help="The session id."),
+    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash)."),
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,

@@ -379,3 +379,41 @@ def test_leftover_load_and_conformance_data_is_flagged(url):
     assert "semvec-conf-deadbeef-" in left["keys prefix semvec-conf-deadbeef-"]["repair"]
     assert [f for f in findings if f["check"] != "leftover.run-data"] == []
     assert code == 0  # a warning
+
+
+def test_apply_interrupted_then_rerun_converges(url, monkeypatch):
+    """Each repair is one atomic script, so an interrupted --fix --apply (exit 130) leaves
+    some entries repaired and the rest as they were; the rerun repairs exactly the rest,
+    its re-audit is clean and it exits 0."""
+    import backends.doctor as doctor_pkg
+    import backends.doctor.redis as audit_module
+
+    monkeypatch.setattr(audit_module, "_CHUNK", 40)
+    ghosts = 300
+    with RedisBackendAdapter(url) as adapter:
+        events_for(adapter, "cut", 2)
+        pipe = adapter.client.pipeline(transaction=False)
+        for i in range(ghosts):
+            pipe.zadd("semvec:events:u:cut", {str(uuid.uuid4()): 10 + i})
+        pipe.execute()
+    real = doctor_pkg.apply_repair
+    calls = {"n": 0}
+
+    def interrupted(finding):
+        calls["n"] += 1
+        if calls["n"] > 120:
+            raise KeyboardInterrupt
+        return real(finding)
+
+    monkeypatch.setattr(doctor_pkg, "apply_repair", interrupted)
+    first = runner.invoke(app, ["doctor", "--uri", url, "--fix", "--apply"])
+    assert first.exit_code == 130, first.output
+    with RedisBackendAdapter(url) as adapter:
+        assert adapter.client.zcard("semvec:events:u:cut") == 2 + ghosts - 120
+    monkeypatch.setattr(doctor_pkg, "apply_repair", real)
+    result = runner.invoke(app, ["doctor", "--uri", url, "-o", "json", "--fix", "--apply"])
+    body = json.loads(result.stdout)
+    assert body["summary"]["repaired"] == ghosts - 120
+    assert body["reaudit"]["error"] == 0 and result.exit_code == 0
+    with RedisBackendAdapter(url) as adapter:
+        assert adapter.client.zcard("semvec:events:u:cut") == 2
