@@ -4,7 +4,8 @@ One finding per problem (severity, section, where, what, why, repair). Exit 0 wh
 finding is an error (warnings and advice allowed), 1 otherwise. ``--fix`` shows the
 repair plan; ``--fix --apply`` performs only the repairs that cannot lose data, reports
 each, re-reads the place it repaired, then audits the whole store again: the exit code and
-the repaired count are those of that re-audit (a repair it finds undone is not counted). The audit logic is in :mod:`backends.doctor`.
+the repaired count are those of that re-audit (a repair it finds undone is not counted).
+The audit logic is in :mod:`backends.doctor`.
 """
 
 
@@ -55,6 +56,7 @@ def app(
     with open_adapter(spec) as adapter_obj, out.progress_task("auditing", unit=" keys") as task:
         findings = audit(adapter_obj, batch=batch_size, timeout=timeout, progress=task.set)
         claimed: set[tuple[str, str]] = set()  # what this run says it repaired
+        listed_places: set[tuple[str, str]] = set()  # what the first pass showed
 
         def rows() -> Iterator[dict[str, Any]]:
             nonlocal reaudit
@@ -68,13 +70,15 @@ def app(
                     counts["repaired"] += 1
                     claimed.add((finding.check, finding.where))
                 counts["blocking"] += blocking(finding)
+                if apply:
+                    listed_places.add((finding.check, finding.where))
                 yield finding.to_dict()
             if not attempted:
                 return
             # the proof: the whole store audited again, read-only. What a repair claimed
-            # and the re-audit still finds is not repaired; a repairable problem the first
-            # pass never reached (or a repair made) is reported too; a finding that needs
-            # a human was listed above and is counted, not listed twice.
+            # and the re-audit still finds is not repaired; a repairable problem, or any
+            # problem the first pass did not show (never reached, or new), is listed too;
+            # one that needs a human and was listed above is counted, not listed twice.
             reaudit = {"error": 0, "warning": 0, "info": 0, "remaining": 0, "blocking": 0,
                        "false_claims": 0}
             for again in audit(adapter_obj, batch=batch_size, timeout=timeout,
@@ -84,7 +88,7 @@ def app(
                 place = (again.check, again.where)
                 if place in claimed:
                     reaudit["false_claims"] += 1
-                if again.safe or place in claimed:
+                if again.safe or place in claimed or place not in listed_places:
                     reaudit["remaining"] += 1
                     again.outcome = "remains after the re-audit"
                     yield again.to_dict()
@@ -107,7 +111,7 @@ def app(
         summary += f"; {counts['repaired']} repaired" if apply else "; plan only, nothing written"
     if reaudit is not None:
         summary += (f"; re-audit: {reaudit['error']} error(s), {reaudit['warning']} "
-                    f"warning(s), {reaudit['remaining']} repairable problem(s) remain")
+                    f"warning(s); {reaudit['remaining']} listed as remaining")
     out.info(f"{summary} {task.summary()}")
     if counts["blocking"]:
         current().abort(f"{counts['blocking']} finding(s) at error severity remain",
