@@ -5,9 +5,14 @@ One script call per page scans the keys and checks each in place (state rows, ev
 event's fields and index membership, every index entry's event, duplicate and missing
 sequences, counters), returning only the keys that need a closer look; those are read
 again and judged in Python, with the stores' own strict rules. A sound page costs one
-short reply, and memory stays flat: nothing is remembered across pages, and an index too
-large for the screen is walked in rank-ordered chunks (duplicates and gaps are adjacent
-scores). On a Redis Cluster each primary is scanned on its own and state rows are read
+short reply, and memory stays flat: nothing is remembered across pages (but one count
+per load/conformance-run prefix seen), and an index is walked in chunks by a (score,
+member) cursor (duplicates and gaps are adjacent scores), which the repairs' own removals
+cannot shift. The screen parses every meta and embedding whole (cjson) and checks each
+number is finite; a key it returns is judged again by the decoders' own JSON rules
+(backends.event_fields). The engine's other key families (ENGINE-WIRE 6b) are passed
+over. A session key whose id is not UTF-8 is reported with the id escaped
+(backends.session_ids). On a Redis Cluster each primary is scanned on its own and state rows are read
 with per-key pipelines (a script may not touch keys of several slots); the event family
 is not checked there, because the adapter keeps no event log on a cluster.
 

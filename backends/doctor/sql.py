@@ -3,8 +3,11 @@ server filters, read through a server-side cursor, so only damaged rows cross th
 and memory stays flat however large the tables are.
 
 The engine's SQL layout keeps no sequence numbers, counters or index entries for events
-(ENGINE-WIRE section 5), so the event checks here are the readability ones; there is no
-safe repair to perform, and ``--fix --apply`` changes nothing on SQL stores.
+(ENGINE-WIRE section 5), so the event checks here are the readability ones (an embedding
+or meta that is not plainly well-formed is parsed in Python by the decoders' rules). The
+one safe repair is purging the item-mirror rows of a session that is gone; the orphans
+are collected before the first is reported, so a purge never runs under an open cursor.
+The engine's other tables (ENGINE-WIRE 6b) are known and not reported.
 """
 
 from __future__ import annotations
