@@ -99,6 +99,24 @@ class CorruptState(IntegrityError):
         super().__init__(f"session {session_id!r} is damaged: field {field!r} {problem}")
 
 
+class CorruptEvent(IntegrityError):
+    """A stored event cannot be read strictly: a field is missing, is not the JSON it
+    must be (``meta`` an object, ``embedding`` an array of finite numbers), or holds an
+    impossible value. Names the event (and its user when known) and the field, so the
+    operator can find the row; a command that meets it fails with exit 1, never with a
+    best-effort event."""
+
+    def __init__(self, event_id: str, field: str, problem: str, *,
+                 user_id: str | None = None) -> None:
+        self.event_id = event_id
+        self.field = field
+        self.problem = problem
+        self.user_id = user_id
+        of = f" of user {user_id!r}" if user_id else ""
+        super().__init__(f"event {event_id!r}{of} is damaged: field {field!r} {problem} "
+                         "(semvecctl doctor lists every damaged row)")
+
+
 class InjectedFault(BackendError):
     """Raised by an adapter's fault seam (conformance only): a failure planted on purpose
     at a named point of a write, to check that the write leaves all or nothing."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+import re
 from typing import Any, Callable, Iterator
 
 
@@ -135,18 +136,22 @@ class SequenceWalk:
             return None
         more = " …" if self.missing > len(self.gaps) else ""
         return Finding(
-            "events.sequence-gap", Severity.warning, self.place,
+            "events.sequence-gap", Severity.info, self.place,
             f"user {self.user!r} is missing {self.missing} sequence number(s): "
             f"{', '.join(self.gaps)}{more}",
-            "unless those events were deleted on purpose, events were lost",
-            "compare with the last export or the audit trail")
+            "the engine deletes single events by id (ENGINE-WIRE 6b), which leaves "
+            "exactly such gaps: not damage on its own",
+            "nothing to do if those events were deleted on purpose; otherwise compare "
+            "with the last export or the audit trail")
 
 
 def unreadable_state(where: str, session_id: Any, damage: str) -> Finding:
     """A session row that fails the store's strict read (``damage``: what and why)."""
+    from backends.session_ids import shown
+
     return Finding(
         "state.unreadable", Severity.error, where,
-        f"session {session_id!r} fails a strict read: {damage}",
+        f"session {shown(str(session_id))} fails a strict read: {damage}",
         "the engine refuses to load it (CorruptState); a best-effort read would save over "
         "the real state",
         "restore the session from an archive (sessions import) or delete it")
@@ -166,3 +171,48 @@ def unknown_name(check: str, where: str, what: str) -> Finding:
     return Finding(check, Severity.info, where, what,
                    "another writer shares the prefix; semvecctl leaves it alone",
                    "find its writer; doctor never touches it")
+
+
+#: the prefixes of the ids a load run and a conformance run write (removed afterwards
+#: unless the run was killed): ``semvec-load-<hex>-`` and ``semvec-conf-<hex>-``
+RUN_PREFIX = re.compile(r"(semvec-(load|conf)-[0-9a-f]+-)")
+
+
+class Leftovers:
+    """Ids seen under a load-run or conformance-run prefix, counted per run; one warning
+    per run at the end, naming the prefix and the command that removes it."""
+
+    def __init__(self, where: str, cleanup_hint: Callable[[str], str]) -> None:
+        self.where = where
+        self.cleanup_hint = cleanup_hint
+        self.runs: dict[str, list[int]] = {}  # prefix -> [ids seen, highest load index]
+
+    def see(self, name: str) -> bool:
+        """Count ``name`` (a session or user id) if it is a run's; True when it is."""
+        found = RUN_PREFIX.match(name)
+        if found is None:
+            return False
+        prefix = found.group(1)
+        entry = self.runs.setdefault(prefix, [0, -1])
+        entry[0] += 1
+        tail = name[len(prefix):]
+        if tail[:1] in ("s", "u") and tail[1:].isdigit():
+            entry[1] = max(entry[1], int(tail[1:]))
+        return True
+
+    def findings(self) -> Iterator[Finding]:
+        for prefix in sorted(self.runs):
+            seen, top = self.runs[prefix]
+            if prefix.startswith("semvec-load-"):
+                repair = (f"semvecctl load cleanup --prefix {prefix} --sessions "
+                          f"{max(top + 1, 1)} --uri URI --yes")
+                kind = "a load run (semvecctl load run)"
+            else:
+                repair = self.cleanup_hint(prefix)
+                kind = "a conformance run (semvecctl conformance run)"
+            yield Finding(
+                "leftover.run-data", Severity.warning, f"{self.where} prefix {prefix}",
+                f"{seen} key(s)/row(s) under {prefix}, left by {kind} that did not "
+                "finish its cleanup",
+                "test data in a live store: listings, exports and counts include it",
+                repair)

@@ -4,7 +4,8 @@ Events are read in ``(user_id, sequence)`` order (the engine's unique index serv
 so each user's duplicates, gaps and highest sequence are seen in one pass holding one
 user at a time. MongoDB maintains its own indexes, so "index entry without its event"
 cannot happen here; a missing or drifted index is reported from ``indexes validate``.
-The one safe repair is raising a counter (``$max``: it can only go up).
+The safe repairs are raising a counter (``$max``: it can only go up) and purging the
+item-mirror documents of a session that is gone.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from datetime import datetime
 from typing import Any, Callable, Iterator
 
 from backends.doctor.indexes import engine_index_names, index_findings
-from backends.doctor.model import (Finding, Section, SequenceWalk, Severity, unknown_name,
-                                   unreadable_event, unreadable_state)
+from backends.doctor.model import (Finding, Leftovers, Section, SequenceWalk, Severity,
+                                   unknown_name, unreadable_event, unreadable_state)
+from backends.event_fields import embedding_problem, meta_problem
 
 _WHY_DUPLICATE = ("order and deletion by sequence are ambiguous; the unique index "
                   "ix_evt_user_seq cannot be built")
@@ -65,6 +67,7 @@ class MongoAudit:
             yield from self.events()
         if n.ITEMS_COLLECTION in present:
             yield from self.orphan_items()
+        yield from self.leftovers(present)
         known = {n.STATE_COLLECTION, n.EVENTS_COLLECTION, n.COUNTERS_COLLECTION,
                  n.ITEMS_COLLECTION}
         for name in sorted(present - known):
@@ -131,12 +134,16 @@ class MongoAudit:
             problems.append("user_id is missing")
         if "embedding" not in doc or doc["embedding"] is None:
             problems.append("embedding is null")
-        elif not isinstance(doc["embedding"], list):
-            problems.append("embedding is not a list")
+        else:
+            problem = embedding_problem(doc["embedding"], text=False)[1]
+            if problem:
+                problems.append(f"embedding {problem}")
         if not isinstance(doc.get("created_at"), datetime):
             problems.append("created_at is not a date")
-        if doc.get("meta") is not None and not isinstance(doc.get("meta"), dict):
-            problems.append("meta is not a document")
+        if doc.get("meta") is not None:
+            problem = meta_problem(doc["meta"], text=False)[1]
+            if problem:
+                problems.append(f"meta {problem}")
         source = doc.get("source_event_id")
         if source not in (None, "") and not _is_uuid(source):
             problems.append(f"source_event_id {source!r} is not a UUID")
@@ -171,8 +178,11 @@ class MongoAudit:
     # -- item mirror -------------------------------------------------------------------
 
     def orphan_items(self) -> Iterator[Finding]:
+        """Item-mirror documents of sessions that are gone, one finding per session;
+        collected before any is reported, so a purge never runs under this cursor."""
         items = self.db[self.names.ITEMS_COLLECTION]
         state = self.db[self.names.STATE_COLLECTION]
+        orphans: list[tuple[Any, int]] = []
         current: Any = None
         count = 0
         cursor = items.find({}, {"session_id": 1}, batch_size=self.batch).sort("session_id", 1)
@@ -180,16 +190,60 @@ class MongoAudit:
             session_id = doc.get("session_id") if doc is not None else object()
             if session_id != current:
                 if current is not None and count and state.find_one({"_id": current}, {"_id": 1}) is None:
-                    yield Finding(
-                        "items.orphaned", Severity.warning,
-                        f"collection {items.name} session {current!r}",
-                        f"{count} item-mirror document(s) of session {current!r}, which no "
-                        "longer exists",
-                        "server-side retrieval can still serve them, and an erasure of the "
-                        "session missed them",
-                        "purge the session's items (after checking the session is gone for good)")
+                    orphans.append((current, count))
                 current, count = session_id, 0
             count += 1
+        for session_id, count in orphans:
+            finding = Finding(
+                "items.orphaned", Severity.warning,
+                f"collection {items.name} session {session_id!r}",
+                f"{count} item-mirror document(s) of session {session_id!r}, which no "
+                "longer exists",
+                "server-side retrieval can still serve them, and an erasure of the "
+                "session missed them",
+                "purge the session's items (safe: only while the session is absent; "
+                "--fix --apply does it)")
+            finding.fix = self._purge(session_id)
+            finding.verify = self._purged(session_id)
+            yield finding
+
+    def _purge(self, session_id: Any) -> Callable[[], None]:
+        items = self.db[self.names.ITEMS_COLLECTION]
+        state = self.db[self.names.STATE_COLLECTION]
+
+        def purge() -> None:
+            if state.find_one({"_id": session_id}, {"_id": 1}) is None:  # checked just before
+                items.delete_many({"session_id": session_id})
+        return purge
+
+    def _purged(self, session_id: Any) -> Callable[[], bool]:
+        items = self.db[self.names.ITEMS_COLLECTION]
+        state = self.db[self.names.STATE_COLLECTION]
+
+        def purged() -> bool:
+            return (items.find_one({"session_id": session_id}, {"_id": 1}) is None
+                    or state.find_one({"_id": session_id}, {"_id": 1}) is not None)
+        return purged
+
+    def leftovers(self, present: set[str]) -> Iterator[Finding]:
+        """Data a load or conformance run left (its cleanup never finished)."""
+        n = self.names
+        found = Leftovers("documents", lambda prefix: (
+            f"list them with semvecctl sessions list --match '{prefix}*' and delete each "
+            f"(semvecctl sessions delete ID --yes); events: delete_many({{user_id: "
+            f"/^{prefix}/}}) on {n.EVENTS_COLLECTION}"))
+        pattern = {"$regex": "^semvec-(load|conf)-"}
+        for coll, field in ((n.STATE_COLLECTION, "_id"), (n.EVENTS_COLLECTION, "user_id"),
+                            (n.ITEMS_COLLECTION, "session_id")):
+            if coll not in present:
+                continue
+            seen: set[Any] = set()
+            for doc in self.db[coll].find({field: pattern}, {field: 1}, batch_size=self.batch):
+                value = doc.get(field)
+                if value not in seen:
+                    seen.add(value)
+                    found.see(str(value))
+        yield from found.findings()
 
     # -- the deployment ----------------------------------------------------------------
 

@@ -5,9 +5,14 @@ One script call per page scans the keys and checks each in place (state rows, ev
 event's fields and index membership, every index entry's event, duplicate and missing
 sequences, counters), returning only the keys that need a closer look; those are read
 again and judged in Python, with the stores' own strict rules. A sound page costs one
-short reply, and memory stays flat: nothing is remembered across pages, and an index too
-large for the screen is walked in rank-ordered chunks (duplicates and gaps are adjacent
-scores). On a Redis Cluster each primary is scanned on its own and state rows are read
+short reply, and memory stays flat: nothing is remembered across pages (but one count
+per load/conformance-run prefix seen), and an index is walked in chunks by a (score,
+member) cursor (duplicates and gaps are adjacent scores), which the repairs' own removals
+cannot shift. The screen parses every meta and embedding whole (cjson) and checks each
+number is finite; a key it returns is judged again by the decoders' own JSON rules
+(backends.event_fields). The engine's other key families (ENGINE-WIRE 6b) are passed
+over. A session key whose id is not UTF-8 is reported with the id escaped
+(backends.session_ids). On a Redis Cluster each primary is scanned on its own and state rows are read
 with per-key pipelines (a script may not touch keys of several slots); the event family
 is not checked there, because the adapter keeps no event log on a cluster.
 
@@ -23,10 +28,12 @@ import uuid
 from datetime import datetime
 from typing import Any, Callable, Iterator
 
-from backends.doctor.model import (Finding, Section, SequenceWalk, Severity, unknown_name,
+from backends.doctor.model import (Finding, Leftovers, Section, SequenceWalk, Severity, unknown_name,
                                    unreadable_event, unreadable_state)
+from backends.event_fields import embedding_problem, meta_problem
 from backends.redis import keys
 from backends.redis.state_store import damage_of
+from backends.session_ids import escape_id, from_key, shown
 
 _BATCH = 500
 _CHUNK = 1000
@@ -34,14 +41,6 @@ _DECIMAL = re.compile(rb"[1-9][0-9]*")
 _COUNT = re.compile(rb"[0-9]+")
 
 _EVENT_LUA = """
-local function shape(raw, want)
-  if not raw then return 'missing' end
-  local ok, v = pcall(cjson.decode, raw)
-  if not ok then return 'bad' end
-  if v == cjson.null then return 'null' end
-  if type(v) ~= want then return 'bad' end
-  return 'ok'
-end
 local out = {}
 for _, k in ipairs(KEYS) do
   local t = redis.call('TYPE', k)['ok']
@@ -58,8 +57,8 @@ for _, k in ipairs(KEYS) do
     end
     out[#out + 1] = t
     for i = 1, 5 do out[#out + 1] = v[i] end
-    out[#out + 1] = shape(v[6], 'table')
-    out[#out + 1] = shape(v[7], 'table')
+    out[#out + 1] = v[6]
+    out[#out + 1] = v[7]
     out[#out + 1] = u; out[#out + 1] = tm
   else
     out[#out + 1] = t
@@ -70,14 +69,30 @@ return out
 """
 _EVENT_WIDTH = 10
 
-#: KEYS[1] an index; ARGV: event prefix, first rank, last rank -> member, score, exists
+#: KEYS[1] an index; ARGV: event prefix, lowest score (a score string or '-inf'), the
+#: last member seen at that score ('' for none), page size -> member, score, exists per
+#: entry, in index order. A (score, member) cursor, not a rank: the repairs remove
+#: entries this walk has already passed, which would shift every rank behind them (a
+#: rank cursor then skips as many entries as were repaired). Entries that share the
+#: cursor's score are read as one group (members of one score sort bytewise).
 _INDEX_LUA = """
-local rows = redis.call('ZRANGE', KEYS[1], ARGV[2], ARGV[3], 'WITHSCORES')
+local low, after, limit = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local out = {}
-for i = 1, #rows, 2 do
-  out[#out + 1] = rows[i]; out[#out + 1] = rows[i + 1]
-  out[#out + 1] = redis.call('EXISTS', ARGV[1] .. rows[i])
+local function put(rows, skip)
+  for i = 1, #rows, 2 do
+    if not (skip and rows[i] <= after) then
+      out[#out + 1] = rows[i]; out[#out + 1] = rows[i + 1]
+      out[#out + 1] = redis.call('EXISTS', ARGV[1] .. rows[i])
+    end
+  end
 end
+if after ~= '' then
+  put(redis.call('ZRANGEBYSCORE', KEYS[1], low, low, 'WITHSCORES'), true)
+  low = '(' .. low
+end
+local rest = redis.call('ZRANGEBYSCORE', KEYS[1], low, '+inf', 'WITHSCORES', 'LIMIT', 0, limit)
+put(rest, false)
+out[#out + 1] = #rest
 return out
 """
 
@@ -129,16 +144,49 @@ local UUID = '^' .. H .. H .. '%-' .. H .. '%-' .. H .. '%-' .. H .. '%-' .. H .
 local TIME = '^%d%d%d%d%-[01]%d%-[0-3]%dT[0-2]%d:[0-5]%d:[0-5]%d[%.%d]*[%+%-]%d%d:%d%d$'
 
 local function starts(k, p) return string.sub(k, 1, string.len(p)) == p end
+local ENGINE_KEYS, ENGINE_PREFIXES = {--ENGINE_KEYS--}, {--ENGINE_PREFIXES--}
 
+local function engine(k)
+  for _, name in ipairs(ENGINE_KEYS) do if k == name then return true end end
+  for _, p in ipairs(ENGINE_PREFIXES) do if starts(k, p) then return true end end
+  return false
+end
+
+-- a load run's or a conformance run's id (the caller counts them per run)
+local function run_data(k, p)
+  local id = string.sub(k, string.len(p) + 1)
+  return starts(id, 'semvec-load-') or starts(id, 'semvec-conf-')
+end
+
+-- meta: a JSON object (cjson decodes arrays to tables too: the text must open with '{')
 local function shaped(raw)
+  if not string.find(raw, '^%s*{') then return false end
   local ok, v = pcall(cjson.decode, raw)
   return ok and type(v) == 'table'
+end
+
+-- embedding: a JSON array of finite numbers, parsed whole (cjson also reads NaN, inf
+-- and hex, which Python's strict reading refuses; an object has keys beyond 1..n)
+local function numbers(raw)
+  if not string.find(raw, '^%s*%[') or string.find(raw, 'x', 1, true)
+      or string.find(raw, 'X', 1, true) then return false end
+  local ok, v = pcall(cjson.decode, raw)
+  if not ok or type(v) ~= 'table' then return false end
+  local n = 0
+  for _ in pairs(v) do n = n + 1 end
+  if n ~= #v then return false end
+  for i = 1, n do
+    local x = v[i]
+    if type(x) ~= 'number' or x ~= x or x == math.huge or x == -math.huge then return false end
+  end
+  return true
 end
 
 local function state_ok(k)
   local v = redis.pcall('HMGET', k, 'version', 'owner', 'pending')
   if type(v) ~= 'table' or v['err'] then return false end
-  return v[1] and string.match(v[1], '^[1-9]%d*$') ~= nil
+  return not string.find(k, '[\\128-\\255]')
+    and v[1] and string.match(v[1], '^[1-9]%d*$') ~= nil
     and not (v[2] and string.find(v[2], '[\\128-\\255]'))
     and not (v[3] and string.find(v[3], '[\\128-\\255]'))
     and redis.call('HEXISTS', k, 'blob') == 1
@@ -154,8 +202,8 @@ local function event_ok(k)
     and v[3] and string.match(v[3], TIME) ~= nil
     and v[4] and string.match(v[4], '^[1-9]%d*$') ~= nil
     and (not v[5] or v[5] == '' or string.match(v[5], UUID) ~= nil)
-    and v[6] and string.find(v[6], '^%s*%[') ~= nil and string.find(v[6], '%]%s*$') ~= nil
-    and (not v[7] or shaped(v[7]))
+    and v[6] and numbers(v[6])
+    and (not v[7] or v[7] == '' or shaped(v[7]))
   if not ok then return false end
   local s = redis.pcall('ZSCORE', UP .. v[2], id)
   local t = redis.pcall('ZSCORE', TP .. v[2], id)
@@ -184,17 +232,26 @@ end
 local page = redis.call('SCAN', ARGV[1], 'MATCH', 'semvec:*', 'COUNT', ARGV[2])
 local out = {page[1], #page[2]}
 for _, k in ipairs(page[2]) do
-  local family, ok
-  if starts(k, SP) then family, ok = 's', state_ok(k)
+  local family, ok, p
+  if starts(k, SP) then family, ok, p = 's', state_ok(k), SP
   elseif starts(k, EP) then family, ok = 'e', event_ok(k)
-  elseif starts(k, UP) then family, ok = 'u', index_ok(k, CP, string.len(UP))
-  elseif starts(k, TP) then family, ok = 't', index_ok(k, '', string.len(TP))
-  elseif starts(k, CP) then family, ok = 'c', true
+  elseif starts(k, UP) then family, ok, p = 'u', index_ok(k, CP, string.len(UP)), UP
+  elseif starts(k, TP) then family, ok, p = 't', index_ok(k, '', string.len(TP)), TP
+  elseif starts(k, CP) then family, ok, p = 'c', true, CP
+  elseif engine(k) then family, ok = 'x', true
   else family, ok = 'x', false end
+  if p and run_data(k, p) then out[#out + 1] = 'l'; out[#out + 1] = k end
   if not ok then out[#out + 1] = family; out[#out + 1] = k end
 end
 return out
 """
+def _lua_list(names: tuple[str, ...]) -> str:
+    return "{" + ", ".join(f"'{name}'" for name in names) + "}"
+
+
+_SCAN_SCREEN = (_SCAN_SCREEN
+                .replace("{--ENGINE_KEYS--}", _lua_list(keys.ENGINE_KEYS))
+                .replace("{--ENGINE_PREFIXES--}", _lua_list(keys.ENGINE_KEY_PREFIXES)))
 _SCREEN_LIMIT = 10_000
 
 #: in the order the screen takes them (its ARGV 5-9)
@@ -232,6 +289,11 @@ class RedisAudit:
         self.batch = batch
         self.timeout = timeout
         self.scanned = 0
+        self.leftovers = Leftovers(
+            "keys", lambda prefix: (
+                f"list them with semvecctl sessions list --match '{prefix}*' and remove "
+                f"them with redis-cli --scan --pattern 'semvec:*{prefix}*' (check the list, "
+                "then DEL each key)"))
         if not self.cluster:
             reg = self.client.register_script
             self._events = reg(_EVENT_LUA)
@@ -272,6 +334,9 @@ class RedisAudit:
             self.scanned += int(reply[1])
             for i in range(2, len(reply), 2):
                 letter, raw = _text(reply[i]), reply[i + 1]
+                if letter == "l":
+                    self._run_data(_text(raw))
+                    continue
                 if letter == "x":
                     yield self._unknown(_text(raw))
                     continue
@@ -288,6 +353,8 @@ class RedisAudit:
         for family, bucket in pending.items():
             if bucket:
                 yield from self._family(node, family, bucket)
+        yield from self.leftovers.findings()
+        self.leftovers.runs.clear()
 
     def _walk_cluster_node(self, node: Any) -> Iterator[Finding]:
         """A cluster primary: SCAN from here, every state row read per key."""
@@ -298,15 +365,19 @@ class RedisAudit:
             states = []
             for raw in raw_keys:
                 text = _text(raw)
+                self._run_data(text)
                 if text.startswith(keys.STATE_PREFIX):
                     states.append(raw)
-                elif not any(text.startswith(p) for p in _FAMILIES):
+                elif not any(text.startswith(p) for p in _FAMILIES) \
+                        and not keys.is_engine_key(text):
                     yield self._unknown(text)
             if states:
                 yield from self._states(node, states)
             if self.progress is not None:
                 self.progress(self.scanned)
             if cursor == 0:
+                yield from self.leftovers.findings()
+                self.leftovers.runs.clear()
                 return
 
     def _family(self, node: Any, family: str, raw_keys: list[bytes]) -> Iterator[Finding]:
@@ -342,12 +413,13 @@ class RedisAudit:
         return rows
 
     def _states(self, node: Any, raw_keys: list[bytes]) -> Iterator[Finding]:
+        prefix = len(keys.STATE_PREFIX.encode("utf-8"))
         for raw, row in zip(raw_keys, self._state_rows(node, raw_keys)):
-            yield from self._state_row(_text(raw), row)
+            session_id = from_key(raw[prefix:])  # every byte kept; shown escaped
+            yield from self._state_row(keys.STATE_PREFIX + escape_id(session_id), session_id, row)
 
-    def _state_row(self, key: str, row: list[Any]) -> Iterator[Finding]:
+    def _state_row(self, key: str, session_id: str, row: list[Any]) -> Iterator[Finding]:
         kind, version, owner, pending, has_blob, ttl = row
-        session_id = key[len(keys.STATE_PREFIX):]
         if _text(kind) != "hash":
             yield Finding(
                 "state.wrong-type", Severity.error, f"key {key}",
@@ -362,7 +434,7 @@ class RedisAudit:
         if self.ttl > 0 and isinstance(ttl, int) and ttl == -1:
             yield Finding(
                 "state.no-ttl", Severity.warning, f"key {key}",
-                f"session {session_id!r} has no expiry though an idle TTL of {self.ttl}s "
+                f"session {shown(session_id)} has no expiry though an idle TTL of {self.ttl}s "
                 "is configured",
                 "it is never reclaimed; the store grows without bound",
                 f"let the next write re-apply the TTL, or EXPIRE it ({self.ttl}s) "
@@ -392,12 +464,18 @@ class RedisAudit:
             problems.append(f"event_id {ev_text!r} is not a UUID matching its key")
         if not user_text:
             problems.append("user_id is missing")
-        if emb_text == "null" or emb_text == "missing":
-            problems.append(f"embedding is {emb_text}")
-        elif emb_text != "ok":
-            problems.append("embedding is not a JSON array")
-        if _text(meta) not in ("ok", "missing"):
-            problems.append("meta is not a JSON object")
+        if emb is None or emb is False:
+            problems.append("embedding is missing")
+        elif emb_text.strip() in ("null", ""):
+            problems.append(f"embedding is {emb_text.strip() or 'empty'}")
+        else:
+            problem = embedding_problem(emb)[1]
+            if problem:
+                problems.append(f"embedding {problem}")
+        if meta is not None and meta is not False:
+            problem = meta_problem(meta)[1]
+            if problem:
+                problems.append(f"meta {problem}")
         src = _text(source)
         if src and not _is_uuid(src):
             problems.append(f"source_event_id {src!r} is not a UUID")
@@ -451,15 +529,19 @@ class RedisAudit:
     # -- indexes and counters ------------------------------------------------------
 
     def _members(self, index_key: str) -> Iterator[tuple[str, float, bool]]:
-        start = 0
+        """Every entry of an index in order, ``_CHUNK`` at a time, by a (score, member)
+        cursor that the repairs' own removals cannot shift."""
+        low, after = "-inf", b""
         while True:
             flat = self._index(keys=[index_key],
-                               args=[keys.EVENT_PREFIX, start, start + _CHUNK - 1])
-            for i in range(0, len(flat), 3):
+                               args=[keys.EVENT_PREFIX, low, after, _CHUNK])
+            rest = int(flat[-1])
+            for i in range(0, len(flat) - 1, 3):
                 yield _text(flat[i]), float(flat[i + 1]), flat[i + 2] == 1
-            if len(flat) < 3 * _CHUNK:
+            if len(flat) > 1:
+                after, low = flat[-4], _text(flat[-3])
+            if rest < _CHUNK:
                 return
-            start += _CHUNK
 
     def _wrong_type(self, key: str, want: str) -> Finding | None:
         kind = _text(self.client.type(key))
@@ -545,6 +627,13 @@ class RedisAudit:
                 yield self._dangling(index_key, member, "time index")
 
     # -- the namespace and the deployment -------------------------------------------
+
+    def _run_data(self, key: str) -> None:
+        for prefix in (keys.STATE_PREFIX, keys.USER_SEQ_INDEX_PREFIX,
+                       keys.USER_TIME_INDEX_PREFIX, keys.USER_COUNTER_PREFIX):
+            if key.startswith(prefix):
+                self.leftovers.see(key[len(prefix):])
+                return
 
     def _unknown(self, key: str) -> Finding:
         return unknown_name("namespace.unknown-key", f"key {key}",

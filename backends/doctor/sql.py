@@ -3,8 +3,11 @@ server filters, read through a server-side cursor, so only damaged rows cross th
 and memory stays flat however large the tables are.
 
 The engine's SQL layout keeps no sequence numbers, counters or index entries for events
-(ENGINE-WIRE section 5), so the event checks here are the readability ones; there is no
-safe repair to perform, and ``--fix --apply`` changes nothing on SQL stores.
+(ENGINE-WIRE section 5), so the event checks here are the readability ones (an embedding
+or meta that is not plainly well-formed is parsed in Python by the decoders' rules). The
+one safe repair is purging the item-mirror rows of a session that is gone; the orphans
+are collected before the first is reported, so a purge never runs under an open cursor.
+The engine's other tables (ENGINE-WIRE 6b) are known and not reported.
 """
 
 from __future__ import annotations
@@ -13,18 +16,24 @@ import os
 from typing import Any, Callable, Iterator
 
 from backends.doctor.indexes import index_findings
-from backends.doctor.model import Finding, Section, Severity, unknown_name, unreadable_event, unreadable_state
+from backends.event_fields import embedding_problem, meta_problem
+from backends.doctor.model import (Finding, Leftovers, Section, Severity, unknown_name,
+                                   unreadable_event, unreadable_state)
 
-#: the engine's own tables in the same database (ENGINE-WIRE section 5): known, not ours
-ENGINE_TABLES = frozenset({"semvec_sessions", "semvec_clusters"})
+#: the engine's own other tables in the same database (ENGINE-WIRE section 6b): known,
+#: not ours to judge, not reported
+ENGINE_TABLES = frozenset({
+    "semvec_sessions", "semvec_clusters", "semvec_cluster_members", "semvec_cluster_registry",
+    "semvec_cortex_state", "semvec_audit_logs", "semvec_observer_registry", "semvec_regions",
+    "semvec_region_registry", "semvec_region_clusters"})
 _UUID = "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
 _TTL_ENV = "SEMVEC_SQL_SESSION_TTL_S"
 
 
 
-def _json_shape(column: str, opener: str) -> str:
-    """SQL true when a JSON text column does not start like the wanted JSON value."""
-    return f"({column} IS NULL OR left(ltrim({column}), 1) <> '{opener}')"
+_NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?"
+#: a JSON array of decimal numbers, nothing else (NaN, Infinity, strings, nesting fail it)
+_NUMBER_ARRAY = rf"^\s*\[\s*({_NUMBER}(\s*,\s*{_NUMBER})*)?\s*\]\s*$"
 
 
 class SqlAudit:
@@ -71,6 +80,7 @@ class SqlAudit:
             yield from self.events()
         if ITEMS_TABLE in present and STATE_TABLE in present:
             yield from self.orphan_items()
+        yield from self.leftovers(present)
         for table in sorted(present):
             if table in self.known or table in ENGINE_TABLES:
                 continue
@@ -112,40 +122,116 @@ class SqlAudit:
                 "let the next write set updated_at, or set it by hand after checking")
 
     def events(self) -> Iterator[Finding]:
+        """Every event the engine could not read. The server filters: cheap checks in SQL,
+        an embedding that is not plainly a JSON array of decimal numbers and a meta that
+        is not plainly a JSON object are sent for the strict parse in Python (the same
+        rules the decoders apply), so only suspect rows cross the wire."""
         t = self.tables.events
         checks = [
             ("event_id !~ %(uuid)s", "event_id is not a UUID"),
             ("coalesce(user_id, '') = ''", "user_id is missing"),
             ("created_at IS NULL", "created_at is missing"),
-            ("embedding IS NULL OR btrim(embedding) = 'null'", "embedding is null"),
-            (f"embedding IS NOT NULL AND btrim(embedding) <> 'null' AND "
-             f"{_json_shape('embedding', '[')}", "embedding is not a JSON array"),
-            (f"meta IS NOT NULL AND {_json_shape('meta', '{')}", "meta is not a JSON object"),
+            ("embedding IS NULL OR btrim(embedding::text) = 'null'", "embedding is null"),
             ("coalesce(source_event_id, '') <> '' AND source_event_id !~ %(uuid)s",
              "source_event_id is not a UUID"),
         ]
+        # a JSON array of plain decimals (a 3-digit exponent may overflow a float: parsed)
+        emb_suspect = ("embedding IS NOT NULL AND btrim(embedding::text) <> 'null' AND"
+                       " (embedding::text !~ %(array)s OR embedding::text ~ '[eE][-+]?[0-9]{3}')")
+        meta_suspect = ("meta IS NOT NULL AND btrim(meta::text) NOT IN ('{}', '') AND "
+                        + ("NOT (meta::text IS JSON OBJECT)" if self._server_version() >= 160000
+                           else "true"))
         cases = ", ".join(f"CASE WHEN {cond} THEN %(w{i})s END" for i, (cond, _) in enumerate(checks))
         where = " OR ".join(f"({cond})" for cond, _ in checks)
-        params: dict[str, Any] = {"uuid": _UUID}
+        params: dict[str, Any] = {"uuid": _UUID, "array": _NUMBER_ARRAY}
         params.update({f"w{i}": words for i, (_, words) in enumerate(checks)})
-        sql = (f"SELECT event_id, user_id, concat_ws('; ', {cases}) FROM {t} WHERE {where}")
-        for event_id, user_id, problems in self._rows(sql, params):  # type: ignore[arg-type]
+        sql = (f"SELECT event_id, user_id, concat_ws('; ', {cases}),"
+               f" CASE WHEN {emb_suspect} THEN embedding::text END,"
+               f" CASE WHEN {meta_suspect} THEN meta::text END"
+               f" FROM {t} WHERE {where} OR ({emb_suspect}) OR ({meta_suspect})")
+        for event_id, user_id, listed, embedding, meta in self._rows(sql, params):  # type: ignore[arg-type]
             self._tick()
-            yield unreadable_event(f"row {t} {event_id!r} (user {user_id!r})", problems)
+            problems = [listed] if listed else []
+            if embedding is not None:
+                problem = embedding_problem(embedding)[1]
+                if problem:
+                    problems.append(f"embedding {problem}")
+            if meta is not None:
+                problem = meta_problem(meta)[1]
+                if problem:
+                    problems.append(f"meta {problem}")
+            if problems:
+                yield unreadable_event(f"row {t} {event_id!r} (user {user_id!r})",
+                                       "; ".join(problems))
+
+    def _server_version(self) -> int:
+        with self.db.connection() as conn:
+            return int(conn.info.server_version)
 
     def orphan_items(self) -> Iterator[Finding]:
-        sql = (f"SELECT i.session_id, count(*) FROM {self.tables.items} i"
-               f" WHERE NOT EXISTS (SELECT 1 FROM {self.tables.state} s"
-               "  WHERE s.session_id = i.session_id) GROUP BY i.session_id")
-        for session_id, count in self._rows(sql):
+        """Item-mirror rows of sessions that are gone, one finding per session. The
+        sessions are collected before any is reported, so a purge (another connection)
+        never runs while this cursor holds one, and cannot shift what is still to read."""
+        items, state = self.tables.items, self.tables.state
+        sql = (f"SELECT i.session_id, count(*) FROM {items} i"
+               f" WHERE NOT EXISTS (SELECT 1 FROM {state} s"
+               "  WHERE s.session_id = i.session_id) GROUP BY i.session_id"
+               " ORDER BY i.session_id")
+        for session_id, count in list(self._rows(sql)):
             self._tick()
-            yield Finding(
+            finding = Finding(
                 "items.orphaned", Severity.warning,
-                f"rows {self.tables.items} session {session_id!r}",
+                f"rows {items} session {session_id!r}",
                 f"{count} item-mirror row(s) of session {session_id!r}, which no longer exists",
                 "server-side retrieval can still serve them, and an erasure of the session "
                 "missed them",
-                "purge the session's items (after checking the session is gone for good)")
+                "purge the session's items (safe: only while the session is absent; "
+                "--fix --apply does it)")
+            finding.fix = self._purge_orphan(session_id)
+            finding.verify = self._orphan_gone(session_id)
+            yield finding
+
+    def _purge_orphan(self, session_id: str) -> Callable[[], None]:
+        items, state = self.tables.items, self.tables.state
+
+        def purge() -> None:
+            # one statement: a session that came back meanwhile keeps its items
+            with self.db.connection() as conn:
+                conn.execute(f"DELETE FROM {items} i WHERE i.session_id = %s AND NOT EXISTS"
+                             f" (SELECT 1 FROM {state} s WHERE s.session_id = %s)",
+                             (session_id, session_id))
+        return purge
+
+    def _orphan_gone(self, session_id: str) -> Callable[[], bool]:
+        items, state = self.tables.items, self.tables.state
+
+        def gone() -> bool:
+            with self.db.connection() as conn:
+                row = conn.execute(
+                    f"SELECT EXISTS (SELECT 1 FROM {items} WHERE session_id = %s)"
+                    f" AND NOT EXISTS (SELECT 1 FROM {state} WHERE session_id = %s)",
+                    (session_id, session_id)).fetchone()
+            return not row[0]
+        return gone
+
+    def leftovers(self, present: set[str]) -> Iterator[Finding]:
+        """Rows a load or conformance run left (its cleanup never finished)."""
+        from backends.pgvector.schema import EVENTS_TABLE, ITEMS_TABLE, STATE_TABLE
+
+        found = Leftovers("rows", lambda prefix: (
+            f"list them with semvecctl sessions list --match '{prefix}*', then delete each "
+            f"(semvecctl sessions delete ID --yes; events: DELETE FROM "
+            f"{self.tables.events} WHERE user_id LIKE '{prefix}%')"))
+        for table, column, name in ((STATE_TABLE, "session_id", self.tables.state),
+                                    (EVENTS_TABLE, "user_id", self.tables.events),
+                                    (ITEMS_TABLE, "session_id", self.tables.items)):
+            if table not in present:
+                continue
+            sql = (f"SELECT DISTINCT {column} FROM {name} WHERE {column} LIKE 'semvec-load-%%'"
+                   f" OR {column} LIKE 'semvec-conf-%%'")
+            for (value,) in self._rows(sql):
+                found.see(str(value))
+        yield from found.findings()
 
     def deployment(self) -> Iterator[Finding]:
         yield from index_findings(self.adapter, engine={_engine_index()})

@@ -27,7 +27,8 @@ from backends.contract import (
     speaks_both_conventions,
     validate_event,
 )
-from backends.errors import InvalidEvent, StateVersionConflict
+from backends.errors import CorruptEvent, InvalidEvent, StateVersionConflict
+from backends.event_fields import strict_embedding, strict_meta
 from backends.mongo.errors import driver_errors
 from backends.mongo.names import COUNTERS_COLLECTION, EVENTS_COLLECTION
 from backends.mongo.state import bson_utc, bson_time, owner_clause
@@ -60,8 +61,41 @@ def event_document(event: MemoryEvent) -> dict[str, Any]:
 
 
 def event_from_document(doc: Mapping[str, Any]) -> MemoryEvent:
+    """An event from its document, strictly: a missing user or time, a ``meta`` that is
+    not a document, an ``embedding`` that is not an array of finite numbers or a
+    ``sequence`` that is not an integer raises CorruptEvent naming the event and field."""
+    event_id = str(doc.get("event_id") or doc.get("_id") or "?")
+    user_id = doc.get("user_id")
+
+    def damaged(field: str, problem: str) -> CorruptEvent:
+        return CorruptEvent(event_id, field, problem,
+                            user_id=user_id if isinstance(user_id, str) else None)
+
+    if not isinstance(user_id, str) or not user_id:
+        raise damaged("user_id", "is missing" if user_id in (None, "") else
+                      f"is not a string ({type(user_id).__name__})")
+    created = doc.get("created_at")
+    if isinstance(created, str):
+        stamp = created
+        try:
+            created = datetime.fromisoformat(stamp)
+        except ValueError:
+            raise damaged("created_at", f"is not an ISO-8601 time ({stamp[:40]!r})") from None
+    if not isinstance(created, datetime):
+        raise damaged("created_at", "is missing" if created is None else
+                      f"is not a date ({type(created).__name__})")
+    sequence = doc.get("sequence")
+    if sequence in (None, ""):
+        sequence = 0
+    if isinstance(sequence, bool) or not isinstance(sequence, int):
+        raise damaged("sequence", f"is not an integer ({sequence!r:.30})")
     record = dict(doc)
-    record["created_at"] = bson_utc(doc.get("created_at")) or doc.get("created_at")
+    record["event_id"] = doc.get("event_id") or event_id
+    record["created_at"] = bson_utc(created) or created
+    record["embedding"] = strict_embedding(doc.get("embedding"), event_id, user_id,
+                                           text=False)
+    record["meta"] = strict_meta(doc.get("meta"), event_id, user_id, text=False)
+    record["sequence"] = sequence
     return MemoryEvent.from_dict(record)
 
 

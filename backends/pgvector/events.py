@@ -10,7 +10,6 @@ unowned event has owner ``''``.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from typing import Any, Iterator, Sequence
 
@@ -25,7 +24,8 @@ from backends.contract import (
     validate_turn_events,
 )
 from backends.embedding_text import embedding_json
-from backends.errors import InvalidEvent
+from backends.errors import CorruptEvent, InvalidEvent
+from backends.event_fields import strict_embedding, strict_meta
 from backends.pgvector.database import Database
 from backends.pgvector.schema import STATE_GROUP
 from backends.pgvector.state import has_nul, owner_clause
@@ -86,26 +86,23 @@ def append_in_transaction(conn: Any, db: Database, events: Sequence[MemoryEvent]
     return list(events)
 
 
-def _json(text: Any, default: Any) -> Any:
-    if text is None or text == "":
-        return default
-    if isinstance(text, (dict, list)):  # a json/jsonb column in a hand-made table
-        return text
-    return json.loads(text)
-
-
 def event_from_row(row: Any) -> MemoryEvent:
-    created = as_utc(row[4])
-    embedding = _json(row[6], [])
+    """An event from its row, strictly: a missing user or time, a ``meta`` that is not a
+    JSON object or an ``embedding`` that is not a JSON array of finite numbers raises
+    CorruptEvent naming the event and the column (the engine could not read it either)."""
+    event_id, user_id = row[0], row[1]
+    for column, value in (("user_id", user_id), ("created_at", row[4])):
+        if value is None or value == "":
+            raise CorruptEvent(str(event_id), column, "is missing", user_id=user_id or None)
     return MemoryEvent(
-        event_id=row[0],
-        user_id=row[1],
+        event_id=event_id,
+        user_id=user_id,
         owner_subject=row[2] or "",
         session_id=row[3] or "",
-        created_at=created,
+        created_at=as_utc(row[4]),
         content=row[5] or "",
-        embedding=tuple(float(x) for x in embedding),
-        meta=dict(_json(row[7], {})),
+        embedding=strict_embedding(row[6], str(event_id), user_id),
+        meta=strict_meta(row[7], str(event_id), user_id),
         source_event_id=row[8] or None,
         sequence=0,
     )

@@ -26,6 +26,7 @@ from backends.redis import keys
 from backends.redis.failures import redis_errors
 from backends.redis.scripts import bulk, script
 from backends.redis.state_store import damage_of, optional_text
+from backends.session_ids import from_key, to_key
 
 _FIELDS = (keys.F_BLOB, keys.F_VERSION, keys.F_OWNER, keys.F_PENDING, keys.F_DRIFT_EXEMPT)
 _PREFIX = keys.STATE_PREFIX.encode("utf-8")
@@ -143,7 +144,7 @@ def iter_sessions(
             values, ttls = (_read_batch(client, raw_keys, per_key_ttl) if raw_keys
                             else ([], []))
         for i, raw_key in enumerate(raw_keys):
-            session_id = raw_key[len(_PREFIX):].decode("utf-8", errors="replace")
+            session_id = from_key(raw_key[len(_PREFIX):])  # every byte kept
             if match is not None and not fnmatch.fnmatchcase(session_id, match):
                 continue
             summary = _summary(session_id, values[i], ttls[i])
@@ -175,7 +176,7 @@ def iter_cluster_sessions(
 def node_client_for(cluster: Any, where: str, session_id: str) -> Any:
     """The plain client of the primary that owns a session's slot."""
     with redis_errors(where):
-        node = cluster.get_node_from_key(keys.state_key(session_id))
+        node = cluster.get_node_from_key(keys.addressable_state_key(session_id))
         return cluster.get_redis_connection(node)
 
 
@@ -184,7 +185,7 @@ def describe_session(
 ) -> SessionSummary | None:
     validate_owner_filter(owner_subject)
     with redis_errors(where):
-        (values,), (pttl,) = _read_batch(client, [keys.state_key(session_id).encode("utf-8")])
+        (values,), (pttl,) = _read_batch(client, [_PREFIX + to_key(session_id)])
     summary = _summary(session_id, values, pttl)
     if summary is None or not owner_matches(summary.owner_subject, owner_subject):
         return None

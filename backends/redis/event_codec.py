@@ -4,18 +4,20 @@ Every field of the layout is always present: absent strings are stored as ``''``
 (owner_subject, session_id, source_event_id), the embedding as a JSON array (``[]`` when
 empty, never ``null``: the engine parses it as a list), the sequence as a decimal.
 Reading also accepts the older encodings this store once wrote (a ``null`` or empty
-embedding reads as ``()``).
+embedding reads as ``()``); anything else that is not the layout is a damaged row
+(:class:`~backends.errors.CorruptEvent`, naming the event and the field).
 """
 
 from __future__ import annotations
 
-import json
-from datetime import timezone
+import re
+from datetime import datetime, timezone
 from typing import Mapping
 
-from backends.contract import MemoryEvent, meta_json
+from backends.contract import MemoryEvent, as_utc, meta_json
 from backends.embedding_text import embedding_json_bytes
-from backends.errors import IntegrityError
+from backends.errors import CorruptEvent
+from backends.event_fields import strict_embedding, strict_meta
 from backends.redis import keys
 
 
@@ -47,41 +49,59 @@ def event_keys(event: MemoryEvent) -> list[str]:
     ]
 
 
-def _json(raw: str, field: str, event_id: str):
-    if raw == "":
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise IntegrityError(f"event {event_id!r} has malformed JSON in {field!r}") from None
+_DECIMAL = re.compile(r"[0-9]+")
 
 
-def decode_event(raw: Mapping[bytes, bytes]) -> MemoryEvent | None:
+def decode_event(raw: Mapping[bytes, bytes], key: str | None = None) -> MemoryEvent | None:
     """A MemoryEvent from HGETALL output; None for a missing hash. ``''`` and a missing
-    field both mean absent (owner, session, source); a null embedding reads as ()."""
+    field both mean absent (owner, session, source); a null embedding reads as ().
+
+    Strict: a field that is not UTF-8, a ``meta`` that is not a JSON object, an
+    ``embedding`` that is not a JSON array of finite numbers, a missing ``user_id`` or
+    ``created_at``, a ``created_at`` that is not ISO-8601 or a ``sequence`` that is not a
+    decimal raises :class:`CorruptEvent` naming the event and the field (``key``, when
+    given, names the event whose hash lacks its own ``event_id``)."""
     if not raw:
         return None
-    fields = {k.decode("utf-8"): v.decode("utf-8", errors="replace") for k, v in raw.items()}
-    event_id = fields.get("event_id", "")
+    fallback = key[len(keys.EVENT_PREFIX):] if key and key.startswith(keys.EVENT_PREFIX) else "?"
+    fields: dict[str, str] = {}
+    bad: tuple[str, str] | None = None
+    for k, v in raw.items():
+        name = k.decode("utf-8", errors="replace")
+        try:
+            fields[name] = v.decode("utf-8")
+        except UnicodeDecodeError:
+            bad = bad or (name, "is not UTF-8 text")
+    event_id = fields.get("event_id") or fallback
+    user_id = fields.get("user_id") or None
+
+    def damaged(field: str, problem: str) -> CorruptEvent:
+        return CorruptEvent(event_id, field, problem, user_id=user_id)
+
+    if bad is not None:
+        raise damaged(*bad)
+    for required in ("event_id", "user_id", "created_at"):
+        if not fields.get(required):
+            raise damaged(required, "is missing")
+    embedding = strict_embedding(fields.get("embedding", ""), event_id, user_id)
+    meta = strict_meta(fields.get("meta", ""), event_id, user_id)
+    sequence = fields.get("sequence") or ""
+    if sequence and not _DECIMAL.fullmatch(sequence):
+        raise damaged("sequence", f"is not a decimal ({sequence[:20]!r})")
     try:
-        embedding = _json(fields.get("embedding", ""), "embedding", event_id)
-        if embedding is not None and not isinstance(embedding, list):
-            raise TypeError("embedding is not a JSON array")
-        meta = _json(fields.get("meta", ""), "meta", event_id) or {}
-        if not isinstance(meta, dict):
-            raise TypeError("meta is not a JSON object")
-        record = {
-            "event_id": event_id,
-            "user_id": fields["user_id"],
-            "owner_subject": fields.get("owner_subject", ""),
-            "session_id": fields.get("session_id", ""),
-            "created_at": fields["created_at"],
-            "content": fields.get("content", ""),
-            "embedding": embedding,
-            "meta": meta,
-            "source_event_id": fields.get("source_event_id") or None,
-            "sequence": fields.get("sequence") or None,
-        }
-        return MemoryEvent.from_dict(record)
-    except (KeyError, ValueError, TypeError) as exc:
-        raise IntegrityError(f"event {event_id!r} does not have the expected layout") from exc
+        created = datetime.fromisoformat(fields["created_at"])
+    except ValueError:
+        raise damaged("created_at", f"is not an ISO-8601 time ({fields['created_at'][:40]!r})") \
+            from None
+    return MemoryEvent(
+        event_id=event_id,
+        user_id=fields["user_id"],
+        owner_subject=fields.get("owner_subject", ""),
+        session_id=fields.get("session_id", ""),
+        created_at=as_utc(created),
+        content=fields.get("content", ""),
+        embedding=embedding,
+        meta=meta,
+        source_event_id=fields.get("source_event_id") or None,
+        sequence=int(sequence) if sequence else 0,
+    )

@@ -6,6 +6,8 @@ cannot drift apart module by module.
 
 from __future__ import annotations
 
+from backends.session_ids import has_undecodable, to_key
+
 STATE_PREFIX = "semvec:state:"
 EVENT_PREFIX = "semvec:events:e:"
 USER_SEQ_INDEX_PREFIX = "semvec:events:u:"
@@ -35,6 +37,15 @@ EVENT_FIELDS = (
 
 
 def state_key(session_id: str) -> str:
+    return STATE_PREFIX + session_id
+
+
+def addressable_state_key(session_id: str) -> str | bytes:
+    """The session's key for reads and deletes; bytes when the id holds bytes that are
+    not UTF-8 (held surrogate-escaped, see backends.session_ids), so such a key stays
+    reachable. Writes use :func:`state_key` and refuse such ids."""
+    if has_undecodable(session_id):
+        return STATE_PREFIX.encode("utf-8") + to_key(session_id)
     return STATE_PREFIX + session_id
 
 
@@ -96,3 +107,16 @@ def fnmatch_to_redis_prefilter(pattern: str) -> str:
             out.append(escape_glob(ch))
         i += 1
     return "".join(out)
+
+
+#: what else the engine keeps under ``semvec:`` (ENGINE-WIRE section 6b): its own, not
+#: ours to judge. Exact names, then prefixes.
+ENGINE_KEYS = ("semvec:observers", "semvec:clusters", "semvec:regions")
+ENGINE_KEY_PREFIXES = ("semvec:cortex:global:", "semvec:drift:", "semvec:ratelimit:",
+                       "semvec:proxykey:", "semvec:observer:", "semvec:observer_by_owner",
+                       "semvec:cluster:", "semvec:region:", "semvec:debug:events")
+
+
+def is_engine_key(key: str) -> bool:
+    """A key of one of the engine's other families (not state, not the event log)."""
+    return key in ENGINE_KEYS or key.startswith(ENGINE_KEY_PREFIXES)

@@ -28,6 +28,7 @@ from backends.errors import CorruptState, StateVersionConflict, cas_refusal, ses
 from backends.redis import keys
 from backends.redis.failures import redis_errors
 from backends.redis.scripts import script
+from backends.session_ids import NOT_UTF8, UndecodableId, has_undecodable, shown
 
 # In-band codes shared by insert.lua, cas.lua and commit_turn.lua.
 WRITTEN, ALREADY_STORED = 1, 2
@@ -83,11 +84,19 @@ def decode_version(raw: bytes | None, session_id: str) -> int:
     return int(raw)
 
 
+def refuse_undecodable(session_id: str) -> None:
+    """Writes never create a key whose id is not UTF-8 (the engine could not name it)."""
+    if has_undecodable(session_id):
+        raise ValueError(f"session_id {shown(session_id)} is not valid UTF-8")
+
+
 def damage_of(session_id: str, blob: bytes | None, version: bytes | None,
               owner: bytes | None, pending: bytes | None) -> str:
     """What is wrong with a row, for listings that report damage instead of failing
     (``''`` for a sound row); the same rules as the strict reads."""
     try:
+        if has_undecodable(session_id):
+            raise CorruptState(session_id, "session_id", NOT_UTF8)
         decode_version(version, session_id)
         _strict_text(owner, session_id, keys.F_OWNER)
         _strict_text(pending, session_id, keys.F_PENDING)
@@ -141,6 +150,7 @@ class RedisStateStore(DerivedReads):
         pending_message: str | None = None,
     ) -> int:
         validate_save_args(session_id, blob, expected_version, owner_subject)
+        refuse_undecodable(session_id)
         owner = owner_subject or ""
         pending = normalise_pending(pending_message) or ""
         key = keys.state_key(session_id)
@@ -175,6 +185,7 @@ class RedisStateStore(DerivedReads):
         """Create a row at the given version (lossless import); never overwrites, but a
         retry that finds the identical row already restored succeeds."""
         validate_save_args(session_id, blob, version, owner_subject)
+        refuse_undecodable(session_id)
         ttl = self._ttl if ttl_seconds is None else ttl_seconds
         if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0:
             raise ValueError("ttl_seconds must be None or a non-negative int")
@@ -200,7 +211,7 @@ class RedisStateStore(DerivedReads):
             scope, owner = "owner", owner_subject
         expected = "" if expected_version is None else str(expected_version)
         with redis_errors(self._where, session_id):
-            reply = script("delete")(self._client, [keys.state_key(session_id)],
+            reply = script("delete")(self._client, [keys.addressable_state_key(session_id)],
                                      [scope, owner, expected])
         if reply[0] == VERSION_MOVED:
             stored = reply[1]
@@ -222,7 +233,7 @@ class RedisStateStore(DerivedReads):
     def is_drift_exempt(self, session_id: str) -> bool:
         """The row's drift_exempt flag; False for a missing session (engine member)."""
         with redis_errors(self._where, session_id):
-            raw = self._client.hget(keys.state_key(session_id), keys.F_DRIFT_EXEMPT)
+            raw = self._client.hget(keys.addressable_state_key(session_id), keys.F_DRIFT_EXEMPT)
         return raw == b"1"
 
     # -- reads ---------------------------------------------------------------------
@@ -244,6 +255,8 @@ class RedisStateStore(DerivedReads):
         owner = _strict_text(owner_raw, session_id, keys.F_OWNER)
         if not owner_matches(owner, owner_subject):
             return None
+        if has_undecodable(session_id):  # a key a foreign writer made: reported, not read
+            raise UndecodableId(session_id)
         version = decode_version(version_raw, session_id)
         pending = _strict_text(pending_raw, session_id, keys.F_PENDING)
         if not with_blob:
@@ -256,7 +269,7 @@ class RedisStateStore(DerivedReads):
         validate_owner_filter(owner_subject)
         fields = self._FIELDS if with_blob else self._FIELDS[:4]
         with redis_errors(self._where, session_id):
-            values = self._client.hmget(keys.state_key(session_id), fields)
+            values = self._client.hmget(keys.addressable_state_key(session_id), fields)
         return self._decode(session_id, values, owner_subject, with_blob)
 
     def load_full_many(self, session_ids: Sequence[str], *,
@@ -268,7 +281,7 @@ class RedisStateStore(DerivedReads):
         with redis_errors(self._where):
             pipe = self._client.pipeline(transaction=False)
             for session_id in ids:
-                pipe.hmget(keys.state_key(session_id), self._FIELDS)
+                pipe.hmget(keys.addressable_state_key(session_id), self._FIELDS)
             replies = pipe.execute(raise_on_error=False)
         for sid, values in zip(ids, replies):
             if isinstance(values, Exception):  # re-raised, categorised, naming the session

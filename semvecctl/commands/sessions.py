@@ -44,8 +44,10 @@ def _short(text: Optional[str], width: int) -> Optional[str]:
 
 
 def summary_row(summary: Any) -> dict[str, Any]:
+    from backends.session_ids import escape_id
+
     row = {
-        "session_id": summary.session_id,
+        "session_id": escape_id(summary.session_id),  # what inspect/delete take back
         "version": summary.version,
         "owner_subject": summary.owner_subject,
         "pending_message": summary.pending_message,
@@ -91,7 +93,7 @@ def list_sessions(
 
 @app.command("inspect")
 def inspect_session(
-    session_id: str = typer.Argument(..., help="The session id."),
+    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash)."),
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
@@ -101,6 +103,7 @@ def inspect_session(
 ) -> None:
     """Version, owner, pending message, blob size/sha256, TTL and what the blob is."""
     from backends.blobinfo import describe_blob
+    from backends.session_ids import escape_id, shown, unescape_id
     from backends.snapshot import read_snapshot
 
     from backends.errors import CorruptState
@@ -108,19 +111,22 @@ def inspect_session(
     out = current().output
     scope = owner_filter(owner, unowned)
     spec = resolve_connection(backend, uri, adapter)
+    session_id = unescape_id(session_id)  # the escaped form 'sessions list' shows
     with open_adapter(spec) as adapter_obj:
         try:
-            state, summary = read_snapshot(adapter_obj, session_id, owner_subject=scope)
+            state, summary = _unless_unencodable(
+                lambda: read_snapshot(adapter_obj, session_id, owner_subject=scope),
+                (None, None))
         except CorruptState as exc:
             current().abort(_report_damaged(out, output, adapter_obj.name, exc),
                             ExitCode.CHECK_FAILED)
         if state is None:
-            raise CliError(f"no session {session_id!r}" + ("" if owner is None and not unowned
-                                                           else " with that owner"),
+            raise CliError(f"no session {shown(session_id)}" + ("" if owner is None and not unowned
+                                                                else " with that owner"),
                            ExitCode.CHECK_FAILED)
         blob = describe_blob(state.blob)
         report: dict[str, Any] = {
-            "session_id": session_id,
+            "session_id": escape_id(session_id),
             "backend": adapter_obj.name,
             "version": state.version,
             "owner_subject": state.owner_subject,
@@ -149,13 +155,35 @@ def _report_damaged(out: Any, output: Any, backend_name: str, exc: Any) -> str:
     out.emit(report, output, columns=[Column("FIELD", "field", style="bold"),
                                       Column("VALUE", "value")],
              rows=[{"field": k, "value": v} for k, v in report.items()])
-    return (f"session {exc.session_id!r} is damaged: field {exc.field!r} {exc.problem} "
+    named = getattr(exc, "shown", None) or repr(exc.session_id)  # an escaped id: not repr
+    return (f"session {named} is damaged: field {exc.field!r} {exc.problem} "
             "(not repaired; export what is readable, then restore this session)")
+
+
+def _unless_unencodable(read: Any, absent: Any) -> Any:
+    """``read()``, or ``absent`` when the id holds bytes that are not UTF-8 and the store
+    cannot even encode it (only Redis keys are bytes: elsewhere no such session exists)."""
+    try:
+        return read()
+    except Exception as exc:  # noqa: BLE001 - re-raised unless it is the encoding
+        if has_undecodable_cause(exc):
+            return absent
+        raise
+
+
+def has_undecodable_cause(exc: BaseException) -> bool:
+    """Is a UnicodeEncodeError (of a surrogate-escaped id) the failure or its cause?"""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, UnicodeEncodeError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 @app.command("delete")
 def delete_session(
-    session_id: str = typer.Argument(..., help="The session id."),
+    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash)."),
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
@@ -169,17 +197,22 @@ def delete_session(
     yes: Yes = False,
 ) -> None:
     """Delete one session (scoped by --owner / --unowned, checked by --if-version); asks first."""
+    from backends.session_ids import shown, unescape_id
+
     out = current().output
     scope = owner_filter(owner, unowned)
     spec = resolve_connection(backend, uri, adapter)
+    session_id = unescape_id(session_id)  # the escaped form 'sessions list' shows
     with open_adapter(spec) as adapter_obj:
         scoped = "" if owner is None and not unowned else (
             f" owned by {owner!r}" if owner is not None else " without an owner")
         at = "" if if_version is None else f" at version {if_version}"
-        out.confirm(f"delete session {session_id!r}{scoped}{at} from {spec.display_uri}", yes=yes)
+        out.confirm(f"delete session {shown(session_id)}{scoped}{at} from {spec.display_uri}",
+                    yes=yes)
         store = adapter_obj.state_store()
         if if_version is None:
-            deleted = store.delete(session_id, owner_subject=scope)
+            deleted = _unless_unencodable(
+                lambda: store.delete(session_id, owner_subject=scope), False)
         else:
             from backends.registry import accepts_keyword
 
@@ -187,8 +220,9 @@ def delete_session(
                 raise CliError(f"version-checked delete (--if-version) is not supported by "
                                f"backend {adapter_obj.name!r}; nothing was deleted",
                                ExitCode.ENVIRONMENT)
-            deleted = store.delete(session_id, owner_subject=scope, expected_version=if_version)
+            deleted = _unless_unencodable(lambda: store.delete(
+                session_id, owner_subject=scope, expected_version=if_version), False)
     if not deleted:
-        current().abort(f"no session {session_id!r}{scoped}: nothing deleted",
+        current().abort(f"no session {shown(session_id)}{scoped}: nothing deleted",
                         ExitCode.CHECK_FAILED)
-    out.success(f"deleted session {session_id!r}")
+    out.success(f"deleted session {shown(session_id)}")

@@ -113,8 +113,42 @@ def test_finds_exactly_the_planted_problems_and_repairs_the_counter(make_adapter
     assert by[("index ix_evt_user_seq on compliance_events")].section.value == "engine requirements"
 
     applied = [apply_repair(f) for f in findings]
-    assert {f.check for f in applied if f.outcome == "repaired"} == {"counter.behind"}
+    # the safe repairs: the counter, and (#23) the item rows of the session that is gone
+    assert {f.check for f in applied if f.outcome == "repaired"} == {"counter.behind",
+                                                                     "items.orphaned"}
     assert adapter.event_store().read_counter("behind") == 2
+    assert db["semvec_memory_items"].count_documents({"session_id": "s-gone"}) == 0
+    assert db["semvec_memory_items"].count_documents({"session_id": "s-ok"}) == 1
     after = [f for f in found(adapter) if f.check != "index.unsupported"]
-    assert keys(after) == keys(findings) - {("counter.behind",
-                                             "document compliance_event_counters 'behind'")}
+    assert keys(after) == keys(findings) - {
+        ("counter.behind", "document compliance_event_counters 'behind'"),
+        ("items.orphaned", "collection semvec_memory_items session 's-gone'")}
+
+
+def test_strict_audit_checks_every_number_and_the_meta(make_adapter):
+    """#23 finding 8 on mongomock: an embedding holding NaN or a string, and a meta that
+    is a string, are found with the field named; the gap alone is a note (#24)."""
+    adapter = seeded(make_adapter)
+    events = adapter.database["compliance_events"]
+    planted = {}
+    for seq, over, words in ((4, {"embedding": [float("nan")]}, "embedding holds a non-finite"),
+                             (5, {"embedding": [0.1, "x"]}, "embedding holds a non-number"),
+                             (6, {"meta": "{bad"}, "meta is not a document")):
+        eid = str(uuid.uuid4())
+        doc = {"_id": eid, "event_id": eid, "user_id": "alice", "owner_subject": "",
+               "session_id": "s-ok", "created_at": datetime(2026, 1, 2, tzinfo=timezone.utc),
+               "content": "c", "embedding": [0.1], "meta": {}, "source_event_id": None,
+               "sequence": seq}
+        doc.update(over)
+        events.insert_one(doc)
+        planted[f"document compliance_events {eid!r} (user 'alice')"] = words
+    events.delete_one({"sequence": 2})  # the engine's single-event delete
+    adapter.event_store().raise_counter("alice", 6)
+    findings = [f for f in found(adapter) if f.check not in ("index.unsupported",
+                                                               DEPLOY[0])]
+    what = {f.where: f.what for f in findings if f.check == "event.unreadable"}
+    assert set(what) == set(planted)
+    for where, words in planted.items():
+        assert words in what[where]
+    gap = [f for f in findings if f.check == "events.sequence-gap"]
+    assert [g.severity.value for g in gap] == ["info"]

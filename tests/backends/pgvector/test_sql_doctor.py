@@ -93,7 +93,7 @@ def plant(url: str) -> dict[str, str]:
     return {"bad_emb": bad_emb, "null_emb": null_emb}
 
 
-def test_finds_exactly_the_planted_problems_and_apply_changes_nothing(store, monkeypatch):
+def test_finds_exactly_the_planted_problems_and_apply_purges_only_orphaned_items(store, monkeypatch):
     ids = plant(store)
     monkeypatch.setenv("SEMVEC_SQL_SESSION_TTL_S", "3600")
     code, findings = doctor(store, "pgvector")
@@ -119,10 +119,21 @@ def test_finds_exactly_the_planted_problems_and_apply_changes_nothing(store, mon
     assert "source_event_id is not a UUID" in what[f"{events} '{ids['bad_emb']}' (user 'bob')"]
     assert "2 item-mirror row(s)" in what[f"{items} session 's-gone'"]
 
+    # the one safe repair on SQL (#23): item rows of a session that is gone are purged,
+    # re-checked and gone on the next audit; everything else is left for a human
     code, applied = doctor(store, "pgvector", "--fix", "--apply")
-    assert {f["outcome"] for f in applied} == {"left (needs a human)"}
+    outcomes = {(f["check"], f["where"]): f["outcome"] for f in applied}
+    assert outcomes.pop(("items.orphaned", f"{items} session 's-gone'")) == "repaired"
+    assert set(outcomes.values()) == {"left (needs a human)"}
+    assert code == 1
     _, again = doctor(store, "pgvector")
-    assert {(f["check"], f["where"]) for f in again} == got
+    assert {(f["check"], f["where"]) for f in again} == got - {
+        ("items.orphaned", f"{items} session 's-gone'")}
+    with psycopg.connect(store) as conn:
+        assert conn.execute("SELECT count(*) FROM semvec_memory_items WHERE session_id = 's-gone'"
+                            ).fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM semvec_memory_items WHERE session_id = 's-ok'"
+                            ).fetchone()[0] == 1
 
 
 def test_missing_engine_index_is_an_engine_requirement(store):
@@ -132,3 +143,64 @@ def test_missing_engine_index_is_an_engine_requirement(store):
     assert [(f["check"], f["section"], f["severity"]) for f in findings] == [
         ("index.missing", "engine requirements", "error")]
     assert code == 1
+
+
+def _event(conn, user: str, embedding: str, meta: str) -> str:
+    eid = str(uuid.uuid4())
+    conn.execute("INSERT INTO semvec_memory_events (event_id, user_id, owner_subject, session_id,"
+                 " created_at, content, embedding, meta, source_event_id)"
+                 " VALUES (%s, %s, '', '', %s, 'c', %s, %s, NULL)",
+                 (eid, user, datetime(2026, 3, 1, 12), embedding, meta))
+    return eid
+
+
+def test_strict_audit_parses_meta_and_embedding(store):
+    """#23 finding 8: ``'{bad'`` passed (only its first character was checked) and
+    ``[NaN]`` was not flagged; both are found now, with the field named. Sound values of
+    every shape the engine writes (exponents, negatives, nested meta) stay clean."""
+    with psycopg.connect(store, autocommit=True) as conn:
+        bad_meta = _event(conn, "carol", "[0.1]", "{bad")
+        nan = _event(conn, "carol", "[NaN]", "{}")
+        big = _event(conn, "carol", "[1e999]", "{}")
+        text = _event(conn, "carol", '[0.1, "x"]', "{}")
+        listed = _event(conn, "carol", "[0.1]", "[1, 2]")
+        _event(conn, "carol", "[-1.5e-07, 2.0, 0, 3e+20]", '{"a": {"b": [1, null]}, "c": "}"}')
+        _event(conn, "carol", "[]", "")
+    for backend in ("pgvector", "postgres"):
+        code, findings = doctor(store, backend)
+        what = {f["where"].split("'")[1]: f["what"] for f in findings
+                if f["check"] == "event.unreadable"}
+        assert set(what) == {bad_meta, nan, big, text, listed}
+        assert "meta is not valid JSON" in what[bad_meta]
+        assert "embedding holds a non-finite number" in what[nan]
+        assert "embedding holds a non-finite number" in what[big]
+        assert "embedding holds a non-number" in what[text]
+        assert "meta is not a JSON object" in what[listed]
+        assert code == 1
+
+
+def test_engine_tables_are_not_unknown(store):
+    """#24: every table the engine's create_tables() makes (ENGINE-WIRE 6b) is its own."""
+    from backends.doctor.sql import ENGINE_TABLES
+
+    with psycopg.connect(store, autocommit=True) as conn:
+        for table in sorted(ENGINE_TABLES):
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (id int)")
+    assert len(ENGINE_TABLES) == 10
+    for backend in ("pgvector", "postgres"):
+        code, findings = doctor(store, backend)
+        assert findings == []
+        assert code == 0
+
+
+def test_leftover_run_rows_are_flagged(store, pgvector_adapter_factory):
+    adapter = pgvector_adapter_factory()
+    adapter.state_store().save("semvec-load-00ff00ff00-s1", b"x", expected_version=None)
+    adapter.event_store().append(MemoryEvent(event_id=str(uuid.uuid4()),
+                                             user_id="semvec-conf-0badcafe-u", content="c"))
+    code, findings = doctor(store, "pgvector")
+    left = {f["where"]: f["repair"] for f in findings if f["check"] == "leftover.run-data"}
+    assert set(left) == {"rows prefix semvec-load-00ff00ff00-", "rows prefix semvec-conf-0badcafe-"}
+    assert "load cleanup --prefix semvec-load-00ff00ff00- --sessions 2" in \
+        left["rows prefix semvec-load-00ff00ff00-"]
+    assert code == 0
