@@ -358,6 +358,8 @@ class MongoEventStore(EngineEventSurface):
             try:
                 event_from_document(doc)
                 problem = None
+            except CorruptEvent as exc:  # the strict decoder names the event and the field
+                problem = str(exc)
             except (ValueError, TypeError, KeyError) as exc:
                 problem = f"event {str(doc.get('_id'))!r} cannot be decoded: {type(exc).__name__}: {exc}"
             refs.append((str(doc.get("_id")), doc.get("owner_subject") or "",

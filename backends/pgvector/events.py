@@ -265,17 +265,12 @@ class PgVectorEventStore(EngineEventSurface):
         refs: list[tuple[str, str | None, str | None, str | None]] = []
         for row in self._db.read(work, list):
             problem = None
-            for column, index in (("embedding", 6), ("meta", 7)):
-                try:
-                    _json(row[index], None)
-                except ValueError:
-                    problem = f"event {row[0]!r} has malformed JSON in {column!r}"
-                    break
-            if problem is None:
-                try:
-                    event_from_row(row)
-                except (ValueError, TypeError) as exc:
-                    problem = f"event {row[0]!r} cannot be decoded: {type(exc).__name__}: {exc}"
+            try:
+                event_from_row(row)
+            except CorruptEvent as exc:  # the strict decoder names the event and the field
+                problem = str(exc)
+            except (ValueError, TypeError) as exc:
+                problem = f"event {row[0]!r} cannot be decoded: {type(exc).__name__}: {exc}"
             refs.append((row[0], row[2] or "", row[3] or "", problem))
         return refs
 
