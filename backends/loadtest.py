@@ -435,15 +435,113 @@ class LoadInterrupted(BaseException):
         self.cause = cause
 
 
-def cleanup_prefix(adapter: Any, prefix: str, sessions: int, *,
-                   timeout_s: float = 30.0) -> list[str]:
-    """Remove what a run under ``prefix`` with ``sessions`` sessions wrote (an interrupted
-    run whose own cleanup could not finish); only names a load run generates."""
+#: users probed past the highest index a run is known to have used before concluding
+#: there are no more (a load run numbers its sessions and users 0..n-1 without gaps)
+PROBE_GAP = 64
+
+
+@dataclass
+class RunLeftovers:
+    """What a load run left under its prefix: sessions (found by a scan) and users that
+    still hold events (found by probing the run's user names)."""
+
+    sessions: list[str] = field(default_factory=list)
+    users: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.sessions or self.users)
+
+
+@dataclass
+class CleanupOutcome:
+    """What :func:`cleanup_prefix` removed, what is still there after it (read again, not
+    assumed), and the steps that failed."""
+
+    prefix: str
+    removed: RunLeftovers
+    left: RunLeftovers
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.left and not self.problems
+
+
+def _index(name: str, prefix: str, kind: str) -> int | None:
+    rest = name[len(prefix):]
+    return int(rest[1:]) if rest[:1] == kind and rest[1:].isdigit() else None
+
+
+def find_leftovers(adapter: Any, prefix: str, sessions_hint: int = 0) -> RunLeftovers:
+    """Everything a run under ``prefix`` left, never trusting a count: sessions by a scan
+    of the prefix (by name probing when the backend cannot enumerate), users by probing
+    ``<prefix>u<j>`` up to past the highest index seen, the hint, and :data:`PROBE_GAP`
+    consecutive users without events."""
+    from backends.conformance.drive import EventsDriver
+    from backends.contract import SessionEnumerator
+
+    _check_prefix(prefix)
+    found = RunLeftovers()
+    if isinstance(adapter, SessionEnumerator):
+        found.sessions = sorted(
+            (s.session_id for s in adapter.iter_sessions(match=_glob_escape(prefix) + "*")
+             if s.session_id.startswith(prefix)),
+            key=lambda sid: (_index(sid, prefix, "s") is None, _index(sid, prefix, "s") or 0, sid))
+    else:
+        store = adapter.state_store()
+        found.sessions = _probe(lambda j: store.current_version(f"{prefix}s{j}") is not None,
+                                sessions_hint, prefix, "s")
+    events = adapter.event_store()
+    if events is None:
+        return found
+    driver = EventsDriver(events)
+    known = [i for i in (_index(s, prefix, "s") for s in found.sessions) if i is not None]
+    floor = max([sessions_hint, *(i + 1 for i in known)])
+    found.users = _probe(lambda j: bool(driver.list_events(f"{prefix}u{j}", limit=1)
+                                        if not driver.engine else
+                                        driver.list_events(f"{prefix}u{j}")),
+                         floor, prefix, "u")
+    return found
+
+
+def _probe(exists: Callable[[int], bool], floor: int, prefix: str, kind: str) -> list[str]:
+    names, j, misses = [], 0, 0
+    while j < floor or misses < PROBE_GAP:
+        if exists(j):
+            names.append(f"{prefix}{kind}{j}")
+            misses = 0
+        elif j >= floor:
+            misses += 1
+        j += 1
+    return names
+
+
+def _glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in text)
+
+
+def _check_prefix(prefix: str) -> None:
     if not prefix.startswith("semvec-load-") or len(prefix) <= len("semvec-load-"):
         raise ValueError(f"{prefix!r} is not a load-run prefix (semvec-load-<hex>-)")
-    run = _Run(LoadPlan(sessions=sessions, prefix=prefix), prefix,
-               1 if adapter.event_store() is not None else 0)
-    return cleanup(adapter, run, timeout_s)
+
+
+def cleanup_prefix(adapter: Any, prefix: str, sessions: int = 0, *,
+                   timeout_s: float = 30.0) -> CleanupOutcome:
+    """Remove what a run under ``prefix`` left (an interrupted run whose own cleanup could
+    not finish): what :func:`find_leftovers` finds, ``sessions`` being only a lower bound
+    of the names to probe; then look again and report what is still there. Only names
+    under the prefix are touched."""
+    _check_prefix(prefix)
+    before = find_leftovers(adapter, prefix, sessions)
+    from backends.cleanup import remove_run
+
+    problems = remove_run(adapter, prefix, sessions=before.sessions, users=before.users,
+                          attempt=lambda step: _with_retry(step, timeout_s),
+                          describe=lambda exc: f"{error_category(exc)}: {exc}")
+    after = find_leftovers(adapter, prefix, sessions)
+    removed = RunLeftovers([s for s in before.sessions if s not in set(after.sessions)],
+                           [u for u in before.users if u not in set(after.users)])
+    return CleanupOutcome(prefix, removed, after, problems)
 
 
 def run_load(adapter: Any, plan: LoadPlan | None = None, *, keep: bool = False,

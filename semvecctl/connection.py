@@ -26,6 +26,17 @@ URI_ENV: dict[str, str] = {info.name: info.uri_env[0] for info in KNOWN_INFO if 
 #: backends a URI scheme can imply; --backend may not contradict these
 SCHEME_IMPLIED = frozenset(info.name for info in KNOWN_INFO if info.schemes)
 
+#: Commands that may run with no backend named (they read no store's data, or refuse an
+#: unnamed backend themselves). Every other command works on a store and refuses the
+#: implicit in-memory default: a check of an empty store nobody named would go green on
+#: nothing (``doctor`` "0 error(s)", ``export`` "0 sessions" while REDIS_URL points at
+#: the real one). ``health`` is a gate, so it is not listed here.
+UNNAMED_BACKEND_OK = frozenset({
+    ("config", "view"),          # shows what would be selected, the default included
+    ("backends", "resolve"),     # resolves names and URIs, opens nothing
+    ("conformance", "run"),      # refuses an unnamed backend itself (certifies what it is told)
+})
+
 
 def _uri_env(name: str) -> str:
     """The variable holding a backend's URI: declared, or the selected plugin's own
@@ -82,6 +93,9 @@ def resolve_connection(
 
     app = current()
     env = os.environ if environ is None else environ
+    if uri is not None and not uri.strip():
+        raise usage_error("--uri is empty: give a connection URI (redis://, mongodb://, "
+                          "postgresql://, memory://) or leave the option out")
     config = load_config(app.config_path, env)
     profile = select_profile(config, app.profile, env)
     for candidate in (uri, profile.uri if profile else None):
@@ -139,6 +153,7 @@ def resolve_connection(
             origin = f"profile {profile.name}"
         else:
             chosen, origin = "memory", "default"
+            refuse_unnamed_store(env)
     if uri:
         implied(uri)
         app.remember_secret(uri)
@@ -149,6 +164,50 @@ def resolve_connection(
         options.setdefault("database", database)
     return ConnectionSpec(backend=chosen, uri=uri, options=options, origin=origin,
                           choice_reason=reason)
+
+
+def _command_path() -> tuple[str, ...]:
+    """The running subcommand's names below the root (``("sessions", "list")``); empty
+    outside a click context."""
+    try:
+        from typer._click.globals import get_current_context  # typer vendors click
+    except ImportError:  # pragma: no cover - a typer that depends on click instead
+        from click import get_current_context
+
+    ctx = get_current_context(silent=True)
+    names: list[str] = []
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return tuple(reversed(names))
+
+
+def engine_variables_seen(env: Mapping[str, str]) -> list[str]:
+    """``REDIS_URL is set: did you mean --backend redis?`` for every declared backend
+    URI variable that holds a value (a variable two backends read names both)."""
+    readers: dict[str, list[str]] = {}
+    for info in KNOWN_INFO:
+        for var in info.uri_env:
+            readers.setdefault(var, []).append(info.name)
+    return [f"{var} is set: did you mean "
+            + " or ".join(f"--backend {name}" for name in names) + "?"
+            for var, names in readers.items() if env.get(var, "").strip()]
+
+
+def refuse_unnamed_store(env: Mapping[str, str]) -> None:
+    """The one rule for a command run with no backend named (no ``--backend``, ``--uri``,
+    ``--adapter``, ``$SEMVEC_SESSION_BACKEND`` or profile): a command that works on a
+    store refuses (exit 2) rather than open an empty in-memory one, and says which engine
+    variables it saw. Only the commands in :data:`UNNAMED_BACKEND_OK` go on with memory."""
+    path = _command_path()
+    if not path or path[:2] in UNNAMED_BACKEND_OK:
+        return
+    hints = engine_variables_seen(env)
+    command = " ".join(path)
+    raise usage_error(
+        f"no backend named: '{command}' would run against an empty in-memory store; name the "
+        "store with --backend NAME or --uri URI (--backend memory if you mean the in-memory "
+        "one)" + ("; " + "; ".join(hints) if hints else ""))
 
 
 def require_known_backend(name: str, origin: str = "flag") -> None:

@@ -18,7 +18,8 @@ StreamOutput = Annotated[
 ]
 Backend = Annotated[
     Optional[str],
-    typer.Option("--backend", "-b", help="Backend name (default: $SEMVEC_SESSION_BACKEND, then the profile, then memory).",
+    typer.Option("--backend", "-b", help="Backend name (default: $SEMVEC_SESSION_BACKEND, then the profile; naming none is a "
+                              "usage error where a store is read or written: --backend memory for the in-memory one).",
                  show_default=False),
 ]
 #: for commands that never pick a backend for you (conformance certifies what it is told)

@@ -96,6 +96,7 @@ class PgVectorConfig:
         conninfo = urlunsplit(
             (parts.scheme, parts.netloc, parts.path, urlencode(kept, safe="/:,"), parts.fragment)
         )
+        _require_tls_files(kept, backend, redact_uri(uri))
         schema = options.pop("schema", None) or (uri_schema[-1] if uri_schema else None)
         schema = schema or os.environ.get(ENV_SCHEMA) or "public"
         if not _IDENT.match(schema):
@@ -131,3 +132,24 @@ class PgVectorConfig:
                 "pool_size, create_tables)"
             )
         return config
+
+
+#: libpq parameters that name a file (and the variable libpq reads when the URI does not)
+_TLS_FILES = (("sslrootcert", "PGSSLROOTCERT"), ("sslcert", "PGSSLCERT"), ("sslkey", "PGSSLKEY"),
+              ("sslcrl", "PGSSLCRL"))
+
+
+def _require_tls_files(query: list[tuple[str, str]], backend: str, display_uri: str) -> None:
+    """A certificate, key or CRL file the connection names must exist: a missing CA file
+    is a permanent configuration error (exit 3), not a server that might come back (libpq
+    only says so after the TLS handshake, and not at all against a server without TLS)."""
+    given = dict(query)
+    for key, variable in _TLS_FILES:
+        value = given.get(key) or os.environ.get(variable) or ""
+        if not value or (key == "sslrootcert" and value == "system"):
+            continue
+        if not os.path.isfile(os.path.expanduser(value)):
+            source = key if given.get(key) else f"${variable}"
+            raise BackendConfigError(
+                f"{backend} connection {display_uri}: {source} names {value!r}, which is not "
+                "a file; fix the path (or drop the parameter)")

@@ -66,6 +66,13 @@ def translate_error(exc: BaseException, display_uri: str, *, action: str = "a qu
         return BackendAuthError(f"PostgreSQL at {display_uri} refused {action}: {text}")
     if state in _TRANSIENT_STATES:
         return BackendTransient(f"PostgreSQL at {display_uri} failed {action}, retry: {text}")
+    if isinstance(exc, psycopg.OperationalError) and not state:
+        permanent = _permanent_connect_failure(str(exc))
+        if permanent == "auth":
+            return BackendAuthError(f"PostgreSQL at {display_uri} refused {action}: {text}")
+        if permanent:
+            return BackendConfigError(f"PostgreSQL at {display_uri} ({action}): {text}"
+                                      f" ({permanent}: retrying will not help)")
     if isinstance(exc, psycopg.OperationalError) and (not state or state.startswith("08")):
         return BackendUnreachable(f"cannot reach PostgreSQL at {display_uri} ({action}): {text}")
     if state == "3D000":  # invalid_catalog_name: database does not exist
@@ -79,6 +86,34 @@ def translate_error(exc: BaseException, display_uri: str, *, action: str = "a qu
         return BackendConfigError(f"PostgreSQL connection settings for {display_uri} are "
                                   f"invalid: {text}")
     return exc
+
+
+#: What libpq says (no SQLSTATE: the connection never got that far) when a retry cannot
+#: help: the server answered and refused the settings. Anything else at connect time is
+#: treated as unreachable (exit 4).
+_PERMANENT_CONNECT = (
+    ("does not exist", "database", 'database "'),
+    ("does not exist", "auth", 'role "'),
+    ("server does not support ssl", "the server has no TLS: drop sslmode=require or enable "
+                                    "TLS on the server", ""),
+    ("root certificate file", "a CA file is missing or unreadable", ""),
+    ("certificate verify failed", "the server's certificate does not verify", ""),
+    ("could not open certificate file", "a certificate file is missing or unreadable", ""),
+    ("could not load private key file", "a key file is missing or unreadable", ""),
+    ("private key file", "a key file is unusable", ""),
+    ("server certificate for", "the server's certificate does not match the host", ""),
+    ("invalid sslmode value", "bad sslmode", ""),
+)
+
+
+def _permanent_connect_failure(text: str) -> str:
+    """Why a connection failure is permanent ("auth" for a role that does not exist), or
+    "" when it may pass (refused, timed out, DNS)."""
+    lowered = text.lower()
+    for needle, why, also in _PERMANENT_CONNECT:
+        if needle in lowered and (not also or also in text):
+            return "the database does not exist" if why == "database" else why
+    return ""
 
 
 def _first_line(exc: BaseException) -> str:

@@ -261,6 +261,13 @@ class PgVectorIndexManager:
                                detail=f"table {target} does not exist")
         have = found.get(key.name)
         if have is None:
+            expected_type = f"vector({dims})"
+            if key.method == "hnsw" and column_type is not None and column_type != expected_type:
+                # the index could be created, but on a column of another dimension: the
+                # index ensure would build is one validate rejects, so this is drift
+                return IndexReport(key.name, target, key.kind, "drift",
+                                   (FieldDiff("dimensions", expected_type, column_type),),
+                                   f"index missing; the embedding column is {column_type}")
             return IndexReport(key.name, target, key.kind, "missing")
         if have.table != key.table:
             return IndexReport(key.name, target, key.kind, "drift",

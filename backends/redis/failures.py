@@ -85,6 +85,9 @@ def translate_error(exc: BaseException, where: str, *, action: str = "a call",
         if isinstance(exc, rx.ClusterError):
             return BackendUnreachable(f"Redis Cluster at {where} cannot serve the key's "
                                       f"slot ({type(exc).__name__})")
+        if "DB index is out of range" in text:  # SELECT N on connect: N >= the server's databases
+            return BackendConfigError(f"Redis at {where} has no such database ({text}): fix the "
+                                      "/N of the URI (the server's 'databases' setting bounds it)")
         if text.startswith("WRONGTYPE") or "semvec" in text:
             return IntegrityError(f"unexpected data in Redis at {where}: {text}")
         return BackendError(f"Redis at {where} answered with an error: {text}")

@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.errors import BackendConfigError
 from backends.info import declared
-from backends.uris import redact_uri
+from backends.uris import InvalidURI, redact_uri
 
 _INFO = declared("redis")
 DEFAULT_URL = "redis://localhost:6379/0"
@@ -55,6 +55,43 @@ def split_cluster_flag(url: str) -> tuple[str, bool | None]:
         raise BackendConfigError(f"redis URI parameter cluster must be true or false, got {value!r}")
     rest = urlencode([(k, v) for k, v in pairs if k.lower() != CLUSTER_PARAM])
     return urlunsplit(parts._replace(query=rest)), value in _TRUE
+
+
+def _require_db_number(url: str, scheme: str) -> None:
+    """``redis://host:port/N``: the path is a database number or nothing. redis-py reads
+    ``/abc`` as database 0 without a word, so a typo would silently address another
+    database: a usage error naming the path instead (a unix socket's path is its file)."""
+    if scheme == "unix":
+        return
+    try:
+        path = urlsplit(url).path
+    except ValueError:
+        return  # the driver reports a malformed URI itself
+    if path in ("", "/"):
+        return
+    number = path[1:]
+    if not (number.isascii() and number.isdigit()):
+        raise InvalidURI(f"Redis URI {redact_uri(url)!r}: the path {path!r} is not a database "
+                         "number; write redis://host:port/N with N a whole number (or no path "
+                         "for database 0)")
+
+
+#: rediss:// query parameters (redis-py's) that name a file or directory
+_TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_ca_path")
+
+
+def _require_tls_files(url: str) -> None:
+    """A CA, certificate or key file the URI names must exist: a missing CA file is a
+    permanent configuration error (exit 3), not an unreachable server (redis-py reports
+    it as a connection failure)."""
+    try:
+        query = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    except ValueError:
+        return
+    for key, value in query:
+        if key in _TLS_FILES and value and not os.path.exists(os.path.expanduser(value)):
+            raise BackendConfigError(f"Redis URI {redact_uri(url)!r}: {key} names {value!r}, "
+                                     "which does not exist; fix the path (or drop the parameter)")
 
 
 def _ttl(value: Any, source: str) -> int:
@@ -108,6 +145,8 @@ class RedisSettings:
             raise BackendConfigError(
                 f"not a Redis URI: {redact_uri(url)!r} (expected redis://, rediss:// or unix://)"
             )
+        _require_db_number(url, scheme)
+        _require_tls_files(url)
         try:
             url, cluster_flag = split_cluster_flag(url)
         except ValueError as exc:

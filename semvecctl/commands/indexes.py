@@ -5,7 +5,9 @@ pgvector, a third-party one) plugs in; a backend without the seam has nothing to
 provision, which is a fine answer (exit 0). ``ensure`` is the only command that writes,
 and it previews unless told to apply; ``validate`` only reads and exits like
 ``kubectl diff``: 0 all match, 1 drift, 2+ errors; drift of an index the backend only
-recommends (``IndexSpec.required`` False) is a warning unless ``--strict``.
+recommends (``IndexSpec.required`` False) is a warning unless ``--strict``. ``plan`` and
+``ensure`` exit 1 naming what ensure leaves short of the plan (a mismatch it leaves alone,
+such as an embedding column of another dimension, which not even --recreate changes).
 """
 
 
@@ -100,6 +102,19 @@ def plan(
     pending = [r for r in rows if r["action"] in ("create", "update", "recreate")]
     out.info(f"{len(pending)} change(s) would be made; nothing was written"
              if pending else "nothing to change")
+    _refuse_unresolved(rows, "ensure would leave")
+
+
+def _refuse_unresolved(rows: list[dict[str, Any]], what: str) -> None:
+    """Exit 1 naming every index ensure cannot bring in line (a mismatch it leaves alone,
+    such as an embedding column of another dimension, which not even --recreate changes):
+    the preview exits as the apply would."""
+    unresolved = [r for r in rows if r["action"] in _UNRESOLVED_ACTIONS]
+    for row in unresolved:
+        current().output.warn(f"{row['name']} ({row['target']}): {row['action']}: {row['detail']}")
+    if unresolved:
+        current().abort(f"{what} {len(unresolved)} index(es) short of the plan: "
+                        + ", ".join(r["name"] for r in unresolved), ExitCode.CHECK_FAILED)
 
 
 @app.command("ensure")
@@ -136,6 +151,7 @@ def ensure(
                           "indexes": rows}, output, columns=_ACTION_COLUMNS, rows=rows)
                 out.info(f"preview only: {len(changes)} change(s) not applied (no terminal to "
                          "confirm); rerun with --yes to apply")
+                _refuse_unresolved(rows, "ensure would leave")
                 return
             verb = "rebuild or change" if any(a.action == "recreate" for a in changes) else "apply"
             out.confirm(f"{verb} {len(changes)} index change(s) on backend {adapter_obj.name} "
@@ -154,10 +170,8 @@ def ensure(
         if wait_states is not None:
             report["search_indexes"] = wait_states
         out.emit(report, output, columns=_ACTION_COLUMNS, rows=rows)
-    unresolved = [r for r in rows if r["action"] in _UNRESOLVED_ACTIONS]
-    for row in unresolved:
-        out.warn(f"{row['name']} ({row['target']}): {row['action']}: {row['detail']}")
-    if unresolved or not wait_ok:
+    _refuse_unresolved(rows, "ensure left")
+    if not wait_ok:
         current().abort(code=ExitCode.CHECK_FAILED)
     if applied:
         out.success(f"{sum(1 for r in rows if r['applied'])} index change(s) applied")

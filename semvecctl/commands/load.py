@@ -140,14 +140,19 @@ def _run_interruptible(adapter_obj: Any, plan: Any, spec: Any, out: Any) -> Any:
 @app.command("cleanup")
 def cleanup(
     prefix: str = typer.Option(..., "--prefix", help="The run's prefix (semvec-load-<hex>-), as printed by 'load run'."),
-    sessions: int = typer.Option(..., "--sessions", min=1, max=10_000,
-                                 help="The run's --sessions (how many session/user names to remove)."),
+    sessions: int = typer.Option(0, "--sessions", min=0, max=10_000,
+                                 help="The run's --sessions, if known: a lower bound only (what the "
+                                      "run left is found by scanning the prefix)."),
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
     yes: Yes = False,
 ) -> None:
-    """Remove what an interrupted load run left behind (its sessions, events, counters)."""
+    """Remove what an interrupted load run left behind (its sessions, events, counters).
+
+    Finds the run's rows by its prefix (a scan of the sessions, a probe of its users),
+    removes them, looks again, and says what it removed and what is left: exit 0 only
+    when nothing is left, 1 otherwise."""
     from backends.loadtest import cleanup_prefix
 
     out = current().output
@@ -157,9 +162,20 @@ def cleanup(
     spec = resolve_connection(backend, uri, adapter)
     out.confirm(f"delete the load-run rows under {prefix} from {spec.display_uri}", yes=yes)
     with open_adapter(spec) as adapter_obj:
-        problems = cleanup_prefix(adapter_obj, prefix, sessions)
-    for problem in problems[:-1]:
+        outcome = cleanup_prefix(adapter_obj, prefix, sessions)
+    removed = (f"removed {len(outcome.removed.sessions)} session(s) and the events of "
+               f"{len(outcome.removed.users)} user(s) under {prefix}")
+    for problem in outcome.problems:
         out.error(problem)
-    if problems:
-        current().abort(problems[-1], ExitCode.CHECK_FAILED)
-    out.success(f"removed the load-run rows under {prefix}")
+    if not outcome.complete:
+        left = outcome.left
+        current().abort(f"{removed}; left: {len(left.sessions)} session(s)"
+                        f"{_names(left.sessions)} and {len(left.users)} user(s) with events"
+                        f"{_names(left.users)}; rerun this command", ExitCode.CHECK_FAILED)
+    out.success(f"{removed}; nothing is left")
+
+
+def _names(names: list[str], shown: int = 5) -> str:
+    if not names:
+        return ""
+    return " (" + ", ".join(names[:shown]) + (", ..." if len(names) > shown else "") + ")"

@@ -27,7 +27,7 @@ UnownedOpt = typer.Option(False, "--unowned", help="Only sessions with no owner.
 
 _LIST_COLUMNS = [
     Column("SESSION", "session_id", style="bold"),
-    Column("VERSION", "version", justify="right"),
+    Column("VERSION", lambda r: "damaged" if r.get("damaged") else r["version"], justify="right"),
     Column("OWNER", "owner_subject"),
     Column("PENDING", lambda r: _short(r.get("pending_message"), 32)),
     Column("BYTES", "blob_size", justify="right"),
@@ -44,11 +44,16 @@ def _short(text: Optional[str], width: int) -> Optional[str]:
 
 
 def summary_row(summary: Any) -> dict[str, Any]:
+    """One listing row. A damaged row (the backend lists it with ``extra['damaged']``
+    saying which field) keeps its ``damaged`` text, so json/jsonl say so, and its version
+    only when the stored one is usable (``null``, never the placeholder 0); the table shows
+    VERSION ``damaged``. The id is shown escaped, as inspect/delete take it back."""
     from backends.session_ids import escape_id
 
+    damaged = bool(summary.extra and summary.extra.get("damaged"))
     row = {
-        "session_id": escape_id(summary.session_id),  # what inspect/delete take back
-        "version": summary.version,
+        "session_id": escape_id(summary.session_id),
+        "version": None if damaged and not summary.version >= 1 else summary.version,
         "owner_subject": summary.owner_subject,
         "pending_message": summary.pending_message,
         "blob_size": summary.blob_size,
@@ -87,7 +92,20 @@ def list_sessions(
         summaries = adapter_obj.iter_sessions(owner_subject=scope, match=match, batch_size=batch_size)
         if limit is not None:
             summaries = itertools.islice(summaries, limit)
-        count = out.stream((summary_row(s) for s in summaries), output, _LIST_COLUMNS)
+        damaged: list[str] = []
+
+        def rows() -> Any:
+            for summary in summaries:
+                row = summary_row(summary)
+                if row.get("damaged"):
+                    damaged.append(row["session_id"])
+                yield row
+
+        count = out.stream(rows(), output, _LIST_COLUMNS)
+    if damaged:
+        shown = ", ".join(repr(d) for d in damaged[:5]) + (", ..." if len(damaged) > 5 else "")
+        current().abort(f"{count} session(s), {len(damaged)} of them damaged ({shown}): "
+                        "'semvecctl doctor' names the field of each", ExitCode.CHECK_FAILED)
     out.info(f"{count} session(s)")
 
 

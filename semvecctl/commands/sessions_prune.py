@@ -206,8 +206,11 @@ def prune_sessions(
                                     "digest": result.digest})
                 idle = archived_sessions(archive)
         if apply:
-            outcomes = delete_idle(adapter_obj, out.progress(idle, label="deleting"), result,
-                                   owner_subject=scope)
+            from semvecctl.interrupts import steps
+
+            # each delete and its count finish before a signal is taken: the count is exact
+            outcomes = steps(delete_idle(adapter_obj, out.progress(idle, label="deleting"),
+                                         result, owner_subject=scope))
             try:
                 out.stream((_row(s, a) for s, a in outcomes), output, _COLUMNS)
             except BaseException:  # a signal too: say how far it got (deletes are final)

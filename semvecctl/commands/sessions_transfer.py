@@ -310,7 +310,11 @@ def _run_import(importer: Any, *, apply: bool, output: StreamFormat, verb: str,
         _preview(importer, output, verb)
         return
     try:
-        result = importer.apply(progress=_progress("importing", summary.count))
+        from semvecctl.interrupts import steps
+
+        shown = _progress("importing", summary.count)
+        # each session's write and its count finish before a signal is taken: exact count
+        result = importer.apply(progress=lambda records: steps(shown(records)))
     except BaseException as exc:  # a signal too: say how far the import got
         from backends.errors import is_state_version_conflict
 
