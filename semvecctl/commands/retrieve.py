@@ -50,7 +50,7 @@ Like = Annotated[Optional[str], typer.Option(
     show_default=False)]
 TopK = Annotated[int, typer.Option("--top-k", "-k", min=1, max=10_000, help="Results to return.")]
 Bm25 = Annotated[bool, typer.Option("--bm25/--no-bm25", help="Use the lexical signal (BM25 / $search).")]
-Bm25FetchK = Annotated[int, typer.Option("--bm25-fetch-k", min=0, max=100_000, help="Candidate width when BM25 is on.")]
+Bm25FetchK = Annotated[int, typer.Option("--bm25-fetch-k", min=0, max=100_000, help="BM25 hits fused with the cosine candidates when BM25 is on (the engine's default, 50).")]
 MmrFetchK = Annotated[int, typer.Option(
     "--mmr-fetch-k", min=0, max=100_000, help="MMR diversity over this many candidates (when above --top-k).")]
 MmrLambda = Annotated[float, typer.Option("--mmr-lambda", min=0.0, max=1.0, help="MMR relevance weight.")]
@@ -133,7 +133,7 @@ def _single_spec(query: str | None, query_vector: str | None, like: str | None):
 def _no_server(adapter: Any) -> CliError:
     return environment_error(
         f"backend {getattr(adapter, 'name', '?')!r} has no server-side retrieval "
-        "(retrieval_backend() is None): it always retrieves in-process, so there is "
+        "(no server_retriever()): it always retrieves in-process, so there is "
         "nothing to diff against")
 
 
@@ -158,7 +158,7 @@ def run(
     like: Like = None,
     top_k: TopK = 5,
     bm25: Bm25 = False,
-    bm25_fetch_k: Bm25FetchK = 20,
+    bm25_fetch_k: Bm25FetchK = 50,
     mmr_fetch_k: MmrFetchK = 0,
     mmr_lambda: MmrLambda = 0.5,
     rrf_k: RrfK = 60,
@@ -173,6 +173,7 @@ def run(
     """Rank a session's memory with one retriever and print the top-k."""
     from dataclasses import replace
 
+    from backends.contract import server_retriever_of
     from backends.retrieval.diff import resolve_query, run_side
 
     out = current().output
@@ -182,11 +183,11 @@ def run(
                    rrf_k, rrf_weights)
     connection = resolve_connection(backend, uri, adapter)
     with open_adapter(connection) as adapter_obj:
-        server = adapter_obj.retrieval_backend() if side is Side.server else None
+        server = server_retriever_of(adapter_obj) if side is Side.server else None
         if side is Side.server and server is None:
             raise environment_error(
                 f"backend {adapter_obj.name!r} has no server-side retrieval "
-                "(retrieval_backend() is None); use --side in-process")
+                "(no server_retriever()); use --side in-process")
         need_items = side is Side.in_process or like is not None
         live, origin = _load_items(adapter_obj, session, scope, items, need_items)
         try:
@@ -317,7 +318,7 @@ def diff(
         dir_okay=False),
     top_k: TopK = 5,
     bm25: Bm25 = False,
-    bm25_fetch_k: Bm25FetchK = 20,
+    bm25_fetch_k: Bm25FetchK = 50,
     mmr_fetch_k: MmrFetchK = 0,
     mmr_lambda: MmrLambda = 0.5,
     rrf_k: RrfK = 60,
@@ -348,6 +349,7 @@ def diff(
     the agreement metrics and the reasons they can differ. --exact adds recall against
     exact search. With --min-rbo/--min-jaccard/--min-recall it is a CI gate (exit 1
     when a query misses)."""
+    from backends.contract import server_retriever_of
     from backends.retrieval.diff import diff_queries, has_exact_search, load_queries_jsonl
 
     from semvecctl.report import write_report
@@ -367,7 +369,7 @@ def diff(
                    rrf_k, rrf_weights)
     connection = resolve_connection(backend, uri, adapter)
     with open_adapter(connection) as adapter_obj:
-        server = adapter_obj.retrieval_backend()
+        server = server_retriever_of(adapter_obj)
         if server is None:
             raise _no_server(adapter_obj)
         exact = exact or min_recall is not None

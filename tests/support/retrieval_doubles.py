@@ -52,7 +52,7 @@ class ServerAdapter(MemoryBackendAdapter):
         super().__init__(uri)
         self._retriever = FakeServerRetriever()
 
-    def retrieval_backend(self) -> FakeServerRetriever:
+    def server_retriever(self) -> FakeServerRetriever:
         return self._retriever
 
     def iter_live_items(self, session_id: str, *, owner_subject: Any = UNSCOPED) -> Iterator[MemoryItem]:
@@ -64,7 +64,7 @@ class ServerAdapter(MemoryBackendAdapter):
 class NoServerAdapter(ServerAdapter):
     name = "no-server-backend"
 
-    def retrieval_backend(self) -> None:
+    def server_retriever(self) -> None:
         return None
 
 

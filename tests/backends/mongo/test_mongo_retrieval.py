@@ -73,14 +73,14 @@ def items(*ids, **kw):
 def test_declared_in_code(adapter, make_adapter):
     from backends.mongo.retrieval import MongoRetrievalBackend
 
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     assert isinstance(backend, RetrievalBackend) and isinstance(backend, MongoRetrievalBackend)
-    assert backend is adapter.retrieval_backend()
+    assert backend is adapter.server_retriever()
     assert backend.name == "mongo-server"
     assert backend.signals == ("semantic", "lexical", "recency")
     assert backend.inert_fields == frozenset({"rrf_k", "rrf_weights", "fuse_with_bm25", "memory", "stage"})
     assert dict(backend.DEFAULT_WEIGHTS) == {"semantic": 0.5, "lexical": 0.3, "recency": 0.2}
-    assert make_adapter().retrieval_backend() is None  # mirror off: in-process retrieval
+    assert make_adapter().server_retriever() is None  # mirror off: in-process retrieval
     assert set(backend.inert_fields) <= set(RetrievalContext.__dataclass_fields__)
 
 
@@ -192,7 +192,7 @@ def test_limit_is_the_widened_shared_fetch_width():
 
 def test_client_side_fusion_on_recorded_results(adapter, session, monkeypatch):
     adapter.sync_items(session, items("a", "b", "c", "d"))
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     ids = {x: f"{session}:{x}" for x in "abcd"}
     rec = install(backend, monkeypatch, Recorder(results={
         "semantic": [ids["a"], ids["b"], ids["c"]],
@@ -223,7 +223,7 @@ def test_client_side_fusion_on_recorded_results(adapter, session, monkeypatch):
 
 def test_without_query_text_semantic_and_recency_only(adapter, session, monkeypatch):
     adapter.sync_items(session, items("a", "b"))
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     rec = install(backend, monkeypatch, Recorder(results={
         "semantic": [f"{session}:a", f"{session}:b"], "recency": [f"{session}:b", f"{session}:a"]}))
     units = backend.search(RetrievalContext(session_id=session, query_embedding=[1.0, 0.0],
@@ -239,7 +239,7 @@ def test_consistent_read_drops_stale_evicted_and_foreign(adapter, session, monke
     adapter.sync_items(session, items("a", "b", "c"), owner_subject="t1")
     adapter.sync_items(session, items("a", "b"), owner_subject="t1")  # c soft-evicted
     adapter.sync_items(other, items("x"), owner_subject="t1")
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     install(backend, monkeypatch, Recorder(results={
         # what a lagging search index might still return:
         "semantic": [f"{session}:c", f"{other}:x", f"{session}:ghost", f"{session}:a"],
@@ -256,7 +256,7 @@ def test_consistent_read_drops_stale_evicted_and_foreign(adapter, session, monke
 
 def test_rank_fusion_used_when_probe_succeeds(adapter, session, monkeypatch):
     adapter.sync_items(session, items("a", "b", "c"))
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     rec = install(backend, monkeypatch, Recorder(rank_fusion=[
         {"_id": f"{session}:c", "score": 0.9}, {"_id": f"{session}:a", "score": 0.5}]))
     ctx = RetrievalContext(session_id=session, query_embedding=[1.0, 0.0], top_k=2)
@@ -272,7 +272,7 @@ def test_rank_fusion_used_when_probe_succeeds(adapter, session, monkeypatch):
 
 def test_query_time_failure_falls_back_for_good(adapter, session, monkeypatch):
     adapter.sync_items(session, items("a", "b"))
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     rec = install(backend, monkeypatch, Recorder(
         rank_fusion=[], fail_rank_fusion_query=True,
         results={"semantic": [f"{session}:a"], "recency": [f"{session}:b"]}))
@@ -286,14 +286,14 @@ def test_query_time_failure_falls_back_for_good(adapter, session, monkeypatch):
 def test_forced_client_rrf_never_probes(make_adapter, session, monkeypatch):
     adapter = make_adapter(item_sync=True, force_client_rrf=True)
     adapter.sync_items(session, items("a"))
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     rec = install(backend, monkeypatch, Recorder(rank_fusion=[], results={"recency": [f"{session}:a"]}))
     backend.search(RetrievalContext(session_id=session, top_k=1))
     assert rec.of("$rankFusion") == []
 
 
 def test_probe_on_mongomock_says_no(adapter):
-    assert adapter.retrieval_backend().detect_rank_fusion() is False
+    assert adapter.server_retriever().detect_rank_fusion() is False
 
 
 # -- narrowing is the shared stage --------------------------------------------------
@@ -301,7 +301,7 @@ def test_probe_on_mongomock_says_no(adapter):
 
 def test_shared_narrowing_stage_applies(adapter, session, monkeypatch):
     adapter.sync_items(session, items("a", "b", "c", "d", "e", "f"))
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     order = [f"{session}:{x}" for x in "abcdef"]
     install(backend, monkeypatch, Recorder(results={"semantic": order, "recency": order}))
     sliced = backend.search(RetrievalContext(session_id=session, query_embedding=[1.0, 0.0], top_k=2))
@@ -323,7 +323,7 @@ def test_shared_narrowing_stage_applies(adapter, session, monkeypatch):
 
 def test_inert_fields_really_are_ignored(adapter, session, monkeypatch):
     adapter.sync_items(session, items("a", "b", "c"))
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     order = [f"{session}:{x}" for x in "abc"]
     install(backend, monkeypatch, Recorder(results={"semantic": order, "recency": order[::-1]}))
     base = dict(session_id=session, query_embedding=[1.0, 0.0], top_k=3)
@@ -342,7 +342,7 @@ def test_no_atlas_search_is_a_refusal_with_advice(adapter, session):
 
     adapter.sync_items(session, items("a"))
     with pytest.raises(UnsupportedOperation, match="SEMVEC_MONGO_ITEM_SYNC off") as info:
-        adapter.retrieval_backend().search(RetrievalContext(session_id=session,
+        adapter.server_retriever().search(RetrievalContext(session_id=session,
                                                             query_embedding=[1.0, 0.0]))
     assert info.value.__cause__ is not None
 
@@ -352,7 +352,7 @@ def test_server_without_vector_search_stage_refuses(adapter, session, monkeypatc
 
     from backends.errors import UnsupportedOperation
 
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
 
     def aggregate(pipeline, **kwargs):
         raise OperationFailure("Unrecognized pipeline stage name: '$vectorSearch'", code=40324)
@@ -399,7 +399,7 @@ def test_exact_search_ranks_the_mirror_in_process(adapter, session, monkeypatch)
     adapter.sync_items(session, mine[:3], owner_subject="t1")  # "gone" is evicted
     adapter.sync_items(f"{session}-other", [MemoryItem("near", "x", embedding=(1.0, 0.0))],
                        owner_subject="t2")
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     real = backend._collection.aggregate
     sent = []
 
