@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from backends.contract import MemoryItem, MemoryUnit, RetrievalContext
+from backends.retrieval.fusion import effective_rrf_k, effective_rrf_weights
 from backends.retrieval.items import find_item, parse_vector, read_jsonl
 from backends.retrieval.metrics import (
     ExactAgreement,
@@ -275,8 +276,8 @@ def _settings(ctx: RetrievalContext) -> dict[str, Any]:
         "has_vector": ctx.query_embedding is not None,
         "bm25_fetch_k": ctx.bm25_fetch_k,
         "mmr_fetch_k": ctx.mmr_fetch_k,
-        "rrf_k": ctx.rrf_k,
-        "rrf_weights": list(ctx.rrf_weights),
+        "rrf_k": effective_rrf_k(ctx.rrf_k),
+        "rrf_weights": list(effective_rrf_weights(ctx.rrf_weights)),
     }
 
 
