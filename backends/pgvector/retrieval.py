@@ -402,5 +402,5 @@ class PgVectorRetrievalBackend:
         return MemoryUnit(
             item_id=row[0], text=row[1], score=float(row[7]), tier=row[2],
             embedding=_embedding(row[3]), updated_at=row[4], owner_subject=row[5],
-            session_id=row[6], meta={"ranks": ranks},
+            session_id=row[6], meta={"ranks": ranks, "score_kind": "fused"},
         )

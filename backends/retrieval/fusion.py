@@ -100,7 +100,7 @@ def rrf_fuse(
     rankings: Sequence[Sequence[T]],
     weights: Sequence[float] | None = None,
     *,
-    k: float = DEFAULT_RRF_K,
+    k: float | None = DEFAULT_RRF_K,
     key: Callable[[T], Hashable] | None = None,
     limit: int | None = None,
     ties: str = "key",
@@ -108,7 +108,7 @@ def rrf_fuse(
     """Fuse ranked lists (best first) into one list of :class:`FusedItem`, best first.
 
     ``weights`` defaults to 1.0 per list and must have one non-negative number per list;
-    ``k`` must not be negative. ``limit`` truncates the fused list. ``ties`` is ``"key"``
+    ``k`` must not be negative (None: :func:`effective_rrf_k`). ``limit`` truncates the fused list. ``ties`` is ``"key"``
     or ``"first"`` (see the module docstring).
     """
     if ties not in TIES:
@@ -120,6 +120,7 @@ def rrf_fuse(
     weights = [float(w) for w in weights]
     if any(w < 0 or w != w for w in weights):
         raise ValueError(f"fusion weights must be non-negative numbers, got {weights}")
+    k = effective_rrf_k(k)
     if k < 0:
         raise ValueError(f"rrf k must not be negative, got {k}")
     get_key = key or item_key

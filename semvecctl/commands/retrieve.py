@@ -54,8 +54,12 @@ Bm25FetchK = Annotated[int, typer.Option("--bm25-fetch-k", min=0, max=100_000, h
 MmrFetchK = Annotated[int, typer.Option(
     "--mmr-fetch-k", min=0, max=100_000, help="MMR diversity over this many candidates (when above --top-k).")]
 MmrLambda = Annotated[float, typer.Option("--mmr-lambda", min=0.0, max=1.0, help="MMR relevance weight.")]
-RrfK = Annotated[int, typer.Option("--rrf-k", min=0, max=100_000, help="Reciprocal-rank fusion constant k.")]
-RrfWeights = Annotated[str, typer.Option("--rrf-weights", help="Fusion weights dense,bm25.")]
+RrfK = Annotated[Optional[int], typer.Option(
+    "--rrf-k", min=0, max=100_000, show_default=False,
+    help="Reciprocal-rank fusion constant k. Default: SEMVEC_RRF_K, else 60 (as the engine).")]
+RrfWeights = Annotated[Optional[str], typer.Option(
+    "--rrf-weights", show_default=False,
+    help="Fusion weights dense,bm25. Default: SEMVEC_RRF_WEIGHTS, else 1,1 (as the engine).")]
 Items = Annotated[Optional[Path], typer.Option(
     "--items", help="Read the in-process side's items from this JSONL file instead of the store.",
     show_default=False, dir_okay=False)]
@@ -79,7 +83,9 @@ def _parse_vector(value: str) -> tuple[float, ...]:
         raise usage_error(f"--query-vector: {exc}") from None
 
 
-def _rrf_weights(value: str) -> tuple[float, float]:
+def _rrf_weights(value: str | None) -> tuple[float, float] | None:
+    if value is None:
+        return None
     try:
         parts = tuple(float(x) for x in value.split(","))
     except ValueError:
@@ -138,10 +144,10 @@ def _no_server(adapter: Any) -> CliError:
 
 
 def _unit_row(rank: int, unit: Any) -> dict[str, Any]:
-    from backends.retrieval.diff import excerpt
+    from backends.retrieval.diff import excerpt, score_kind
 
     return {"rank": rank, "item_id": unit.item_id, "score": float(unit.score),
-            "tier": unit.tier, "text": excerpt(unit.text)}
+            "score_kind": score_kind(unit), "tier": unit.tier, "text": excerpt(unit.text)}
 
 
 # -- run -------------------------------------------------------------------------------
@@ -161,8 +167,8 @@ def run(
     bm25_fetch_k: Bm25FetchK = 50,
     mmr_fetch_k: MmrFetchK = 0,
     mmr_lambda: MmrLambda = 0.5,
-    rrf_k: RrfK = 60,
-    rrf_weights: RrfWeights = "1,1",
+    rrf_k: RrfK = None,
+    rrf_weights: RrfWeights = None,
     side: Side = typer.Option(Side.in_process, "--side", help="Which retriever ranks.",
                               case_sensitive=False),
     items: Items = None,
@@ -208,8 +214,8 @@ def run(
     rows = report["results"]
     out.emit(report, output, rows=rows, columns=[
         Column("#", "rank", justify="right"), Column("ITEM", "item_id", style="bold"),
-        Column("SCORE", "score", justify="right"), Column("TIER", "tier"),
-        Column("TEXT", "text", max_width=60)])
+        Column("SCORE", "score", justify="right"), Column("SCORE IS", "score_kind"),
+        Column("TIER", "tier"), Column("TEXT", "text", max_width=60)])
     if output is OutputFormat.table:
         out.info(f"{len(rows)} result(s) from the {retriever} retriever for session {session}")
 
@@ -232,6 +238,10 @@ def _diff_table(report: Any, single: bool) -> None:
             Column("WHERE", "server_presence"),
             Column("TEXT", "server_text", max_width=28),
         ], query.rows, title=f"in-process vs {report.server}")
+        kinds = {side: sorted({k for r in query.rows if (k := getattr(r, f"{side}_score_kind"))})
+                 for side in ("in_process", "server")}
+        out.write("Scores: in-process = " + (", ".join(kinds["in_process"]) or "-")
+                  + "; server = " + (", ".join(kinds["server"]) or "-"))
         m = query.metrics
         out.write("")
         out.table([Column("METRIC", "metric"), Column("VALUE", "value", justify="right")], [
@@ -321,8 +331,8 @@ def diff(
     bm25_fetch_k: Bm25FetchK = 50,
     mmr_fetch_k: MmrFetchK = 0,
     mmr_lambda: MmrLambda = 0.5,
-    rrf_k: RrfK = 60,
-    rrf_weights: RrfWeights = "1,1",
+    rrf_k: RrfK = None,
+    rrf_weights: RrfWeights = None,
     items: Items = None,
     owner: Owner = None,
     unowned: Unowned = False,

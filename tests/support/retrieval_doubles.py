@@ -106,3 +106,29 @@ class ApproxServerAdapter(ServerAdapter):
 
 def approx_server_adapter(uri: str | None = None) -> ApproxServerAdapter:
     return ApproxServerAdapter(uri)
+
+
+class MirrorLikeInProcess(FakeServerRetriever):
+    """A server side that declares what a mirror-reading retriever declares (inert
+    memory and fusion knobs, a recency signal) yet ranks exactly as in-process does over
+    the seeded items: a diff against it must find nothing to blame."""
+
+    name = "identical-server"
+
+    def search(self, ctx) -> list[MemoryUnit]:
+        from backends.retrieval.inprocess import InProcessRetrievalBackend
+
+        return InProcessRetrievalBackend().search(
+            replace(ctx, memory=SEEDED.get(ctx.session_id, ()), stage=None))
+
+
+class IdenticalServerAdapter(ServerAdapter):
+    name = "identical-server-backend"
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._retriever = MirrorLikeInProcess()
+
+
+def identical_server_adapter(uri: str | None = None) -> IdenticalServerAdapter:
+    return IdenticalServerAdapter(uri)
