@@ -144,7 +144,7 @@ def item_from_record(record: Mapping[str, Any]) -> MemoryItem:
 def item_to_record(item: MemoryItem) -> dict[str, Any]:
     """The JSONL shape of an item (the inverse of :func:`item_from_record`);
     ``positions`` only when the item carries any."""
-    record = {
+    record: dict[str, Any] = {
         "item_id": item.item_id,
         "text": item.text,
         "embedding": [float(x) for x in item.embedding] if item.embedding is not None else None,
