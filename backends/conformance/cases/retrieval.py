@@ -60,9 +60,11 @@ def filter_before_top_k(ctx: CaseContext) -> None:
     owner_a, owner_b = ctx.owner("tenant-a"), ctx.owner("tenant-b")
     sid_a, sid_b = ctx.item_session("a"), ctx.item_session("b")
     query = _unit(dims, 0)
-    items_a = [ctx.item(f"a-{n}", f"identical content {n}", _unit(dims, 0, 0.5))
-               for n in range(3)]
-    items_b = [ctx.item(f"b-{n}", f"identical content {n}", query) for n in range(10)]
+    # each with a unit payload: the engine's Mongo final read drops rows without one
+    items_a = [ctx.item(f"a-{n}", f"identical content {n}", _unit(dims, 0, 0.5),
+                        unit={"text": f"identical content {n}"}) for n in range(3)]
+    items_b = [ctx.item(f"b-{n}", f"identical content {n}", query,
+                        unit={"text": f"identical content {n}"}) for n in range(10)]
     ctx.call("sync_items for tenant a", lambda: ctx.adapter.sync_items(
         sid_a, items_a, owner_subject=owner_a))
     ctx.call("sync_items for tenant b", lambda: ctx.adapter.sync_items(

@@ -63,7 +63,9 @@ def install(backend, monkeypatch, recorder):
 
 def items(*ids, **kw):
     base = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    return [MemoryItem(i, f"text of {i}", embedding=(1.0, float(n)), updated_at=base + timedelta(minutes=n), **kw)
+    # a non-empty unit: the engine's final read drops rows without one
+    return [MemoryItem(i, f"text of {i}", embedding=(1.0, float(n)), unit={"text": f"text of {i}"},
+                       updated_at=base + timedelta(minutes=n), **kw)
             for n, i in enumerate(ids)]
 
 
@@ -76,7 +78,8 @@ def test_declared_in_code(adapter, make_adapter):
     backend = adapter.server_retriever()
     assert isinstance(backend, RetrievalBackend) and isinstance(backend, MongoRetrievalBackend)
     assert backend is adapter.server_retriever()
-    assert backend.name == "mongo-server"
+    assert backend.name == "mongo-server (as the engine ranks)"
+    assert backend.corrected().name == "mongo-server (corrected: recency filtered by owner)"
     assert backend.signals == ("semantic", "lexical", "recency")
     assert backend.inert_fields == frozenset({"rrf_k", "rrf_weights", "fuse_with_bm25", "memory", "stage"})
     assert dict(backend.DEFAULT_WEIGHTS) == {"semantic": 0.5, "lexical": 0.3, "recency": 0.2}
@@ -88,9 +91,9 @@ def test_declared_in_code(adapter, make_adapter):
 
 
 @pytest.mark.parametrize("owner, clause", [
-    # unowned rows: null (ours) or "" (the engine's encoding)
-    (None, [{"$or": [{"owner_subject": {"$eq": None}}, {"owner_subject": {"$eq": ""}}]}]),
-    ("t1/agent", [{"owner_subject": {"$eq": "t1/agent"}}]),
+    # unowned rows (ours; the engine cannot ask): null (ours) or "" (the engine's encoding)
+    (None, {"$or": [{"owner_subject": {"$eq": None}}, {"owner_subject": {"$eq": ""}}]}),
+    ("t1/agent", {"owner_subject": "t1/agent"}),  # the engine's filter document
 ])
 def test_vector_search_stage(owner, clause):
     from backends.mongo.retrieval import sub_pipelines
@@ -103,7 +106,7 @@ def test_vector_search_stage(owner, clause):
             "queryVector": [0.1, 0.2],
             "numCandidates": 100,
             "limit": 10,
-            "filter": {"$and": [{"session_id": {"$eq": "s1"}}, {"evicted": {"$eq": False}}, *clause]},
+            "filter": {"session_id": "s1", "evicted": False, **clause},
         }
     }]
 
@@ -114,16 +117,16 @@ def test_unscoped_has_no_owner_clause_and_num_candidates_scales():
     ctx = RetrievalContext(session_id="s1", query_embedding=[1.0], top_k=5)
     stage = sub_pipelines(ctx, 40)["semantic"][0]["$vectorSearch"]
     assert stage["numCandidates"] == 400 and stage["limit"] == 40
-    assert stage["filter"] == {"$and": [{"session_id": {"$eq": "s1"}}, {"evicted": {"$eq": False}}]}
+    assert stage["filter"] == {"session_id": "s1", "evicted": False}
 
 
 def test_search_compound_stage_and_recency():
     from backends.mongo.retrieval import sub_pipelines
 
-    ctx = RetrievalContext(session_id="s1", query_embedding=[1.0], query_text="blue whale",
+    ctx = RetrievalContext(session_id="s1", query_embedding=[1.0], query_text="  blue whale ",
                            use_bm25=True, owner_subject="t1")
     pipelines = sub_pipelines(ctx, 40)
-    assert list(pipelines) == ["semantic", "lexical", "recency"]
+    assert list(pipelines) == ["semantic", "recency", "lexical"]  # the engine's order
     assert pipelines["lexical"] == [
         {"$search": {
             "index": "semvec_items_lex",
@@ -138,18 +141,21 @@ def test_search_compound_stage_and_recency():
         }},
         {"$limit": 40},
     ]
+    # as the engine sends it: recency has no owner filter (its defect, ENGINE-WIRE 7)
     assert pipelines["recency"] == [
-        {"$match": {"session_id": "s1", "evicted": False, "owner_subject": "t1"}},
+        {"$match": {"session_id": "s1", "evicted": False}},
         {"$sort": {"updated_at": -1, "_id": 1}},
         {"$limit": 40},
     ]
+    corrected = sub_pipelines(ctx, 40, recency_owner_filter=True)["recency"]
+    assert corrected[0] == {"$match": {"session_id": "s1", "evicted": False, "owner_subject": "t1"}}
 
 
 @pytest.mark.parametrize("use_bm25, text, expected", [
     (False, "words", ["semantic", "recency"]),
     (True, None, ["semantic", "recency"]),
     (True, "   ", ["semantic", "recency"]),
-    (True, "words", ["semantic", "lexical", "recency"]),
+    (True, "words", ["semantic", "recency", "lexical"]),
 ])
 def test_lexical_only_with_bm25_and_text(use_bm25, text, expected):
     from backends.mongo.retrieval import sub_pipelines
@@ -165,26 +171,33 @@ def test_rank_fusion_pipeline_shape():
     subs = sub_pipelines(ctx, 20)
     assert rank_fusion_pipeline(subs, 20) == [
         {"$rankFusion": {
-            "input": {"pipelines": {"semantic": subs["semantic"], "lexical": subs["lexical"],
-                                    "recency": subs["recency"]}},
-            "combination": {"weights": {"semantic": 0.5, "lexical": 0.3, "recency": 0.2}},
+            "input": {"pipelines": {"semantic": subs["semantic"], "recency": subs["recency"],
+                                    "lexical": subs["lexical"]}},
+            "combination": {"weights": {"semantic": 0.5, "recency": 0.2, "lexical": 0.3}},
         }},
         {"$limit": 20},
-        {"$project": {"_id": 1, "score": {"$meta": "score"}}},
+        {"$project": {"_id": 1, "unit": 1}},
     ]
     no_text = sub_pipelines(RetrievalContext(session_id="s", query_embedding=[1.0]), 20)
     assert rank_fusion_pipeline(no_text, 20)[0]["$rankFusion"]["combination"] == {
         "weights": {"semantic": 0.5, "recency": 0.2}}
 
 
-def test_limit_is_the_widened_shared_fetch_width():
-    from backends.mongo.retrieval import widened_limit
-    from backends.retrieval import fetch_width
+@pytest.mark.parametrize("kw, fetch_k, limit", [
+    (dict(top_k=5), 5, 20),
+    (dict(top_k=10), 10, 30),
+    (dict(top_k=5, mmr_fetch_k=30), 30, 30),
+    (dict(top_k=5, use_bm25=True, bm25_fetch_k=25), 25, 25),
+    (dict(top_k=1), 1, 20),
+])
+def test_widths_are_the_engines(kw, fetch_k, limit):
+    """fetch_k = max(fetch_width, top_k); sub_limit = max(fetch_k, 3 top_k, 20)."""
+    from backends.mongo.retrieval import fetch_k_of, sub_limit, sub_pipelines
 
-    for ctx in (RetrievalContext(session_id="s", top_k=5),
-                RetrievalContext(session_id="s", top_k=5, mmr_fetch_k=30),
-                RetrievalContext(session_id="s", top_k=5, use_bm25=True, bm25_fetch_k=25)):
-        assert widened_limit(ctx) == 2 * fetch_width(ctx)
+    ctx = RetrievalContext(session_id="s", query_embedding=[1.0], **kw)
+    assert fetch_k_of(ctx) == fetch_k and sub_limit(ctx) == limit
+    stage = sub_pipelines(ctx)["semantic"][0]["$vectorSearch"]
+    assert stage["limit"] == limit and stage["numCandidates"] == max(10 * limit, 100)
 
 
 # -- fusion paths ----------------------------------------------------------------------
@@ -214,10 +227,10 @@ def test_client_side_fusion_on_recorded_results(adapter, session, monkeypatch):
         assert unit.score == pytest.approx(expected[unit.item_id])
         assert unit.meta["fusion"] == "client"
     assert next(u for u in units if u.item_id == "a").meta["ranks"] == {
-        "semantic": 1, "lexical": 2, "recency": 4}
-    # the probe ran once; each sub-pipeline ran with an _id projection appended
+        "semantic": 1, "recency": 4, "lexical": 2}
+    # the probe ran once; each sub-pipeline ran with the engine's projection appended
     assert len(rec.of("$rankFusion")) == 1
-    assert rec.of("$vectorSearch")[0][-1] == {"$project": {"_id": 1}}
+    assert rec.of("$vectorSearch")[0][-1] == {"$project": {"_id": 1, "unit": 1}}
     assert len(rec.pipelines) == 4
 
 
@@ -388,13 +401,14 @@ def test_exact_search_ranks_the_mirror_in_process(adapter, session, monkeypatch)
     """On mongomock (a fake MongoDB: no $vectorSearch): the exact side never sends
     $vectorSearch, ranks the live in-scope rows by cosine, and fuses that with the same
     recency pipeline and client-side RRF the server side uses."""
-    from backends.mongo.retrieval import fuse_client_side, widened_limit
+    from backends.mongo.retrieval import fuse_client_side
 
     base = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    mine = [MemoryItem("far", "x", embedding=(-1.0, 0.0), updated_at=base + timedelta(minutes=5)),
-            MemoryItem("near", "x", embedding=(1.0, 0.1), updated_at=base),
-            MemoryItem("mid", "x", embedding=(0.5, 0.5), updated_at=base + timedelta(minutes=1)),
-            MemoryItem("gone", "x", embedding=(1.0, 0.0), updated_at=base + timedelta(minutes=9))]
+    unit = {"text": "x"}
+    mine = [MemoryItem("far", "x", embedding=(-1.0, 0.0), unit=unit, updated_at=base + timedelta(minutes=5)),
+            MemoryItem("near", "x", embedding=(1.0, 0.1), unit=unit, updated_at=base),
+            MemoryItem("mid", "x", embedding=(0.5, 0.5), unit=unit, updated_at=base + timedelta(minutes=1)),
+            MemoryItem("gone", "x", embedding=(1.0, 0.0), unit=unit, updated_at=base + timedelta(minutes=9))]
     adapter.sync_items(session, mine, owner_subject="t1")
     adapter.sync_items(session, mine[:3], owner_subject="t1")  # "gone" is evicted
     adapter.sync_items(f"{session}-other", [MemoryItem("near", "x", embedding=(1.0, 0.0))],
@@ -414,8 +428,7 @@ def test_exact_search_ranks_the_mirror_in_process(adapter, session, monkeypatch)
     assert not any("$vectorSearch" in p[0] for p in sent)
     ids = {x: f"{session}:{x}" for x in ("near", "mid", "far")}
     expected = fuse_client_side({"semantic": [ids["near"], ids["mid"], ids["far"]],
-                                 "recency": [ids["far"], ids["mid"], ids["near"]]},
-                                widened_limit(ctx))
+                                 "recency": [ids["far"], ids["mid"], ids["near"]]})
     assert [u.item_id for u in got] == [doc_id.split(":", 1)[1] for doc_id, _, _ in expected][:3]
     assert {u.item_id for u in got} == {"near", "mid", "far"}
     assert got[0].meta["ranks"]["semantic"] == 1 and got[0].meta["fusion"] == "exact"
