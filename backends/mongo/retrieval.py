@@ -381,14 +381,20 @@ class MongoRetrievalBackend:
 
     def result_notes(self, ctx: RetrievalContext, units: Sequence[MemoryUnit]) -> list[tuple[str, str]]:
         """For ``retrieve diff``: whether the engine's recency defect changed this result
-        (a corrected search is run to tell)."""
+        (a corrected search is run to tell), and when the engine's fusion path differs
+        from what the server offers (credentials without insert/drop rights)."""
+        notes: list[tuple[str, str]] = []
+        if self.fusion_reason and "engine's probe would fail" in self.fusion_reason:
+            notes.append(("engine-fusion-path", (
+                "the server has $rankFusion, but the engine would fuse client-side with these "
+                f"credentials ({self.fusion_reason}); so does this ranking")))
         if self.recency_owner_filter or ctx.owner_subject is UNSCOPED:
-            return []
+            return notes
         corrected = [u.item_id for u in self.corrected().search(ctx)]
         engine = [u.item_id for u in units]
         if corrected == engine:
-            return []
-        return [("engine-recency-defect", (
+            return notes
+        return notes + [("engine-recency-defect", (
             "the engine's recency signal is not filtered by owner (an engine defect, "
             "ENGINE-WIRE section 7): other owners' rows in this session took recency ranks, "
             "so the engine returns " + (", ".join(engine) or "nothing") + "; filtered by "

@@ -144,6 +144,8 @@ def test_a_read_only_user_makes_the_engine_fuse_client_side(monkeypatch):
     paths = backend.fusion_paths()
     assert paths["server_has_rank_fusion"] is True and paths["engine_path"] == "client"
     assert paths["engine_probe_rights"] is False
+    notes = backend.result_notes(mb.our_context({"top_k": 1}), [])
+    assert [code for code, _ in notes] == ["engine-fusion-path"]
 
 
 @pytest.mark.engine
