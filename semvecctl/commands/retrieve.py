@@ -223,7 +223,19 @@ def run(
 # -- diff ------------------------------------------------------------------------------
 
 
-def _diff_table(report: Any, single: bool) -> None:
+def _fusion_paths(server: Any) -> dict[str, Any] | None:
+    """Which fusion path the server offers and which the engine would take with these
+    credentials, when the retriever can tell (MongoDB); None otherwise."""
+    paths = getattr(server, "fusion_paths", None)
+    if not callable(paths):
+        return None
+    try:
+        return dict(paths())
+    except Exception as exc:  # noqa: BLE001 - a report line, not the diff's verdict
+        return {"error": type(exc).__name__}
+
+
+def _diff_table(report: Any, single: bool, fusion: dict[str, Any] | None = None) -> None:
     out = current().output
     if single:
         query = report.queries[0]
@@ -283,6 +295,11 @@ def _diff_table(report: Any, single: bool) -> None:
             for note in q.notes:
                 seen.setdefault(note.message, note)
         notes = list(seen.values())
+    if fusion and "engine_path" in fusion:
+        out.write("")
+        out.write(f"Fusion: the server {'has' if fusion['server_has_rank_fusion'] else 'has no'} "
+                  f"$rankFusion; the engine would fuse {fusion['engine_path']}-side with these "
+                  f"credentials ({fusion['reason']})")
     if notes:
         out.write("")
         out.write("Why they can differ:")
@@ -396,7 +413,10 @@ def diff(
             raise usage_error(str(exc).strip("'\"")) from None
         data = {"backend": adapter_obj.name, "session": session, "items": origin,
                 **report.to_dict()}
-    out.emit(data, output, table=lambda: _diff_table(report, queries is None))
+        fusion = _fusion_paths(server)
+        if fusion is not None:
+            data["fusion"] = fusion
+    out.emit(data, output, table=lambda: _diff_table(report, queries is None, data.get("fusion")))
     write_report(report_file, "diff", data)
     if report.misses:
         for miss in report.misses:

@@ -65,3 +65,15 @@ def test_the_engine_defaults_reach_the_cli(session, monkeypatch):
     settings = json.loads(diff("-s", session, "--query-vector", "[1, 0.3, 0.1]", "--rrf-k", "7",
                                "--rrf-weights", "2,1", "-o", "json").stdout)["queries"][0]["settings"]
     assert settings["rrf_k"] == 7 and settings["rrf_weights"] == [2.0, 1.0]  # the caller wins
+
+
+def test_the_diff_reports_the_engines_fusion_path(session, monkeypatch):
+    """A server side that can tell (MongoDB's) reports both fusion paths in the diff."""
+    paths = {"server_has_rank_fusion": True, "engine_probe_rights": False,
+             "engine_path": "client", "reason": "the user lacks insert"}
+    monkeypatch.setattr(doubles.MirrorLikeInProcess, "fusion_paths", lambda self: paths,
+                        raising=False)
+    data = json.loads(diff("-s", session, "--query-vector", "[1, 0.3, 0.1]", "-o", "json").stdout)
+    assert data["fusion"] == paths
+    table = diff("-s", session, "--query-vector", "[1, 0.3, 0.1]")
+    assert "the engine would fuse client-side with these credentials" in table.stdout
