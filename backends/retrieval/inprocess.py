@@ -51,6 +51,7 @@ from backends.contract import (
     validate_owner_filter,
 )
 from backends.retrieval.fusion import effective_rrf_k, effective_rrf_weights, rrf_fuse
+from backends.retrieval.items import TIER_ORDER, item_tier_list
 from backends.retrieval.rules import apply_narrowing, fetch_width, wants_lexical
 
 __all__ = [
@@ -72,8 +73,6 @@ __all__ = [
     "fuse_candidates",
 ]
 
-#: The engine's tiers, in the order its BM25 documents concatenate them.
-TIER_ORDER = ("short_term", "medium_term", "long_term")
 #: ``SemvecConfig`` defaults: the weight a tier's cosine is multiplied by.
 TIER_WEIGHTS = {"short_term": 1.0, "medium_term": 0.95, "long_term": 0.9}
 #: Units whose texts agree in this many leading characters are one candidate.
@@ -84,11 +83,8 @@ SCORE_BM25 = "bm25"
 SCORE_FUSED = "fused"
 
 
-def item_tiers(item: MemoryItem) -> tuple[str, ...]:
-    """The tiers an item sits in (``tiers``, else ``tier``, else short_term)."""
-    if item.tiers:
-        return tuple(dict.fromkeys(item.tiers))
-    return (item.tier,) if item.tier else ("short_term",)
+#: The tiers an item sits in (``tiers``, else ``tier``, else short_term).
+item_tiers = item_tier_list
 
 
 def tier_weight(item: MemoryItem) -> float:
