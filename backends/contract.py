@@ -61,6 +61,8 @@ __all__ = [
     "EventPurger",
     "BatchStateReader",
     "ItemPurger",
+    "ServerRetrieval",
+    "server_retriever_of",
     "REQUIRED_ADAPTER_MEMBERS",
     "Capability",
     "CapabilitySpec",
@@ -417,6 +419,9 @@ class MemoryItem:
     updated_at: datetime | None = None
     owner_subject: str | None = None
     session_id: str | None = None
+    #: the item's 0-based position in each tier it sits in (``{"short_term": 3}``), as the
+    #: engine keeps its tiers; empty when the source cannot tell (then the source's order).
+    positions: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -443,6 +448,9 @@ class RetrievalContext:
 
     ``owner_subject`` is the three-state filter; ``memory`` carries the live items for
     in-process retrieval; ``stage`` is an optional trace callback ``stage(name, payload)``.
+    Defaults are the engine's (``bm25_fetch_k`` 50); ``rrf_k`` / ``rrf_weights`` None mean
+    "not given": ``SEMVEC_RRF_K`` / ``SEMVEC_RRF_WEIGHTS``, else 60 / 1.0 each
+    (``backends.retrieval.fusion.effective_rrf_k`` / ``effective_rrf_weights``).
     """
 
     session_id: str
@@ -451,11 +459,11 @@ class RetrievalContext:
     top_k: int = 5
     owner_subject: OwnerFilter = UNSCOPED
     use_bm25: bool = False
-    bm25_fetch_k: int = 20
+    bm25_fetch_k: int = 50
     mmr_fetch_k: int = 0
     mmr_lambda: float = 0.5
-    rrf_k: int = 60
-    rrf_weights: tuple[float, float] = (1.0, 1.0)
+    rrf_k: int | None = None
+    rrf_weights: tuple[float, float] | None = None
     fuse_with_bm25: bool = True
     reranker: Reranker | None = None
     memory: Sequence[MemoryItem] | None = None
@@ -909,6 +917,22 @@ class ItemPurger(Protocol):
 
 
 @runtime_checkable
+class ServerRetrieval(Protocol):
+    """Optional, ours (not the engine's): the adapter's server-side retriever, reached by
+    semvecctl (``retrieve run|diff``, conformance), never handed to the engine.
+
+    ``server_retriever()`` returns an object whose ``search(ctx)`` takes OUR
+    :class:`RetrievalContext`, which names the session (``session_id``) and the owner
+    filter of each query, or None when the store cannot rank server-side (for example a
+    MongoDB store without the item mirror). It is session-scoped by its context: the
+    engine's ``retrieval_backend()`` hands out one retriever for every session and a
+    context without session or owner (ENGINE-WIRE section 6), so an adapter whose
+    retriever needs them returns None there and offers this instead."""
+
+    def server_retriever(self) -> RetrievalBackend | None: ...
+
+
+@runtime_checkable
 class BatchStateReader(Protocol):
     """Optional on a state store: ``load_full`` for many sessions in one round trip, in
     order, ``None`` where a session is missing or filtered out (used by exports)."""
@@ -1037,6 +1061,7 @@ class Capability(str, Enum):
     ITEM_MIRROR = "item-mirror"
     HEALTH_DETAILS = "health-details"
     SEARCH_INDEX_WAIT = "search-index-wait"
+    SERVER_RETRIEVAL = "server-retrieval"
     PURGE_ITEMS = "purge-items"
     CLOSE = "close"
     FAULTS = "faults"
@@ -1094,6 +1119,8 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.SEARCH_INDEX_WAIT: CapabilitySpec(
         _A, SearchIndexWaiter, ("wait_for_search_indexes",)),
     Capability.PURGE_ITEMS: CapabilitySpec(_A, ItemPurger, ("purge_items",)),
+    Capability.SERVER_RETRIEVAL: CapabilitySpec(
+        _A, ServerRetrieval, ("server_retriever",), seam=True),
     Capability.CLOSE: CapabilitySpec(_A, Closeable, ("close",)),
     Capability.FAULTS: CapabilitySpec(_A, FaultSeam, ("inject_fault",), flag="fault_points"),
     Capability.KEEPS_SESSION_TTL: CapabilitySpec(
@@ -1140,6 +1167,15 @@ def capabilities_of(adapter: Any, *, stores: bool = True) -> list[Capability]:
         holders[_E] = _holder(adapter, "event_store")
     return [cap for cap, spec in CAPABILITIES.items()
             if spec.holder in holders and spec.offered_by(holders[spec.holder])]
+
+
+def server_retriever_of(adapter: Any) -> Any:
+    """The adapter's server-side retriever through the :class:`ServerRetrieval` seam, or
+    None (no seam, or the store cannot rank server-side). Never the engine's
+    ``retrieval_backend()``: that one is the engine's, and in-process there."""
+    if not offers(adapter, Capability.SERVER_RETRIEVAL):
+        return None
+    return adapter.server_retriever()
 
 
 def fault_points_of(adapter: Any) -> frozenset[str]:

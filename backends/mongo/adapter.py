@@ -138,8 +138,16 @@ class MongoBackendAdapter(ClosesOnce, StateStoreSeams):
     def item_mirror(self) -> Any:
         return self._items
 
-    def retrieval_backend(self) -> Any:
-        """Server-side retrieval, only when the item mirror is on (else in-process)."""
+    def retrieval_backend(self) -> None:
+        """None: the engine builds its own Mongo retriever per session (and only with
+        item-sync on); one handed out here would get the engine's context, which names no
+        session or owner (ENGINE-WIRE section 6). Ours is :meth:`server_retriever`."""
+        return None
+
+    def server_retriever(self) -> Any:
+        """Our server-side retriever (the :class:`backends.contract.ServerRetrieval` seam),
+        ranking as the engine's ``MongoRetrievalBackend`` does; only when the item mirror
+        is on (else None: retrieval is in-process)."""
         if not self.settings.item_sync:
             return None
         with self._lock:

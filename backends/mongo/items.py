@@ -19,11 +19,14 @@ from backends.contract import UNSCOPED, ItemSyncResult, MemoryItem, OwnerFilter
 from backends.mongo.errors import driver_errors
 from backends.mongo.names import ITEMS_COLLECTION
 from backends.mongo.state import bson_utc, bson_time, owner_clause, utcnow
+from backends.retrieval.items import tier_order_key, with_tier_positions
 
 
 #: sha256 of an item's content (everything but timestamps and eviction), recorded for
 #: readers; a sync never trusts it for "unchanged" (another writer leaves it stale).
 CONTENT_DIGEST_FIELD = "content_sha256"
+#: each item's position in every tier it sits in (``{"short_term": 3}``)
+POSITIONS_FIELD = "tier_positions"
 DIGEST_PROJECTION = {"_id": 1, "item_id": 1, CONTENT_DIGEST_FIELD: 1, "evicted": 1, "updated_at": 1}
 
 
@@ -59,15 +62,19 @@ def merge_tiers(items: Sequence[MemoryItem]) -> MemoryItem:
 
     last = items[-1]
     tiers: list[str] = []
+    positions: dict[str, int] = {}
     for item in items:
         for tier in (*item.tiers, item.tier):
             if tier and tier not in tiers:
                 tiers.append(tier)
+        for tier, pos in (item.positions or {}).items():
+            positions.setdefault(tier, pos)  # each sighting's position in its own tier
     ranked = [t for t in tiers if _tier_rank(t) >= 0]
     top = max(ranked, key=_tier_rank) if ranked else last.tier
     if len(items) == 1 and top == last.tier:
         return last
-    return replace(last, tier=top, tiers=tuple(tiers) if len(items) > 1 else last.tiers)
+    return replace(last, tier=top, tiers=tuple(tiers) if len(items) > 1 else last.tiers,
+                   positions=positions)
 
 
 def item_content(item: MemoryItem, owner_subject: str | None) -> dict[str, Any]:
@@ -79,6 +86,8 @@ def item_content(item: MemoryItem, owner_subject: str | None) -> dict[str, Any]:
         "tier": item.tier,
         "tiers": list(item.tiers),
         "unit": dict(item.unit),
+        # the item's position in each tier it sits in: the engine's document order
+        POSITIONS_FIELD: dict(item.positions or {}),
         "evicted": False,
     }
 
@@ -97,6 +106,7 @@ def item_from_document(doc: Mapping[str, Any]) -> MemoryItem:
         updated_at=bson_utc(doc.get("updated_at")),
         owner_subject=doc.get("owner_subject"),
         session_id=doc.get("session_id"),
+        positions={str(k): int(v) for k, v in (doc.get(POSITIONS_FIELD) or {}).items()},
     )
 
 
@@ -117,10 +127,11 @@ class MongoItemMirror:
 
         if not isinstance(session_id, str) or not session_id:
             raise ValueError("session_id must be a non-empty string")
+        items = list(items)
+        if any(not isinstance(item, MemoryItem) or not item.item_id for item in items):
+            raise ValueError("items must be MemoryItem objects with an item_id")
         seen: dict[str, list[MemoryItem]] = {}
-        for item in items:
-            if not isinstance(item, MemoryItem) or not item.item_id:
-                raise ValueError("items must be MemoryItem objects with an item_id")
+        for item in with_tier_positions(items):
             seen.setdefault(item.item_id, []).append(item)
         wanted = {item_id: merge_tiers(found) for item_id, found in seen.items()}
         stored = self._stored_view(session_id, wanted)
@@ -147,12 +158,17 @@ class MongoItemMirror:
             moved = item.updated_at is not None and bson_utc(current.get("updated_at")) != touched
             # The stored content itself is compared, field by field: a digest we recorded
             # goes stale when someone else (the engine) rewrites the row, and would then
-            # call a changed item "unchanged". The digest is kept current for readers.
-            differs = any(current.get(k) != v for k, v in content.items())
+            # call a changed item "unchanged". A row without tier positions (the engine
+            # records none) is not changed by ours alone: they are backfilled with the
+            # digest, which is kept current for readers.
+            differs = any(current.get(k) != v for k, v in content.items()
+                          if k != POSITIONS_FIELD or k in current)
             # a changed item is written whole again, with a fresh digest
             changed = {**content, CONTENT_DIGEST_FIELD: digest} if differs else {}
-            if not differs and current.get(CONTENT_DIGEST_FIELD) != digest and not moved:
-                ops.append(UpdateOne(selector, {"$set": {CONTENT_DIGEST_FIELD: digest}}))
+            if not differs and not moved and (current.get(CONTENT_DIGEST_FIELD) != digest
+                                              or POSITIONS_FIELD not in current):
+                ops.append(UpdateOne(selector, {"$set": {
+                    CONTENT_DIGEST_FIELD: digest, POSITIONS_FIELD: content[POSITIONS_FIELD]}}))
             if moved:
                 changed["updated_at"] = touched
             if not changed:
@@ -194,8 +210,10 @@ class MongoItemMirror:
                         owner_subject: OwnerFilter = UNSCOPED) -> Iterator[MemoryItem]:
         flt = {"session_id": session_id, "evicted": False, **owner_clause(owner_subject)}
         with driver_errors("items.live"):
-            for doc in self._collection.find(flt).sort("item_id", 1):
-                yield item_from_document(doc)
+            live = [item_from_document(doc) for doc in self._collection.find(flt).sort("item_id", 1)]
+        # the engine's order: by tier, then position in it (item id where the mirror's
+        # writer recorded none, as the engine's own mirror does not)
+        yield from sorted(live, key=tier_order_key)
 
     def fetch_live(self, session_id: str, doc_ids: Sequence[str], *,
                    owner_subject: OwnerFilter = UNSCOPED) -> dict[str, MemoryItem]:

@@ -77,7 +77,16 @@ class PgVectorAdapter(PostgresAdapter):
             exact_search_limit=DEFAULT_EXACT_SEARCH_LIMIT if exact_limit is None else exact_limit,
         )
 
-    def retrieval_backend(self):
+    def retrieval_backend(self) -> None:
+        """None: the engine calls this once with no arguments and drives what it returns
+        with its own context, which names no session or owner, and nothing in the engine
+        fills our item table (ENGINE-WIRE section 6). Retrieval stays in-process there;
+        our server-side retriever is reached through :meth:`server_retriever`."""
+        return None
+
+    def server_retriever(self) -> Any:
+        """Our server-side retriever (the :class:`backends.contract.ServerRetrieval`
+        seam): ``search(ctx)`` with our RetrievalContext, which names session and owner."""
         return self._retrieval
 
     @property

@@ -4,6 +4,13 @@ The engine exposes no item-mutation feed, so a sync compares the session's curre
 with what is stored and applies the difference: new ids are added, changed ones updated,
 stored ids that are no longer live are soft-evicted (``evicted = true``; rows are kept so
 a late reader never sees a vanished id). A second sync of the same items changes nothing.
+
+Each item's position in every tier it sits in (``tier_positions``: the order the sync
+hands the items over, unless an item carries its own ``positions``) is recorded, and
+live items are listed in that order (the engine's; see ``backends.retrieval.items``). A
+table from before that column is read and written without it, in item-id order, until
+the items group is provisioned again (``semvecctl indexes ensure``, or the next write
+with ``create_tables`` on), which adds the column.
 """
 
 from __future__ import annotations
@@ -21,13 +28,15 @@ from backends.contract import (
     OwnerFilter,
 )
 from backends.pgvector.database import Database
-from backends.pgvector.schema import ITEMS_GROUP
+from backends.pgvector.schema import ITEMS_GROUP, missing_item_columns
 from backends.pgvector.state import owner_clause
+from backends.retrieval.items import tier_order_key, with_tier_positions
 
 ITEM_COLUMNS = (
     "item_id, text, embedding, tier, tiers, unit, evicted, created_at, updated_at,"
     " owner_subject, session_id"
 )
+POSITIONS_COLUMN = "tier_positions"
 
 
 def as_vector(values: Sequence[float] | None) -> Any:
@@ -53,6 +62,7 @@ def _utc(value: datetime | None) -> datetime | None:
 
 
 def item_from_row(row: Any) -> MemoryItem:
+    """A row of ``ITEM_COLUMNS`` (plus ``tier_positions`` as a 12th column, when read)."""
     return MemoryItem(
         item_id=row[0],
         text=row[1],
@@ -65,6 +75,7 @@ def item_from_row(row: Any) -> MemoryItem:
         updated_at=_utc(row[8]),
         owner_subject=row[9],
         session_id=row[10],
+        positions={str(k): int(v) for k, v in (row[11] or {}).items()} if len(row) > 11 else {},
     )
 
 
@@ -106,6 +117,15 @@ class PgVectorItemMirror:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._table = db.tables.items
+        self._positions: bool | None = None  # does the table have tier_positions?
+
+    def _has_positions(self, conn: Any) -> bool:
+        if self._positions is None:
+            self._positions = not missing_item_columns(conn, self._db.config.schema)
+        return self._positions
+
+    def _columns(self, conn: Any) -> str:
+        return ITEM_COLUMNS + (f", {POSITIONS_COLUMN}" if self._has_positions(conn) else "")
 
     def sync_items(
         self, session_id: str, items: Sequence[MemoryItem], *, owner_subject: str | None = None
@@ -114,37 +134,41 @@ class PgVectorItemMirror:
             raise ValueError("session_id must be a non-empty string")
         if owner_subject is not None and (not isinstance(owner_subject, str) or not owner_subject):
             raise ValueError("owner_subject must be None or a non-empty string")
-        items = list(items)
+        items = with_tier_positions(list(items))
         _check_items(items, self._db.dimensions)
+        self._positions = None  # provisioning may just have added the column
 
         def work(conn: Any) -> ItemSyncResult:
+            columns = self._columns(conn)
             with conn.transaction():
                 # one sync per session at a time; other sessions proceed in parallel
                 conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", (session_id,))
                 stored = {
                     row[0]: item_from_row(row)
                     for row in conn.execute(
-                        f"SELECT {ITEM_COLUMNS} FROM {self._table} WHERE session_id = %s",
+                        f"SELECT {columns} FROM {self._table} WHERE session_id = %s",
                         (session_id,),
                     ).fetchall()
                 }
-                return self._apply(conn, session_id, items, stored, owner_subject)
+                return self._apply(conn, session_id, items, stored, owner_subject,
+                                   positions=columns != ITEM_COLUMNS)
 
         return self._db.write(ITEMS_GROUP, work)
 
     def _apply(self, conn: Any, session_id: str, items: list[MemoryItem],
-               stored: dict[str, MemoryItem], owner: str | None) -> ItemSyncResult:
+               stored: dict[str, MemoryItem], owner: str | None, *,
+               positions: bool = True) -> ItemSyncResult:
         now = datetime.now(timezone.utc)
         inserts, updates = [], []
         unchanged = 0
         for item in items:
             embedding = _float32(item.embedding)
             wanted = (item.text, embedding, item.tier, tuple(item.tiers), dict(item.unit),
-                      bool(item.evicted), owner)
+                      bool(item.evicted), owner, dict(item.positions) if positions else {})
             old = stored.get(item.item_id)
             if old is not None:
                 have = (old.text, old.embedding, old.tier, tuple(old.tiers), dict(old.unit),
-                        old.evicted, old.owner_subject)
+                        old.evicted, old.owner_subject, dict(old.positions))
                 if have == wanted and (item.updated_at is None or _utc(item.updated_at) == old.updated_at):
                     unchanged += 1
                     continue
@@ -152,24 +176,27 @@ class PgVectorItemMirror:
                 item.text, as_vector(embedding), item.tier, list(item.tiers),
                 json.dumps(dict(item.unit)), bool(item.evicted), owner,
                 _utc(item.updated_at) or now,
-            )
+            ) + ((json.dumps(dict(item.positions)),) if positions else ())
             if old is None:
                 inserts.append((session_id, item.item_id, *row, _utc(item.created_at) or now))
             else:
                 updates.append((*row, session_id, item.item_id))
+        extra_col = f", {POSITIONS_COLUMN}" if positions else ""
+        extra_val = ", %s::jsonb" if positions else ""
+        extra_set = f", {POSITIONS_COLUMN} = %s::jsonb" if positions else ""
         if inserts:
             with conn.cursor() as cur:
                 cur.executemany(
                     f"INSERT INTO {self._table} (session_id, item_id, text, embedding, tier, tiers,"
-                    " unit, evicted, owner_subject, updated_at, created_at)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s)",
+                    f" unit, evicted, owner_subject, updated_at{extra_col}, created_at)"
+                    f" VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s{extra_val}, %s)",
                     inserts,
                 )
         if updates:
             with conn.cursor() as cur:
                 cur.executemany(
                     f"UPDATE {self._table} SET text = %s, embedding = %s, tier = %s, tiers = %s,"
-                    " unit = %s::jsonb, evicted = %s, owner_subject = %s, updated_at = %s"
+                    f" unit = %s::jsonb, evicted = %s, owner_subject = %s, updated_at = %s{extra_set}"
                     " WHERE session_id = %s AND item_id = %s",
                     updates,
                 )
@@ -191,11 +218,12 @@ class PgVectorItemMirror:
 
         def work(conn: Any) -> list[MemoryItem]:
             rows = conn.execute(
-                f"SELECT {ITEM_COLUMNS} FROM {self._table} WHERE session_id = %s"
+                f"SELECT {self._columns(conn)} FROM {self._table} WHERE session_id = %s"
                 f" AND NOT evicted AND {clause} ORDER BY item_id",
                 (session_id, *params),
             ).fetchall()
-            return [item_from_row(r) for r in rows]
+            # the engine's order: by tier, then position in it (item id where unknown)
+            return sorted((item_from_row(r) for r in rows), key=tier_order_key)
 
         return iter(self._db.read(work, list, vector=True))
 

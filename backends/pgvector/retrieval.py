@@ -55,7 +55,7 @@ from backends.contract import UNSCOPED, MemoryUnit, RetrievalContext
 from backends.pgvector.database import Database
 from backends.pgvector.items import as_vector, vector_tuple
 from backends.pgvector.state import owner_clause
-from backends.retrieval.fusion import SERVER_SIGNAL_WEIGHTS
+from backends.retrieval.fusion import SERVER_SIGNAL_WEIGHTS, effective_rrf_k
 
 #: The shared server-side split (``backends.retrieval.fusion``).
 DEFAULT_WEIGHTS: dict[str, float] = SERVER_SIGNAL_WEIGHTS
@@ -269,7 +269,8 @@ class PgVectorRetrievalBackend:
             emit("retrieve", {"backend": self.name, "signals": active, "plan": self.last_plan,
                               "width": width, "pool": pool,
                               "hnsw_pool": candidate_pool(width, self.hnsw_pool)})
-            emit("fuse", {"weights": {s: self.weights[s] for s in active}, "k": ctx.rrf_k,
+            emit("fuse", {"weights": {s: self.weights[s] for s in active},
+                          "k": effective_rrf_k(ctx.rrf_k),
                           "items": [u.item_id for u in candidates]})
         return apply_narrowing(ctx, candidates, emit=emit)
 
@@ -370,7 +371,7 @@ class PgVectorRetrievalBackend:
         score = " + ".join(
             f"coalesce({float(self.weights[sig])!r}::float8 / (%s + {cte_of[sig]}.rnk), 0)"
             for sig in active)
-        params += [float(ctx.rrf_k)] * len(active)
+        params += [float(effective_rrf_k(ctx.rrf_k))] * len(active)
         ranks = ", ".join(
             f"{cte_of[sig]}.rnk AS {cte_of[sig]}_rank" if sig in active
             else f"NULL::bigint AS {cte_of[sig]}_rank" for sig in cte_of)
@@ -401,5 +402,5 @@ class PgVectorRetrievalBackend:
         return MemoryUnit(
             item_id=row[0], text=row[1], score=float(row[7]), tier=row[2],
             embedding=_embedding(row[3]), updated_at=row[4], owner_subject=row[5],
-            session_id=row[6], meta={"ranks": ranks},
+            session_id=row[6], meta={"ranks": ranks, "score_kind": "fused"},
         )

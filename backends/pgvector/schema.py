@@ -146,6 +146,7 @@ def items_ddl(t: Tables, dimensions: int) -> list[str]:
             tier          text,
             tiers         text[] NOT NULL DEFAULT '{{}}',
             unit          jsonb NOT NULL DEFAULT '{{}}'::jsonb,
+            tier_positions jsonb NOT NULL DEFAULT '{{}}'::jsonb,
             evicted       boolean NOT NULL DEFAULT false,
             created_at    timestamptz NOT NULL DEFAULT now(),
             updated_at    timestamptz NOT NULL DEFAULT now(),
@@ -153,6 +154,38 @@ def items_ddl(t: Tables, dimensions: int) -> list[str]:
         )""",
         *(statistics_sql(t.schema, stats) for stats in STATISTICS),
     ]
+
+
+#: Columns added to the items table after its first release, with their definition:
+#: an existing table gets them (``ADD COLUMN IF NOT EXISTS``, metadata only) when the
+#: items group is provisioned; until then the mirror reads and writes without them.
+ITEM_COLUMN_UPGRADES: tuple[tuple[str, str], ...] = (
+    # each item's position in every tier it sits in ({"short_term": 3}), the engine's order
+    ("tier_positions", "jsonb NOT NULL DEFAULT '{}'::jsonb"),
+)
+
+
+def missing_item_columns(conn: Any, schema: str) -> list[str]:
+    """Upgrade columns (:data:`ITEM_COLUMN_UPGRADES`) the items table lacks; [] when the
+    table is absent."""
+    names = [name for name, _ in ITEM_COLUMN_UPGRADES]
+    rows = conn.execute(
+        "SELECT a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s"
+        " AND c.relname = %s AND a.attname = ANY(%s) AND NOT a.attisdropped AND a.attnum > 0",
+        (schema, ITEMS_TABLE, names)).fetchall()
+    table = conn.execute(
+        "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname = %s", (schema, ITEMS_TABLE)).fetchone()
+    if table is None:
+        return []
+    present = {row[0] for row in rows}
+    return [name for name in names if name not in present]
+
+
+def upgrade_items_sql(t: "Tables", missing: list[str]) -> list[str]:
+    return [f"ALTER TABLE {t.items} ADD COLUMN IF NOT EXISTS {qident(name)} {definition}"
+            for name, definition in ITEM_COLUMN_UPGRADES if name in missing]
 
 
 def group_tables(group: str) -> tuple[str, ...]:
@@ -187,6 +220,10 @@ def ensure_group(conn: Any, t: Tables, group: str, dimensions: int) -> list[str]
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK_KEY,))
         if not missing_tables(conn, t.schema, group_tables(group)):
+            if group == ITEMS_GROUP:  # an existing table from before an upgrade column
+                for statement in upgrade_items_sql(t, missing_item_columns(conn, t.schema)):
+                    conn.execute(statement)
+                    executed.append(statement)
             return executed
         statements = [f"CREATE SCHEMA IF NOT EXISTS {qident(t.schema)}"]
         if group == ITEMS_GROUP:

@@ -9,17 +9,21 @@ Stable API (other backends import these; do not re-implement them):
   stage over candidate ``MemoryUnit`` objects (best first, with ``embedding`` set if MMR
   may run) and returns at most ``ctx.top_k``. ``emit(stage, payload)`` is an optional
   trace hook; server-side retrievers that declare ``stage`` inert pass nothing.
-- ``rrf_fuse(rankings, weights=None, *, k=60, key=None, limit=None) -> list[FusedItem]``
-  — weighted reciprocal-rank fusion; ``FusedItem(key, item, score, ranks)``. Elements
-  may be ids, objects with ``item_id`` or dicts with ``"item_id"``; ties by key.
+- ``rrf_fuse(rankings, weights=None, *, k=60, key=None, limit=None, ties="key")
+  -> list[FusedItem]`` — weighted reciprocal-rank fusion; ``FusedItem(key, item, score,
+  ranks)``. Elements may be ids, objects with ``item_id`` or dicts with ``"item_id"``;
+  ties by key, or by first appearance (``ties="first"``, the engine's order); ``k=None``
+  reads ``SEMVEC_RRF_K`` (else 60).
 - ``InProcessRetrievalBackend`` (name ``"in-process"``), loaded lazily.
 - metrics (``backends.retrieval.metrics``) and the diff engine
   (``backends.retrieval.diff``) are imported from their modules.
 
 Server-side retrievers should expose ``name``, ``inert_fields: frozenset[str]`` (the
 RetrievalContext fields they ignore) and, optionally, ``signals: tuple[str, ...]``
-(e.g. ``("semantic", "lexical", "recency")``); ``retrieve diff`` reads both to explain
-divergence. Importing this package never imports numpy.
+(e.g. ``("semantic", "lexical", "recency")``) and ``result_notes(ctx, units)``;
+``retrieve diff`` reads them to explain divergence. An adapter offers its server-side
+retriever through ``server_retriever()`` (``backends.contract.ServerRetrieval``), never
+through the engine's ``retrieval_backend()``. Importing this package never imports numpy.
 """
 
 from __future__ import annotations

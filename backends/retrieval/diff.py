@@ -9,6 +9,8 @@ retriever declares about itself:
   means it ranks partly on how recently an item was touched, which in-process cannot;
 - ``"memory"`` in ``inert_fields`` means it reads a mirror rather than the live items, so
   it cannot see the current turn's mutations;
+- ``result_notes(ctx, units)`` (optional) — ``(code, message)`` pairs about one result
+  of its own (for example "the engine's recency defect changed this result");
 - ``exact_search(ctx)`` (optional) — the same search with its approximate signal made
   exact; with ``exact=True`` each query also reports recall@k and Jaccard@k of the server
   side against it (how close the approximate index is to exact search, as vector stores
@@ -23,7 +25,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from backends.contract import MemoryItem, MemoryUnit, RetrievalContext
-from backends.retrieval.items import find_item, parse_vector, read_jsonl
+from backends.retrieval.fusion import effective_rrf_k, effective_rrf_weights
+from backends.retrieval.items import find_item, order_known, parse_vector, read_jsonl
 from backends.retrieval.metrics import (
     ExactAgreement,
     RankingAgreement,
@@ -41,6 +44,7 @@ __all__ = [
     "has_exact_search",
     "QuerySpec",
     "excerpt",
+    "score_kind",
     "Note",
     "DiffRow",
     "QueryDiff",
@@ -103,6 +107,9 @@ class DiffRow:
     server_text: str | None
     server_score: float | None
     server_presence: str | None
+    #: what each score is: "tier-weighted cosine", "bm25", "fused" (RRF), "reranker"
+    in_process_score_kind: str | None = None
+    server_score_kind: str | None = None
 
 
 @dataclass
@@ -169,6 +176,12 @@ class DiffReport:
 
 def _presence(side: str) -> str:
     return {"both": PRESENT_BOTH, "a_only": PRESENT_IN_PROCESS, "b_only": PRESENT_SERVER}[side]
+
+
+def score_kind(unit: MemoryUnit) -> str | None:
+    """What a unit's score is, as its retriever labelled it (``meta["score_kind"]``)."""
+    kind = (unit.meta or {}).get("score_kind")
+    return str(kind) if kind is not None else None
 
 
 def excerpt(text: str | None) -> str:
@@ -275,8 +288,8 @@ def _settings(ctx: RetrievalContext) -> dict[str, Any]:
         "has_vector": ctx.query_embedding is not None,
         "bm25_fetch_k": ctx.bm25_fetch_k,
         "mmr_fetch_k": ctx.mmr_fetch_k,
-        "rrf_k": ctx.rrf_k,
-        "rrf_weights": list(ctx.rrf_weights),
+        "rrf_k": effective_rrf_k(ctx.rrf_k),
+        "rrf_weights": list(effective_rrf_weights(ctx.rrf_weights)),
     }
 
 
@@ -291,9 +304,21 @@ def divergence_notes(
     server_units: Sequence[MemoryUnit] = (),
     live_ids: set[str] | None = None,
     items_origin: str = "live",
+    items: Sequence[MemoryItem] | None = None,
+    agree: bool = False,
 ) -> list[Note]:
-    """Why the two rankings may differ, from the server retriever's own declarations."""
+    """Why the two rankings may differ, from the server retriever's own declarations.
+
+    When both sides returned the same ranking (``agree``) there is nothing to explain: only the notes
+    about the inputs (items file, BM25 without text) remain, none about the server side.
+    ``items`` (the in-process side's) tells whether their tier order was known."""
     notes: list[Note] = []
+    if agree:
+        if ctx.use_bm25 and not wants_lexical(ctx):
+            notes.append(Note("bm25-without-text", "BM25 is on but the query has no text: the lexical signal is off on both sides"))
+        if items_origin != "live":
+            notes.append(Note("items-file", f"in-process ranked items from {items_origin}, not the store's live items"))
+        return notes
     name = getattr(server, "name", type(server).__name__)
     inert = sorted(getattr(server, "inert_fields", frozenset()))
     signals = tuple(getattr(server, "signals", ()) or ())
@@ -320,6 +345,14 @@ def divergence_notes(
         notes.append(Note("bm25-without-text", "BM25 is on but the query has no text: the lexical signal is off on both sides"))
     if items_origin != "live":
         notes.append(Note("items-file", f"in-process ranked items from {items_origin}, not the store's live items"))
+    elif items and not order_known(items):
+        notes.append(Note("order-unknown", (
+            "the store does not record the items' order within their tiers (a mirror the "
+            "engine wrote, or a table from before tier positions), so in-process used item-id "
+            "order: BM25 ties, the zero-score tail and exact cosine ties may fall differently "
+            "than in the engine, a known source of difference that is not the server side's")))
+    for note in getattr(server, "result_notes", lambda _ctx, _units: [])(ctx, server_units):
+        notes.append(Note(*note))
     if live_ids is not None:
         stale = [u.item_id for u in server_units if u.item_id not in live_ids]
         if stale:
@@ -365,6 +398,8 @@ def diff_query(
             server_text=excerpt(b.text) if b else None,
             server_score=float(b.score) if b else None,
             server_presence=(PRESENT_BOTH if b.item_id in left_set else PRESENT_SERVER) if b else None,
+            in_process_score_kind=score_kind(a) if a else None,
+            server_score_kind=score_kind(b) if b else None,
         ))
     live_ids = {
         i.item_id for i in items
@@ -378,7 +413,8 @@ def diff_query(
         metrics=compare_rankings(left_ids, right_ids, k=k or ctx.top_k, p=p),
         moves=rank_moves(left_ids, right_ids),
         notes=divergence_notes(ctx, server, in_process=left, server_units=right,
-                               live_ids=live_ids, items_origin=items_origin),
+                               live_ids=live_ids, items_origin=items_origin, items=items,
+                               agree=left_ids == right_ids),
         settings=_settings(ctx),
         exact_ranking=truth,
         exact=None if truth is None else compare_to_exact(

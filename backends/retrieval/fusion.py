@@ -7,8 +7,14 @@ weighted). Decisions, so that every caller fuses the same way:
 - a list whose weight is 0 adds nothing to any score, and an item that appears ONLY in
   zero-weight lists is left out (a zero weight means "signal off"; it must not add
   candidates). Its items still appear if another, weighted list has them;
-- ties in the fused score are broken by the item key, ascending, so results are
-  deterministic across runs and backends.
+- ties in the fused score are broken by the item key, ascending (``ties="key"``, the
+  default, deterministic across runs and backends), or kept in order of first appearance
+  with the lists taken in their order (``ties="first"``: a stable sort, which is how the
+  engine's own fusion orders them, ENGINE-WIRE sections 8 and 8b).
+
+The constant and the in-process weights resolve as the engine resolves them: the
+caller's value, else ``SEMVEC_RRF_K`` / ``SEMVEC_RRF_WEIGHTS``, else 60 / 1.0 each
+(:func:`effective_rrf_k`, :func:`effective_rrf_weights`).
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
 
-__all__ = ["FusedItem", "rrf_fuse", "item_key", "DEFAULT_RRF_K", "SERVER_SIGNAL_WEIGHTS"]
+__all__ = ["FusedItem", "rrf_fuse", "item_key", "DEFAULT_RRF_K", "SERVER_SIGNAL_WEIGHTS",
+           "TIES", "effective_rrf_k", "effective_rrf_weights"]
 
 DEFAULT_RRF_K = 60
 
@@ -28,6 +35,41 @@ DEFAULT_RRF_K = 60
 SERVER_SIGNAL_WEIGHTS: dict[str, float] = {"semantic": 0.5, "lexical": 0.3, "recency": 0.2}
 
 T = TypeVar("T")
+
+#: How :func:`rrf_fuse` orders equal scores: by key, or by first appearance.
+TIES = ("key", "first")
+
+
+def effective_rrf_k(value: float | None) -> float:
+    """The RRF constant in force: ``value`` when given, else ``SEMVEC_RRF_K`` when it is
+    an integer, else 60 (the engine reads the variable the same way)."""
+    import os
+
+    if value is not None:
+        return value
+    raw = os.environ.get("SEMVEC_RRF_K", "").strip()
+    try:
+        return int(raw) if raw else DEFAULT_RRF_K
+    except ValueError:
+        return DEFAULT_RRF_K
+
+
+def effective_rrf_weights(value: Sequence[float] | None, n: int = 2) -> tuple[float, ...]:
+    """The in-process fusion weights (dense, BM25): the caller's, else
+    ``SEMVEC_RRF_WEIGHTS`` (``"1.0,0.4"``) when it parses as ``n`` numbers, else 1.0 each."""
+    import os
+
+    if value is not None:
+        return tuple(float(w) for w in value)
+    raw = os.environ.get("SEMVEC_RRF_WEIGHTS", "").strip()
+    if raw:
+        try:
+            parsed = tuple(float(x) for x in raw.split(","))
+        except ValueError:
+            parsed = ()
+        if len(parsed) == n:
+            return parsed
+    return (1.0,) * n
 
 
 @dataclass(frozen=True)
@@ -58,15 +100,19 @@ def rrf_fuse(
     rankings: Sequence[Sequence[T]],
     weights: Sequence[float] | None = None,
     *,
-    k: float = DEFAULT_RRF_K,
+    k: float | None = DEFAULT_RRF_K,
     key: Callable[[T], Hashable] | None = None,
     limit: int | None = None,
+    ties: str = "key",
 ) -> list[FusedItem[T]]:
     """Fuse ranked lists (best first) into one list of :class:`FusedItem`, best first.
 
     ``weights`` defaults to 1.0 per list and must have one non-negative number per list;
-    ``k`` must not be negative. ``limit`` truncates the fused list.
+    ``k`` must not be negative (None: :func:`effective_rrf_k`). ``limit`` truncates the fused list. ``ties`` is ``"key"``
+    or ``"first"`` (see the module docstring).
     """
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
     if weights is None:
         weights = [1.0] * len(rankings)
     if len(weights) != len(rankings):
@@ -74,6 +120,7 @@ def rrf_fuse(
     weights = [float(w) for w in weights]
     if any(w < 0 or w != w for w in weights):
         raise ValueError(f"fusion weights must be non-negative numbers, got {weights}")
+    k = effective_rrf_k(k)
     if k < 0:
         raise ValueError(f"rrf k must not be negative, got {k}")
     get_key = key or item_key
@@ -93,7 +140,10 @@ def rrf_fuse(
             slot[list_index] = position
             if weight > 0:
                 scores[ident] = scores.get(ident, 0.0) + weight / (k + position)
-    ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    if ties == "first":  # stable: equal scores keep the order they were first scored in
+        ordered = sorted(scores.items(), key=lambda kv: -kv[1])
+    else:
+        ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
     if limit is not None:
         ordered = ordered[: max(limit, 0)]
     return [

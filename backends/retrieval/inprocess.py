@@ -1,21 +1,46 @@
-"""The in-process retriever: cosine over the live items, optional BM25, weighted RRF,
-then exactly one shared narrowing stage.
+"""The in-process retriever, step for step as the engine's ``InProcessRetrievalBackend``
+ranks (ENGINE-WIRE section 8), so that ``retrieve diff`` blames the server side only for
+differences that are the server side's. Each step is one named function:
 
-Per query it costs one float32 matrix-vector product and a partition: everything that
-depends only on the item list (the live/owner/session filter, the normalised embedding
-matrix, the id order used for tie-breaks, the BM25 index) is built once per item list
-and kept in a small LRU cache. Hits are recognised by identity: a ``tuple`` of items is
-recognised at once; a ``list`` is checked item by item (by identity, cheap but O(n)),
-so in-place edits of a list are never served stale. Pass a tuple for the fastest path.
+1. :func:`document_order` — the session's units as the engine holds them: the tiers
+   short_term + medium_term + long_term, each in its own order (an item's ``positions``
+   when the source recorded them, else the source's order); a unit in two tiers is there
+   twice.
+2. :func:`cosine_candidates` — ``fetch_width`` units by cosine x tier weight
+   (:data:`TIER_WEIGHTS`; a unit in several tiers takes its best), keeping only the best
+   unit per 80-character text prefix (:func:`text_prefix`) BEFORE the cut to the width.
+3. :func:`bm25_hits` — BM25 over the documents of step 1 with empty texts skipped,
+   always ``min(bm25_fetch_k, documents)`` hits (zero scores included), ties and the
+   zero tail by document position.
+4. :func:`fuse_candidates` — reciprocal-rank fusion keyed by the embedding's identity
+   (:func:`embedding_key`: units sharing a vector are one candidate, mapped back to the
+   first such cosine candidate, then the first such document), k and weights as
+   :func:`~backends.retrieval.fusion.effective_rrf_k` / ``effective_rrf_weights``
+   resolve them, equal scores in insertion order (cosine candidates first), NO cut.
+5. the shared narrowing (:func:`backends.retrieval.rules.apply_narrowing`).
 
-Item embeddings may be any float sequence (tuples, lists, numpy rows).
+Scores say what they are: ``meta["score_kind"]`` is ``"tier-weighted cosine"``,
+``"bm25"`` or ``"fused"``, and ``meta`` keeps each signal's rank and score. An item with
+no tier counts as short_term; an unknown tier name weighs 1.0 and follows long_term.
+
+Exact cosine ties between distinct units: the engine's order among them is unspecified
+(it varies from run to run, observed with 0.8.9); ours is document order.
+
+Our extensions beyond the engine (it always has a query embedding): a text-only query
+ranks by BM25 alone (real matches only, the first ``fetch_width``), and
+``fuse_with_bm25=False`` lets BM25 only widen the pool.
+
+Everything that depends only on the item list (filters, document order, the normalised
+matrix, the BM25 index) is built once per list and kept in a small LRU cache; a ``tuple``
+is recognised by identity, a ``list`` item by item, so in-place edits are never served
+stale.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Sequence
+from typing import Any, Hashable, Sequence
 
 from backends.contract import (
     UNSCOPED,
@@ -25,10 +50,125 @@ from backends.contract import (
     owner_matches,
     validate_owner_filter,
 )
-from backends.retrieval.fusion import rrf_fuse
+from backends.retrieval.fusion import effective_rrf_k, effective_rrf_weights, rrf_fuse
+from backends.retrieval.items import TIER_ORDER, item_tier_list
 from backends.retrieval.rules import apply_narrowing, fetch_width, wants_lexical
 
-__all__ = ["InProcessRetrievalBackend"]
+__all__ = [
+    "InProcessRetrievalBackend",
+    "TIER_ORDER",
+    "TIER_WEIGHTS",
+    "PREFIX_CHARS",
+    "SCORE_COSINE",
+    "SCORE_BM25",
+    "SCORE_FUSED",
+    "item_tiers",
+    "tier_weight",
+    "text_prefix",
+    "embedding_key",
+    "document_order",
+    "cosine_candidates",
+    "bm25_documents",
+    "bm25_hits",
+    "fuse_candidates",
+]
+
+#: ``SemvecConfig`` defaults: the weight a tier's cosine is multiplied by.
+TIER_WEIGHTS = {"short_term": 1.0, "medium_term": 0.95, "long_term": 0.9}
+#: Units whose texts agree in this many leading characters are one candidate.
+PREFIX_CHARS = 80
+
+SCORE_COSINE = "tier-weighted cosine"
+SCORE_BM25 = "bm25"
+SCORE_FUSED = "fused"
+
+
+#: The tiers an item sits in (``tiers``, else ``tier``, else short_term).
+item_tiers = item_tier_list
+
+
+def tier_weight(item: MemoryItem) -> float:
+    """The best weight among the item's tiers (1.0 for a tier the engine has no weight for)."""
+    return max(TIER_WEIGHTS.get(t, 1.0) for t in item_tiers(item))
+
+
+def text_prefix(text: str | None) -> str:
+    """What the candidate de-duplication compares: the first 80 characters, exactly."""
+    return (text or "")[:PREFIX_CHARS]
+
+
+def embedding_key(item: MemoryItem) -> Hashable:
+    """The fusion identity: the embedding itself (the engine keys by a hash of it), so
+    units that share a vector are one candidate; an item without one is its own."""
+    if item.embedding is None:
+        return ("item", item.item_id)
+    return tuple(float(x) for x in item.embedding)
+
+
+def document_order(items: Sequence[MemoryItem]) -> list[int]:
+    """Indices into ``items`` in the engine's document order: every tier of
+    :data:`TIER_ORDER` (then unknown tiers, first seen first), each in its own order
+    (recorded ``positions``, else the source order); an item in two tiers appears twice."""
+    tiers: list[str] = list(TIER_ORDER)
+    members: dict[str, list[tuple[tuple, int]]] = {t: [] for t in TIER_ORDER}
+    for index, item in enumerate(items):
+        for tier in item_tiers(item):
+            if tier not in members:
+                tiers.append(tier)
+                members[tier] = []
+            pos = item.positions.get(tier) if item.positions else None
+            members[tier].append(((0, pos, index) if pos is not None else (1, index, index), index))
+    out: list[int] = []
+    for tier in tiers:
+        out.extend(index for _key, index in sorted(members[tier], key=lambda m: m[0]))
+    return out
+
+
+def cosine_candidates(cosine: Any, weights: Any, texts: Sequence[str], first_doc: Sequence[int],
+                      width: int) -> list[tuple[int, float, float]]:
+    """``(row, tier-weighted cosine, cosine)`` of the best ``width`` rows, best first:
+    rows ranked by ``cosine * weights`` (ties by ``first_doc``, the row's first document
+    position), and among rows whose texts share their first 80 characters only the best
+    kept, before the cut (the list is filled with the next rows)."""
+    import numpy as np
+
+    if width <= 0 or len(cosine) == 0:
+        return []
+    weighted = cosine * weights
+    order = np.lexsort((np.asarray(first_doc, dtype=np.int64), -weighted))
+    out: list[tuple[int, float, float]] = []
+    seen: set[str] = set()
+    for row in order.tolist():
+        prefix = text_prefix(texts[row])
+        if prefix in seen:
+            continue
+        seen.add(prefix)
+        out.append((row, float(weighted[row]), float(cosine[row])))
+        if len(out) >= width:
+            break
+    return out
+
+
+def bm25_documents(items: Sequence[MemoryItem], order: Sequence[int]) -> list[int]:
+    """The BM25 documents: ``order`` without the units whose text is empty."""
+    return [index for index in order if items[index].text]
+
+
+def bm25_hits(index: Any, query_text: str | None, k: int) -> list[tuple[int, float]]:
+    """``(document position, score)`` of the ``min(k, documents)`` best documents, as
+    bm25s returns them (zero scores fill the tail, in document order)."""
+    positions, scores = index.top(query_text, k)
+    return list(zip(positions.tolist(), scores.tolist()))
+
+
+def fuse_candidates(dense_keys: Sequence[Hashable], bm25_keys: Sequence[Hashable],
+                    weights: Sequence[float], k: float) -> list[tuple[Hashable, float]]:
+    """The engine's fusion of the two key lists: ``w / (k + rank)``, 1-based ranks, a
+    repeat counted once but still taking a rank, a zero-weight list skipped, equal scores
+    in insertion order (dense keys first), no cut."""
+    fused = rrf_fuse([list(dense_keys), list(bm25_keys)], list(weights), k=k,
+                     key=lambda key: key, ties="first")
+    return [(f.key, f.score) for f in fused]
 
 
 def _owner_key(owner: Any) -> tuple:
@@ -62,25 +202,32 @@ class _Corpus:
             seen.add(item.item_id)
             live.append(item)
         self.items = live
-        self.ids = [i.item_id for i in live]
-        self.position = {item_id: k for k, item_id in enumerate(self.ids)}
-        order = sorted(range(len(live)), key=self.ids.__getitem__)
-        self.id_rank = np.empty(len(live), dtype=np.int64)
-        self.id_rank[order] = np.arange(len(live), dtype=np.int64)
+        self.order = document_order(live)
+        first_doc: dict[int, int] = {}
+        for doc, index in enumerate(self.order):
+            first_doc.setdefault(index, doc)
+        self.documents = bm25_documents(live, self.order)
+        self.keys = [embedding_key(i) for i in live]
+        # key -> item index: the first unit per key in document order (fusion maps
+        # BM25-only keys back through this)
+        self.key_owner: dict[Hashable, int] = {}
+        for index in self.order:
+            self.key_owner.setdefault(self.keys[index], index)
 
-        # Dense side: rows for the items that carry an embedding.
         rows = [k for k, i in enumerate(live) if i.embedding is not None]
         self.dense_pos = np.asarray(rows, dtype=np.int64)
+        self.row_first_doc = [first_doc[k] for k in rows]
+        self.row_texts = [live[k].text for k in rows]
+        self.row_weights = np.asarray([tier_weight(live[k]) for k in rows], dtype=np.float64)
         self.dims: int | None = None
         self.matrix = None
         if rows:
             try:
-                matrix = np.asarray([live[k].embedding for k in rows], dtype=np.float32)
+                matrix = np.asarray([live[k].embedding for k in rows], dtype=np.float64)
             except ValueError as exc:
                 raise ValueError("live items have embeddings of different lengths") from exc
             if matrix.ndim != 2:
                 raise ValueError("live items have embeddings of different lengths")
-            # einsum reads the matrix once with no temporary (linalg.norm squares a copy)
             norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
             norms[norms == 0.0] = 1.0
             matrix /= norms[:, None]
@@ -101,24 +248,8 @@ class _Corpus:
             if self._bm25 is None:
                 from backends.retrieval.bm25 import BM25Index
 
-                self._bm25 = BM25Index([i.text for i in self.items])
+                self._bm25 = BM25Index([self.items[i].text for i in self.documents])
             return self._bm25
-
-
-def _top(scores, positions, width: int, id_rank):
-    """The ``width`` best ``positions`` by score, ties by item id; deterministic even at
-    the cut (every position tied with the last kept score competes on id)."""
-    import numpy as np
-
-    n = len(positions)
-    if n == 0 or width <= 0:
-        return positions[:0], scores[:0]
-    if width < n:
-        threshold = np.partition(scores, n - width)[n - width]
-        keep = np.flatnonzero(scores >= threshold)
-        scores, positions = scores[keep], positions[keep]
-    order = np.lexsort((id_rank[positions], -scores))[:width]
-    return positions[order], scores[order]
 
 
 class InProcessRetrievalBackend:
@@ -174,11 +305,11 @@ class InProcessRetrievalBackend:
                 emit("retrieve", {"live": 0, "dense": [], "bm25": []})
             return []
 
-        cosine = None
-        dense_ids: list[str] = []
-        dense_rank: dict[str, tuple[int, float]] = {}
+        # step 2: tier-weighted cosine candidates, one per text prefix
+        dense: list[int] = []  # item indices, best first
+        dense_rank: dict[int, tuple[int, float, float]] = {}
         if ctx.query_embedding is not None and corpus.matrix is not None:
-            query = np.asarray(ctx.query_embedding, dtype=np.float32).reshape(-1)
+            query = np.asarray(ctx.query_embedding, dtype=np.float64).reshape(-1)
             if query.shape[0] != corpus.dims:
                 raise ValueError(
                     f"query embedding has {query.shape[0]} dimensions, items have {corpus.dims}"
@@ -189,69 +320,80 @@ class InProcessRetrievalBackend:
             if qnorm > 0:
                 query = query / qnorm
             cosine = corpus.matrix @ query
-            top_pos, top_scores = _top(cosine, corpus.dense_pos, width, corpus.id_rank)
-            for rank, (pos, score) in enumerate(zip(top_pos.tolist(), top_scores.tolist()), 1):
-                dense_ids.append(corpus.ids[pos])
-                dense_rank[corpus.ids[pos]] = (rank, score)
+            picked = cosine_candidates(cosine, corpus.row_weights, corpus.row_texts,
+                                       corpus.row_first_doc, width)
+            for rank, (row, weighted, cos) in enumerate(picked, 1):
+                index = int(corpus.dense_pos[row])
+                dense.append(index)
+                dense_rank[index] = (rank, weighted, cos)
 
-        bm25_ids: list[str] = []
-        bm25_rank: dict[str, tuple[int, float]] = {}
-        if want_bm25:
-            # As the engine: bm25_fetch_k documents from bm25s when there is a dense side
-            # to fuse with, zero-score ones included. A text-only query (our extension:
-            # the engine always has an embedding) takes the width and only real matches.
-            if dense_ids:
-                top_pos, top_scores = corpus.bm25().top(ctx.query_text, max(ctx.bm25_fetch_k, 1))
-            else:
-                top_pos, top_scores = corpus.bm25().top(ctx.query_text, width)
-                top_pos, top_scores = top_pos[top_scores > 0], top_scores[top_scores > 0]
-            for rank, (pos, score) in enumerate(zip(top_pos.tolist(), top_scores.tolist()), 1):
-                bm25_ids.append(corpus.ids[pos])
-                bm25_rank[corpus.ids[pos]] = (rank, score)
+        # step 3: BM25 over the engine's documents
+        bm25: list[int] = []  # item index per hit, in hit order (repeats kept)
+        bm25_rank: dict[int, tuple[int, float]] = {}
+        if want_bm25 and corpus.documents and (dense or ctx.query_embedding is None):
+            if dense:
+                hits = bm25_hits(corpus.bm25(), ctx.query_text, max(ctx.bm25_fetch_k, 1))
+            else:  # text-only query (ours): real matches only, the first `width`
+                hits = [h for h in bm25_hits(corpus.bm25(), ctx.query_text, width) if h[1] > 0]
+            for rank, (doc, score) in enumerate(hits, 1):
+                index = corpus.documents[doc]
+                bm25.append(index)
+                bm25_rank.setdefault(index, (rank, score))
         if emit is not None:
-            emit("retrieve", {"live": len(corpus.items), "dense": dense_ids, "bm25": bm25_ids})
+            emit("retrieve", {"live": len(corpus.items),
+                              "dense": [corpus.items[i].item_id for i in dense],
+                              "bm25": [corpus.items[i].item_id for i in bm25]})
 
-        if dense_ids and bm25_ids and ctx.fuse_with_bm25:
-            fused = rrf_fuse(
-                [dense_ids, bm25_ids], list(ctx.rrf_weights), k=ctx.rrf_k, limit=width
-            )
-            ranked = [(f.key, f.score) for f in fused]
+        # step 4: fusion keyed by the embedding, no cut
+        if dense and bm25 and ctx.fuse_with_bm25:
+            weights = effective_rrf_weights(ctx.rrf_weights)
+            k = effective_rrf_k(ctx.rrf_k)
+            owner_of: dict[Hashable, int] = {}
+            for index in dense:
+                owner_of.setdefault(corpus.keys[index], index)
+            fused = fuse_candidates([corpus.keys[i] for i in dense],
+                                    [corpus.keys[i] for i in bm25], weights, k)
+            ranked: list[tuple[int, float, str]] = []
+            for key, score in fused:
+                found = owner_of.get(key, corpus.key_owner.get(key))
+                if found is not None:
+                    ranked.append((found, score, SCORE_FUSED))
             if emit is not None:
-                emit("fuse", {"k": ctx.rrf_k, "weights": tuple(ctx.rrf_weights),
-                              "items": [key for key, _ in ranked]})
-        elif dense_ids:
-            ranked = [(i, dense_rank[i][1]) for i in dense_ids]
-            if bm25_ids:
-                # No fusion asked for: BM25 only widens the pool (lexical-only hits follow
-                # the dense ones, scored by their own cosine) for the narrowing stage.
-                extra = [i for i in bm25_ids if i not in dense_rank]
-                ranked += [(i, self._cosine_of(i, cosine, corpus)) for i in extra]
+                emit("fuse", {"k": k, "weights": tuple(weights),
+                              "items": [corpus.items[i].item_id for i, _, _ in ranked]})
+        elif dense:
+            ranked = [(i, dense_rank[i][1], SCORE_COSINE) for i in dense]
+            if bm25 and not ctx.fuse_with_bm25:
+                # No fusion asked for (ours): BM25 only widens the pool; lexical-only
+                # hits follow the dense ones, scored by their own tier-weighted cosine.
+                extra = list(dict.fromkeys(i for i in bm25 if i not in dense_rank))
+                ranked += [(i, self._weighted_cosine(i, cosine, corpus), SCORE_COSINE)
+                           for i in extra]
         else:
-            ranked = [(i, bm25_rank[i][1]) for i in bm25_ids]
+            ranked = [(i, bm25_rank[i][1], SCORE_BM25) for i in dict.fromkeys(bm25)]
 
-        candidates = [
-            self._unit(corpus.items[corpus.position[item_id]], score, dense_rank, bm25_rank)
-            for item_id, score in ranked
-        ]
+        candidates = [self._unit(corpus.items[index], score, kind,
+                                 dense_rank.get(index), bm25_rank.get(index))
+                      for index, score, kind in ranked]
         return apply_narrowing(ctx, candidates, emit=emit)
 
     @staticmethod
-    def _cosine_of(item_id, cosine, corpus) -> float:
+    def _weighted_cosine(index: int, cosine, corpus) -> float:
         import numpy as np
 
-        pos = corpus.position[item_id]
-        row = np.searchsorted(corpus.dense_pos, pos)
-        if row < len(corpus.dense_pos) and corpus.dense_pos[row] == pos:
-            return float(cosine[row])
+        row = int(np.searchsorted(corpus.dense_pos, index))
+        if row < len(corpus.dense_pos) and corpus.dense_pos[row] == index:
+            return float(cosine[row] * corpus.row_weights[row])
         return 0.0
 
     @staticmethod
-    def _unit(item: MemoryItem, score: float, dense_rank, bm25_rank) -> MemoryUnit:
-        meta: dict[str, Any] = {}
-        if item.item_id in dense_rank:
-            meta["dense_rank"], meta["dense_score"] = dense_rank[item.item_id]
-        if item.item_id in bm25_rank:
-            meta["bm25_rank"], meta["bm25_score"] = bm25_rank[item.item_id]
+    def _unit(item: MemoryItem, score: float, kind: str, dense, bm25) -> MemoryUnit:
+        meta: dict[str, Any] = {"score_kind": kind}
+        if dense is not None:
+            meta["dense_rank"], meta["dense_score"], meta["cosine"] = dense
+            meta["tier_weight"] = tier_weight(item)
+        if bm25 is not None:
+            meta["bm25_rank"], meta["bm25_score"] = bm25
         return MemoryUnit(
             item_id=item.item_id,
             text=item.text,

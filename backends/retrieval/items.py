@@ -2,9 +2,15 @@
 look-up of one item to query "like" it.
 
 One JSON object per line: ``item_id`` and ``text`` required; ``embedding`` (list of
-numbers), ``tier``, ``tiers``, ``unit``, ``evicted``, ``owner_subject``, ``session_id``,
-``created_at``/``updated_at`` (ISO 8601) optional. Blank lines and lines starting with
-``#`` are skipped.
+numbers), ``tier``, ``tiers``, ``positions`` (``{tier: position}``), ``unit``,
+``evicted``, ``owner_subject``, ``session_id``, ``created_at``/``updated_at`` (ISO 8601)
+optional. Blank lines and lines starting with ``#`` are skipped. The file's order is the
+order of the items within each tier (the engine's BM25 documents and tie order follow
+it), unless ``positions`` says otherwise.
+
+Mirrors record each item's position in its tier (:func:`with_tier_positions`, from the
+order a sync hands the items over) and list live items in that order
+(:func:`tier_order_key`).
 """
 
 from __future__ import annotations
@@ -17,12 +23,72 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from backends.contract import MemoryItem
 
-__all__ = ["item_from_record", "item_to_record", "load_items_jsonl", "read_jsonl", "find_item"]
+__all__ = ["item_from_record", "item_to_record", "load_items_jsonl", "read_jsonl", "find_item",
+           "TIER_ORDER", "item_tier_list", "with_tier_positions", "tier_order_key",
+           "parse_positions", "order_known"]
+
+#: The engine's tiers, in its document order.
+TIER_ORDER = ("short_term", "medium_term", "long_term")
 
 T = TypeVar("T")
 
-_KNOWN = {"item_id", "text", "embedding", "tier", "tiers", "unit", "evicted",
+_KNOWN = {"item_id", "text", "embedding", "tier", "tiers", "positions", "unit", "evicted",
           "owner_subject", "session_id", "created_at", "updated_at"}
+
+
+def item_tier_list(item: MemoryItem) -> tuple[str, ...]:
+    """The tiers an item sits in: ``tiers``, else ``tier``, else short_term."""
+    if item.tiers:
+        return tuple(dict.fromkeys(item.tiers))
+    return (item.tier,) if item.tier else ("short_term",)
+
+
+def parse_positions(value: Any, what: str = "positions") -> dict[str, int]:
+    """``{tier: non-negative int}`` from a record (None or {} for none)."""
+    if value in (None, ""):
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{what} must be an object {{tier: position}}")
+    out: dict[str, int] = {}
+    for tier, pos in value.items():
+        if isinstance(pos, bool) or not isinstance(pos, int) or pos < 0:
+            raise ValueError(f"{what}[{tier!r}] must be a non-negative integer")
+        out[str(tier)] = pos
+    return out
+
+
+def with_tier_positions(items: Sequence[MemoryItem]) -> list[MemoryItem]:
+    """The items with ``positions`` filled in for every tier they sit in: a position the
+    item already carries is kept, any other is its index among the items of that tier in
+    the order given (the order a sync hands them over is the tier's order)."""
+    from dataclasses import replace
+
+    counters: dict[str, int] = {}
+    out: list[MemoryItem] = []
+    for item in items:
+        positions = dict(item.positions or {})
+        for tier in item_tier_list(item):
+            index = counters.get(tier, 0)
+            counters[tier] = index + 1
+            positions.setdefault(tier, index)
+        out.append(item if positions == dict(item.positions or {}) else replace(item, positions=positions))
+    return out
+
+
+def tier_order_key(item: MemoryItem) -> tuple:
+    """Sort key listing items in the engine's order: by the first tier they sit in (in
+    :data:`TIER_ORDER`, unknown tiers after), then their position there, then item id
+    (items without a recorded position keep the id order, after those with one)."""
+    tiers = item_tier_list(item)
+    first = min(tiers, key=lambda t: TIER_ORDER.index(t) if t in TIER_ORDER else len(TIER_ORDER))
+    rank = TIER_ORDER.index(first) if first in TIER_ORDER else len(TIER_ORDER)
+    pos = (item.positions or {}).get(first)
+    return (rank, pos is None, pos if pos is not None else 0, item.item_id)
+
+
+def order_known(items: Sequence[MemoryItem]) -> bool:
+    """Whether every item carries its position in each of its tiers."""
+    return all(set(item_tier_list(i)) <= set(i.positions or {}) for i in items)
 
 
 def _time(value: Any, name: str) -> datetime | None:
@@ -71,12 +137,14 @@ def item_from_record(record: Mapping[str, Any]) -> MemoryItem:
         updated_at=_time(record.get("updated_at"), "updated_at"),
         owner_subject=record.get("owner_subject") or None,
         session_id=record.get("session_id") or None,
+        positions=parse_positions(record.get("positions")),
     )
 
 
 def item_to_record(item: MemoryItem) -> dict[str, Any]:
-    """The JSONL shape of an item (the inverse of :func:`item_from_record`)."""
-    return {
+    """The JSONL shape of an item (the inverse of :func:`item_from_record`);
+    ``positions`` only when the item carries any."""
+    record: dict[str, Any] = {
         "item_id": item.item_id,
         "text": item.text,
         "embedding": [float(x) for x in item.embedding] if item.embedding is not None else None,
@@ -88,6 +156,9 @@ def item_to_record(item: MemoryItem) -> dict[str, Any]:
         "created_at": item.created_at.isoformat() if item.created_at else None,
         "updated_at": item.updated_at.isoformat() if item.updated_at else None,
     }
+    if item.positions:
+        record["positions"] = dict(item.positions)
+    return record
 
 
 def read_jsonl(path: str | Path, parse: Callable[[dict[str, Any]], T]) -> list[T]:

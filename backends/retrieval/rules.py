@@ -9,7 +9,6 @@ numpy is imported only inside :func:`mmr_select`, so importing this module stays
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
@@ -90,8 +89,9 @@ def apply_narrowing(
     return at most ``ctx.top_k`` units.
 
     - rerank: ``ctx.reranker(query_text or "", candidates)`` returns one score per
-      candidate; units are ordered by that score (ties by item id), their ``score``
-      becomes the reranker's and the previous score is kept in ``meta["pre_rerank_score"]``.
+      candidate; units are ordered by that score (a stable sort: ties keep the pool's
+      order, as the engine's), their ``score`` becomes the reranker's and the previous
+      score is kept in ``meta["pre_rerank_score"]``.
     - mmr: :func:`mmr_select` with ``ctx.mmr_lambda``; scores are left as they were.
     - slice: the first ``top_k``.
 
@@ -122,10 +122,11 @@ def _rerank(ctx: RetrievalContext, pool: list[MemoryUnit]) -> list[MemoryUnit]:
             f"reranker returned {len(scores)} scores for {len(pool)} candidates"
         )
     rescored = [
-        replace(unit, score=float(s), meta={**unit.meta, "pre_rerank_score": unit.score})
+        replace(unit, score=float(s), meta={**unit.meta, "pre_rerank_score": unit.score,
+                                            "score_kind": "reranker"})
         for unit, s in zip(pool, scores)
     ]
-    rescored.sort(key=lambda u: (-u.score, u.item_id))
+    rescored.sort(key=lambda u: -u.score)  # stable: equal scores keep the pool's order
     return rescored[: ctx.top_k]
 
 
@@ -136,47 +137,47 @@ def mmr_select(
     top_k: int,
     lambda_: float = 0.5,
 ) -> list[MemoryUnit]:
-    """Maximal marginal relevance (Carbonell & Goldstein 1998) over the candidates.
+    """Maximal marginal relevance (Carbonell & Goldstein 1998), as the engine runs it.
 
-    Greedily picks ``argmax lambda * rel(d) - (1 - lambda) * max_{s picked} cos(d, s)``,
-    exact ties going to the smaller item id. ``rel(d)`` is the cosine between ``d`` and
-    the query embedding; without a query embedding (a text-only query) it is the
-    candidate's own score. A candidate without an embedding cannot be compared for
-    redundancy, so when any candidate lacks one the stage degrades to a plain slice.
+    A pool of at most ``top_k`` is returned unchanged. Otherwise the first pick is the
+    most relevant candidate whatever ``lambda_`` is, then each next one maximises
+    ``lambda * rel(d) - (1 - lambda) * max_{s picked} cos(d, s)``; ties go to the first
+    in the pool. ``rel(d)`` is the cosine between ``d`` and the query embedding; without
+    a query embedding (a text-only query, ours) it is the candidate's own score. A
+    candidate without an embedding cannot be compared for redundancy, so when any lacks
+    one the stage degrades to a plain slice.
     """
     if not 0.0 <= lambda_ <= 1.0:
         raise ValueError(f"mmr lambda must be within [0, 1], got {lambda_}")
     pool = list(candidates)
     if top_k < 1 or not pool:
         return []
+    if len(pool) <= top_k:
+        return pool
     if any(u.embedding is None for u in pool):
         return pool[:top_k]
     import numpy as np
 
     matrix = np.asarray([u.embedding for u in pool], dtype=np.float64)
-    norms = np.linalg.norm(matrix, axis=1)
-    norms[norms == 0.0] = 1.0
-    unit_rows = matrix / norms[:, None]
+    unit_rows = matrix / (np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12)
     if query_embedding is not None:
         query = np.asarray(query_embedding, dtype=np.float64)
         if query.shape != (matrix.shape[1],):
             raise ValueError(
                 f"query embedding has {query.size} dimensions, items have {matrix.shape[1]}"
             )
-        qnorm = float(np.linalg.norm(query)) or 1.0
-        relevance = unit_rows @ (query / qnorm)
+        relevance = unit_rows @ (query / (float(np.linalg.norm(query)) + 1e-12))
     else:
         relevance = np.asarray([u.score for u in pool], dtype=np.float64)
-    similarity = unit_rows @ unit_rows.T
-    ids = [u.item_id for u in pool]
     chosen: list[int] = []
-    max_sim = np.full(len(pool), -math.inf)
-    remaining = set(range(len(pool)))
+    remaining = list(range(len(pool)))
     while remaining and len(chosen) < top_k:
-        redundancy = np.where(np.isfinite(max_sim), max_sim, 0.0)
-        mmr = lambda_ * relevance - (1.0 - lambda_) * redundancy
-        best = min(remaining, key=lambda i: (-float(mmr[i]), ids[i]))
+        if not chosen:
+            best = remaining[int(np.argmax(relevance[remaining]))]
+        else:
+            redundancy = (unit_rows[remaining] @ unit_rows[chosen].T).max(axis=1)
+            mmr = lambda_ * relevance[remaining] - (1.0 - lambda_) * redundancy
+            best = remaining[int(np.argmax(mmr))]  # argmax: ties to the first
         chosen.append(best)
-        remaining.discard(best)
-        max_sim = np.maximum(max_sim, similarity[best])
+        remaining.remove(best)
     return [pool[i] for i in chosen]

@@ -50,12 +50,16 @@ Like = Annotated[Optional[str], typer.Option(
     show_default=False)]
 TopK = Annotated[int, typer.Option("--top-k", "-k", min=1, max=10_000, help="Results to return.")]
 Bm25 = Annotated[bool, typer.Option("--bm25/--no-bm25", help="Use the lexical signal (BM25 / $search).")]
-Bm25FetchK = Annotated[int, typer.Option("--bm25-fetch-k", min=0, max=100_000, help="Candidate width when BM25 is on.")]
+Bm25FetchK = Annotated[int, typer.Option("--bm25-fetch-k", min=0, max=100_000, help="BM25 hits fused with the cosine candidates when BM25 is on (the engine's default, 50).")]
 MmrFetchK = Annotated[int, typer.Option(
     "--mmr-fetch-k", min=0, max=100_000, help="MMR diversity over this many candidates (when above --top-k).")]
 MmrLambda = Annotated[float, typer.Option("--mmr-lambda", min=0.0, max=1.0, help="MMR relevance weight.")]
-RrfK = Annotated[int, typer.Option("--rrf-k", min=0, max=100_000, help="Reciprocal-rank fusion constant k.")]
-RrfWeights = Annotated[str, typer.Option("--rrf-weights", help="Fusion weights dense,bm25.")]
+RrfK = Annotated[Optional[int], typer.Option(
+    "--rrf-k", min=0, max=100_000, show_default=False,
+    help="Reciprocal-rank fusion constant k. Default: SEMVEC_RRF_K, else 60 (as the engine).")]
+RrfWeights = Annotated[Optional[str], typer.Option(
+    "--rrf-weights", show_default=False,
+    help="Fusion weights dense,bm25. Default: SEMVEC_RRF_WEIGHTS, else 1,1 (as the engine).")]
 Items = Annotated[Optional[Path], typer.Option(
     "--items", help="Read the in-process side's items from this JSONL file instead of the store.",
     show_default=False, dir_okay=False)]
@@ -79,7 +83,9 @@ def _parse_vector(value: str) -> tuple[float, ...]:
         raise usage_error(f"--query-vector: {exc}") from None
 
 
-def _rrf_weights(value: str) -> tuple[float, float]:
+def _rrf_weights(value: str | None) -> tuple[float, float] | None:
+    if value is None:
+        return None
     try:
         parts = tuple(float(x) for x in value.split(","))
     except ValueError:
@@ -133,15 +139,15 @@ def _single_spec(query: str | None, query_vector: str | None, like: str | None):
 def _no_server(adapter: Any) -> CliError:
     return environment_error(
         f"backend {getattr(adapter, 'name', '?')!r} has no server-side retrieval "
-        "(retrieval_backend() is None): it always retrieves in-process, so there is "
+        "(no server_retriever()): it always retrieves in-process, so there is "
         "nothing to diff against")
 
 
 def _unit_row(rank: int, unit: Any) -> dict[str, Any]:
-    from backends.retrieval.diff import excerpt
+    from backends.retrieval.diff import excerpt, score_kind
 
     return {"rank": rank, "item_id": unit.item_id, "score": float(unit.score),
-            "tier": unit.tier, "text": excerpt(unit.text)}
+            "score_kind": score_kind(unit), "tier": unit.tier, "text": excerpt(unit.text)}
 
 
 # -- run -------------------------------------------------------------------------------
@@ -158,11 +164,11 @@ def run(
     like: Like = None,
     top_k: TopK = 5,
     bm25: Bm25 = False,
-    bm25_fetch_k: Bm25FetchK = 20,
+    bm25_fetch_k: Bm25FetchK = 50,
     mmr_fetch_k: MmrFetchK = 0,
     mmr_lambda: MmrLambda = 0.5,
-    rrf_k: RrfK = 60,
-    rrf_weights: RrfWeights = "1,1",
+    rrf_k: RrfK = None,
+    rrf_weights: RrfWeights = None,
     side: Side = typer.Option(Side.in_process, "--side", help="Which retriever ranks.",
                               case_sensitive=False),
     items: Items = None,
@@ -173,6 +179,7 @@ def run(
     """Rank a session's memory with one retriever and print the top-k."""
     from dataclasses import replace
 
+    from backends.contract import server_retriever_of
     from backends.retrieval.diff import resolve_query, run_side
 
     out = current().output
@@ -182,11 +189,11 @@ def run(
                    rrf_k, rrf_weights)
     connection = resolve_connection(backend, uri, adapter)
     with open_adapter(connection) as adapter_obj:
-        server = adapter_obj.retrieval_backend() if side is Side.server else None
+        server = server_retriever_of(adapter_obj) if side is Side.server else None
         if side is Side.server and server is None:
             raise environment_error(
                 f"backend {adapter_obj.name!r} has no server-side retrieval "
-                "(retrieval_backend() is None); use --side in-process")
+                "(no server_retriever()); use --side in-process")
         need_items = side is Side.in_process or like is not None
         live, origin = _load_items(adapter_obj, session, scope, items, need_items)
         try:
@@ -207,8 +214,8 @@ def run(
     rows = report["results"]
     out.emit(report, output, rows=rows, columns=[
         Column("#", "rank", justify="right"), Column("ITEM", "item_id", style="bold"),
-        Column("SCORE", "score", justify="right"), Column("TIER", "tier"),
-        Column("TEXT", "text", max_width=60)])
+        Column("SCORE", "score", justify="right"), Column("SCORE IS", "score_kind"),
+        Column("TIER", "tier"), Column("TEXT", "text", max_width=60)])
     if output is OutputFormat.table:
         out.info(f"{len(rows)} result(s) from the {retriever} retriever for session {session}")
 
@@ -216,7 +223,19 @@ def run(
 # -- diff ------------------------------------------------------------------------------
 
 
-def _diff_table(report: Any, single: bool) -> None:
+def _fusion_paths(server: Any) -> dict[str, Any] | None:
+    """Which fusion path the server offers and which the engine would take with these
+    credentials, when the retriever can tell (MongoDB); None otherwise."""
+    paths = getattr(server, "fusion_paths", None)
+    if not callable(paths):
+        return None
+    try:
+        return dict(paths())
+    except Exception as exc:  # noqa: BLE001 - a report line, not the diff's verdict
+        return {"error": type(exc).__name__}
+
+
+def _diff_table(report: Any, single: bool, fusion: dict[str, Any] | None = None) -> None:
     out = current().output
     if single:
         query = report.queries[0]
@@ -231,6 +250,10 @@ def _diff_table(report: Any, single: bool) -> None:
             Column("WHERE", "server_presence"),
             Column("TEXT", "server_text", max_width=28),
         ], query.rows, title=f"in-process vs {report.server}")
+        kinds = {side: sorted({k for r in query.rows if (k := getattr(r, f"{side}_score_kind"))})
+                 for side in ("in_process", "server")}
+        out.write("Scores: in-process = " + (", ".join(kinds["in_process"]) or "-")
+                  + "; server = " + (", ".join(kinds["server"]) or "-"))
         m = query.metrics
         out.write("")
         out.table([Column("METRIC", "metric"), Column("VALUE", "value", justify="right")], [
@@ -272,6 +295,11 @@ def _diff_table(report: Any, single: bool) -> None:
             for note in q.notes:
                 seen.setdefault(note.message, note)
         notes = list(seen.values())
+    if fusion and "engine_path" in fusion:
+        out.write("")
+        out.write(f"Fusion: the server {'has' if fusion['server_has_rank_fusion'] else 'has no'} "
+                  f"$rankFusion; the engine would fuse {fusion['engine_path']}-side with these "
+                  f"credentials ({fusion['reason']})")
     if notes:
         out.write("")
         out.write("Why they can differ:")
@@ -317,11 +345,11 @@ def diff(
         dir_okay=False),
     top_k: TopK = 5,
     bm25: Bm25 = False,
-    bm25_fetch_k: Bm25FetchK = 20,
+    bm25_fetch_k: Bm25FetchK = 50,
     mmr_fetch_k: MmrFetchK = 0,
     mmr_lambda: MmrLambda = 0.5,
-    rrf_k: RrfK = 60,
-    rrf_weights: RrfWeights = "1,1",
+    rrf_k: RrfK = None,
+    rrf_weights: RrfWeights = None,
     items: Items = None,
     owner: Owner = None,
     unowned: Unowned = False,
@@ -348,6 +376,7 @@ def diff(
     the agreement metrics and the reasons they can differ. --exact adds recall against
     exact search. With --min-rbo/--min-jaccard/--min-recall it is a CI gate (exit 1
     when a query misses)."""
+    from backends.contract import server_retriever_of
     from backends.retrieval.diff import diff_queries, has_exact_search, load_queries_jsonl
 
     from semvecctl.report import write_report
@@ -367,7 +396,7 @@ def diff(
                    rrf_k, rrf_weights)
     connection = resolve_connection(backend, uri, adapter)
     with open_adapter(connection) as adapter_obj:
-        server = adapter_obj.retrieval_backend()
+        server = server_retriever_of(adapter_obj)
         if server is None:
             raise _no_server(adapter_obj)
         exact = exact or min_recall is not None
@@ -384,7 +413,10 @@ def diff(
             raise usage_error(str(exc).strip("'\"")) from None
         data = {"backend": adapter_obj.name, "session": session, "items": origin,
                 **report.to_dict()}
-    out.emit(data, output, table=lambda: _diff_table(report, queries is None))
+        fusion = _fusion_paths(server)
+        if fusion is not None:
+            data["fusion"] = fusion
+    out.emit(data, output, table=lambda: _diff_table(report, queries is None, data.get("fusion")))
     write_report(report_file, "diff", data)
     if report.misses:
         for miss in report.misses:

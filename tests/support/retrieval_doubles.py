@@ -52,7 +52,7 @@ class ServerAdapter(MemoryBackendAdapter):
         super().__init__(uri)
         self._retriever = FakeServerRetriever()
 
-    def retrieval_backend(self) -> FakeServerRetriever:
+    def server_retriever(self) -> FakeServerRetriever:
         return self._retriever
 
     def iter_live_items(self, session_id: str, *, owner_subject: Any = UNSCOPED) -> Iterator[MemoryItem]:
@@ -64,7 +64,7 @@ class ServerAdapter(MemoryBackendAdapter):
 class NoServerAdapter(ServerAdapter):
     name = "no-server-backend"
 
-    def retrieval_backend(self) -> None:
+    def server_retriever(self) -> None:
         return None
 
 
@@ -106,3 +106,29 @@ class ApproxServerAdapter(ServerAdapter):
 
 def approx_server_adapter(uri: str | None = None) -> ApproxServerAdapter:
     return ApproxServerAdapter(uri)
+
+
+class MirrorLikeInProcess(FakeServerRetriever):
+    """A server side that declares what a mirror-reading retriever declares (inert
+    memory and fusion knobs, a recency signal) yet ranks exactly as in-process does over
+    the seeded items: a diff against it must find nothing to blame."""
+
+    name = "identical-server"
+
+    def search(self, ctx) -> list[MemoryUnit]:
+        from backends.retrieval.inprocess import InProcessRetrievalBackend
+
+        return InProcessRetrievalBackend().search(
+            replace(ctx, memory=SEEDED.get(ctx.session_id, ()), stage=None))
+
+
+class IdenticalServerAdapter(ServerAdapter):
+    name = "identical-server-backend"
+
+    def __init__(self, uri: str | None = None) -> None:
+        super().__init__(uri)
+        self._retriever = MirrorLikeInProcess()
+
+
+def identical_server_adapter(uri: str | None = None) -> IdenticalServerAdapter:
+    return IdenticalServerAdapter(uri)

@@ -84,8 +84,10 @@ def test_in_process_equals_filter_then_sort(items, owner, top_k, qx, qy):
     assert all(u.item_id in by_id for u in got)  # filtered before top-k
     for unit in got:
         assert math.isclose(unit.score, cosine(by_id[unit.item_id]), abs_tol=1e-5)
+    position = {i.item_id: n for n, i in enumerate(live)}  # no tiers: source order
     for first, second in zip(got, got[1:]):
-        assert (first.score, second.item_id) >= (second.score, first.item_id)  # ties by id
+        # ties in document order
+        assert (first.score, -position[first.item_id]) >= (second.score, -position[second.item_id])
     if got:
         returned = {u.item_id for u in got}
         floor = min(u.score for u in got)

@@ -64,7 +64,7 @@ def test_truth_table(rerank, bm25, top_k, bm25_k, mmr_k, width, stage):
 
 
 def test_bm25_width_does_not_depend_on_query_text():
-    assert fetch_width(ctx(use_bm25=True, query_text=None)) == 20
+    assert fetch_width(ctx(use_bm25=True, query_text=None)) == 50  # the engine's default bm25_fetch_k (ENGINE-WIRE §8)
 
 
 @pytest.mark.parametrize(

@@ -12,13 +12,20 @@ import time
 
 from backends.conformance.catalogue import applies, case
 from backends.conformance.context import CaseContext
-from backends.contract import Capability, ItemMirror, RetrievalContext, offers
+from backends.contract import (
+    Capability,
+    ItemMirror,
+    RetrievalContext,
+    offers,
+    server_retriever_of,
+)
 
 
 @applies("retrieval")
 def _can_retrieve(adapter) -> str | None:
-    if adapter.retrieval_backend() is None:
-        return "retrieval_backend() is None: retrieval runs in-process, in the engine"
+    if server_retriever_of(adapter) is None:
+        return ("the adapter offers no server-side retriever (server_retriever()): retrieval "
+                "runs in-process, in the engine")
     if not isinstance(adapter, ItemMirror):
         return "the adapter has no ItemMirror (sync_items), so the suite cannot seed items"
     if not offers(adapter, Capability.PURGE_ITEMS):
@@ -49,13 +56,15 @@ def _unit(dims: int, axis: int, lean: float = 0.0) -> tuple[float, ...]:
 def filter_before_top_k(ctx: CaseContext) -> None:
     """Another tenant's closer, identical items never crowd a tenant's own out of top-k."""
     dims = ctx.options.retrieval_dimensions or _configured_dimensions(ctx.adapter) or 8
-    retriever = ctx.adapter.retrieval_backend()
+    retriever = server_retriever_of(ctx.adapter)
     owner_a, owner_b = ctx.owner("tenant-a"), ctx.owner("tenant-b")
     sid_a, sid_b = ctx.item_session("a"), ctx.item_session("b")
     query = _unit(dims, 0)
-    items_a = [ctx.item(f"a-{n}", f"identical content {n}", _unit(dims, 0, 0.5))
-               for n in range(3)]
-    items_b = [ctx.item(f"b-{n}", f"identical content {n}", query) for n in range(10)]
+    # each with a unit payload: the engine's Mongo final read drops rows without one
+    items_a = [ctx.item(f"a-{n}", f"identical content {n}", _unit(dims, 0, 0.5),
+                        unit={"text": f"identical content {n}"}) for n in range(3)]
+    items_b = [ctx.item(f"b-{n}", f"identical content {n}", query,
+                        unit={"text": f"identical content {n}"}) for n in range(10)]
     ctx.call("sync_items for tenant a", lambda: ctx.adapter.sync_items(
         sid_a, items_a, owner_subject=owner_a))
     ctx.call("sync_items for tenant b", lambda: ctx.adapter.sync_items(

@@ -266,7 +266,7 @@ def test_retrieval_diff_on_a_seeded_session(adapter):
         items.append(MemoryItem(f"i{i}", f"note about the {word}", embedding=tuple(vec),
                                 updated_at=datetime(2026, 1, 1, i, tzinfo=timezone.utc)))
     adapter.sync_items(session, items, owner_subject="t1")
-    server = adapter.retrieval_backend()
+    server = adapter.server_retriever()
     ctx = RetrievalContext(session_id=session, query_embedding=items[0].embedding,
                            query_text="whale", use_bm25=True, top_k=4, owner_subject="t1")
     import time

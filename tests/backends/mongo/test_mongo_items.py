@@ -73,7 +73,8 @@ def test_document_layout(adapter, session):
     doc = adapter.database["semvec_memory_items"].find_one({"_id": f"{session}:a"})
     assert set(doc) == {"_id", "session_id", "owner_subject", "item_id", "embedding", "text",
                         "tier", "tiers", "unit", "evicted", "updated_at", "created_at",
-                        "content_sha256"}
+                        "content_sha256", "tier_positions"}
+    assert doc["tier_positions"] == {"long_term": 0, "x": 0}  # its place in each tier
     assert doc["session_id"] == session and doc["owner_subject"] == "t/agent"
     assert doc["embedding"] == [1.0, 0.0, 0.5] and doc["evicted"] is False
     assert doc["tiers"] == ["long_term", "x"]
@@ -189,6 +190,7 @@ def test_rows_without_digest_are_compared_field_by_field(adapter, session):
     result = adapter.sync_items(session, [item("a"), item("b", "new b")])
     assert result == ItemSyncResult(updated=1, unchanged=1)
     assert coll.find_one({"_id": f"{session}:a"})["content_sha256"]  # backfilled
+    assert coll.find_one({"_id": f"{session}:a"})["tier_positions"] == {"short_term": 0}
     assert coll.find_one({"_id": f"{session}:a"})["updated_at"].replace(tzinfo=timezone.utc) == now
     assert coll.find_one({"_id": f"{session}:b"})["text"] == "new b"
     assert adapter.sync_items(session, [item("a"), item("b", "new b")]) == ItemSyncResult(unchanged=2)

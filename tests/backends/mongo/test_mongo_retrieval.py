@@ -63,7 +63,9 @@ def install(backend, monkeypatch, recorder):
 
 def items(*ids, **kw):
     base = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    return [MemoryItem(i, f"text of {i}", embedding=(1.0, float(n)), updated_at=base + timedelta(minutes=n), **kw)
+    # a non-empty unit: the engine's final read drops rows without one
+    return [MemoryItem(i, f"text of {i}", embedding=(1.0, float(n)), unit={"text": f"text of {i}"},
+                       updated_at=base + timedelta(minutes=n), **kw)
             for n, i in enumerate(ids)]
 
 
@@ -73,14 +75,15 @@ def items(*ids, **kw):
 def test_declared_in_code(adapter, make_adapter):
     from backends.mongo.retrieval import MongoRetrievalBackend
 
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     assert isinstance(backend, RetrievalBackend) and isinstance(backend, MongoRetrievalBackend)
-    assert backend is adapter.retrieval_backend()
-    assert backend.name == "mongo-server"
+    assert backend is adapter.server_retriever()
+    assert backend.name == "mongo-server (as the engine ranks)"
+    assert backend.corrected().name == "mongo-server (corrected: recency filtered by owner)"
     assert backend.signals == ("semantic", "lexical", "recency")
     assert backend.inert_fields == frozenset({"rrf_k", "rrf_weights", "fuse_with_bm25", "memory", "stage"})
     assert dict(backend.DEFAULT_WEIGHTS) == {"semantic": 0.5, "lexical": 0.3, "recency": 0.2}
-    assert make_adapter().retrieval_backend() is None  # mirror off: in-process retrieval
+    assert make_adapter().server_retriever() is None  # mirror off: in-process retrieval
     assert set(backend.inert_fields) <= set(RetrievalContext.__dataclass_fields__)
 
 
@@ -88,9 +91,9 @@ def test_declared_in_code(adapter, make_adapter):
 
 
 @pytest.mark.parametrize("owner, clause", [
-    # unowned rows: null (ours) or "" (the engine's encoding)
-    (None, [{"$or": [{"owner_subject": {"$eq": None}}, {"owner_subject": {"$eq": ""}}]}]),
-    ("t1/agent", [{"owner_subject": {"$eq": "t1/agent"}}]),
+    # unowned rows (ours; the engine cannot ask): null (ours) or "" (the engine's encoding)
+    (None, {"$or": [{"owner_subject": {"$eq": None}}, {"owner_subject": {"$eq": ""}}]}),
+    ("t1/agent", {"owner_subject": "t1/agent"}),  # the engine's filter document
 ])
 def test_vector_search_stage(owner, clause):
     from backends.mongo.retrieval import sub_pipelines
@@ -103,7 +106,7 @@ def test_vector_search_stage(owner, clause):
             "queryVector": [0.1, 0.2],
             "numCandidates": 100,
             "limit": 10,
-            "filter": {"$and": [{"session_id": {"$eq": "s1"}}, {"evicted": {"$eq": False}}, *clause]},
+            "filter": {"session_id": "s1", "evicted": False, **clause},
         }
     }]
 
@@ -114,16 +117,16 @@ def test_unscoped_has_no_owner_clause_and_num_candidates_scales():
     ctx = RetrievalContext(session_id="s1", query_embedding=[1.0], top_k=5)
     stage = sub_pipelines(ctx, 40)["semantic"][0]["$vectorSearch"]
     assert stage["numCandidates"] == 400 and stage["limit"] == 40
-    assert stage["filter"] == {"$and": [{"session_id": {"$eq": "s1"}}, {"evicted": {"$eq": False}}]}
+    assert stage["filter"] == {"session_id": "s1", "evicted": False}
 
 
 def test_search_compound_stage_and_recency():
     from backends.mongo.retrieval import sub_pipelines
 
-    ctx = RetrievalContext(session_id="s1", query_embedding=[1.0], query_text="blue whale",
+    ctx = RetrievalContext(session_id="s1", query_embedding=[1.0], query_text="  blue whale ",
                            use_bm25=True, owner_subject="t1")
     pipelines = sub_pipelines(ctx, 40)
-    assert list(pipelines) == ["semantic", "lexical", "recency"]
+    assert list(pipelines) == ["semantic", "recency", "lexical"]  # the engine's order
     assert pipelines["lexical"] == [
         {"$search": {
             "index": "semvec_items_lex",
@@ -138,18 +141,21 @@ def test_search_compound_stage_and_recency():
         }},
         {"$limit": 40},
     ]
+    # as the engine sends it: recency has no owner filter (its defect, ENGINE-WIRE 7)
     assert pipelines["recency"] == [
-        {"$match": {"session_id": "s1", "evicted": False, "owner_subject": "t1"}},
+        {"$match": {"session_id": "s1", "evicted": False}},
         {"$sort": {"updated_at": -1, "_id": 1}},
         {"$limit": 40},
     ]
+    corrected = sub_pipelines(ctx, 40, recency_owner_filter=True)["recency"]
+    assert corrected[0] == {"$match": {"session_id": "s1", "evicted": False, "owner_subject": "t1"}}
 
 
 @pytest.mark.parametrize("use_bm25, text, expected", [
     (False, "words", ["semantic", "recency"]),
     (True, None, ["semantic", "recency"]),
     (True, "   ", ["semantic", "recency"]),
-    (True, "words", ["semantic", "lexical", "recency"]),
+    (True, "words", ["semantic", "recency", "lexical"]),
 ])
 def test_lexical_only_with_bm25_and_text(use_bm25, text, expected):
     from backends.mongo.retrieval import sub_pipelines
@@ -165,26 +171,33 @@ def test_rank_fusion_pipeline_shape():
     subs = sub_pipelines(ctx, 20)
     assert rank_fusion_pipeline(subs, 20) == [
         {"$rankFusion": {
-            "input": {"pipelines": {"semantic": subs["semantic"], "lexical": subs["lexical"],
-                                    "recency": subs["recency"]}},
-            "combination": {"weights": {"semantic": 0.5, "lexical": 0.3, "recency": 0.2}},
+            "input": {"pipelines": {"semantic": subs["semantic"], "recency": subs["recency"],
+                                    "lexical": subs["lexical"]}},
+            "combination": {"weights": {"semantic": 0.5, "recency": 0.2, "lexical": 0.3}},
         }},
         {"$limit": 20},
-        {"$project": {"_id": 1, "score": {"$meta": "score"}}},
+        {"$project": {"_id": 1, "unit": 1}},
     ]
     no_text = sub_pipelines(RetrievalContext(session_id="s", query_embedding=[1.0]), 20)
     assert rank_fusion_pipeline(no_text, 20)[0]["$rankFusion"]["combination"] == {
         "weights": {"semantic": 0.5, "recency": 0.2}}
 
 
-def test_limit_is_the_widened_shared_fetch_width():
-    from backends.mongo.retrieval import widened_limit
-    from backends.retrieval import fetch_width
+@pytest.mark.parametrize("kw, fetch_k, limit", [
+    (dict(top_k=5), 5, 20),
+    (dict(top_k=10), 10, 30),
+    (dict(top_k=5, mmr_fetch_k=30), 30, 30),
+    (dict(top_k=5, use_bm25=True, bm25_fetch_k=25), 25, 25),
+    (dict(top_k=1), 1, 20),
+])
+def test_widths_are_the_engines(kw, fetch_k, limit):
+    """fetch_k = max(fetch_width, top_k); sub_limit = max(fetch_k, 3 top_k, 20)."""
+    from backends.mongo.retrieval import fetch_k_of, sub_limit, sub_pipelines
 
-    for ctx in (RetrievalContext(session_id="s", top_k=5),
-                RetrievalContext(session_id="s", top_k=5, mmr_fetch_k=30),
-                RetrievalContext(session_id="s", top_k=5, use_bm25=True, bm25_fetch_k=25)):
-        assert widened_limit(ctx) == 2 * fetch_width(ctx)
+    ctx = RetrievalContext(session_id="s", query_embedding=[1.0], **kw)
+    assert fetch_k_of(ctx) == fetch_k and sub_limit(ctx) == limit
+    stage = sub_pipelines(ctx)["semantic"][0]["$vectorSearch"]
+    assert stage["limit"] == limit and stage["numCandidates"] == max(10 * limit, 100)
 
 
 # -- fusion paths ----------------------------------------------------------------------
@@ -192,7 +205,7 @@ def test_limit_is_the_widened_shared_fetch_width():
 
 def test_client_side_fusion_on_recorded_results(adapter, session, monkeypatch):
     adapter.sync_items(session, items("a", "b", "c", "d"))
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     ids = {x: f"{session}:{x}" for x in "abcd"}
     rec = install(backend, monkeypatch, Recorder(results={
         "semantic": [ids["a"], ids["b"], ids["c"]],
@@ -214,16 +227,16 @@ def test_client_side_fusion_on_recorded_results(adapter, session, monkeypatch):
         assert unit.score == pytest.approx(expected[unit.item_id])
         assert unit.meta["fusion"] == "client"
     assert next(u for u in units if u.item_id == "a").meta["ranks"] == {
-        "semantic": 1, "lexical": 2, "recency": 4}
-    # the probe ran once; each sub-pipeline ran with an _id projection appended
+        "semantic": 1, "recency": 4, "lexical": 2}
+    # the probe ran once; each sub-pipeline ran with the engine's projection appended
     assert len(rec.of("$rankFusion")) == 1
-    assert rec.of("$vectorSearch")[0][-1] == {"$project": {"_id": 1}}
+    assert rec.of("$vectorSearch")[0][-1] == {"$project": {"_id": 1, "unit": 1}}
     assert len(rec.pipelines) == 4
 
 
 def test_without_query_text_semantic_and_recency_only(adapter, session, monkeypatch):
     adapter.sync_items(session, items("a", "b"))
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     rec = install(backend, monkeypatch, Recorder(results={
         "semantic": [f"{session}:a", f"{session}:b"], "recency": [f"{session}:b", f"{session}:a"]}))
     units = backend.search(RetrievalContext(session_id=session, query_embedding=[1.0, 0.0],
@@ -239,7 +252,7 @@ def test_consistent_read_drops_stale_evicted_and_foreign(adapter, session, monke
     adapter.sync_items(session, items("a", "b", "c"), owner_subject="t1")
     adapter.sync_items(session, items("a", "b"), owner_subject="t1")  # c soft-evicted
     adapter.sync_items(other, items("x"), owner_subject="t1")
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     install(backend, monkeypatch, Recorder(results={
         # what a lagging search index might still return:
         "semantic": [f"{session}:c", f"{other}:x", f"{session}:ghost", f"{session}:a"],
@@ -256,7 +269,7 @@ def test_consistent_read_drops_stale_evicted_and_foreign(adapter, session, monke
 
 def test_rank_fusion_used_when_probe_succeeds(adapter, session, monkeypatch):
     adapter.sync_items(session, items("a", "b", "c"))
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     rec = install(backend, monkeypatch, Recorder(rank_fusion=[
         {"_id": f"{session}:c", "score": 0.9}, {"_id": f"{session}:a", "score": 0.5}]))
     ctx = RetrievalContext(session_id=session, query_embedding=[1.0, 0.0], top_k=2)
@@ -272,7 +285,7 @@ def test_rank_fusion_used_when_probe_succeeds(adapter, session, monkeypatch):
 
 def test_query_time_failure_falls_back_for_good(adapter, session, monkeypatch):
     adapter.sync_items(session, items("a", "b"))
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     rec = install(backend, monkeypatch, Recorder(
         rank_fusion=[], fail_rank_fusion_query=True,
         results={"semantic": [f"{session}:a"], "recency": [f"{session}:b"]}))
@@ -286,14 +299,14 @@ def test_query_time_failure_falls_back_for_good(adapter, session, monkeypatch):
 def test_forced_client_rrf_never_probes(make_adapter, session, monkeypatch):
     adapter = make_adapter(item_sync=True, force_client_rrf=True)
     adapter.sync_items(session, items("a"))
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     rec = install(backend, monkeypatch, Recorder(rank_fusion=[], results={"recency": [f"{session}:a"]}))
     backend.search(RetrievalContext(session_id=session, top_k=1))
     assert rec.of("$rankFusion") == []
 
 
 def test_probe_on_mongomock_says_no(adapter):
-    assert adapter.retrieval_backend().detect_rank_fusion() is False
+    assert adapter.server_retriever().detect_rank_fusion() is False
 
 
 # -- narrowing is the shared stage --------------------------------------------------
@@ -301,7 +314,7 @@ def test_probe_on_mongomock_says_no(adapter):
 
 def test_shared_narrowing_stage_applies(adapter, session, monkeypatch):
     adapter.sync_items(session, items("a", "b", "c", "d", "e", "f"))
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     order = [f"{session}:{x}" for x in "abcdef"]
     install(backend, monkeypatch, Recorder(results={"semantic": order, "recency": order}))
     sliced = backend.search(RetrievalContext(session_id=session, query_embedding=[1.0, 0.0], top_k=2))
@@ -323,7 +336,7 @@ def test_shared_narrowing_stage_applies(adapter, session, monkeypatch):
 
 def test_inert_fields_really_are_ignored(adapter, session, monkeypatch):
     adapter.sync_items(session, items("a", "b", "c"))
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     order = [f"{session}:{x}" for x in "abc"]
     install(backend, monkeypatch, Recorder(results={"semantic": order, "recency": order[::-1]}))
     base = dict(session_id=session, query_embedding=[1.0, 0.0], top_k=3)
@@ -342,7 +355,7 @@ def test_no_atlas_search_is_a_refusal_with_advice(adapter, session):
 
     adapter.sync_items(session, items("a"))
     with pytest.raises(UnsupportedOperation, match="SEMVEC_MONGO_ITEM_SYNC off") as info:
-        adapter.retrieval_backend().search(RetrievalContext(session_id=session,
+        adapter.server_retriever().search(RetrievalContext(session_id=session,
                                                             query_embedding=[1.0, 0.0]))
     assert info.value.__cause__ is not None
 
@@ -352,7 +365,7 @@ def test_server_without_vector_search_stage_refuses(adapter, session, monkeypatc
 
     from backends.errors import UnsupportedOperation
 
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
 
     def aggregate(pipeline, **kwargs):
         raise OperationFailure("Unrecognized pipeline stage name: '$vectorSearch'", code=40324)
@@ -388,18 +401,19 @@ def test_exact_search_ranks_the_mirror_in_process(adapter, session, monkeypatch)
     """On mongomock (a fake MongoDB: no $vectorSearch): the exact side never sends
     $vectorSearch, ranks the live in-scope rows by cosine, and fuses that with the same
     recency pipeline and client-side RRF the server side uses."""
-    from backends.mongo.retrieval import fuse_client_side, widened_limit
+    from backends.mongo.retrieval import fuse_client_side
 
     base = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    mine = [MemoryItem("far", "x", embedding=(-1.0, 0.0), updated_at=base + timedelta(minutes=5)),
-            MemoryItem("near", "x", embedding=(1.0, 0.1), updated_at=base),
-            MemoryItem("mid", "x", embedding=(0.5, 0.5), updated_at=base + timedelta(minutes=1)),
-            MemoryItem("gone", "x", embedding=(1.0, 0.0), updated_at=base + timedelta(minutes=9))]
+    unit = {"text": "x"}
+    mine = [MemoryItem("far", "x", embedding=(-1.0, 0.0), unit=unit, updated_at=base + timedelta(minutes=5)),
+            MemoryItem("near", "x", embedding=(1.0, 0.1), unit=unit, updated_at=base),
+            MemoryItem("mid", "x", embedding=(0.5, 0.5), unit=unit, updated_at=base + timedelta(minutes=1)),
+            MemoryItem("gone", "x", embedding=(1.0, 0.0), unit=unit, updated_at=base + timedelta(minutes=9))]
     adapter.sync_items(session, mine, owner_subject="t1")
     adapter.sync_items(session, mine[:3], owner_subject="t1")  # "gone" is evicted
     adapter.sync_items(f"{session}-other", [MemoryItem("near", "x", embedding=(1.0, 0.0))],
                        owner_subject="t2")
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     real = backend._collection.aggregate
     sent = []
 
@@ -414,8 +428,7 @@ def test_exact_search_ranks_the_mirror_in_process(adapter, session, monkeypatch)
     assert not any("$vectorSearch" in p[0] for p in sent)
     ids = {x: f"{session}:{x}" for x in ("near", "mid", "far")}
     expected = fuse_client_side({"semantic": [ids["near"], ids["mid"], ids["far"]],
-                                 "recency": [ids["far"], ids["mid"], ids["near"]]},
-                                widened_limit(ctx))
+                                 "recency": [ids["far"], ids["mid"], ids["near"]]})
     assert [u.item_id for u in got] == [doc_id.split(":", 1)[1] for doc_id, _, _ in expected][:3]
     assert {u.item_id for u in got} == {"near", "mid", "far"}
     assert got[0].meta["ranks"]["semantic"] == 1 and got[0].meta["fusion"] == "exact"

@@ -49,7 +49,7 @@ def adapter(pgvector_adapter_factory):
 
 
 def test_retriever_declares_itself(adapter):
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     assert isinstance(backend, RetrievalBackend)
     assert backend.name == "pgvector-server"
     assert backend.signals == ("semantic", "lexical", "recency")
@@ -66,14 +66,14 @@ def test_two_tenants_with_identical_content_never_see_each_other(adapter):
     for session, owner in (("tenant-a-session", "tenant-a"), ("tenant-b-session", "tenant-b")):
         ctx = RetrievalContext(session_id=session, query_embedding=query, query_text="alpha",
                                use_bm25=True, top_k=10, owner_subject=owner)
-        got = adapter.retrieval_backend().search(ctx)
+        got = adapter.server_retriever().search(ctx)
         assert len(got) == 10
         assert {u.session_id for u in got} == {session}
         assert {u.owner_subject for u in got} == {owner}
     # the right session with the wrong owner finds nothing
     wrong = RetrievalContext(session_id="tenant-a-session", query_embedding=query, top_k=10,
                              owner_subject="tenant-b")
-    assert adapter.retrieval_backend().search(wrong) == []
+    assert adapter.server_retriever().search(wrong) == []
 
 
 def test_owner_filter_is_three_state_within_one_session(adapter):
@@ -86,7 +86,7 @@ def test_owner_filter_is_three_state_within_one_session(adapter):
             " updated_at) SELECT session_id, 'u-' || item_id, NULL, embedding, text, updated_at"
             " FROM semvec_memory_items WHERE session_id = 'shared'"
         )
-    search = adapter.retrieval_backend().search
+    search = adapter.server_retriever().search
     q = content[0].embedding
     acme = search(RetrievalContext(session_id="shared", query_embedding=q, top_k=20,
                                    owner_subject="acme"))
@@ -123,10 +123,10 @@ def test_a_tiny_session_in_a_big_table_still_gets_k_results(pgvector_adapter_fac
         conn.execute("ANALYZE semvec_memory_items")
     adapter.sync_items("target", target)
     ctx = RetrievalContext(session_id="target", query_embedding=q, top_k=10)
-    got = adapter.retrieval_backend().search(ctx)
+    got = adapter.server_retriever().search(ctx)
     assert len(got) == 10
     assert {u.session_id for u in got} == {"target"}
-    assert adapter.retrieval_backend().last_plan == ("hnsw" if mode == "hnsw" else "exact")
+    assert adapter.server_retriever().last_plan == ("hnsw" if mode == "hnsw" else "exact")
     # semantic ranks agree with exact cosine order over the session's items
     exact = sorted(target, key=lambda it: (cosine_distance(it.embedding, q), it.item_id))
     sem_ranked = sorted((u for u in got if "semantic" in u.meta["ranks"]),
@@ -138,7 +138,7 @@ def test_evicted_items_are_never_returned(adapter):
     content = items_for(12, seed=2)
     adapter.sync_items("s", content)
     adapter.sync_items("s", content[:4])  # the rest are soft-evicted
-    got = adapter.retrieval_backend().search(
+    got = adapter.server_retriever().search(
         RetrievalContext(session_id="s", query_embedding=content[8].embedding, top_k=10))
     assert {u.item_id for u in got} == {it.item_id for it in content[:4]}
 
@@ -151,7 +151,7 @@ def test_fusion_matches_the_shared_rrf_over_semantic_and_recency(adapter):
     adapter.sync_items("s", content)
     q = vec(random.Random(99))
     ctx = RetrievalContext(session_id="s", query_embedding=q, top_k=8, rrf_k=30)
-    got = adapter.retrieval_backend().search(ctx)
+    got = adapter.server_retriever().search(ctx)
     from backends.pgvector.retrieval import candidate_pool
 
     pool = candidate_pool(8)  # each signal ranks the pool, not just the top k (issue 15.5)
@@ -170,7 +170,7 @@ def test_lexical_signal_rescues_a_rare_token_only_when_bm25_is_on(adapter):
                       embedding=tuple([-1.0] * DIMS), updated_at=BASE + timedelta(days=1))
     adapter.sync_items("s", [*content, rare])
     q = tuple([1.0] * DIMS)  # semantically the opposite of the rare (but newest) item
-    search = adapter.retrieval_backend().search
+    search = adapter.server_retriever().search
     on = search(RetrievalContext(session_id="s", query_embedding=q, query_text="zyxwvut handshake?",
                                  use_bm25=True, top_k=10))
     off = search(RetrievalContext(session_id="s", query_embedding=q, query_text="zyxwvut handshake?",
@@ -184,7 +184,7 @@ def test_lexical_signal_rescues_a_rare_token_only_when_bm25_is_on(adapter):
 def test_text_only_and_recency_only_queries(adapter):
     content = items_for(10, seed=8, words=["apple"])
     adapter.sync_items("s", content)
-    search = adapter.retrieval_backend().search
+    search = adapter.server_retriever().search
     recent = search(RetrievalContext(session_id="s", top_k=3))
     assert [u.item_id for u in recent] == ["i0009", "i0008", "i0007"]
     text_only = search(RetrievalContext(session_id="s", query_text="note 4", use_bm25=True,
@@ -195,7 +195,7 @@ def test_text_only_and_recency_only_queries(adapter):
 def test_shared_narrowing_stage_runs_mmr_and_reranker(adapter):
     content = items_for(30, seed=6)
     adapter.sync_items("s", content)
-    search = adapter.retrieval_backend().search
+    search = adapter.server_retriever().search
     q = content[0].embedding
     mmr = search(RetrievalContext(session_id="s", query_embedding=q, top_k=4, mmr_fetch_k=12))
     assert len(mmr) == 4 and all(u.embedding is not None for u in mmr)
@@ -213,7 +213,7 @@ def test_shared_narrowing_stage_runs_mmr_and_reranker(adapter):
 def test_stage_callback_sees_retrieve_fuse_and_narrowing(adapter):
     adapter.sync_items("s", items_for(5))
     seen = []
-    adapter.retrieval_backend().search(RetrievalContext(
+    adapter.server_retriever().search(RetrievalContext(
         session_id="s", query_embedding=items_for(1)[0].embedding, top_k=2,
         stage=lambda name, payload: seen.append(name)))
     assert seen == ["retrieve", "fuse", "slice"]
@@ -222,12 +222,12 @@ def test_stage_callback_sees_retrieve_fuse_and_narrowing(adapter):
 def test_wrong_query_dimension_is_refused(adapter):
     adapter.sync_items("s", items_for(3))
     with pytest.raises(ValueError, match="dimensions"):
-        adapter.retrieval_backend().search(
+        adapter.server_retriever().search(
             RetrievalContext(session_id="s", query_embedding=(1.0, 2.0)))
 
 
 def test_search_on_an_unprovisioned_database_is_empty(adapter):
-    assert adapter.retrieval_backend().search(
+    assert adapter.server_retriever().search(
         RetrievalContext(session_id="s", query_embedding=tuple([0.1] * DIMS))) == []
 
 
@@ -287,7 +287,7 @@ def test_server_top_k_is_a_prefix_of_the_top_k_plus_one(pgvector_adapter_factory
     from hypothesis import HealthCheck, given, settings
 
     adapter = pgvector_adapter_factory(dimensions=DIMS)
-    retriever = adapter.retrieval_backend()
+    retriever = adapter.server_retriever()
     counter = iter(range(10**6))
 
     @settings(max_examples=25, deadline=None,
@@ -343,7 +343,7 @@ def test_exact_search_against_hnsw_on_the_same_store(pgvector_adapter_factory):
     adapter.ensure_indexes()
     with adapter._db.connection() as conn:
         conn.execute("ANALYZE semvec_memory_items")
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     q = vec(random.Random(5))
     ctx = RetrievalContext(session_id="big", owner_subject="acme", query_embedding=q, top_k=10)
 
@@ -380,7 +380,7 @@ def test_auto_plan_is_decided_in_the_statement_and_remembered(pgvector_adapter_f
     adapter = pgvector_adapter_factory(dimensions=DIMS, exact_search_limit=50)
     adapter.sync_items("big", items_for(120, seed=31))
     adapter.sync_items("small", items_for(20, seed=32))
-    backend = adapter.retrieval_backend()
+    backend = adapter.server_retriever()
     q = vec(random.Random(1))
     for session, plan in (("big", "hnsw"), ("small", "exact"), ("big", "hnsw")):
         got = backend.search(RetrievalContext(session_id=session, query_embedding=q, top_k=5))
