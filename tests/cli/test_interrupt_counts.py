@@ -79,7 +79,7 @@ def test_prune_count_after_a_signal_is_exact(redis_server, redis_url, tmp_path, 
         pipe.expire(key, TTL - 2 * 86400)
     pipe.execute()
     proc = spawn("sessions", "prune", "--uri", redis_url, "--idle-for", "1d", "--apply",
-                 "--yes", "-o", "jsonl", env={"SEMVEC_REDIS_SESSION_TTL_S": str(TTL)})
+                 "--assume-ttl", f"{TTL}s", "--yes", "-o", "jsonl")
     try:
         wait_for(lambda: proc.poll() is not None or client.dbsize() < COUNT - 100,
                  timeout=120, what="deletes")

@@ -41,7 +41,7 @@ STORE_COMMANDS = [
     ("events", "list", "--user", "u1"),
     ("events", "count", "--user", "u1"),
     ("events", "export", "--user", "u1"),
-    ("erase", "--user", "u1", "--yes"),
+    ("erase", "--user", "u1", "--owner", "acme", "--yes"),
     ("doctor",),
     ("indexes", "plan"),
     ("indexes", "ensure", "--yes"),
