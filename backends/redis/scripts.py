@@ -94,6 +94,19 @@ def checkout(pool: Any) -> Any:
     return pool.get_connection() if nameless else pool.get_connection("EVALSHA")
 
 
+_NO_SCRIPT: list[type[BaseException]] = []
+
+
+def _no_script_error() -> type[BaseException]:
+    """redis-py's NoScriptError, imported on first use (an import statement on every
+    call costs a measurable share of a loopback round trip)."""
+    if not _NO_SCRIPT:
+        from redis.exceptions import NoScriptError
+
+        _NO_SCRIPT.append(NoScriptError)
+    return _NO_SCRIPT[0]
+
+
 @dataclass(frozen=True)
 class LuaScript:
     name: str
@@ -118,7 +131,7 @@ class LuaScript:
         """Run the script; ``cut_connection`` (the conformance fault seam only) drops the
         connection right after the call is sent, so the caller sees a connection error
         while the server runs the script whole or not at all."""
-        from redis.exceptions import NoScriptError
+        NoScriptError = _no_script_error()  # noqa: N806 - the driver's class, imported once
 
         if getattr(client, "is_cluster", False):
             try:
