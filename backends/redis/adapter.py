@@ -195,5 +195,10 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
                 continue
             try:
                 client.close()
+                if not self.settings.cluster:
+                    # redis-py 5.0.0's close() releases only a single-connection client's
+                    # connection and leaves the pool's sockets open (5.0.1+ disconnect
+                    # them): the documented ConnectionPool.disconnect, on every version
+                    client.connection_pool.disconnect()
             except Exception:  # noqa: BLE001 - closing must not fail
                 pass
