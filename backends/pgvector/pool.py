@@ -3,16 +3,22 @@
 Connections run in autocommit mode with the statement timeout and UTC set once per
 connection; callers open explicit transactions, and a connection handed back inside
 one is rolled back by the pool (a broken one is discarded). What psycopg_pool adds over
-a hand-rolled pool: each connection is checked when it is handed out (one empty query;
-a connection the server dropped, after a restart or a failover, is replaced before the
-caller sees it), and connections are retired after a maximum lifetime and idle time.
+a hand-rolled pool: each connection is checked when it is handed out (a connection the
+server dropped, after a restart, a failover or ``pg_terminate_backend``, is replaced
+before the caller sees it), and connections are retired after a maximum lifetime and idle
+time. The check is cheap by default: a server that ends a connection says so on its
+socket (a termination notice, then end of file), so an idle connection with nothing to
+read is handed out as it is, and one with something to read gets psycopg_pool's own check
+(an empty query) first; ``pool_check=always`` runs that query on every checkout (one
+round trip more per operation, which a load test notices).
 
 Pool settings are query parameters of the URI (removed before libpq sees it):
 
 - ``pool_max_lifetime`` seconds a connection is kept at most (default 3600)
 - ``pool_max_idle`` seconds an unused connection is kept (default 600)
 - ``pool_timeout`` seconds to wait for a free connection (default 30)
-- ``pool_check`` ``on`` (default) or ``off``: check each connection at checkout
+- ``pool_check`` ``on`` (default: the socket check above), ``always`` (the query on
+  every checkout) or ``off``
 
 The size is the ``pool_size`` option (``max_size``; connections open on demand, none is
 kept open before first use). The pool is opened on first use, not by the constructor,
@@ -35,8 +41,10 @@ from backends.pgvector.config import PgVectorConfig
 from backends.pgvector.driver import load_psycopg, translate_error, register_vector_type
 
 #: the URI query parameters read here, with their defaults
-POOL_PARAMETERS = {"pool_max_lifetime": 3600.0, "pool_max_idle": 600.0, "pool_timeout": 30.0,
-                   "pool_check": True}
+POOL_PARAMETERS: dict[str, Any] = {"pool_max_lifetime": 3600.0, "pool_max_idle": 600.0,
+                                   "pool_timeout": 30.0, "pool_check": "on"}
+_CHECK_MODES = {"on": "on", "true": "on", "1": "on", "yes": "on", "always": "always",
+                "off": "off", "false": "off", "0": "off", "no": "off"}
 
 
 def split_pool_parameters(conninfo: str, display_uri: str) -> tuple[str, dict[str, Any]]:
@@ -52,11 +60,11 @@ def split_pool_parameters(conninfo: str, display_uri: str) -> tuple[str, dict[st
             kept.append((key, value))
             continue
         if key == "pool_check":
-            flag = value.strip().lower()
-            if flag not in ("on", "off", "true", "false", "1", "0", "yes", "no"):
-                raise BackendConfigError(f"URI parameter pool_check must be on or off, got "
-                                         f"{value!r} (in {display_uri})")
-            settings[key] = flag in ("on", "true", "1", "yes")
+            mode = _CHECK_MODES.get(value.strip().lower())
+            if mode is None:
+                raise BackendConfigError(f"URI parameter pool_check must be on, always or "
+                                         f"off, got {value!r} (in {display_uri})")
+            settings[key] = mode
             continue
         try:
             number = float(value)
@@ -68,6 +76,17 @@ def split_pool_parameters(conninfo: str, display_uri: str) -> tuple[str, dict[st
         settings[key] = number
     query = urlencode(kept, safe="/:,")
     return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment)), settings
+
+
+def _has_pending_input(conn: Any) -> bool:
+    """Whether an idle connection's socket has something to read: what a server that ended
+    the connection leaves there (its termination notice, then end of file). One poll."""
+    import select
+
+    try:
+        return bool(select.select([conn.fileno()], [], [], 0)[0])
+    except (OSError, ValueError):  # a closed connection has no descriptor
+        return True
 
 
 def _load_pool_class() -> Any:
@@ -91,6 +110,7 @@ class ConnectionPool:
         self._conninfo, self._settings = split_pool_parameters(config.conninfo,
                                                                config.display_uri)
         self._pool: Any = None
+        self._full_check: Any = None
         self._closed = False
         self._lock = threading.Lock()
         #: connections that have the ``vector`` type registered
@@ -140,7 +160,7 @@ class ConnectionPool:
             if self._pool is None:
                 driver_pool = _load_pool_class()
                 self.connect().close()  # a refusal surfaces now, with the server's reason
-                check = driver_pool.check_connection if self._settings["pool_check"] else None
+                self._full_check = driver_pool.check_connection
                 pool = driver_pool(
                     self._conninfo,
                     kwargs={"autocommit": True,
@@ -149,7 +169,6 @@ class ConnectionPool:
                     max_size=self._config.pool_size,
                     open=False,
                     configure=self._configure,
-                    check=check,
                     name=f"semvec {self._config.display_uri}",
                     timeout=self._settings["pool_timeout"],
                     max_lifetime=self._settings["pool_max_lifetime"],
@@ -160,7 +179,27 @@ class ConnectionPool:
             return self._pool
 
     def _getconn(self) -> Any:
+        """A connection from the pool, checked (``pool_check``): one found dead is given
+        back (the pool discards it), the pool's other idle connections are checked at
+        once (after a restart they are all dead), and the next one is taken. Done here
+        rather than by psycopg_pool's ``check`` callback, which sleeps a backoff (1 s,
+        doubling) after each dead connection it meets."""
         pool = self._driver_pool()
+        mode = self._settings["pool_check"]
+        for _ in range(self._config.pool_size + 1):
+            conn = self._getconn_unchecked(pool)
+            if mode == "off" or (mode == "on" and not _has_pending_input(conn)):
+                return conn
+            try:
+                self._full_check(conn)
+            except Exception:  # noqa: BLE001 - a dead connection: discard, check the rest
+                self._putconn(conn)
+                pool.check()
+                continue
+            return conn
+        return self._getconn_unchecked(pool)
+
+    def _getconn_unchecked(self, pool: Any) -> Any:
         try:
             return pool.getconn()
         except Exception as exc:

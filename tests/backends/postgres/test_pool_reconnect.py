@@ -10,6 +10,7 @@ fails as unreachable (then the pool has discarded it). On the suite's real Postg
 from __future__ import annotations
 
 import json
+import time
 
 import psycopg
 import pytest
@@ -24,25 +25,48 @@ pytestmark = pytest.mark.postgres
 
 
 def terminate_all(url: str) -> int:
-    """End every other server connection of this database; returns how many."""
+    """End every other server connection of this database and wait until they are gone
+    (pg_terminate_backend only signals them); returns how many were ended."""
     with psycopg.connect(url, autocommit=True) as killer:
-        rows = killer.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchall()
-    return sum(1 for (ok,) in rows if ok)
+        pids = [pid for (pid, ok) in killer.execute(
+            "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchall() if ok]
+        deadline = time.monotonic() + 5
+        while pids and time.monotonic() < deadline:
+            left = killer.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)",
+                                  (pids,)).fetchone()[0]
+            if not left:
+                break
+            time.sleep(0.005)
+    return len(pids)
 
 
-def test_an_adapter_works_across_terminated_connections(sql_adapter_factory, pgvector_url):
-    adapter = sql_adapter_factory()
-    store = adapter.state_store()
-    assert store.save("s", b"one", expected_version=None) == 1
-    assert terminate_all(pgvector_url) >= 1  # the adapter's pooled connection
-    assert store.save("s", b"two", expected_version=1) == 2  # a write first
-    assert terminate_all(pgvector_url) >= 1
-    assert store.load("s")[0] == b"two"  # and a read
-    for _ in range(3):  # again and again, within one adapter
-        terminate_all(pgvector_url)
-        assert store.current_version("s") == 2
+def make_adapter(backend: str, url: str):
+    if backend == "pgvector":
+        from backends.pgvector import PgVectorAdapter
+
+        return PgVectorAdapter(url, dimensions=8)
+    from backends.postgres import PostgresAdapter
+
+    return PostgresAdapter(url)
+
+
+@pytest.mark.parametrize("backend", ["postgres", "pgvector"])
+@pytest.mark.parametrize("check", ["", "?pool_check=always"])
+def test_an_adapter_works_across_terminated_connections(pgvector_url, backend, check):
+    adapter = make_adapter(backend, pgvector_url + check)
+    try:
+        store = adapter.state_store()
+        assert store.save("s", b"one", expected_version=None) == 1
+        assert terminate_all(pgvector_url) >= 1  # the adapter's pooled connection
+        assert store.save("s", b"two", expected_version=1) == 2  # a write first
+        assert terminate_all(pgvector_url) >= 1
+        assert store.load("s")[0] == b"two"  # and a read
+        for _ in range(3):  # again and again, within one adapter
+            terminate_all(pgvector_url)
+            assert store.current_version("s") == 2
+    finally:
+        adapter.close()
 
 
 def test_without_the_checkout_check_the_dead_connection_fails_once(pgvector_adapter_factory,
@@ -77,7 +101,9 @@ def test_pool_parameters_come_from_the_uri_and_never_reach_libpq(pgvector_url):
         "&pool_timeout=2.5&pool_check=off", "redacted")
     assert "pool_" not in conninfo and "application_name=h7" in conninfo
     assert settings == {"pool_max_lifetime": 120.0, "pool_max_idle": 30.0,
-                        "pool_timeout": 2.5, "pool_check": False}
+                        "pool_timeout": 2.5, "pool_check": "off"}
+    assert split_pool_parameters(pgvector_url + "?pool_check=ALWAYS", "r")[1]["pool_check"] == "always"
+    assert split_pool_parameters(pgvector_url, "r")[1]["pool_check"] == "on"
     config = PgVectorConfig.resolve(pgvector_url + "?pool_max_lifetime=120", {})
     pool = ConnectionPool(config)
     try:
@@ -102,8 +128,6 @@ def test_a_bad_pool_parameter_is_a_config_error_naming_it(query, named):
 def test_a_refusing_server_fails_at_once_with_its_reason(pgvector_url):
     """First use connects directly once: a wrong database name fails now with the
     server's words, not after the pool's wait (60 s here) with a timeout."""
-    import time
-
     from backends.pgvector import PgVectorAdapter
 
     wrong = pgvector_url.rsplit("/", 1)[0] + "/no_such_database_h7"
@@ -115,3 +139,24 @@ def test_a_refusing_server_fails_at_once_with_its_reason(pgvector_url):
     finally:
         adapter.close()
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("check", ["on", "always"])
+def test_a_pool_full_of_dead_connections_recovers_at_once(pgvector_url, check):
+    """After a restart every idle connection is dead: the first checkout discards them all
+    and connects anew, without psycopg_pool's backoff sleep (1 s, doubling) per dead one."""
+    import contextlib
+
+    config = PgVectorConfig.resolve(f"{pgvector_url}?pool_check={check}", {"pool_size": 4})
+    pool = ConnectionPool(config)
+    try:
+        with contextlib.ExitStack() as stack:
+            held = [stack.enter_context(pool.connection()) for _ in range(4)]
+            assert len({conn.info.backend_pid for conn in held}) == 4
+        assert terminate_all(pgvector_url) == 4
+        started = time.monotonic()
+        with pool.connection() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert time.monotonic() - started < 0.9
+    finally:
+        pool.close()
