@@ -71,10 +71,10 @@ ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
     BackendInfo("pgvector", "backends.pgvector:PgVectorAdapter",
                 schemes=("postgresql", "postgres"),
                 uri_env=("SEMVEC_PGVECTOR_URL", "DATABASE_URL"),
-                extra="pgvector", drivers=("psycopg", "pgvector")),
+                extra="pgvector", drivers=("psycopg", "psycopg_pool", "pgvector")),
     BackendInfo("postgres", "backends.postgres:PostgresAdapter",
                 schemes=("postgresql", "postgres"), uri_env=("DATABASE_URL",),
-                extra="pgvector", drivers=("psycopg",)),
+                extra="pgvector", drivers=("psycopg", "psycopg_pool")),
 )
 KNOWN_INFO: tuple[BackendInfo, ...] = SHIPPED_INFO + ENTRY_POINT_INFO
 

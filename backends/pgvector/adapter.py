@@ -43,7 +43,9 @@ class PgVectorAdapter(PostgresAdapter):
     Options: ``schema``, ``dimensions``, ``connect_timeout`` (s),
     ``statement_timeout_ms``, ``pool_size``, ``create_tables`` (see
     :mod:`backends.pgvector.schema`), ``search_mode`` (auto/exact/hnsw) and
-    ``exact_search_limit`` (see :mod:`backends.pgvector.retrieval`).
+    ``exact_search_limit`` (see :mod:`backends.pgvector.retrieval`). The connection
+    pool's URI parameters (``pool_max_lifetime``, ``pool_max_idle``, ``pool_timeout``,
+    ``pool_check``) are described in :mod:`backends.pgvector.pool`.
     """
 
     name = "pgvector"

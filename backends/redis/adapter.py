@@ -30,9 +30,10 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
     ``uri`` (``redis://``, ``rediss://`` or ``unix://``) defaults to ``REDIS_URL``, then to
     ``redis://localhost:6379/0``. Options: ``connect_timeout``, ``socket_timeout`` (or
     ``timeout`` for both), ``ttl_seconds`` (default ``SEMVEC_REDIS_SESSION_TTL_S``, 0 = no
-    expiry), ``retries`` (connection retries, default 1), ``max_connections`` (redis-py's
-    default is 100; a pool of 16 or more keeps one connection reserved for Lua script
-    calls, see :mod:`backends.redis.scripts`), ``cluster`` (default: the URI's
+    expiry), ``retries`` (connection retries, default 1; they apply to reads, never to
+    the Lua scripts that write, see :mod:`backends.redis.scripts`), ``max_connections``
+    (per pool, redis-py's default is 100: the scripts have a client and pool of their
+    own, so up to twice that many connections), ``cluster`` (default: the URI's
     ``?cluster=`` flag, else False; see the module doc).
     """
 
@@ -48,11 +49,18 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
             raise MissingDriver("redis", "redis", "redis") from exc
         from backends.redis.event_store import RedisEventStore
         from backends.redis.state_store import RedisStateStore
+        from backends.redis.scripts import use_for_scripts
         from backends.redis.uris import make_client
 
         self.settings = RedisSettings.resolve(uri, options)
         self._where = self.settings.redacted_url
         self._client = make_client(self.settings)
+        # the scripts' own client: same server and options, no command retry (a resent
+        # write whose reply was lost would answer for the first one); a cluster client
+        # routes its scripts itself
+        self._script_client = None if self.settings.cluster else make_client(self.settings, retries=0)
+        if self._script_client is not None:
+            use_for_scripts(self._client, self._script_client)
         self._state = RedisStateStore(self._client, ttl_seconds=self.settings.ttl_seconds,
                                       where=self._where)
         self._events = RedisEventStore(self._client, where=self._where)
@@ -181,8 +189,16 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
                                 owner_subject=owner_subject)
 
     def _release(self) -> None:
-        """Release the connection pool (once: see ClosesOnce)."""
-        try:
-            self._client.close()
-        except Exception:  # noqa: BLE001 - closing must not fail
-            pass
+        """Release the connection pools (once: see ClosesOnce)."""
+        for client in (self._client, self._script_client):
+            if client is None:
+                continue
+            try:
+                client.close()
+                if not self.settings.cluster:
+                    # redis-py 5.0.0's close() releases only a single-connection client's
+                    # connection and leaves the pool's sockets open (5.0.1+ disconnect
+                    # them): the documented ConnectionPool.disconnect, on every version
+                    client.connection_pool.disconnect()
+            except Exception:  # noqa: BLE001 - closing must not fail
+                pass

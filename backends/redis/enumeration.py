@@ -24,7 +24,7 @@ from typing import Any, Iterator
 from backends.contract import UNSCOPED, OwnerFilter, SessionSummary, owner_matches, validate_owner_filter
 from backends.redis import keys
 from backends.redis.failures import redis_errors
-from backends.redis.scripts import bulk, script
+from backends.redis.scripts import bulk, checkout, script
 from backends.redis.state_store import damage_of, optional_text
 from backends.session_ids import from_key, to_key
 
@@ -98,7 +98,10 @@ def _read_batch(client: Any, raw_keys: list[bytes],
 
     ttl_script = script("pttl_many")
     pool = client.connection_pool
-    connection = pool.get_connection()
+    # hand-packed on purpose (see _pack_batch); only documented Connection methods
+    # (send_packed_command, read_response) on a connection the pool checked out and gets
+    # back: checked against redis-py 5.0.0, 5.2.1, 5.3.0, 6.4.0 and 8.1.0
+    connection = checkout(pool)
     try:
         connection.send_packed_command([_pack_batch(raw_keys, per_key_ttl)])
         values: list[Any] = []

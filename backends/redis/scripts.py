@@ -1,21 +1,18 @@
-"""The Lua scripts, read once from package data and called by SHA.
+"""The Lua scripts, read once from package data and called by SHA through redis-py.
 
-EVALSHA saves sending the script body on every call. When the server does not know the
-SHA yet (first call, a restart, SCRIPT FLUSH, a failover), the script is loaded once and
-the call is repeated: at most one extra round trip per script and server.
+Calls go through the client's public script support: ``evalsha``, and when the server
+does not know the SHA yet (first call, a restart, SCRIPT FLUSH, a failover) one
+``script_load`` and the call again, as redis-py's own ``Script`` does: at most one extra
+round trip per script and server. Packing, the pool's checkout (its health check, fork
+handling, observability) and the parser (hiredis when installed: the ``redis`` extra
+brings it) are the driver's.
 
-Calls are packed into RESP here and sent on a pooled connection: the command shape is
-fixed, and redis-py's generic per-argument packing cost more than the round trip itself
-on the commit_turn path (two dozen arguments per event). Only connections checked the
-way the pool checks them are used (connected, nothing unread, this process's), and no
-write is ever retried blindly: a reply lost to a broken connection surfaces as
-BackendUnreachable.
-
-On a pool of at least ``RESERVE_FROM`` connections (redis-py's default is 100), script
-calls keep one of them reserved (:class:`ReservedConnection`) and use it whenever no
-other thread does: the pool's checkout and release (a lock, observability counters, a
-release event, a socket probe) cost a third of a loopback round trip on every call. A
-smaller pool is left whole: every call checks a connection out and back in.
+No write is ever resent blindly: redis-py's retry policy resends a command whose reply
+was lost to a broken connection or a timeout, and a resent script that had landed would
+answer "already exists" or a conflict instead of the outcome. So the adapter gives the
+scripts a client of their own with no command retry (:func:`use_for_scripts`); a
+connection the server closed while idle is still replaced at checkout, before anything
+is sent, and a reply lost mid-call surfaces as BackendUnreachable.
 
 On a Redis Cluster client (``?cluster=true``) a script goes through RedisCluster's
 EVALSHA, which routes it to the node owning its keys' slot; only single-slot scripts are
@@ -25,7 +22,7 @@ sent there (see :mod:`backends.redis.adapter`).
 from __future__ import annotations
 
 import hashlib
-import os
+import inspect
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -52,8 +49,62 @@ def bulk(value: Any) -> bytes:
 
 
 def pack_command(*parts: Any) -> bytes:
-    """One command in RESP: an array of bulk strings."""
+    """One command in RESP: an array of bulk strings (for pipelined batches of a fixed
+    shape, see :mod:`backends.redis.enumeration`)."""
     return b"*%d\r\n" % len(parts) + b"".join(bulk(part) for part in parts)
+
+
+#: script-call client of each adapter's client (weak keys: a dropped client frees both)
+_script_clients: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+
+
+def use_for_scripts(client: Any, script_client: Any) -> None:
+    """Send the scripts called with ``client`` through ``script_client`` (same server,
+    no command retry). Holds no reference back to ``client``."""
+    _script_clients[client] = script_client
+
+
+def script_client(client: Any) -> Any:
+    """The client script calls made with ``client`` go through (itself when none was set)."""
+    try:
+        return _script_clients.get(client, client)
+    except TypeError:  # an unhashable stand-in
+        return client
+
+
+_NAMELESS_CHECKOUT: dict[type, bool] = {}
+
+
+def checkout(pool: Any) -> Any:
+    """A connection from a redis-py ConnectionPool, checked by the pool (connected,
+    nothing unread, this process's). The caller gives it back with ``pool.release``.
+
+    redis-py 5.0-5.2 require a command name (``get_connection(command_name, *keys)``);
+    5.3 made it optional and warns when one is passed. Checked against redis-py 5.0.0,
+    5.2.1, 5.3.0, 6.4.0 and 8.1.0."""
+    kind = type(pool)
+    nameless = _NAMELESS_CHECKOUT.get(kind)
+    if nameless is None:
+        try:
+            parameter = inspect.signature(kind.get_connection).parameters.get("command_name")
+        except (TypeError, ValueError):
+            parameter = None
+        nameless = parameter is None or parameter.default is not inspect.Parameter.empty
+        _NAMELESS_CHECKOUT[kind] = nameless
+    return pool.get_connection() if nameless else pool.get_connection("EVALSHA")
+
+
+_NO_SCRIPT: list[type[BaseException]] = []
+
+
+def _no_script_error() -> type[BaseException]:
+    """redis-py's NoScriptError, imported on first use (an import statement on every
+    call costs a measurable share of a loopback round trip)."""
+    if not _NO_SCRIPT:
+        from redis.exceptions import NoScriptError
+
+        _NO_SCRIPT.append(NoScriptError)
+    return _NO_SCRIPT[0]
 
 
 @dataclass(frozen=True)
@@ -67,13 +118,11 @@ class LuaScript:
         object.__setattr__(self, "_sha_bulk", b"$7\r\nEVALSHA\r\n" + bulk(self.sha))
 
     def pack(self, keys: Sequence[Any], args: Sequence[Any]) -> bytes:
-        """EVALSHA sha numkeys keys... args... in RESP, joined once (no per-part copies)."""
+        """EVALSHA sha numkeys keys... args... in RESP, for a pipelined batch that packs
+        its own commands (see :mod:`backends.redis.enumeration`)."""
         out = [b"*%d\r\n" % (3 + len(keys) + len(args)), self._sha_bulk, bulk(len(keys))]
         for part in (*keys, *args):
-            if part.__class__ is str:  # the common cases inline: two dozen parts a turn
-                part = part.encode("utf-8")
-            elif part.__class__ is not bytes:
-                part = as_bytes(part)
+            part = as_bytes(part)
             out += (b"$%d\r\n" % len(part), part, b"\r\n")
         return b"".join(out)
 
@@ -82,115 +131,38 @@ class LuaScript:
         """Run the script; ``cut_connection`` (the conformance fault seam only) drops the
         connection right after the call is sent, so the caller sees a connection error
         while the server runs the script whole or not at all."""
+        NoScriptError = _no_script_error()  # noqa: N806 - the driver's class, imported once
+
         if getattr(client, "is_cluster", False):
-            return self._call_on_cluster(client, keys, args)
-        packed = self.pack(keys, args)
-        pool = client.connection_pool
-        reserved = ReservedConnection.of(pool)
-        if reserved is not None and reserved.lock.acquire(blocking=False):
             try:
-                return self._exchange(reserved.checked(pool), packed, cut_connection)
-            finally:
-                reserved.lock.release()
-        connection = pool.get_connection()
-        try:
-            return self._exchange(connection, packed, cut_connection)
-        finally:
-            pool.release(connection)
-
-    def _exchange(self, connection: Any, packed: bytes, cut_connection: bool) -> Any:
-        """Send the packed call and read its reply, loading the script once if the server
-        does not know it. Every send is followed by a whole reply or a disconnect (redis-py
-        disconnects on a failed send or read), so a connection never holds a stale reply."""
+                return client.evalsha(self.sha, len(keys), *keys, *args)
+            except NoScriptError:  # EVAL runs it and caches it on that node
+                return client.eval(self.source, len(keys), *keys, *args)
+        target = script_client(client)
         if cut_connection:
-            from redis.exceptions import ConnectionError as DriverConnectionError
+            return self._send_and_cut(target, keys, args)
+        try:
+            return target.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:  # first call on this server, a restart, a SCRIPT FLUSH
+            target.script_load(self.source)
+            return target.evalsha(self.sha, len(keys), *keys, *args)
 
-            connection.send_packed_command([pack_command("SCRIPT", "LOAD", self.source)])
-            connection.read_response()
-            connection.send_packed_command([packed])
+    def _send_and_cut(self, client: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """The fault seam: load the script, send the call on a pooled connection with the
+        documented ``Connection.send_command``, and disconnect before reading the reply
+        (checked against redis-py 5.0.0 and 8.1.0)."""
+        from redis.exceptions import ConnectionError as DriverConnectionError
+
+        client.script_load(self.source)
+        pool = client.connection_pool
+        connection = checkout(pool)
+        try:
+            connection.send_command("EVALSHA", self.sha, len(keys), *keys, *args)
+        finally:
             connection.disconnect()
-            raise DriverConnectionError("connection cut after sending the script "
-                                        "(fault injected on purpose)")
-        connection.send_packed_command([packed])
-        try:
-            return connection.read_response()
-        except Exception as exc:  # the driver's names are imported only when needed
-            from redis.exceptions import NoScriptError
-
-            if not isinstance(exc, NoScriptError):
-                raise
-            connection.send_packed_command([pack_command("SCRIPT", "LOAD", self.source)])
-            connection.read_response()
-            connection.send_packed_command([packed])
-            return connection.read_response()
-
-    def _call_on_cluster(self, client: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """Through RedisCluster, which routes by the keys' slot (they must share one)."""
-        from redis.exceptions import NoScriptError
-
-        try:
-            return client.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:  # EVAL runs it and caches it on that node
-            return client.eval(self.source, len(keys), *keys, *args)
-
-
-#: the smallest pool that gives one connection up to script calls
-RESERVE_FROM = 16
-
-
-class ReservedConnection:
-    """One connection of a large pool, kept checked out for script calls.
-
-    A caller takes it with ``lock.acquire(blocking=False)`` (a busy one sends the caller
-    to the pool instead) and gets it through :meth:`checked`, which does what the pool
-    does at checkout: connect if needed, and reconnect when the socket has something
-    unread or was closed by the server. ``client.close()`` disconnects it with the rest
-    of the pool; in a forked child the parent's socket is dropped, never used. Only the
-    pool holds the connection (and is held by nothing here), so both die together.
-    """
-
-    _by_pool: "weakref.WeakKeyDictionary[Any, ReservedConnection]" = weakref.WeakKeyDictionary()
-    _made = threading.Lock()
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self._pid = os.getpid()
-        self._connection: "weakref.ref[Any] | None" = None
-
-    @classmethod
-    def of(cls, pool: Any) -> "ReservedConnection | None":
-        """The pool's reserved connection; None for a small pool, which keeps them all."""
-        found = cls._by_pool.get(pool)
-        if found is not None:
-            return found
-        if getattr(pool, "max_connections", 0) < RESERVE_FROM:
-            return None
-        with cls._made:
-            return cls._by_pool.setdefault(pool, cls())  # no reference back: the pool can die
-
-    def checked(self, pool: Any) -> Any:
-        """The reserved connection, fit to send on (taken from ``pool`` the first time)."""
-        if self._pid != os.getpid():  # forked: the parent's socket is not ours to use
-            self._pid, self._connection = os.getpid(), None
-        connection = self._connection() if self._connection is not None else None
-        if connection is None:
-            connection = pool.get_connection()  # checked by the pool, and held in use by it
-            self._connection = weakref.ref(connection)
-            return connection
-        try:
-            connection.connect()  # a no-op while connected
-            fit = not connection.can_read()  # unread data, or the server closed it
-        except Exception as exc:
-            from redis.exceptions import ConnectionError as DriverConnectionError
-            from redis.exceptions import TimeoutError as DriverTimeoutError
-
-            if not isinstance(exc, (DriverConnectionError, DriverTimeoutError, OSError)):
-                raise
-            fit = False
-        if not fit:
-            connection.disconnect()
-            connection.connect()
-        return connection
+            pool.release(connection)
+        raise DriverConnectionError("connection cut after sending the script "
+                                    "(fault injected on purpose)")
 
 
 _cache: dict[str, LuaScript] = {}

@@ -203,6 +203,10 @@ def make_client(settings: RedisSettings, *, timeout: float | None = None, retrie
         "socket_connect_timeout": timeout or settings.connect_timeout,
         "socket_timeout": timeout or settings.socket_timeout,
         "retry": Retry(backoff, attempts),
+        # named explicitly: redis-py 5.x retries a command only on the errors listed here
+        # (none by default, so ``retries`` applied to connecting alone), 6.0+ on these two
+        # by default; checked against redis-py 5.0.0 and 8.1.0
+        "retry_on_error": [redis.exceptions.ConnectionError, redis.exceptions.TimeoutError],
         "decode_responses": False,
     }
     if settings.max_connections:
