@@ -478,11 +478,11 @@ def find_leftovers(adapter: Any, prefix: str, sessions_hint: int = 0) -> RunLeft
     ``<prefix>u<j>`` up to past the highest index seen, the hint, and :data:`PROBE_GAP`
     consecutive users without events."""
     from backends.conformance.drive import EventsDriver
-    from backends.contract import SessionEnumerator
+    from backends.contract import Capability, offers
 
     _check_prefix(prefix)
     found = RunLeftovers()
-    if isinstance(adapter, SessionEnumerator):
+    if offers(adapter, Capability.SESSIONS):
         found.sessions = sorted(
             (s.session_id for s in adapter.iter_sessions(match=_glob_escape(prefix) + "*")
              if s.session_id.startswith(prefix)),

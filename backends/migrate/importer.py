@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from backends.archive import ArchiveReader, ArchiveSummary, SessionRecord, UserRecord, verify_archive
 from backends.archive.format import log_order
-from backends.contract import UNSCOPED, ItemMirror, SessionRestorer, validate_save_args
+from backends.contract import Capability, UNSCOPED, offers, validate_save_args
 from backends.errors import BackendError, UnsupportedOperation, is_state_version_conflict
 from backends.migrate.errors import ImportConflict, UnimportableRecord
 from backends.migrate.loss import (
@@ -159,8 +159,8 @@ class SessionImporter:
         self.on_conflict = on_conflict
         self.keep_versions = keep_versions
         self.allow_loss = allow_loss
-        self.restores_versions = isinstance(adapter, SessionRestorer)
-        self.mirrors_items = isinstance(adapter, ItemMirror)
+        self.restores_versions = offers(adapter, Capability.RESTORE)
+        self.mirrors_items = offers(adapter, Capability.ITEM_MIRROR)
         self.summary: ArchiveSummary | None = None
         self.totals = PlanTotals()
         self.result: ImportResult | None = None
