@@ -95,6 +95,7 @@ from backends.contract.seams import (
     WriteTimeDeclaration,
 )
 from backends.contract.mixins import (
+    ItemEraser,
     ClosesOnce,
     DerivedReads,
     EngineEventSurface,
@@ -190,4 +191,5 @@ __all__ = [
     "RetryDeclaration",
     "SequenceDeclaration",
     "ExpiryDeclaration",
+    "ItemEraser",
 ]

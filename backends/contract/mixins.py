@@ -1,11 +1,12 @@
 """Mixins that derive one part of the contract from another, so a store or adapter
 writes each behaviour once: the engine's event calls from ours, the derived state reads,
-close-once, and the state store's session seams on the adapter."""
+close-once, the state store's session seams on the adapter, and the engine's item eraser
+over a store's own delete."""
 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from backends.contract.values import LoadedState, MemoryEvent, SessionSummary
 from backends.owner import UNSCOPED, OwnerFilter, speaks_both_conventions
@@ -146,3 +147,31 @@ class StateStoreSeams:
         self.state_store().restore_session(  # type: ignore[attr-defined]
             session_id, blob, version=version, owner_subject=owner_subject,
             pending_message=pending_message, ttl_seconds=ttl_seconds)
+
+
+class ItemEraser:
+    """The engine's ``Erasable`` (``erasure_backend()``) over an item mirror:
+    ``erase_sessions(session_ids, *, user_id=None, scope=...) -> int`` rows removed.
+
+    Items carry no user id, so ``user_id`` narrows nothing (the engine's ``None`` = every
+    subject in those sessions is what happens either way). ``scope`` (the engine's
+    object with ``owner_subject``) keeps the delete to that tenant's rows; ``scope=None``
+    removes every owner's. Our callers may pass the three-state ``owner_subject=``
+    instead (None = unowned rows only). An empty list removes nothing."""
+
+    def __init__(self, delete: Callable[[list[str], OwnerFilter], int]) -> None:
+        self._delete = delete
+
+    def erase_sessions(self, session_ids: Sequence[str], *, user_id: str | None = None,
+                       scope: Any = None, owner_subject: OwnerFilter = UNSCOPED) -> int:
+        from backends.owner import owner_of_scope, validate_owner_filter
+
+        if scope is not None and owner_subject is not UNSCOPED:
+            raise TypeError("pass scope= or owner_subject=, not both")
+        if scope is not None:
+            owner_subject = owner_of_scope(scope)
+        validate_owner_filter(owner_subject)
+        ids = [str(s) for s in session_ids if s]
+        if not ids:
+            return 0
+        return int(self._delete(ids, owner_subject))

@@ -22,7 +22,7 @@ Then a residual scan of every place the subject can be (events, index entries, c
 derived states, item rows). Only the subject's rows, keys and documents are touched:
 other subjects, and the same user id under another owner, stay byte-identical.
 
-``apply_erasure`` records each step in a :class:`~backends.journal.Journal` when given
+``apply_erasure`` records each step in a :class:`~backends.ops.journal.Journal` when given
 one: a rerun continues it and its receipt covers the whole operation.
 """
 
@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
-from backends.contract import UNSCOPED, Capability, OwnerFilter, offers
+from backends.contract import Capability, OwnerFilter, offers
 from backends.errors import UnsupportedOperation
-from backends.eventlog import require_event_store
+from backends.ops.eventlog import require_event_store
 
 Progress = Callable[[Iterable[Any]], Iterable[Any]]
 #: events deleted between two journal records
@@ -396,31 +396,3 @@ def receipt(adapter: Any, plan: ErasurePlan, records: Sequence[dict[str, Any]],
         "verification": verification,
         "notes": list(notes),
     }
-
-
-class ItemEraser:
-    """The engine's ``Erasable`` (``erasure_backend()``) over an item mirror:
-    ``erase_sessions(session_ids, *, user_id=None, scope=...) -> int`` rows removed.
-
-    Items carry no user id, so ``user_id`` narrows nothing (the engine's ``None`` = every
-    subject in those sessions is what happens either way). ``scope`` (the engine's
-    object with ``owner_subject``) keeps the delete to that tenant's rows; ``scope=None``
-    removes every owner's. Our callers may pass the three-state ``owner_subject=``
-    instead (None = unowned rows only). An empty list removes nothing."""
-
-    def __init__(self, delete: Callable[[list[str], OwnerFilter], int]) -> None:
-        self._delete = delete
-
-    def erase_sessions(self, session_ids: Sequence[str], *, user_id: str | None = None,
-                       scope: Any = None, owner_subject: OwnerFilter = UNSCOPED) -> int:
-        from backends.owner import owner_of_scope, validate_owner_filter
-
-        if scope is not None and owner_subject is not UNSCOPED:
-            raise TypeError("pass scope= or owner_subject=, not both")
-        if scope is not None:
-            owner_subject = owner_of_scope(scope)
-        validate_owner_filter(owner_subject)
-        ids = [str(s) for s in session_ids if s]
-        if not ids:
-            return 0
-        return int(self._delete(ids, owner_subject))
