@@ -65,6 +65,8 @@ from backends.contract.protocols import (
     protocol_members,
 )
 from backends.contract.seams import (
+    DriftStatus,
+    WriteCheck,
     BatchStateReader,
     Closeable,
     DriftExemption,
@@ -192,4 +194,6 @@ __all__ = [
     "SequenceDeclaration",
     "ExpiryDeclaration",
     "ItemEraser",
+    "DriftStatus",
+    "WriteCheck",
 ]

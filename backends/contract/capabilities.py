@@ -9,14 +9,15 @@ from enum import Enum
 from typing import Any
 
 from backends.contract.protocols import protocol_members
-from backends.contract.seams import (BatchStateReader, Closeable, DriftExemption,
+from backends.contract.seams import (BatchStateReader, Closeable, DriftExemption, DriftStatus,
                                      ErasureOffer, EventDeleter, EventPurger, EventRefReader,
                                      EventRestorer, ExpiryDeclaration, FaultSeam, HealthDetails,
                                      IndexEntryDropper, IndexEntryReader, IndexManager,
                                      ItemMirror, ItemPurger, LiveItemSource, PagedEventReader,
                                      RetryDeclaration, SearchIndexWaiter, SequenceDeclaration,
                                      ServerRetrieval, SessionEnumerator, SessionRestorer,
-                                     SessionSubjects, SubjectsBySession, WriteTimeDeclaration)
+                                     SessionSubjects, SubjectsBySession, WriteCheck,
+                                     WriteTimeDeclaration)
 
 
 class Capability(str, Enum):
@@ -53,6 +54,8 @@ class Capability(str, Enum):
     DROP_INDEX_ENTRIES = "drop-index-entries"
     DELETE_EVENT = "delete-event"
     PAGED_EVENTS = "paged-events"
+    DRIFT_STATUS = "drift-status"
+    WRITE_CHECK = "write-check"
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,8 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.DROP_INDEX_ENTRIES: CapabilitySpec(_E, IndexEntryDropper),
     Capability.DELETE_EVENT: CapabilitySpec(_E, EventDeleter),
     Capability.PAGED_EVENTS: CapabilitySpec(_E, PagedEventReader),
+    Capability.DRIFT_STATUS: CapabilitySpec(_S, DriftStatus),
+    Capability.WRITE_CHECK: CapabilitySpec(_S, WriteCheck),
 }
 
 

@@ -283,3 +283,22 @@ class PagedEventReader(Protocol):
 
     def iter_events(self, user_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
                     page: int = 500) -> Iterator[MemoryEvent]: ...
+
+
+@runtime_checkable
+class DriftStatus(Protocol):
+    """Optional on a state store (or its adapter): whether a session is exempt from drift
+    (what an export carries and an import checks)."""
+
+    def is_drift_exempt(self, session_id: str) -> bool: ...
+
+
+@runtime_checkable
+class WriteCheck(Protocol):
+    """Optional on a state store with stricter write rules than the contract's: run the
+    checks a save or restore of these values runs, without any I/O (raises what the write
+    would)."""
+
+    def check_write(self, session_id: str, blob: bytes, *, version: int | None,
+                    owner_subject: str | None = None,
+                    pending_message: str | None = None) -> None: ...

@@ -68,8 +68,8 @@ def verify_copy(source: Any, target: Any, result: ImportResult, *,
     with ``importer``, also compare the copied events with the staged archive's.
     ``only`` limits the sessions compared (a whole-user copy selects by the user's log)."""
     compare_items = with_items and offers(source, Capability.LIVE_ITEMS) and offers(target, Capability.LIVE_ITEMS)
-    keeps_drift = state_store_member(target, "set_drift_exempt") is not None and \
-        state_store_member(target, "is_drift_exempt") is not None
+    keeps_drift = state_store_member(target, Capability.DRIFT_EXEMPT) is not None and \
+        state_store_member(target, Capability.DRIFT_STATUS) is not None
     drift = drift_reader(source)
     report = VerifyReport(source_count=0)
 

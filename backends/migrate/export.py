@@ -105,7 +105,7 @@ def make_header(adapter: Any, source_uri: str, *, with_items: bool, owner_subjec
 
 
 def drift_reader(adapter: Any) -> Callable[[Any], bool]:
-    is_exempt = state_store_member(adapter, "is_drift_exempt")
+    is_exempt = state_store_member(adapter, Capability.DRIFT_STATUS)
 
     def read(summary: Any) -> bool:
         reported = (summary.extra or {}).get("drift_exempt")

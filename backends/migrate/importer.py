@@ -233,7 +233,7 @@ class SessionImporter:
         session and the archive line, in the preview as before an import's first write."""
         if not isinstance(record, SessionRecord):
             return
-        check = state_store_member(self.adapter, "check_write")
+        check = state_store_member(self.adapter, Capability.WRITE_CHECK)
         version = record.version if self.restores_versions else None
         try:
             if check is not None:
@@ -355,7 +355,7 @@ class SessionImporter:
                 owner_subject=record.owner_subject, pending_message=record.pending_message,
             )
         if record.drift_exempt:
-            mark = state_store_member(self.adapter, "set_drift_exempt")
+            mark = state_store_member(self.adapter, Capability.DRIFT_EXEMPT)
             if mark is not None:  # else an accepted loss
                 mark(record.session_id, True)
 
@@ -484,8 +484,8 @@ class SessionImporter:
         """Compare every archived session with the target (after ``apply``)."""
         result = self.result or ImportResult(versions_preserved=self.restores_versions)
         report = VerifyReport()
-        keeps_drift = state_store_member(self.adapter, "is_drift_exempt") is not None and \
-            state_store_member(self.adapter, "set_drift_exempt") is not None
+        keeps_drift = state_store_member(self.adapter, Capability.DRIFT_STATUS) is not None and \
+            state_store_member(self.adapter, Capability.DRIFT_EXEMPT) is not None
         expected = (
             Expected(record.session_id, record.blob_sha256, record.version,
                      record.owner_subject, record.pending_message,

@@ -67,12 +67,16 @@ def persistence_warning(adapter: Any) -> str | None:
 # -- what a backend can read --------------------------------------------------------------
 
 
-def state_store_member(adapter: Any, member: str) -> Any:
-    """A callable ``member`` of the adapter's state store (else of the adapter), or None."""
+def state_store_member(adapter: Any, capability: Capability) -> Any:
+    """The member that offers ``capability`` (a one-method state-store seam, such as
+    ``Capability.DRIFT_EXEMPT``) on the adapter's state store, else on the adapter, or
+    None; asked through :func:`~backends.contract.offers`."""
+    from backends.contract import CAPABILITIES
+
+    (member,) = CAPABILITIES[capability].methods
     for holder in (adapter.state_store(), adapter):
-        found = getattr(holder, member, None)
-        if callable(found):
-            return found
+        if offers(holder, capability):
+            return getattr(holder, member)
     return None
 
 
@@ -224,7 +228,7 @@ def import_losses(adapter: Any, summary: Any) -> list[Loss]:
         losses.append(Loss("session write time", summary.sessions_with_write_time,
                            f"backend {name!r} cannot restore updated_at: their idle clocks "
                            "would restart"))
-    if summary.drift_exempt and state_store_member(adapter, "set_drift_exempt") is None:
+    if summary.drift_exempt and state_store_member(adapter, Capability.DRIFT_EXEMPT) is None:
         losses.append(Loss("drift-exempt flag", summary.drift_exempt,
                            f"backend {name!r} cannot store drift flags"))
     carried = summary.events

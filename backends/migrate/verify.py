@@ -97,7 +97,7 @@ def compare(target: Any, expected: Expected, state: Any, *,
     if versions_preserved and state.version != expected.version:
         return f"{sid!r}: version {state.version} on the target, {expected.version} expected"
     if expected.drift_exempt is not None:
-        is_exempt = state_store_member(target, "is_drift_exempt")
+        is_exempt = state_store_member(target, Capability.DRIFT_STATUS)
         if is_exempt is None or bool(is_exempt(sid)) != expected.drift_exempt:
             return f"{sid!r}: drift_exempt differs"
     if expected.items is not None and offers(target, Capability.LIVE_ITEMS):
