@@ -1,8 +1,9 @@
 """Read-only consistency audits of a store (``semvecctl doctor``).
 
 :func:`audit` picks the audit an adapter's :class:`~backends.info.BackendInfo` declares
-(``audit``: each store family's own, in its backend's package) and falls back to strict reads over the session enumeration for any other adapter that
-can list its sessions. Audits stream :class:`~backends.doctor.model.Finding` objects and
+(``audit``: each store family's own, in its backend's package) and falls back to strict
+reads over the session enumeration for any other adapter that can list its sessions (the
+generic audit). Audits stream :class:`~backends.doctor.model.Finding` objects and
 never write; safe repairs ride on the findings and run only when a caller applies them.
 """
 
