@@ -1,5 +1,5 @@
 """Each backend's facts, said once: name, target, URI schemes, URI and secret variables,
-extra, driver modules.
+extra, driver modules, its own audit.
 
 The CLI derives everything from here (which backend a scheme implies, which variable
 holds a backend's URI, which variables to scrub, what to install for a missing driver),
@@ -36,6 +36,9 @@ class BackendInfo:
     drivers: tuple[str, ...] = ()
     #: the distribution whose extra installs the drivers
     package: str = "semvecctl"
+    #: ``module:function`` of the backend's own ``semvecctl doctor`` audit, or None (an
+    #: adapter that lists its sessions then gets the generic audit)
+    audit: str | None = None
 
     @property
     def driver(self) -> str | None:
@@ -62,19 +65,21 @@ SHIPPED_INFO: tuple[BackendInfo, ...] = (
     BackendInfo("memory", "backends.memory:MemoryBackendAdapter", schemes=("memory",)),
     BackendInfo("redis", "backends.redis:RedisBackendAdapter",
                 schemes=("redis", "rediss", "unix"), uri_env=("REDIS_URL",),
-                extra="redis", drivers=("redis",)),
+                extra="redis", drivers=("redis",), audit="backends.redis.audit:audit"),
     BackendInfo("mongo", "backends.mongo:MongoBackendAdapter",
                 schemes=("mongodb", "mongodb+srv"), uri_env=("MONGODB_URI",),
-                extra="mongo", drivers=("pymongo",)),
+                extra="mongo", drivers=("pymongo",), audit="backends.mongo.audit:audit"),
 )
 ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
     BackendInfo("pgvector", "backends.pgvector:PgVectorAdapter",
                 schemes=("postgresql", "postgres"),
                 uri_env=("SEMVEC_PGVECTOR_URL", "DATABASE_URL"),
-                extra="pgvector", drivers=("psycopg", "psycopg_pool", "pgvector")),
+                extra="pgvector", drivers=("psycopg", "psycopg_pool", "pgvector"),
+                audit="backends.doctor.sql:audit"),
     BackendInfo("postgres", "backends.postgres:PostgresAdapter",
                 schemes=("postgresql", "postgres"), uri_env=("DATABASE_URL",),
-                extra="pgvector", drivers=("psycopg", "psycopg_pool")),
+                extra="pgvector", drivers=("psycopg", "psycopg_pool"),
+                audit="backends.doctor.sql:audit"),
 )
 KNOWN_INFO: tuple[BackendInfo, ...] = SHIPPED_INFO + ENTRY_POINT_INFO
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import redis  # noqa: E402
 
 from bench_redis import fill, peak_kib, timed_pair  # noqa: E402
-from backends.doctor.redis import RedisAudit  # noqa: E402
+from backends.redis.audit import RedisAudit  # noqa: E402
 from backends.redis import RedisBackendAdapter  # noqa: E402
 from tests.support.dedicated_redis import throwaway_redis  # noqa: E402
 

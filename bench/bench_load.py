@@ -1,6 +1,6 @@
 """Commits/s and conflicts/s of N writers with retries, per backend, with the loss audit.
 
-Runs :func:`backends.loadtest.run_load` on private servers started here (a redis-server
+Runs :func:`backends.ops.loadtest.run_load` on private servers started here (a redis-server
 without persistence and one with ``appendfsync always``, the embedded PostgreSQL+pgvector
 bundle) and on the in-process memory backend, for a few writer/session mixes. Every run
 is audited (acknowledged commits present, versions contiguous, events once, no half
@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from backends.loadtest import LoadPlan, run_load  # noqa: E402
+from backends.ops.loadtest import LoadPlan, run_load  # noqa: E402
 
 MIXES = [  # (writers, sessions, events per turn)
     (1, 1, 2),

@@ -3,8 +3,8 @@
     python bench/bench_maintenance.py [--events 50000] [--sessions 100000]
 
 On a private Redis: one user's log of --events/10 and --events events (written with
-``restore_events``) read with ``backends.eventlog.iter_events``; then --sessions/10 and
---sessions sessions (engine hash layout, idle TTL) judged by ``backends.prune.find_idle``
+``restore_events``) read with ``backends.ops.eventlog.iter_events``; then --sessions/10 and
+--sessions sessions (engine hash layout, idle TTL) judged by ``backends.ops.prune.find_idle``
 (preview, every session idle). Each run under tracemalloc prints items/s and the peak of
 Python allocations; goal: the peaks within 10% of each other (flat memory). The raw SCAN
 of the same session keys is timed beside the prune preview for scale. Figures on a shared
@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import redis  # noqa: E402
 
 from backends.contract import MemoryEvent  # noqa: E402
-from backends.eventlog import iter_events  # noqa: E402
-from backends.prune import PruneResult, find_idle  # noqa: E402
+from backends.ops.eventlog import iter_events  # noqa: E402
+from backends.ops.prune import PruneResult, find_idle  # noqa: E402
 from backends.redis import RedisBackendAdapter  # noqa: E402
 from tests.support.dedicated_redis import throwaway_redis  # noqa: E402
 

@@ -292,9 +292,12 @@ def open_adapter(spec: ConnectionSpec) -> Iterator[Any]:
         close_quietly(adapter)
 
 
-def require_seam(adapter: Any, seam: type, what: str) -> Any:
-    """Return ``adapter`` if it implements ``seam``; else exit 3 saying it is unsupported."""
-    if not isinstance(adapter, seam):
+def require_seam(adapter: Any, capability: Any, what: str) -> Any:
+    """Return ``adapter`` if it offers ``capability`` (a :class:`backends.contract.Capability`);
+    else exit 3 saying it is unsupported."""
+    from backends.contract import offers
+
+    if not offers(adapter, capability):
         raise CliError(f"{what} is not supported by backend {getattr(adapter, 'name', '?')!r}",
                        ExitCode.ENVIRONMENT)
     return adapter

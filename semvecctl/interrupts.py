@@ -76,7 +76,7 @@ def deferred() -> Iterator[None]:
 def steps(items: Iterable[T]) -> Iterator[T]:
     """``items`` with signals held (as in :func:`deferred`) while each one is produced and
     while the consumer handles it: for a generator that does one unit of work per item and
-    counts it before yielding (``backends.prune.delete_idle``) and a consumer that prints
+    counts it before yielding (``backends.ops.prune.delete_idle``) and a consumer that prints
     its row, a signal is taken between units, so the count kept and the rows shown both
     include the unit that was in flight. A second signal stops at once, as in
     :func:`deferred`."""

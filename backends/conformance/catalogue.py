@@ -12,6 +12,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from backends.contract import Capability, offers
+
 GROUP_ORDER = (
     "contract",
     "state",
@@ -41,10 +43,27 @@ GROUP_DOCS = {
 _CASE_MODULES = {group: f"backends.conformance.cases.{group}" for group in GROUP_ORDER}
 
 
+#: The capabilities a group needs, keyed on :class:`Capability` and checked in order
+#: (after the group's own ``applies`` probe) through :func:`backends.contract.offers`,
+#: each with the reason the group is skipped without it.
+GROUP_CAPABILITIES: dict[str, tuple[tuple[Capability, str], ...]] = {
+    "retrieval": (
+        (Capability.ITEM_MIRROR,
+         "the adapter has no ItemMirror (sync_items), so the suite cannot seed items"),
+        (Capability.PURGE_ITEMS,
+         "the adapter offers no purge_items(session_id), so seeded items could not be "
+         "removed afterwards"),
+    ),
+    "indexes": (
+        (Capability.INDEXES, "the adapter does not manage indexes (no IndexManager seam)"),
+    ),
+}
+
 #: Groups whose cases are optional capabilities: a deployment that refuses one with
 #: UnsupportedOperation (e.g. turns with events on a standalone MongoDB) makes the case
-#: not applicable rather than failed.
-CAPABILITY_GROUPS = ("events", "retrieval", "indexes")
+#: not applicable rather than failed. The event log is one (an adapter without an event
+#: store), and so is every group that needs a :class:`Capability`.
+CAPABILITY_GROUPS = ("events", *GROUP_CAPABILITIES)
 
 
 @dataclass(frozen=True)
@@ -111,7 +130,13 @@ def group_cases(group: str) -> list[Case]:
 def group_applies(group: str, adapter: Any) -> str | None:
     _load(group)
     probe = _APPLIES.get(group)
-    return probe(adapter) if probe is not None else None
+    reason = probe(adapter) if probe is not None else None
+    if reason is not None:
+        return reason
+    for capability, missing in GROUP_CAPABILITIES.get(group, ()):
+        if not offers(adapter, capability):
+            return missing
+    return None
 
 
 def select_cases(only: Any = None) -> list[Case]:

@@ -304,7 +304,7 @@ class CaseContext:
 
     def cleanup(self) -> list[str]:
         """Remove what this case created; return the problems (never raise)."""
-        from backends.cleanup import remove_run
+        from backends.conformance.cleanup import remove_run
 
         return remove_run(self.adapter, self.prefix, sessions=self.sessions, users=self.users,
                           item_sessions=self.item_sessions, event_ids=self.event_ids,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from backends.contract import LoadedState, OwnerFilter
+from backends.contract import Capability, LoadedState, OwnerFilter, offers
 
 BatchLoader = Callable[[Sequence[str], OwnerFilter], list[LoadedState | None]]
 
@@ -43,7 +43,7 @@ def batch_loader(adapter: Any) -> BatchLoader:
     """The fastest faithful way to read many sessions of ``adapter``."""
     store = adapter.state_store()
     for owner in (adapter, store):
-        many = getattr(owner, "load_full_many", None)
-        if callable(many):
+        if offers(owner, Capability.BATCH_READS):
+            many = owner.load_full_many
             return lambda ids, scope: list(many(list(ids), owner_subject=scope))
     return _one_by_one(store)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Sequence
 
-from backends.contract import UNSCOPED, LiveItemSource, OwnerFilter
+from backends.contract import Capability, OwnerFilter, UNSCOPED, offers
 from backends.migrate.export import ExportResult, drift_reader, staged_export
 from backends.migrate.importer import ImportResult, SessionImporter
 from backends.migrate.loss import events_left_behind, settle, state_store_member
@@ -67,9 +67,9 @@ def verify_copy(source: Any, target: Any, result: ImportResult, *,
     """Re-read the source (fresh summaries) and compare each session with the target;
     with ``importer``, also compare the copied events with the staged archive's.
     ``only`` limits the sessions compared (a whole-user copy selects by the user's log)."""
-    compare_items = with_items and isinstance(source, LiveItemSource) and isinstance(target, LiveItemSource)
-    keeps_drift = state_store_member(target, "set_drift_exempt") is not None and \
-        state_store_member(target, "is_drift_exempt") is not None
+    compare_items = with_items and offers(source, Capability.LIVE_ITEMS) and offers(target, Capability.LIVE_ITEMS)
+    keeps_drift = state_store_member(target, Capability.DRIFT_EXEMPT) is not None and \
+        state_store_member(target, Capability.DRIFT_STATUS) is not None
     drift = drift_reader(source)
     report = VerifyReport(source_count=0)
 

@@ -36,8 +36,7 @@ from backends.archive import (
 )
 from backends.archive.format import log_order, utc_now
 from backends.archive.seen import SeenFilter, confirmed_duplicates
-from backends.contract import (UNSCOPED, Capability, LiveItemSource, OwnerFilter, SessionEnumerator,
-                               offers)
+from backends.contract import Capability, OwnerFilter, UNSCOPED, offers
 from backends.errors import CorruptState, IntegrityError, UnsupportedOperation
 from backends.migrate.batch_reads import READ_CHUNK, batch_loader, chunks
 from backends.migrate.loss import (
@@ -77,9 +76,9 @@ def check_exportable(adapter: Any, *, with_items: bool, with_events: bool = Fals
     or that would lose what it was asked to carry (the loss rule); returns the warnings
     for accepted losses."""
     name = getattr(adapter, "name", "?")
-    if not isinstance(adapter, SessionEnumerator):
+    if not offers(adapter, Capability.SESSIONS):
         raise UnsupportedOperation(f"backend {name!r} cannot enumerate sessions, so it cannot be exported")
-    if users and adapter.event_store() is None:  # type: ignore[attr-defined]
+    if users and adapter.event_store() is None:
         raise UnsupportedOperation(f"backend {name!r} has no event store, so there is no user log "
                                    "to export; drop --user")
     return settle(export_losses(adapter, with_items=with_items, with_events=with_events,
@@ -106,7 +105,7 @@ def make_header(adapter: Any, source_uri: str, *, with_items: bool, owner_subjec
 
 
 def drift_reader(adapter: Any) -> Callable[[Any], bool]:
-    is_exempt = state_store_member(adapter, "is_drift_exempt")
+    is_exempt = state_store_member(adapter, Capability.DRIFT_STATUS)
 
     def read(summary: Any) -> bool:
         reported = (summary.extra or {}).get("drift_exempt")
@@ -288,7 +287,7 @@ def write_archive(adapter: Any, stream: IO[bytes], *, source_uri: str,
     users = tuple(dict.fromkeys(users))
     warnings = check_exportable(adapter, with_items=with_items, with_events=with_events,
                                 users=users, allow_loss=allow_loss)
-    with_items = with_items and isinstance(adapter, LiveItemSource)
+    with_items = with_items and offers(adapter, Capability.LIVE_ITEMS)
     with_events = with_events and session_event_source(adapter) is not None
     result = ExportResult(warnings=warnings)
     header = make_header(adapter, source_uri, with_items=with_items, owner_subject=owner_subject,

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from backends.archive import ArchiveReader, ArchiveSummary, SessionRecord, UserRecord, verify_archive
 from backends.archive.format import log_order
-from backends.contract import UNSCOPED, ItemMirror, SessionRestorer, validate_save_args
+from backends.contract import Capability, UNSCOPED, offers, validate_save_args
 from backends.errors import BackendError, UnsupportedOperation, is_state_version_conflict
 from backends.migrate.errors import ImportConflict, UnimportableRecord
 from backends.migrate.loss import (
@@ -159,8 +159,8 @@ class SessionImporter:
         self.on_conflict = on_conflict
         self.keep_versions = keep_versions
         self.allow_loss = allow_loss
-        self.restores_versions = isinstance(adapter, SessionRestorer)
-        self.mirrors_items = isinstance(adapter, ItemMirror)
+        self.restores_versions = offers(adapter, Capability.RESTORE)
+        self.mirrors_items = offers(adapter, Capability.ITEM_MIRROR)
         self.summary: ArchiveSummary | None = None
         self.totals = PlanTotals()
         self.result: ImportResult | None = None
@@ -233,7 +233,7 @@ class SessionImporter:
         session and the archive line, in the preview as before an import's first write."""
         if not isinstance(record, SessionRecord):
             return
-        check = state_store_member(self.adapter, "check_write")
+        check = state_store_member(self.adapter, Capability.WRITE_CHECK)
         version = record.version if self.restores_versions else None
         try:
             if check is not None:
@@ -355,7 +355,7 @@ class SessionImporter:
                 owner_subject=record.owner_subject, pending_message=record.pending_message,
             )
         if record.drift_exempt:
-            mark = state_store_member(self.adapter, "set_drift_exempt")
+            mark = state_store_member(self.adapter, Capability.DRIFT_EXEMPT)
             if mark is not None:  # else an accepted loss
                 mark(record.session_id, True)
 
@@ -484,8 +484,8 @@ class SessionImporter:
         """Compare every archived session with the target (after ``apply``)."""
         result = self.result or ImportResult(versions_preserved=self.restores_versions)
         report = VerifyReport()
-        keeps_drift = state_store_member(self.adapter, "is_drift_exempt") is not None and \
-            state_store_member(self.adapter, "set_drift_exempt") is not None
+        keeps_drift = state_store_member(self.adapter, Capability.DRIFT_STATUS) is not None and \
+            state_store_member(self.adapter, Capability.DRIFT_EXEMPT) is not None
         expected = (
             Expected(record.session_id, record.blob_sha256, record.version,
                      record.owner_subject, record.pending_message,

@@ -18,8 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from backends.contract import (UNSCOPED, Capability, EventRestorer, ItemMirror, LiveItemSource,
-                               OwnerFilter, offers)
+from backends.contract import Capability, OwnerFilter, UNSCOPED, offers
 from backends.migrate.errors import LossyTransfer
 
 
@@ -68,12 +67,16 @@ def persistence_warning(adapter: Any) -> str | None:
 # -- what a backend can read --------------------------------------------------------------
 
 
-def state_store_member(adapter: Any, member: str) -> Any:
-    """A callable ``member`` of the adapter's state store (else of the adapter), or None."""
+def state_store_member(adapter: Any, capability: Capability) -> Any:
+    """The member that offers ``capability`` (a one-method state-store seam, such as
+    ``Capability.DRIFT_EXEMPT``) on the adapter's state store, else on the adapter, or
+    None; asked through :func:`~backends.contract.offers`."""
+    from backends.contract import CAPABILITIES
+
+    (member,) = CAPABILITIES[capability].methods
     for holder in (adapter.state_store(), adapter):
-        found = getattr(holder, member, None)
-        if callable(found):
-            return found
+        if offers(holder, capability):
+            return getattr(holder, member)
     return None
 
 
@@ -88,7 +91,7 @@ def session_event_source(adapter: Any) -> Any:
 def counter_reader(adapter: Any) -> Any:
     """``read_counter`` of the adapter's event store, or None."""
     store = adapter.event_store()
-    return store.read_counter if isinstance(store, EventRestorer) else None
+    return store.read_counter if offers(store, Capability.RESTORE_EVENTS) else None
 
 
 def export_losses(adapter: Any, *, with_items: bool, with_events: bool,
@@ -96,7 +99,7 @@ def export_losses(adapter: Any, *, with_items: bool, with_events: bool,
     """What an export from ``adapter`` could not carry although it was asked to."""
     name = _name(adapter)
     losses = []
-    if with_items and not isinstance(adapter, LiveItemSource):
+    if with_items and not offers(adapter, Capability.LIVE_ITEMS):
         losses.append(Loss("item", None, f"backend {name!r} has no item mirror to read them from"))
     if with_events and session_event_source(adapter) is None:
         why = ("has no event store" if adapter.event_store() is None
@@ -152,9 +155,10 @@ def write_time_restorer(adapter: Any) -> Any:
     (takes ``updated_at``: SQL, MongoDB), else None."""
     import inspect
 
-    restore = getattr(adapter.state_store(), "restore_session", None)
-    if not callable(restore):
+    store = adapter.state_store()
+    if not offers(store, Capability.RESTORE):
         return None
+    restore = store.restore_session
     try:
         params = inspect.signature(restore).parameters
     except (TypeError, ValueError):
@@ -204,7 +208,7 @@ def event_restorer(adapter: Any) -> Any:
     their sequence numbers (EventRestorer); a store that keeps no sequences at all, through
     ``append``; else None (they cannot be restored)."""
     store = adapter.event_store()
-    if isinstance(store, EventRestorer):
+    if offers(store, Capability.RESTORE_EVENTS):
         return store
     if store is not None and not keeps_sequences(store) and callable(getattr(store, "append", None)):
         return _AppendRestorer(store)
@@ -215,7 +219,7 @@ def import_losses(adapter: Any, summary: Any) -> list[Loss]:
     """What importing an archive (``ArchiveSummary``) into ``adapter`` could not keep."""
     name = _name(adapter)
     losses = []
-    if summary.items and not isinstance(adapter, ItemMirror):
+    if summary.items and not offers(adapter, Capability.ITEM_MIRROR):
         losses.append(Loss("item", summary.items, f"backend {name!r} has no item mirror"))
     if summary.sessions_expiring and not keeps_expiry(adapter):
         losses.append(Loss("session expiry time", summary.sessions_expiring,
@@ -224,7 +228,7 @@ def import_losses(adapter: Any, summary: Any) -> list[Loss]:
         losses.append(Loss("session write time", summary.sessions_with_write_time,
                            f"backend {name!r} cannot restore updated_at: their idle clocks "
                            "would restart"))
-    if summary.drift_exempt and state_store_member(adapter, "set_drift_exempt") is None:
+    if summary.drift_exempt and state_store_member(adapter, Capability.DRIFT_EXEMPT) is None:
         losses.append(Loss("drift-exempt flag", summary.drift_exempt,
                            f"backend {name!r} cannot store drift flags"))
     carried = summary.events

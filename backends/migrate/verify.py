@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from backends.archive.format import sha256_hex
-from backends.contract import UNSCOPED, LiveItemSource
+from backends.contract import Capability, UNSCOPED, offers
 from backends.migrate.batch_reads import batch_loader, chunks
 from backends.migrate.loss import keeps_sequences, state_store_member
 
@@ -97,10 +97,10 @@ def compare(target: Any, expected: Expected, state: Any, *,
     if versions_preserved and state.version != expected.version:
         return f"{sid!r}: version {state.version} on the target, {expected.version} expected"
     if expected.drift_exempt is not None:
-        is_exempt = state_store_member(target, "is_drift_exempt")
+        is_exempt = state_store_member(target, Capability.DRIFT_STATUS)
         if is_exempt is None or bool(is_exempt(sid)) != expected.drift_exempt:
             return f"{sid!r}: drift_exempt differs"
-    if expected.items is not None and isinstance(target, LiveItemSource):
+    if expected.items is not None and offers(target, Capability.LIVE_ITEMS):
         diff = item_difference(expected.items, list(target.iter_live_items(sid)))
         if diff:
             return f"{sid!r}: {diff}"

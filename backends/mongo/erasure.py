@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.contract import OwnerFilter
-from backends.erasure import ItemEraser
+from backends.contract import ItemEraser, OwnerFilter
 from backends.mongo.errors import driver_errors
 from backends.mongo.state import owner_clause
 
 
 def item_eraser(collection: Any) -> ItemEraser:
-    """An :class:`~backends.erasure.ItemEraser` over ``semvec_memory_items``."""
+    """An :class:`~backends.contract.ItemEraser` over ``semvec_memory_items``."""
 
     def delete(session_ids: list[str], owner_subject: OwnerFilter) -> int:
         with driver_errors("items.erase"):

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.contract import OwnerFilter
-from backends.erasure import ItemEraser
+from backends.contract import ItemEraser, OwnerFilter
 from backends.pgvector.database import Database
 from backends.pgvector.state import owner_clause
 
 
 def item_eraser(db: Database) -> ItemEraser:
-    """An :class:`~backends.erasure.ItemEraser` over ``semvec_memory_items``; a missing
+    """An :class:`~backends.contract.ItemEraser` over ``semvec_memory_items``; a missing
     table removes nothing."""
     table = db.tables.items
 

@@ -33,7 +33,7 @@ def _row(entry: Any, check: bool) -> dict[str, Any]:
     if entry.contenders:
         row["contenders"] = list(entry.contenders)
     if check:
-        from backends.inspection import check_entry
+        from backends.ops.inspection import check_entry
 
         row.update(check_entry(entry))
     return row

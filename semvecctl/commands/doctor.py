@@ -5,7 +5,7 @@ finding is an error (warnings and advice allowed), 1 otherwise. ``--fix`` shows 
 repair plan; ``--fix --apply`` performs only the repairs that cannot lose data, reports
 each, re-reads the place it repaired, then audits the whole store again: the exit code and
 the repaired count are those of that re-audit (a repair it finds undone is not counted).
-The audit logic is in :mod:`backends.doctor`.
+The audit logic is in :mod:`backends.ops.doctor`.
 """
 
 
@@ -43,7 +43,7 @@ def app(
     output: StreamOutput = StreamFormat.table,
 ) -> None:
     """Audit a store for damage (read-only); --fix shows repairs, --fix --apply makes the safe ones."""
-    from backends.doctor import apply_repair, audit, blocking, plan
+    from backends.ops.doctor import apply_repair, audit, blocking, plan
 
     from semvecctl.errors import usage_error
 

@@ -3,7 +3,7 @@ subject, with a receipt.
 
 Owner-scoped as the engine's (two tenants' "alice" are two subjects). Preview by default
 (per place, counts, the shared sessions). ``--apply`` asks (``--yes`` without a TTY),
-erases through :mod:`backends.erasure`, runs a residual scan and writes the JSON receipt
+erases through :mod:`backends.ops.erasure`, runs a residual scan and writes the JSON receipt
 to ``--receipt FILE`` (required: the receipt is the evidence) and stdout. Each step is
 journalled in ``FILE.journal``: an interrupted erasure is finished by the same command,
 and its receipt covers the whole operation. An existing receipt is replaced only with
@@ -67,8 +67,8 @@ def app(
 ) -> None:
     """Preview or erase one data subject; --apply verifies and writes a receipt."""
     from backends.archive import atomic_output
-    from backends.erasure import apply_erasure, plan_erasure
-    from backends.journal import Journal, JournalMismatch, journal_path
+    from backends.ops.erasure import apply_erasure, plan_erasure
+    from backends.ops.journal import Journal, JournalMismatch, journal_path
 
     if not user.strip():
         raise usage_error("--user needs a non-empty user id")

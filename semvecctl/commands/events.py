@@ -1,7 +1,7 @@
 """``semvecctl events list|inspect|count|export``: the compliance event log of one user.
 
 Works on every backend with an event store (Redis, MongoDB, postgres, pgvector); memory
-keeps none (exit 3). The reading is done by :mod:`backends.eventlog`; filters come
+keeps none (exit 3). The reading is done by :mod:`backends.ops.eventlog`; filters come
 before ``--limit``. An export is a sessions archive holding the user's log, so
 ``sessions import`` reads it back.
 """
@@ -68,7 +68,7 @@ def list_events(
 ) -> None:
     """Stream a user's events: sequence order, or newest first where the store keeps no
     sequence numbers (the engine's SQL layout), as the engine lists them."""
-    from backends.eventlog import event_row, iter_events, order_of, require_event_store
+    from backends.ops.eventlog import event_row, iter_events, order_of, require_event_store
 
     out = current().output
     scope = owner_filter(owner, unowned)
@@ -95,7 +95,7 @@ def inspect_event(
     output: Output = OutputFormat.table,
 ) -> None:
     """One event in full (embedding included), under the owner filter."""
-    from backends.eventlog import event_row, require_event_store
+    from backends.ops.eventlog import event_row, require_event_store
 
     out = current().output
     scope = owner_filter(owner, unowned)
@@ -123,7 +123,7 @@ def count_events(
     output: Output = OutputFormat.table,
 ) -> None:
     """How many events the user has (under the filters)."""
-    from backends.eventlog import count_events as count, require_event_store
+    from backends.ops.eventlog import count_events as count, require_event_store
 
     out = current().output
     scope = owner_filter(owner, unowned)
@@ -160,7 +160,7 @@ def export_events(
     import tempfile
 
     from backends.archive import atomic_output
-    from backends.eventlog import require_event_store, write_user_archive
+    from backends.ops.eventlog import require_event_store, write_user_archive
     from semvecctl.commands.sessions_transfer import archive_target
 
     app_ = current()

@@ -84,7 +84,7 @@ def app(
     output: Output = OutputFormat.table,
 ) -> None:
     """Probe a backend (check_health, bounded by a timeout); exit 0/1/3/4 for CI gates."""
-    from backends.contract import HealthDetails
+    from backends.contract import Capability, offers
     from backends.probe import call_with_timeout
     from backends.registry import accepts_keyword
 
@@ -115,7 +115,7 @@ def app(
             state = "healthy"
         persistent = bool(getattr(type(adapter_obj), "is_persistent", False))
         details: dict[str, Any] = {}
-        if healthy and isinstance(adapter_obj, HealthDetails):
+        if healthy and offers(adapter_obj, Capability.HEALTH_DETAILS):
             remaining = max(timeout - (time.monotonic() - started), 0.05)
             got = call_with_timeout(adapter_obj.health_details, remaining, remaining)
             if isinstance(got.value, dict):

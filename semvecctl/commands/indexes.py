@@ -87,12 +87,12 @@ def plan(
     output: Output = OutputFormat.table,
 ) -> None:
     """Show what `indexes ensure` would do. Reads only; never writes."""
-    from backends.contract import IndexManager
+    from backends.contract import Capability, offers
 
     out = current().output
     spec = resolve_connection(backend, uri, adapter)
     with open_adapter(spec) as adapter_obj:
-        if not isinstance(adapter_obj, IndexManager):
+        if not offers(adapter_obj, Capability.INDEXES):
             _nothing_to_provision(adapter_obj, output, spec, "indexes")
             return
         definitions, actions = _preview(adapter_obj, dimensions, recreate)
@@ -133,12 +133,12 @@ def ensure(
 ) -> None:
     """Create missing indexes, update in place what the backend can (a Mongo TTL), report
     mismatches (rebuilt only with --recreate). Previews unless --yes or a terminal confirms."""
-    from backends.contract import IndexManager
+    from backends.contract import Capability, offers
 
     out = current().output
     spec = resolve_connection(backend, uri, adapter)
     with open_adapter(spec) as adapter_obj:
-        if not isinstance(adapter_obj, IndexManager):
+        if not offers(adapter_obj, Capability.INDEXES):
             _nothing_to_provision(adapter_obj, output, spec, "indexes")
             return
         definitions, preview = _preview(adapter_obj, dimensions, recreate)
@@ -249,14 +249,14 @@ def validate(
     recommendations. Exit 0 when every required index matches (a recommended one that
     is missing or differs is a warning), 1 on required drift (missing, differing
     options, not queryable) or, with --strict, on any drift; 2 or more on errors."""
-    from backends.contract import IndexManager
+    from backends.contract import Capability, offers
 
     from semvecctl.report import write_report
 
     out = current().output
     spec = resolve_connection(backend, uri, adapter)
     with open_adapter(spec) as adapter_obj:
-        if not isinstance(adapter_obj, IndexManager):
+        if not offers(adapter_obj, Capability.INDEXES):
             write_report(report_file, "indexes",
                          _nothing_to_provision(adapter_obj, output, spec, "indexes"))
             return

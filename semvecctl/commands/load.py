@@ -1,7 +1,7 @@
 """``semvecctl load run``: evidence, not assurances, that a store loses nothing under load.
 
 N writers commit turns (state + events) to a few shared sessions for a fixed time, with
-retries, then an audit reads everything back (see :mod:`backends.loadtest`). It writes
+retries, then an audit reads everything back (see :mod:`backends.ops.loadtest`). It writes
 to a LIVE store, under a unique ``semvec-load-<hex>-`` prefix, and removes exactly what
 it wrote; so it asks first (``--yes`` without a TTY). Exit 0 when the audit passed, 1
 when it found a loss or a half turn, 3 when the store refused the run outright, 4 when
@@ -68,7 +68,7 @@ def run(
     output: Output = OutputFormat.table,
 ) -> None:
     """Write load-test turns to a live store under a unique prefix, audit, remove them."""
-    from backends.loadtest import LoadPlan, new_load_prefix
+    from backends.ops.loadtest import LoadPlan, new_load_prefix
     from backends.probe import call_with_timeout
 
     out = current().output
@@ -118,7 +118,7 @@ def cleanup_command(spec: Any, prefix: str, sessions: int) -> str:
 def _run_interruptible(adapter_obj: Any, plan: Any, spec: Any, out: Any) -> Any:
     """run_load with progress; on SIGINT/SIGTERM say what was removed, or exactly what is
     left and the command that removes it, then let the signal end the command."""
-    from backends.loadtest import LoadInterrupted, run_load
+    from backends.ops.loadtest import LoadInterrupted, run_load
 
     try:
         with out.progress_task("load", unit=" commits") as task:
@@ -153,7 +153,7 @@ def cleanup(
     Finds the run's rows by its prefix (a scan of the sessions, a probe of its users),
     removes them, looks again, and says what it removed and what is left: exit 0 only
     when nothing is left, 1 otherwise."""
-    from backends.loadtest import cleanup_prefix
+    from backends.ops.loadtest import cleanup_prefix
 
     out = current().output
     if not prefix.startswith("semvec-load-") or len(prefix) <= len("semvec-load-"):

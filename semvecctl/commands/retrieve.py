@@ -98,7 +98,7 @@ def _rrf_weights(value: str | None) -> tuple[float, float] | None:
 def _load_items(adapter: Any, session: str, owner: Any, items_file: Path | None,
                 needed: bool) -> tuple[tuple, str]:
     """The in-process side's items and where they came from."""
-    from backends.contract import LiveItemSource
+    from backends.contract import Capability, offers
     from backends.retrieval.items import load_items_jsonl
 
     if items_file is not None:
@@ -106,7 +106,7 @@ def _load_items(adapter: Any, session: str, owner: Any, items_file: Path | None,
             return load_items_jsonl(items_file), str(items_file)
         except ValueError as exc:
             raise usage_error(f"--items: {exc}") from None
-    if isinstance(adapter, LiveItemSource):
+    if offers(adapter, Capability.LIVE_ITEMS):
         return tuple(adapter.iter_live_items(session, owner_subject=owner)), "live"
     if needed:
         raise environment_error(

@@ -82,13 +82,13 @@ def list_sessions(
     """Stream the sessions a backend holds (blobs are summarised, never printed)."""
     import itertools
 
-    from backends.contract import SessionEnumerator
+    from backends.contract import Capability
 
     out = current().output
     scope = owner_filter(owner, unowned)
     spec = resolve_connection(backend, uri, adapter)
     with open_adapter(spec) as adapter_obj:
-        require_seam(adapter_obj, SessionEnumerator, "session listing")
+        require_seam(adapter_obj, Capability.SESSIONS, "session listing")
         summaries = adapter_obj.iter_sessions(owner_subject=scope, match=match, batch_size=batch_size)
         if limit is not None:
             summaries = itertools.islice(summaries, limit)
@@ -120,9 +120,9 @@ def inspect_session(
     output: Output = OutputFormat.table,
 ) -> None:
     """Version, owner, pending message, blob size/sha256, TTL and what the blob is."""
-    from backends.blobinfo import describe_blob
+    from backends.ops.blobinfo import describe_blob
     from backends.session_ids import escape_id, shown, unescape_id
-    from backends.snapshot import read_snapshot
+    from backends.ops.snapshot import read_snapshot
 
     from backends.errors import CorruptState
 

@@ -7,7 +7,7 @@ idle sessions to an archive first, and an ``--apply`` run journals itself in
 instead of replacing it, and the journal goes once every archived session is dealt with.
 An existing archive is replaced only with ``--overwrite``. A store that keeps no write
 time is exit 3, never a guess; on Redis ``--assume-ttl`` states the engine's idle TTL and
-is checked against every key. The work is in :mod:`backends.prune`.
+is checked against every key. The work is in :mod:`backends.ops.prune`.
 """
 
 
@@ -113,9 +113,9 @@ def prune_sessions(
     """Delete sessions not written for longer than --idle-for (preview unless --apply)."""
     import os
 
-    from backends.contract import Capability, SessionEnumerator, offers
-    from backends.journal import Journal, JournalMismatch, journal_path
-    from backends.prune import (PruneResult, archive_idle, archived_sessions, check_assumed_ttl,
+    from backends.contract import Capability, offers
+    from backends.ops.journal import Journal, JournalMismatch, journal_path
+    from backends.ops.prune import (PruneResult, archive_idle, archived_sessions, check_assumed_ttl,
                                 delete_idle, discard_partials, find_idle, write_clock)
 
     idle_for_td = parse_duration(idle_for)
@@ -132,7 +132,7 @@ def prune_sessions(
     spec = resolve_connection(backend, uri, adapter)
     result = PruneResult()
     with open_adapter(spec) as adapter_obj:
-        require_seam(adapter_obj, SessionEnumerator, "session listing")
+        require_seam(adapter_obj, Capability.SESSIONS, "session listing")
         if ttl is not None and offers(adapter_obj.state_store(), Capability.WRITE_TIME):
             raise usage_error(f"--assume-ttl is for stores that keep no write time; backend "
                               f"{adapter_obj.name!r} stores one (leave --assume-ttl out)")

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from typer.testing import CliRunner
 
-from backends.contract import EventRestorer, MemoryEvent
+from backends.contract import Capability, EventRestorer, MemoryEvent
 from backends.migrate import ArchiveFile, LossyTransfer, SessionImporter, export_to_path
 from backends.migrate.loss import keeps_expiry, keeps_sequences, state_store_member
 from semvecctl.app import app
@@ -90,8 +90,8 @@ def seams_of(adapter) -> set[str]:
         found.add("append")
     if log is not None and keeps_sequences(log):
         found.add("sequences")
-    if (state_store_member(adapter, "set_drift_exempt") is not None
-            and state_store_member(adapter, "is_drift_exempt") is not None):
+    if (state_store_member(adapter, Capability.DRIFT_EXEMPT) is not None
+            and state_store_member(adapter, Capability.DRIFT_STATUS) is not None):
         found.add("drift_exempt")
     if keeps_expiry(adapter):
         found.add("expiry")
@@ -131,7 +131,7 @@ def seed(adapter, tag: str) -> dict:
     store.save(n["s2"], b'{"turns": [1]}', expected_version=None, owner_subject="acme")
     log.append(event(n["alice"], n["s2"], 4))
     if "drift_exempt" in seams_of(adapter):
-        state_store_member(adapter, "set_drift_exempt")(n["s2"], True)
+        state_store_member(adapter, Capability.DRIFT_EXEMPT)(n["s2"], True)
     if "expiry" in seams_of(adapter):
         adapter.restore_session(n["s3"], b"", version=1, ttl_seconds=3600)
     else:

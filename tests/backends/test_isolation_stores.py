@@ -16,7 +16,7 @@ import pytest
 
 from backends.conformance import ConformanceOptions, run_conformance
 from backends.contract import MemoryEvent, MemoryItem
-from backends.loadtest import LoadPlan, run_load
+from backends.ops.loadtest import LoadPlan, run_load
 
 OPTIONS = ConformanceOptions(writers=4, attempts=6, case_timeout=60)
 

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from backends.loadtest import LoadPlan, run_load
+from backends.ops.loadtest import LoadPlan, run_load
 
 DURATION_S = 1.5
 

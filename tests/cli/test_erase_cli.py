@@ -16,7 +16,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-import backends.journal as journal_module
+import backends.ops.journal as journal_module
 from backends.contract import MemoryItem
 from semvecctl.app import app
 from tests.support.fixtures.mongo import cli_mongo, db_name, mongo_client  # noqa: F401
@@ -159,7 +159,7 @@ def test_the_subject_and_receipt_are_required(target, tmp_path):
 def test_a_resumed_erase_writes_a_receipt_for_the_whole_operation(target, tmp_path, monkeypatch):
     """#23: the second part's receipt used to cover only the second part."""
     s = seed(target.adapter)
-    monkeypatch.setattr("backends.erasure.EVENT_BATCH", 1)
+    monkeypatch.setattr("backends.ops.erasure.EVENT_BATCH", 1)
     path = tmp_path / "r.json"
     args = ("erase", "--user", s.alice, "--owner", "acme", "--apply", "--yes", "--receipt", str(path))
     real = journal_module.Journal.append

@@ -95,7 +95,7 @@ def test_export_writes_an_archive_that_sessions_import_reads_back(target, tmp_pa
 
 
 def test_an_interrupted_export_leaves_no_file(target, tmp_path, monkeypatch):
-    import backends.eventlog as eventlog
+    import backends.ops.eventlog as eventlog
 
     s = seed(target.adapter)
     path = tmp_path / "x.jsonl"

@@ -77,7 +77,7 @@ def test_list_damaged_on_postgresql(pgvector_url, pgvector_adapter_factory):
 
 def _kept_run(adapter, sessions: int):
     """A 4-session load run whose rows were kept (as an interrupted cleanup leaves them)."""
-    from backends.loadtest import LoadPlan, new_load_prefix, run_load
+    from backends.ops.loadtest import LoadPlan, new_load_prefix, run_load
 
     prefix = new_load_prefix()
     report = run_load(adapter, LoadPlan(writers=2, duration_s=0.6, sessions=sessions,

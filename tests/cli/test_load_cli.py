@@ -107,7 +107,7 @@ def test_load_cleanup_refuses_anything_but_a_load_prefix():
 
 
 def test_load_cleanup_removes_only_the_named_run(redis_url):
-    from backends.loadtest import LoadPlan, run_load
+    from backends.ops.loadtest import LoadPlan, run_load
     from backends.redis import RedisBackendAdapter
 
     adapter = RedisBackendAdapter(uri=redis_url)

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from backends.archive import ArchiveReader
-from backends.prune import PruneResult, archive_idle, archived_sessions, delete_idle, find_idle
+from backends.ops.prune import PruneResult, archive_idle, archived_sessions, delete_idle, find_idle
 from semvecctl.app import app
 from semvecctl.commands.sessions_prune import parse_duration
 from tests.support.fixtures.mongo import cli_mongo, db_name, mongo_client  # noqa: F401

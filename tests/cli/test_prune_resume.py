@@ -17,7 +17,7 @@ import uuid
 import pytest
 from typer.testing import CliRunner
 
-import backends.prune as prune_module
+import backends.ops.prune as prune_module
 from backends.archive import ArchiveReader
 from semvecctl.app import app
 from tests.support.fixtures.mongo import cli_mongo, db_name, mongo_client  # noqa: F401

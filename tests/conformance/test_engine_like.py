@@ -95,7 +95,7 @@ def test_an_event_the_store_cannot_delete_by_id_is_reported_not_hidden():
 
 def test_cleanup_never_deletes_an_event_of_another_user_by_id():
     """An id the run remembers that names someone else's event is left alone."""
-    from backends.cleanup import remove_run
+    from backends.conformance.cleanup import remove_run
     from backends.contract import MemoryEvent
 
     adapter = doubles.EventfulMemoryAdapter()

@@ -204,7 +204,7 @@ def test_plugin_failing_at_import_breaks_only_itself(site):
 
 
 def test_is_persistent_read_without_instantiating(site):
-    from backends.inspection import check_entry
+    from backends.ops.inspection import check_entry
 
     key = _unique("noinit")
     source = adapter_source("Adapter", key, persistent="False").replace(

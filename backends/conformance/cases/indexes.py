@@ -10,22 +10,14 @@ from __future__ import annotations
 
 import time
 
-from backends.conformance.catalogue import applies, case
+from backends.conformance.catalogue import case
 from backends.conformance.context import CaseContext
 from backends.conformance.model import NotApplicable
-from backends.contract import IndexManager
 
 #: Statuses that need no provisioning: ready, informational, or not possible here.
 _SETTLED = ("ok", "extra", "unsupported")
 _MUTATING = ("create", "recreate", "update")
 _PENDING_WAIT = 60.0
-
-
-@applies("indexes")
-def _manages_indexes(adapter) -> str | None:
-    if not isinstance(adapter, IndexManager):
-        return "the adapter does not manage indexes (no IndexManager seam)"
-    return None
 
 
 def _validate(ctx: CaseContext, label: str) -> list:

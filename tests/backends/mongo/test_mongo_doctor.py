@@ -13,7 +13,7 @@ import pytest
 from tests.support.fixtures.mongo import db_name, make_adapter, mongo_client  # noqa: F401
 
 from backends.contract import MemoryEvent, MemoryItem
-from backends.doctor import apply_repair, audit
+from backends.ops.doctor import apply_repair, audit
 
 DEPLOY = ("deploy.transactions", "server")
 

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from backends.contract import MemoryEvent
-from backends.eventlog import iter_events
+from backends.ops.eventlog import iter_events
 
 pytestmark = pytest.mark.postgres
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from backends.loadtest import LoadPlan, run_load
+from backends.ops.loadtest import LoadPlan, run_load
 from semvecctl.app import app
 
 pytestmark = pytest.mark.postgres

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from backends.errors import BackendUnreachable
-from backends.loadtest import ACKED, UNKNOWN, LoadPlan, run_load
+from backends.ops.loadtest import ACKED, UNKNOWN, LoadPlan, run_load
 from tests.support.dedicated_redis import DedicatedRedis
 
 HEALTH_TIMEOUT_S = 0.5

@@ -142,7 +142,7 @@ def test_commit_turn_with_events_is_refused_up_front(adapter, cluster):
 
 
 def test_load_run_on_a_cluster_commits_state_and_refuses_events(cluster_url):
-    from backends.loadtest import LoadPlan, run_load
+    from backends.ops.loadtest import LoadPlan, run_load
     from backends.redis import RedisBackendAdapter
 
     with RedisBackendAdapter(cluster_url, timeout=2.0) as adapter:

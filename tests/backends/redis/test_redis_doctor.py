@@ -219,7 +219,7 @@ def test_apply_without_fix_is_a_usage_error(url):
 def test_large_indexes_are_walked_in_chunks(url, monkeypatch):
     """An index over the screen's limit is walked from Python in rank-ordered chunks:
     a duplicate and a gap that straddle chunk boundaries are still found."""
-    import backends.doctor.redis as audit_module
+    import backends.redis.audit as audit_module
 
     monkeypatch.setattr(audit_module, "_SCREEN_LIMIT", 2)
     monkeypatch.setattr(audit_module, "_CHUNK", 2)
@@ -248,7 +248,7 @@ def test_apply_converges_on_thousands_of_dangling_entries(url, monkeypatch):
     index. Paged by rank, every removal shifted the pages behind it and whole pages were
     skipped ("N repaired", exit 0, the next audit still found half). Paged by (score,
     member) it reaches every entry; the re-audit proves it and the count is exact."""
-    import backends.doctor.redis as audit_module
+    import backends.redis.audit as audit_module
 
     monkeypatch.setattr(audit_module, "_CHUNK", 50)
     ghosts = 2000
@@ -284,7 +284,7 @@ def test_apply_converges_on_thousands_of_dangling_entries(url, monkeypatch):
 def test_reaudit_reports_a_repair_that_did_not_hold(url, monkeypatch):
     """A repair whose own check passes but whose problem is back when the whole store is
     audited again is not counted as repaired, and the run fails (exit 1)."""
-    import backends.doctor.redis as audit_module
+    import backends.redis.audit as audit_module
 
     with RedisBackendAdapter(url) as adapter:
         events_for(adapter, "undo", 3)
@@ -385,8 +385,8 @@ def test_apply_interrupted_then_rerun_converges(url, monkeypatch):
     """Each repair is one atomic script, so an interrupted --fix --apply (exit 130) leaves
     some entries repaired and the rest as they were; the rerun repairs exactly the rest,
     its re-audit is clean and it exits 0."""
-    import backends.doctor as doctor_pkg
-    import backends.doctor.redis as audit_module
+    import backends.ops.doctor as doctor_pkg
+    import backends.redis.audit as audit_module
 
     monkeypatch.setattr(audit_module, "_CHUNK", 40)
     ghosts = 300

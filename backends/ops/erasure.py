@@ -22,7 +22,7 @@ Then a residual scan of every place the subject can be (events, index entries, c
 derived states, item rows). Only the subject's rows, keys and documents are touched:
 other subjects, and the same user id under another owner, stay byte-identical.
 
-``apply_erasure`` records each step in a :class:`~backends.journal.Journal` when given
+``apply_erasure`` records each step in a :class:`~backends.ops.journal.Journal` when given
 one: a rerun continues it and its receipt covers the whole operation.
 """
 
@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
-from backends.contract import UNSCOPED, Capability, LiveItemSource, OwnerFilter, offers
+from backends.contract import Capability, OwnerFilter, offers
 from backends.errors import UnsupportedOperation
-from backends.eventlog import require_event_store
+from backends.ops.eventlog import require_event_store
 
 Progress = Callable[[Iterable[Any]], Iterable[Any]]
 #: events deleted between two journal records
@@ -55,9 +55,8 @@ class EventRef(NamedTuple):
 
 def event_refs(store: Any, user_id: str) -> list[EventRef]:
     """Every event of ``user_id`` under any owner, damaged ones included."""
-    reader = getattr(store, "event_refs", None)
-    if callable(reader):
-        return [EventRef(*ref) for ref in reader(user_id)]
+    if offers(store, Capability.EVENT_REFS):
+        return [EventRef(*ref) for ref in store.event_refs(user_id)]
     return [EventRef(e.event_id, e.owner_subject or "", e.session_id or "", None)
             for e in store.list_events(user_id)]
 
@@ -142,8 +141,7 @@ def _subject_label(user_id: str, owner: str | None) -> str:
 
 def item_eraser(adapter: Any) -> Any:
     """``adapter.erasure_backend()`` (the engine's optional seam), or None."""
-    offer = getattr(adapter, "erasure_backend", None)
-    return offer() if callable(offer) else None
+    return adapter.erasure_backend() if offers(adapter, Capability.ERASURE) else None
 
 
 def plan_erasure(adapter: Any, user_id: str, owner: str | None, *,
@@ -156,7 +154,7 @@ def plan_erasure(adapter: Any, user_id: str, owner: str | None, *,
         raise ValueError("owner must be None (the unowned subject) or a non-empty string")
     store = require_event_store(adapter)
     name = str(getattr(adapter, "name", "?"))
-    if not callable(getattr(store, "delete_event", None)):
+    if not offers(store, Capability.DELETE_EVENT):
         raise UnsupportedOperation(f"backend {name!r} cannot erase a subject (its event store "
                                    "cannot delete an event by id)")
     plan = ErasurePlan(user_id=user_id, owner=owner, backend=name)
@@ -185,7 +183,7 @@ def plan_erasure(adapter: Any, user_id: str, owner: str | None, *,
     plan.states = [sid for sid in plan.sessions if _visible_state(state, sid, owner)]
     eraser = item_eraser(adapter)
     plan.hook_present = eraser is not None
-    if eraser is not None and isinstance(adapter, LiveItemSource):
+    if eraser is not None and offers(adapter, Capability.LIVE_ITEMS):
         plan.items = {sid: sum(1 for _ in adapter.iter_live_items(sid, owner_subject=owner))
                       for sid in plan.sessions}
     plan.indexes = _index_entries(store, user_id)
@@ -202,17 +200,15 @@ def _census(store: Any, user_id: str, sessions: Sequence[str],
     """Shared sessions: derived sessions whose log names other subjects too."""
     found: dict[str, set[str]] = {sid: {_subject_label(user_id, o or None) for o in owners}
                                   for sid, owners in other_owners.items() if sid in sessions}
-    by_session = getattr(store, "subjects_by_session", None)
-    per_session = getattr(store, "session_subjects", None)
-    if sessions and callable(by_session):
-        everyone = by_session()
+    if sessions and offers(store, Capability.SUBJECTS_BY_SESSION):
+        everyone = store.subjects_by_session()
         for sid in sessions:
             for user in everyone.get(sid, ()):
                 if user != user_id:
                     found.setdefault(sid, set()).add(user)
-    elif callable(per_session):
+    elif offers(store, Capability.SESSION_SUBJECTS):
         for sid in sessions:
-            for user in per_session(sid):
+            for user in store.session_subjects(sid):
                 if user != user_id:
                     found.setdefault(sid, set()).add(user)
     return {sid: sorted(who) for sid, who in found.items() if who}
@@ -228,8 +224,7 @@ def _visible_state(state: Any, session_id: str, owner: str | None) -> bool:
 
 def _index_entries(store: Any, user_id: str) -> dict[str, int]:
     """``index_entries(user_id)`` of a store that keeps its indexes apart (Redis), else {}."""
-    reader = getattr(store, "index_entries", None)
-    return dict(reader(user_id)) if callable(reader) else {}
+    return dict(store.index_entries(user_id)) if offers(store, Capability.INDEX_ENTRIES) else {}
 
 
 def removed_digest(ids: Iterable[str]) -> str:
@@ -263,7 +258,7 @@ def verify_erased(adapter: Any, user_id: str, owner: str | None,
     state = adapter.state_store()
     sessions = list(sessions)
     left["states"] = sum(1 for sid in sessions if _visible_state(state, sid, owner))
-    if isinstance(adapter, LiveItemSource):
+    if offers(adapter, Capability.LIVE_ITEMS):
         left["item_rows"] = sum(sum(1 for _ in adapter.iter_live_items(sid, owner_subject=owner))
                                 for sid in sessions)
     return {"ok": not any(left.values()), "left": left}
@@ -311,9 +306,8 @@ def apply_erasure(adapter: Any, plan: ErasurePlan, journal: Any = None) -> dict[
             batch = plan.event_ids[start:start + EVENT_BATCH]
             gone_ids = [eid for eid in batch if store.delete_event(eid)]
             journal.append({"step": "events", "deleted": gone_ids})
-        drop = getattr(store, "drop_index_entries", None)
-        if plan.dangling and callable(drop):
-            drop(plan.user_id, plan.dangling)
+        if plan.dangling and offers(store, Capability.DROP_INDEX_ENTRIES):
+            store.drop_index_entries(plan.user_id, plan.dangling)
             journal.append({"step": "dangling", "dropped": list(plan.dangling)})
         if not any(r.owner_subject is not None for r in event_refs(store, plan.user_id)) and \
                 offers(store, Capability.PURGE_USER):
@@ -402,31 +396,3 @@ def receipt(adapter: Any, plan: ErasurePlan, records: Sequence[dict[str, Any]],
         "verification": verification,
         "notes": list(notes),
     }
-
-
-class ItemEraser:
-    """The engine's ``Erasable`` (``erasure_backend()``) over an item mirror:
-    ``erase_sessions(session_ids, *, user_id=None, scope=...) -> int`` rows removed.
-
-    Items carry no user id, so ``user_id`` narrows nothing (the engine's ``None`` = every
-    subject in those sessions is what happens either way). ``scope`` (the engine's
-    object with ``owner_subject``) keeps the delete to that tenant's rows; ``scope=None``
-    removes every owner's. Our callers may pass the three-state ``owner_subject=``
-    instead (None = unowned rows only). An empty list removes nothing."""
-
-    def __init__(self, delete: Callable[[list[str], OwnerFilter], int]) -> None:
-        self._delete = delete
-
-    def erase_sessions(self, session_ids: Sequence[str], *, user_id: str | None = None,
-                       scope: Any = None, owner_subject: OwnerFilter = UNSCOPED) -> int:
-        from backends.owner import owner_of_scope, validate_owner_filter
-
-        if scope is not None and owner_subject is not UNSCOPED:
-            raise TypeError("pass scope= or owner_subject=, not both")
-        if scope is not None:
-            owner_subject = owner_of_scope(scope)
-        validate_owner_filter(owner_subject)
-        ids = [str(s) for s in session_ids if s]
-        if not ids:
-            return 0
-        return int(self._delete(ids, owner_subject))

@@ -55,9 +55,8 @@ def iter_events(store: Any, user_id: str, *, owner_subject: OwnerFilter = UNSCOP
 
 def _all_events(store: Any, user_id: str, owner_subject: OwnerFilter, page: int) -> Iterator[Any]:
     if not offers(store, Capability.ASSIGNS_SEQUENCES):
-        paged = getattr(store, "iter_events", None)
-        if callable(paged):  # newest first, a page at a time
-            yield from paged(user_id, owner_subject=owner_subject, page=page)
+        if offers(store, Capability.PAGED_EVENTS):  # newest first, a page at a time
+            yield from store.iter_events(user_id, owner_subject=owner_subject, page=page)
         else:
             yield from store.list_events(user_id, owner_subject=owner_subject)
         return

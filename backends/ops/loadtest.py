@@ -414,7 +414,7 @@ def _verify_with_events(events_store: Any, run: _Run, j: int, sid: str,
 
 def cleanup(adapter: Any, run: _Run, timeout_s: float = 30.0) -> list[str]:
     """Remove the run's sessions, events and per-user counters; nothing else."""
-    from backends.cleanup import remove_run
+    from backends.conformance.cleanup import remove_run
 
     return remove_run(adapter, run.prefix, sessions=run.session_ids,
                       users=run.user_ids if run.events_per_turn else (),
@@ -478,11 +478,11 @@ def find_leftovers(adapter: Any, prefix: str, sessions_hint: int = 0) -> RunLeft
     ``<prefix>u<j>`` up to past the highest index seen, the hint, and :data:`PROBE_GAP`
     consecutive users without events."""
     from backends.conformance.drive import EventsDriver
-    from backends.contract import SessionEnumerator
+    from backends.contract import Capability, offers
 
     _check_prefix(prefix)
     found = RunLeftovers()
-    if isinstance(adapter, SessionEnumerator):
+    if offers(adapter, Capability.SESSIONS):
         found.sessions = sorted(
             (s.session_id for s in adapter.iter_sessions(match=_glob_escape(prefix) + "*")
              if s.session_id.startswith(prefix)),
@@ -533,7 +533,7 @@ def cleanup_prefix(adapter: Any, prefix: str, sessions: int = 0, *,
     under the prefix are touched."""
     _check_prefix(prefix)
     before = find_leftovers(adapter, prefix, sessions)
-    from backends.cleanup import remove_run
+    from backends.conformance.cleanup import remove_run
 
     problems = remove_run(adapter, prefix, sessions=before.sessions, users=before.users,
                           attempt=lambda step: _with_retry(step, timeout_s),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.contract import UNSCOPED, LoadedState, OwnerFilter, SessionEnumerator, SessionSummary
+from backends.contract import Capability, LoadedState, OwnerFilter, SessionSummary, UNSCOPED, offers
 from backends.errors import StateVersionConflict
 
 ATTEMPTS = 5
@@ -24,7 +24,7 @@ def read_snapshot(adapter: Any, session_id: str, *, owner_subject: OwnerFilter =
     :class:`StateVersionConflict` when the session keeps changing for ``attempts`` reads.
     """
     store = adapter.state_store()
-    enumerates = isinstance(adapter, SessionEnumerator)
+    enumerates = offers(adapter, Capability.SESSIONS)
     for _ in range(attempts):
         state = store.load_full(session_id, owner_subject=owner_subject)
         if state is None:

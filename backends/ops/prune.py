@@ -13,7 +13,7 @@ Deletes are version-checked (``delete(expected_version=)``): a session written a
 was judged idle has moved on and survives, counted as ``kept``. With an archive, the
 idle sessions are written to it first (atomically) and what is deleted is exactly what
 the archive holds, at the archived version (the CLI journals a run beside its archive,
-see :mod:`backends.journal`, so a rerun continues it and never replaces the archive).
+see :mod:`backends.ops.journal`, so a rerun continues it and never replaces the archive).
 Everything streams: memory is bounded by a
 read chunk, whatever the number of sessions.
 """
