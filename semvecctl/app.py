@@ -148,7 +148,7 @@ def _version(value: bool) -> None:
         from semvecctl import __version__
 
         typer.echo(f"semvecctl {__version__}")
-        raise typer.Exit()
+        application.current().abort("", ExitCode.OK)  # done: the boundary exits 0
 
 
 @app.callback()

@@ -54,14 +54,15 @@ def owner_filter(owner: Optional[str], unowned: bool) -> Any:
     (``UNSCOPED``), ``--unowned`` = only rows without an owner (``None``), ``--owner`` = exact."""
     from backends.contract import UNSCOPED
 
-    from semvecctl.errors import usage_error
+    from semvecctl.application import current
+    from semvecctl.exit_codes import ExitCode
 
     if owner is not None and unowned:
-        raise usage_error("--owner and --unowned exclude each other")
+        current().abort("--owner and --unowned exclude each other", ExitCode.USAGE)
     if unowned:
         return None
     if owner is not None:
         if not owner.strip():
-            raise usage_error("--owner needs a non-empty owner (use --unowned for rows without one)")
+            current().abort("--owner needs a non-empty owner (use --unowned for rows without one)", ExitCode.USAGE)
         return owner
     return UNSCOPED

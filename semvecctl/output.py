@@ -284,19 +284,20 @@ class Output:
 
     def confirm(self, question: str, *, yes: bool) -> None:
         """Ask before destroying or overwriting; refuse without ``--yes`` and no TTY."""
-        from semvecctl.errors import CliError
+        from semvecctl.application import current
+        from semvecctl.exit_codes import ExitCode
 
         if yes:
             return
         if not self.can_prompt():
-            raise CliError(
-                f"refusing to {question} without confirmation: no terminal to ask on; "
-                "pass --yes to proceed"
+            current().abort(
+                 f"refusing to {question} without confirmation: no terminal to ask on; "
+                 "pass --yes to proceed", ExitCode.USAGE
             )
         import typer
 
         if not typer.confirm(f"{question[0].upper()}{question[1:]}?", default=False, err=True):
-            raise CliError("aborted by the operator, nothing was changed")
+            current().abort("aborted by the operator, nothing was changed", ExitCode.USAGE)
 
     def progress(self, items: Iterable[Any], *, total: int | None = None,
                  label: str = "working") -> Iterator[Any]:

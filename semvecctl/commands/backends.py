@@ -6,7 +6,6 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
-from semvecctl.errors import CliError
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import Output
 from semvecctl.output import Column, OutputFormat
@@ -78,7 +77,7 @@ def show_backend(
     if not matches:
         close = registry.close_matches(name)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise CliError(f"no backend named {name!r}{hint} (see 'semvecctl backends list')")
+        current().abort(f"no backend named {name!r}{hint} (see 'semvecctl backends list')", ExitCode.USAGE)
     rows = [_row(e, check=True) for e in matches]
     data: Any = rows[0] if len(rows) == 1 else rows
     columns = [Column("FIELD", "field", style="bold"), Column("VALUE", "value")]
@@ -110,7 +109,7 @@ def resolve_backend(
     try:
         resolution = Registry().resolve(requested)
     except ContestedBackend as exc:
-        raise CliError(str(exc), ExitCode.ENVIRONMENT) from None
+        current().abort(str(exc), ExitCode.ENVIRONMENT, cause=None)
     app_ = current()
     if resolution.warning:
         app_.output.warn(resolution.warning)
@@ -130,4 +129,4 @@ def resolve_backend(
     app_.output.emit(data, output, columns=[Column("FIELD", "field", style="bold"),
                                             Column("VALUE", "value")], rows=rows)
     if entry.status == "driver-missing":
-        raise CliError(entry.detail, ExitCode.ENVIRONMENT)
+        current().abort(entry.detail, ExitCode.ENVIRONMENT)

@@ -14,7 +14,6 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
-from semvecctl.errors import CliError, usage_error
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, NamedBackend, Output, Uri
 from semvecctl.output import Column, OutputFormat
@@ -52,8 +51,8 @@ def _refuse_fallback(spec: Any) -> None:
     if resolution.fell_back:
         hint = (f"; did you mean {', '.join(repr(c) for c in resolution.close_matches)}?"
                 if resolution.close_matches else "")
-        raise usage_error(f"unknown backend {spec.backend!r}: conformance does not certify "
-                          f"'memory' in its place{hint}")
+        current().abort(f"unknown backend {spec.backend!r}: conformance does not certify "
+                        f"'memory' in its place{hint}", ExitCode.USAGE)
 
 
 def _factory_for(spec: Any):
@@ -77,9 +76,9 @@ def _preflight(adapter: Any, spec: Any, timeout: float) -> None:
     outcome = call_with_timeout(check, timeout)
     if outcome.timed_out or (outcome.error is None and outcome.value is False):
         what = "did not answer" if outcome.timed_out else "answered False"
-        raise CliError(
-            f"backend {getattr(adapter, 'name', spec.backend)!r} at {spec.display_uri} is "
-            f"unreachable (check_health {what}); nothing was certified", ExitCode.UNREACHABLE)
+        current().abort(
+             f"backend {getattr(adapter, 'name', spec.backend)!r} at {spec.display_uri} is "
+             f"unreachable (check_health {what}); nothing was certified", ExitCode.UNREACHABLE)
 
 
 class _LiveTable:
@@ -197,11 +196,11 @@ def run(
     try:
         cases = plan(only_list)
     except ValueError as exc:
-        raise usage_error(str(exc)) from None
+        current().abort(str(exc), ExitCode.USAGE, cause=None)
     spec = resolve_connection(backend, uri, adapter)
     if spec.origin == "default":
-        raise usage_error("name the backend to certify: --backend NAME, --uri URI or "
-                          "--adapter module:factory")
+        current().abort("name the backend to certify: --backend NAME, --uri URI or "
+                        "--adapter module:factory", ExitCode.USAGE)
     _refuse_fallback(spec)
     factory = _factory_for(spec)
     first = factory()  # construction errors (driver missing, bad URI) exit 3 here
@@ -250,7 +249,7 @@ def list_cases(
     try:
         cases = plan(_split_only(only))
     except ValueError as exc:
-        raise usage_error(str(exc)) from None
+        current().abort(str(exc), ExitCode.USAGE, cause=None)
     rows = [{"group": c.group, "case": c.name, "id": c.case_id, "checks": c.doc} for c in cases]
     if output == OutputFormat.table:
         current().output.table([Column("ID", "id"), Column("CHECKS", "checks")], rows)

@@ -45,10 +45,9 @@ def app(
     """Audit a store for damage (read-only); --fix shows repairs, --fix --apply makes the safe ones."""
     from backends.doctor import apply_repair, audit, blocking, plan
 
-    from semvecctl.errors import usage_error
 
     if apply and not fix:
-        raise usage_error("--apply only goes with --fix (see the plan first)")
+        current().abort("--apply only goes with --fix (see the plan first)", ExitCode.USAGE)
     out = current().output
     spec = resolve_connection(backend, uri, adapter)
     counts = {"error": 0, "warning": 0, "info": 0, "repaired": 0, "blocking": 0}

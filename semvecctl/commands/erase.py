@@ -21,7 +21,6 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.connection import open_adapter, resolve_connection
-from semvecctl.errors import usage_error
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, Uri, Yes
 from semvecctl.output import Column, OutputFormat
@@ -71,21 +70,21 @@ def app(
     from backends.journal import Journal, JournalMismatch, journal_path
 
     if not user.strip():
-        raise usage_error("--user needs a non-empty user id")
+        current().abort("--user needs a non-empty user id", ExitCode.USAGE)
     if (owner is None) == (not unowned):
-        raise usage_error("name the subject's owner: --owner OWNER, or --unowned for events "
-                          "without one (two owners' users are two data subjects)")
+        current().abort("name the subject's owner: --owner OWNER, or --unowned for events "
+                        "without one (two owners' users are two data subjects)", ExitCode.USAGE)
     if owner is not None and not owner.strip():
-        raise usage_error("--owner needs a non-empty owner (or pass --unowned)")
+        current().abort("--owner needs a non-empty owner (or pass --unowned)", ExitCode.USAGE)
     if apply and receipt is None:
-        raise usage_error("--apply needs --receipt FILE: the receipt is the evidence, and "
-                          "FILE.journal lets the same command finish an interrupted erasure")
+        current().abort("--apply needs --receipt FILE: the receipt is the evidence, and "
+                        "FILE.journal lets the same command finish an interrupted erasure", ExitCode.USAGE)
     if receipt is not None:
         directory = os.path.dirname(os.path.abspath(receipt))
         if not os.path.isdir(directory) or os.path.isdir(receipt):
-            raise usage_error(f"--receipt {receipt}: not a file in an existing directory")
+            current().abort(f"--receipt {receipt}: not a file in an existing directory", ExitCode.USAGE)
     elif overwrite:
-        raise usage_error("--overwrite only applies to --receipt FILE")
+        current().abort("--overwrite only applies to --receipt FILE", ExitCode.USAGE)
     app_ = current()
     out = app_.output
     spec = resolve_connection(backend, uri, adapter)

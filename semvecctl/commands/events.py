@@ -17,7 +17,6 @@ from semvecctl.commands.sessions import OwnerOpt, UnownedOpt
 # the export's options are the sessions export's: one --overwrite rule
 from semvecctl.commands.sessions_transfer import ExportYesOpt, OverwriteOpt
 from semvecctl.connection import open_adapter, resolve_connection
-from semvecctl.errors import CliError, usage_error
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, StreamOutput, Uri, owner_filter
 from semvecctl.output import Column, OutputFormat, StreamFormat
@@ -49,7 +48,7 @@ def _short(text: Optional[str], width: int) -> Optional[str]:
 
 def _user(user: str) -> str:
     if not user.strip():
-        raise usage_error("--user needs a non-empty user id")
+        current().abort("--user needs a non-empty user id", ExitCode.USAGE)
     return user
 
 
@@ -104,8 +103,8 @@ def inspect_event(
         event = require_event_store(adapter_obj).get_event(event_id, owner_subject=scope)
     if event is None or (user is not None and event.user_id != user):
         filtered = owner is not None or unowned or user is not None
-        raise CliError(f"no event {event_id!r}" + (" with that owner/user" if filtered else ""),
-                       ExitCode.CHECK_FAILED)
+        current().abort(f"no event {event_id!r}" + (" with that owner/user" if filtered else ""),
+                        ExitCode.CHECK_FAILED)
     report = event_row(event, full=True)
     out.emit(report, output, columns=[Column("FIELD", "field", style="bold"), Column("VALUE", "value")],
              rows=[{"field": k, "value": v} for k, v in report.items()])

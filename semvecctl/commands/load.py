@@ -16,7 +16,6 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.connection import open_adapter, resolve_connection
-from semvecctl.errors import CliError
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, Uri, Yes
 from semvecctl.output import Column, OutputFormat
@@ -81,8 +80,8 @@ def run(
     with open_adapter(spec) as adapter_obj:
         probe = call_with_timeout(adapter_obj.check_health, _PREFLIGHT_TIMEOUT_S)
         if probe.value is not True:
-            raise CliError(f"backend {adapter_obj.name!r} at {spec.display_uri} is unreachable; "
-                           "nothing was written", ExitCode.UNREACHABLE)
+            current().abort(f"backend {adapter_obj.name!r} at {spec.display_uri} is unreachable; "
+                            "nothing was written", ExitCode.UNREACHABLE)
         out.info(f"writing under prefix {prefix} for up to {duration:g}s")
         report = _run_interruptible(adapter_obj, plan, spec, out)
     data = {"uri": spec.display_uri, **report.to_dict()}
@@ -90,7 +89,7 @@ def run(
                                     Column("RESULT", "value")],
              rows=_rows(report, spec.display_uri))
     if report.fatal:
-        raise CliError(f"the store refused the load run: {report.fatal}", ExitCode.ENVIRONMENT)
+        current().abort(f"the store refused the load run: {report.fatal}", ExitCode.ENVIRONMENT)
     if report.cleanup_problems:
         out.warn(f"{len(report.cleanup_problems)} cleanup problem(s): rows under prefix "
                  f"{report.prefix} may remain; remove them with: "
@@ -157,8 +156,8 @@ def cleanup(
 
     out = current().output
     if not prefix.startswith("semvec-load-") or len(prefix) <= len("semvec-load-"):
-        raise CliError(f"--prefix {prefix!r} is not a load-run prefix (semvec-load-<hex>-)",
-                       ExitCode.USAGE)
+        current().abort(f"--prefix {prefix!r} is not a load-run prefix (semvec-load-<hex>-)",
+                        ExitCode.USAGE)
     spec = resolve_connection(backend, uri, adapter)
     out.confirm(f"delete the load-run rows under {prefix} from {spec.display_uri}", yes=yes)
     with open_adapter(spec) as adapter_obj:

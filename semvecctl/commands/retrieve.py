@@ -11,13 +11,12 @@ unreachable.
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
 
 from semvecctl.application import current
 from semvecctl.connection import open_adapter, resolve_connection
-from semvecctl.errors import CliError, environment_error, usage_error
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, Uri, owner_filter
 from semvecctl.output import Column, OutputFormat
@@ -72,7 +71,7 @@ def _parse_vector(value: str) -> tuple[float, ...]:
     if not text.startswith("["):
         path = Path(value)
         if not path.is_file():
-            raise usage_error(f"--query-vector is neither a JSON array nor a readable file: {value!r}")
+            current().abort(f"--query-vector is neither a JSON array nor a readable file: {value!r}", ExitCode.USAGE)
         text = path.read_text(encoding="utf-8")
     try:
         data = json.loads(text)
@@ -80,7 +79,7 @@ def _parse_vector(value: str) -> tuple[float, ...]:
             data = data.get("embedding", data.get("vector"))
         return parse_vector(data, "--query-vector")
     except (ValueError, TypeError) as exc:
-        raise usage_error(f"--query-vector: {exc}") from None
+        current().abort(f"--query-vector: {exc}", ExitCode.USAGE, cause=None)
 
 
 def _rrf_weights(value: str | None) -> tuple[float, float] | None:
@@ -91,7 +90,7 @@ def _rrf_weights(value: str | None) -> tuple[float, float] | None:
     except ValueError:
         parts = ()
     if len(parts) != 2 or any(p < 0 for p in parts):
-        raise usage_error(f"--rrf-weights expects two non-negative numbers 'dense,bm25', got {value!r}")
+        current().abort(f"--rrf-weights expects two non-negative numbers 'dense,bm25', got {value!r}", ExitCode.USAGE)
     return parts  # type: ignore[return-value]
 
 
@@ -105,13 +104,13 @@ def _load_items(adapter: Any, session: str, owner: Any, items_file: Path | None,
         try:
             return load_items_jsonl(items_file), str(items_file)
         except ValueError as exc:
-            raise usage_error(f"--items: {exc}") from None
+            current().abort(f"--items: {exc}", ExitCode.USAGE, cause=None)
     if isinstance(adapter, LiveItemSource):
         return tuple(adapter.iter_live_items(session, owner_subject=owner)), "live"
     if needed:
-        raise environment_error(
+        current().abort(
             f"enumerating live memory items is not supported by backend "
-            f"{getattr(adapter, 'name', '?')!r}; pass --items FILE.jsonl for the in-process side")
+            f"{getattr(adapter, 'name', '?')!r}; pass --items FILE.jsonl for the in-process side", ExitCode.ENVIRONMENT)
     return (), "none"
 
 
@@ -129,18 +128,18 @@ def _single_spec(query: str | None, query_vector: str | None, like: str | None):
     from backends.retrieval.diff import QuerySpec
 
     if query_vector is not None and like is not None:
-        raise usage_error("give --query-vector or --like, not both")
+        current().abort("give --query-vector or --like, not both", ExitCode.USAGE)
     if query is None and query_vector is None and like is None:
-        raise usage_error("nothing to search for: give --query, --query-vector or --like")
+        current().abort("nothing to search for: give --query, --query-vector or --like", ExitCode.USAGE)
     vector = _parse_vector(query_vector) if query_vector is not None else None
     return QuerySpec("query", text=query, vector=vector, like=like)
 
 
-def _no_server(adapter: Any) -> CliError:
-    return environment_error(
+def _no_server(adapter: Any) -> NoReturn:
+    current().abort(
         f"backend {getattr(adapter, 'name', '?')!r} has no server-side retrieval "
         "(no server_retriever()): it always retrieves in-process, so there is "
-        "nothing to diff against")
+        "nothing to diff against", ExitCode.ENVIRONMENT)
 
 
 def _unit_row(rank: int, unit: Any) -> dict[str, Any]:
@@ -191,9 +190,9 @@ def run(
     with open_adapter(connection) as adapter_obj:
         server = server_retriever_of(adapter_obj) if side is Side.server else None
         if side is Side.server and server is None:
-            raise environment_error(
+            current().abort(
                 f"backend {adapter_obj.name!r} has no server-side retrieval "
-                "(no server_retriever()); use --side in-process")
+                "(no server_retriever()); use --side in-process", ExitCode.ENVIRONMENT)
         need_items = side is Side.in_process or like is not None
         live, origin = _load_items(adapter_obj, session, scope, items, need_items)
         try:
@@ -201,7 +200,7 @@ def run(
             ctx = replace(ctx, query_embedding=vector, query_text=text)
             units = run_side(side.value, ctx, items=live, server=server)
         except (ValueError, LookupError) as exc:
-            raise usage_error(str(exc).strip("'\"")) from None
+            current().abort(str(exc).strip("'\""), ExitCode.USAGE, cause=None)
         retriever = "in-process" if server is None else getattr(server, "name", "server")
         report = {
             "backend": adapter_obj.name,
@@ -385,11 +384,11 @@ def diff(
     scope = owner_filter(owner, unowned)
     if queries is not None:
         if query is not None or query_vector is not None or like is not None:
-            raise usage_error("--queries replaces --query/--query-vector/--like; give one or the other")
+            current().abort("--queries replaces --query/--query-vector/--like; give one or the other", ExitCode.USAGE)
         try:
             specs = load_queries_jsonl(queries)
         except ValueError as exc:
-            raise usage_error(f"--queries: {exc}") from None
+            current().abort(f"--queries: {exc}", ExitCode.USAGE, cause=None)
     else:
         specs = [_single_spec(query, query_vector, like)]
     ctx = _context(session, scope, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
@@ -398,19 +397,19 @@ def diff(
     with open_adapter(connection) as adapter_obj:
         server = server_retriever_of(adapter_obj)
         if server is None:
-            raise _no_server(adapter_obj)
+            _no_server(adapter_obj)
         exact = exact or min_recall is not None
         if exact and not has_exact_search(server):
-            raise environment_error(
+            current().abort(
                 f"--exact: the server-side retriever of backend {adapter_obj.name!r} has no "
-                "exact search (exact_search) to measure recall against")
+                "exact search (exact_search) to measure recall against", ExitCode.ENVIRONMENT)
         live, origin = _load_items(adapter_obj, session, scope, items, True)
         try:
             report = diff_queries(ctx, specs, items=live, server=server, p=rbo_p,
                                   items_origin=origin, min_rbo=min_rbo, min_jaccard=min_jaccard,
                                   exact=exact, min_recall=min_recall)
         except (ValueError, LookupError) as exc:
-            raise usage_error(str(exc).strip("'\"")) from None
+            current().abort(str(exc).strip("'\""), ExitCode.USAGE, cause=None)
         data = {"backend": adapter_obj.name, "session": session, "items": origin,
                 **report.to_dict()}
         fusion = _fusion_paths(server)
@@ -422,4 +421,4 @@ def diff(
         for miss in report.misses:
             out.error(f"gate missed: query {miss.query_id!r} {miss.metric} "
                       f"{miss.value:.4f} < {miss.threshold:g}")
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+        current().abort(code=ExitCode.CHECK_FAILED)

@@ -11,7 +11,6 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.connection import open_adapter, require_seam, resolve_connection
-from semvecctl.errors import CliError
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, StreamOutput, Uri, Yes, owner_filter
 from semvecctl.output import Column, OutputFormat, StreamFormat
@@ -139,9 +138,9 @@ def inspect_session(
             current().abort(_report_damaged(out, output, adapter_obj.name, exc),
                             ExitCode.CHECK_FAILED)
         if state is None:
-            raise CliError(f"no session {shown(session_id)}" + ("" if owner is None and not unowned
-                                                                else " with that owner"),
-                           ExitCode.CHECK_FAILED)
+            current().abort(f"no session {shown(session_id)}" + ("" if owner is None and not unowned
+                                                                 else " with that owner"),
+                            ExitCode.CHECK_FAILED)
         blob = describe_blob(state.blob)
         report: dict[str, Any] = {
             "session_id": escape_id(session_id),
@@ -235,9 +234,9 @@ def delete_session(
             from backends.registry import accepts_keyword
 
             if not accepts_keyword(store.delete, "expected_version"):  # never delete unchecked
-                raise CliError(f"version-checked delete (--if-version) is not supported by "
-                               f"backend {adapter_obj.name!r}; nothing was deleted",
-                               ExitCode.ENVIRONMENT)
+                current().abort(f"version-checked delete (--if-version) is not supported by "
+                                f"backend {adapter_obj.name!r}; nothing was deleted",
+                                ExitCode.ENVIRONMENT)
             deleted = _unless_unencodable(lambda: store.delete(
                 session_id, owner_subject=scope, expected_version=if_version), False)
     if not deleted:

@@ -38,7 +38,6 @@ from semvecctl.application import current
 from semvecctl.commands.sessions import OwnerOpt, UnownedOpt
 from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import open_adapter, resolve_connection
-from semvecctl.errors import CliError, usage_error
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, StreamOutput, Uri, owner_filter
 from semvecctl.output import Column, StreamFormat
@@ -190,24 +189,24 @@ def archive_target(out_path: str, out: Any, *, overwrite: bool = False) -> bool:
     confirmation flag never replaces an archive). True when the archive goes to stdout."""
     if out_path == "-":
         if out._isatty(sys.stdout):
-            raise usage_error("refusing to write an archive to a terminal: pass --out FILE or "
-                              "redirect stdout")
+            current().abort("refusing to write an archive to a terminal: pass --out FILE or "
+                            "redirect stdout", ExitCode.USAGE)
         return True
     directory = os.path.dirname(os.path.abspath(out_path))
     if not os.path.isdir(directory):
-        raise usage_error(f"directory {directory} does not exist (from --out)")
+        current().abort(f"directory {directory} does not exist (from --out)", ExitCode.USAGE)
     if os.path.isdir(out_path):
-        raise usage_error(f"--out {out_path} is a directory; name a file")
+        current().abort(f"--out {out_path} is a directory; name a file", ExitCode.USAGE)
     if os.path.lexists(out_path) and not overwrite:
-        raise usage_error(f"--out {out_path} already exists; nothing was written. Pass "
-                          "--overwrite to replace it, or name another file")
+        current().abort(f"--out {out_path} already exists; nothing was written. Pass "
+                        "--overwrite to replace it, or name another file", ExitCode.USAGE)
     return False
 
 
 def _users(users: Optional[List[str]]) -> tuple[str, ...]:
     cleaned = tuple(dict.fromkeys(u for u in (users or ())))
     if any(not u.strip() for u in cleaned):
-        raise usage_error("--user needs a non-empty user id")
+        current().abort("--user needs a non-empty user id", ExitCode.USAGE)
     return cleaned
 
 
@@ -287,8 +286,8 @@ def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: s
     if not report.ok:
         for example in report.examples:
             out.error(f"read-back mismatch: {example}")
-        raise CliError(f"read-back found {report.mismatched} session(s) that differ from the source",
-                       ExitCode.CHECK_FAILED)
+        current().abort(f"read-back found {report.mismatched} session(s) that differ from the source",
+                        ExitCode.CHECK_FAILED)
     events = (f"; {report.events_matched} event(s) match"
               if report.events_compared else "")
     out.info(f"read back {report.matched} session(s): blobs, owners, pending messages"
@@ -341,9 +340,9 @@ def _archive_source(path: str) -> Iterator[Any]:
             yield StagedStream(staged, "stdin")
         return
     if not os.path.exists(path):
-        raise usage_error(f"no such archive file: {path}")
+        current().abort(f"no such archive file: {path}", ExitCode.USAGE)
     if os.path.isdir(path):
-        raise usage_error(f"{path} is a directory, not an archive file")
+        current().abort(f"{path} is a directory, not an archive file", ExitCode.USAGE)
     yield ArchiveFile(path)
 
 
@@ -419,11 +418,11 @@ def copy_sessions(
 
     out = current().output
     if not (from_uri or from_adapter):
-        raise usage_error("name the source with --from URI (or --from-adapter module:factory)")
+        current().abort("name the source with --from URI (or --from-adapter module:factory)", ExitCode.USAGE)
     if not (to_uri or to_adapter):
-        raise usage_error("name the target with --to URI (or --to-adapter module:factory)")
+        current().abort("name the target with --to URI (or --to-adapter module:factory)", ExitCode.USAGE)
     if from_uri and to_uri and from_uri == to_uri and not (from_adapter or to_adapter):
-        raise usage_error("--from and --to name the same store; nothing to copy")
+        current().abort("--from and --to name the same store; nothing to copy", ExitCode.USAGE)
     policy = _on_conflict(on_conflict)
     scope = owner_filter(owner, unowned)
     users = _users(users)
