@@ -6,12 +6,13 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
+from semvecctl.commands import help_of
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import Output
 from semvecctl.output import Column, OutputFormat
 
 NAME = "backends"
-HELP = "List, show and resolve session backends (shipped and installed)."
+HELP = help_of(NAME)
 
 app = typer.Typer(no_args_is_help=True, help=HELP)
 

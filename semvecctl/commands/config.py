@@ -13,12 +13,13 @@ from typing import Any
 import typer
 
 from semvecctl.application import current
+from semvecctl.commands import help_of
 from semvecctl.connection import URI_ENV, resolve_connection
 from semvecctl.options import AdapterFactory, Backend, Output, Uri
 from semvecctl.output import Column, OutputFormat
 
 NAME = "config"
-HELP = "Show the effective configuration (profiles, selection, connection), secrets redacted."
+HELP = help_of(NAME)
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
 def _redact_options(options: Any) -> Any:

@@ -14,13 +14,14 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
+from semvecctl.commands import help_of
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, NamedBackend, Output, Uri
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
 NAME = "conformance"
-HELP = "Certify a backend against the contract: cases per capability, a level, JUnit XML."
+HELP = help_of(NAME)
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
 _MARKS = {"passed": "ok", "failed": "FAIL", "error": "ERROR", "not-applicable": "n/a",

@@ -14,13 +14,14 @@ from typing import Any, Iterator
 import typer
 
 from semvecctl.application import current
+from semvecctl.commands import help_of
 from semvecctl.connection import open_adapter, resolve_connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, StreamOutput, Timeout, Uri
 from semvecctl.output import Column, StreamFormat
 
 NAME = "doctor"
-HELP = "Audit a store for damage (read-only); --fix shows repairs, --fix --apply makes the safe ones."
+HELP = help_of(NAME)
 
 _COLUMNS = [
     Column("SEVERITY", "severity", style="bold"),

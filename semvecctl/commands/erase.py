@@ -20,14 +20,14 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
+from semvecctl.commands import help_of
 from semvecctl.connection import open_adapter, resolve_connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, Uri, Yes
 from semvecctl.output import Column, OutputFormat
 
 NAME = "erase"
-HELP = ("Erase a data subject as the engine does: its events, the state and item rows of "
-        "the sessions derived from them (preview, then --apply).")
+HELP = help_of(NAME)
 
 _PLACES = [Column("PLACE", "place", style="bold"), Column("COUNT", "count", justify="right"),
            Column("DETAIL", "detail")]

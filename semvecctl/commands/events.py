@@ -13,6 +13,7 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
+from semvecctl.commands import help_of
 from semvecctl.commands.sessions import OwnerOpt, UnownedOpt
 # the export's options are the sessions export's: one --overwrite rule
 from semvecctl.commands.sessions_transfer import ExportYesOpt, OverwriteOpt
@@ -22,7 +23,7 @@ from semvecctl.options import AdapterFactory, Backend, Output, StreamOutput, Uri
 from semvecctl.output import Column, OutputFormat, StreamFormat
 
 NAME = "events"
-HELP = "List, inspect, count and export a user's compliance events."
+HELP = help_of(NAME)
 
 app = typer.Typer(no_args_is_help=True, help=HELP)
 

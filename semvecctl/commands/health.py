@@ -11,13 +11,14 @@ from typing import Any
 import typer
 
 from semvecctl.application import current
+from semvecctl.commands import help_of
 from semvecctl.connection import open_adapter, resolve_connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, Timeout, Uri
 from semvecctl.output import Column, OutputFormat
 
 NAME = "health"
-HELP = "Probe a backend (check_health, bounded by a timeout); exit 0/1/3/4 for CI gates."
+HELP = help_of(NAME)
 
 
 #: a session id no one writes: reading it tells why a store is unhealthy

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from semvecctl.application import current
+from semvecctl.commands import help_of
 from semvecctl.connection import open_adapter, resolve_connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, Uri, Yes
@@ -23,7 +24,7 @@ from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
 NAME = "indexes"
-HELP = "Plan, ensure (create what is missing) and validate (read-only) a backend's indexes."
+HELP = help_of(NAME)
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
 Dimensions = Annotated[

@@ -15,13 +15,14 @@ from typing import Any
 import typer
 
 from semvecctl.application import current
+from semvecctl.commands import help_of
 from semvecctl.connection import open_adapter, resolve_connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, Uri, Yes
 from semvecctl.output import Column, OutputFormat
 
 NAME = "load"
-HELP = "Run concurrent writers against a store, then audit that nothing acknowledged was lost."
+HELP = help_of(NAME)
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
 _PREFLIGHT_TIMEOUT_S = 5.0

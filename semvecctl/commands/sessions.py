@@ -10,13 +10,14 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
+from semvecctl.commands import help_of
 from semvecctl.connection import open_adapter, require_seam, resolve_connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, StreamOutput, Uri, Yes, owner_filter
 from semvecctl.output import Column, OutputFormat, StreamFormat
 
 NAME = "sessions"
-HELP = "List, inspect, delete, export, import and copy stored sessions."
+HELP = help_of(NAME)
 
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
