@@ -9,6 +9,7 @@ tests) without going through the registry.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
@@ -297,3 +298,63 @@ def require_seam(adapter: Any, seam: type, what: str) -> Any:
         current().abort(f"{what} is not supported by backend {getattr(adapter, 'name', '?')!r}",
                         ExitCode.ENVIRONMENT)
     return adapter
+
+
+def owner_filter(owner: str | None, unowned: bool) -> Any:
+    """The three-state owner filter from ``--owner`` / ``--unowned``: neither = every owner
+    (``UNSCOPED``), ``--unowned`` = only rows without an owner (``None``), ``--owner`` = exact."""
+    from backends.contract import UNSCOPED
+
+    if owner is not None and unowned:
+        current().abort("--owner and --unowned exclude each other", ExitCode.USAGE)
+    if unowned:
+        return None
+    if owner is not None:
+        if not owner.strip():
+            current().abort("--owner needs a non-empty owner (use --unowned for rows without one)", ExitCode.USAGE)
+        return owner
+    return UNSCOPED
+
+
+class Connection:
+    """The connection bundle of one command: where (``--backend``/``--uri``/``--adapter``
+    with environment and profile), whose rows (``--owner``/``--unowned``) and how long
+    (``--timeout``). Built from the parsed flags; each part is resolved once, the first
+    time the command asks for it, so a command's own checks keep their order (the owner
+    flags are refused before the store is looked up when the command asks for
+    :attr:`scope` first)::
+
+        conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+        scope = conn.scope                  # exit 2 on --owner with --unowned
+        with conn.open() as adapter_obj:    # flags > env > profile, closed afterwards
+            ...
+    """
+
+    def __init__(self, backend: str | None = None, uri: str | None = None,
+                 adapter: str | None = None, *, owner: str | None = None,
+                 unowned: bool = False, timeout: float | None = None) -> None:
+        self.backend, self.uri, self.adapter = backend, uri, adapter
+        self.owner, self.unowned, self.timeout = owner, unowned, timeout
+
+    @functools.cached_property
+    def scope(self) -> Any:
+        """The owner filter (``UNSCOPED``, ``None`` for --unowned, or the owner)."""
+        return owner_filter(self.owner, self.unowned)
+
+    @functools.cached_property
+    def spec(self) -> ConnectionSpec:
+        """The resolved connection (backend, URI, options, where they came from)."""
+        return resolve_connection(self.backend, self.uri, self.adapter)
+
+    def resolve(self) -> ConnectionSpec:
+        """Resolve the connection now (an unknown backend or a bad URI fails here), so
+        that the command's later checks come second."""
+        return self.spec
+
+    @property
+    def display_uri(self) -> str:
+        return self.spec.display_uri
+
+    def open(self) -> contextlib.AbstractContextManager[Any]:
+        """The adapter, closed when the block ends."""
+        return open_adapter(self.spec)

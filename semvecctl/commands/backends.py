@@ -8,7 +8,7 @@ import typer
 from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import Output
+from semvecctl.options import Output, ResolveUri
 from semvecctl.output import Column, OutputFormat
 
 NAME = "backends"
@@ -93,7 +93,7 @@ def show_backend(
 @app.command("resolve")
 def resolve_backend(
     name: Optional[str] = typer.Argument(None, help="Name to resolve (default: $SEMVEC_SESSION_BACKEND)."),
-    uri: Optional[str] = typer.Option(None, "--uri", help="Resolve what this URI selects (postgresql:// is told apart by what the database holds)."),
+    uri: ResolveUri = None,
     output: Output = OutputFormat.table,
 ) -> None:
     """What SEMVEC_SESSION_BACKEND=NAME (or --uri URI) would give, including the fallback warning."""
@@ -102,9 +102,9 @@ def resolve_backend(
 
     chosen_by = None
     if uri is not None and name is None:
-        from semvecctl.connection import resolve_connection
+        from semvecctl.connection import Connection
 
-        spec = resolve_connection(None, uri, None)
+        spec = Connection(uri=uri).spec
         name, chosen_by = spec.backend, spec.choice_reason or None
     requested = name if name is not None else selected_from_env()
     try:

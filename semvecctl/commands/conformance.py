@@ -189,7 +189,7 @@ def run(
     from backends.conformance import ConformanceOptions, plan, run_conformance, write_junit_xml
     from backends.conformance.context import redis_url_of
 
-    from semvecctl.connection import resolve_connection
+    from semvecctl.connection import Connection
     from semvecctl.report import write_report
 
     out = current().output
@@ -198,7 +198,8 @@ def run(
         cases = plan(only_list)
     except ValueError as exc:
         current().abort(str(exc), ExitCode.USAGE, cause=None)
-    spec = resolve_connection(backend, uri, adapter)
+    conn = Connection(backend, uri, adapter)
+    spec = conn.spec
     if spec.origin == "default":
         current().abort("name the backend to certify: --backend NAME, --uri URI or "
                         "--adapter module:factory", ExitCode.USAGE)

@@ -21,9 +21,9 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.commands import help_of
-from semvecctl.connection import open_adapter, resolve_connection
+from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, Uri, Yes
+from semvecctl.options import AdapterFactory, Backend, Output, SubjectOwner, SubjectUnowned, Uri, Yes
 from semvecctl.output import Column, OutputFormat
 
 NAME = "erase"
@@ -46,11 +46,8 @@ def _rows(places: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 def app(
     user: str = typer.Option(..., "--user", help="The user id of the data subject.",
                              show_default=False),
-    owner: Optional[str] = typer.Option(None, "--owner", show_default=False,
-                                        help="The subject's owner (tenant or tenant/agent): "
-                                             "the user's events of this owner only."),
-    unowned: bool = typer.Option(False, "--unowned",
-                                 help="The subject whose events carry no owner."),
+    owner: SubjectOwner = None,
+    unowned: SubjectUnowned = False,
     apply: bool = typer.Option(False, "--apply", help="Erase (default: preview only)."),
     receipt: Optional[str] = typer.Option(None, "--receipt", show_default=False,
                                           help="Write the JSON receipt here (required with "
@@ -87,8 +84,9 @@ def app(
         current().abort("--overwrite only applies to --receipt FILE", ExitCode.USAGE)
     app_ = current()
     out = app_.output
-    spec = resolve_connection(backend, uri, adapter)
-    with open_adapter(spec) as adapter_obj:
+    conn = Connection(backend, uri, adapter)
+    spec = conn.spec
+    with conn.open() as adapter_obj:
         arguments = {"uri": spec.display_uri, "backend": str(getattr(adapter_obj, "name", "?")),
                      "user": user, "owner": owner, "unowned": owner is None}
         found = None

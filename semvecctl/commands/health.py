@@ -12,7 +12,7 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.commands import help_of
-from semvecctl.connection import open_adapter, resolve_connection
+from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, Timeout, Uri
 from semvecctl.output import Column, OutputFormat
@@ -82,8 +82,9 @@ def app(
     from backends.registry import accepts_keyword
 
     out = current().output
-    spec = resolve_connection(backend, uri, adapter)
-    with open_adapter(spec) as adapter_obj:
+    conn = Connection(backend, uri, adapter, timeout=timeout)
+    spec = conn.spec
+    with conn.open() as adapter_obj:
         started = time.monotonic()
         # the timeout is passed to adapters that take one, and bounds the call either way
         takes_timeout = accepts_keyword(adapter_obj.check_health, "timeout")

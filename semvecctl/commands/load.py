@@ -16,7 +16,7 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.commands import help_of
-from semvecctl.connection import open_adapter, resolve_connection
+from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, Uri, Yes
 from semvecctl.output import Column, OutputFormat
@@ -72,13 +72,14 @@ def run(
     from backends.probe import call_with_timeout
 
     out = current().output
-    spec = resolve_connection(backend, uri, adapter)
+    conn = Connection(backend, uri, adapter)
+    spec = conn.spec
     out.confirm(f"write load-test sessions and events to {spec.display_uri} "
                 "(removed afterwards)", yes=yes)
     prefix = new_load_prefix()
     plan = LoadPlan(writers=writers, duration_s=duration, sessions=sessions,
                     events_per_turn=events_per_turn, max_commits=max_commits, prefix=prefix)
-    with open_adapter(spec) as adapter_obj:
+    with conn.open() as adapter_obj:
         probe = call_with_timeout(adapter_obj.check_health, _PREFLIGHT_TIMEOUT_S)
         if probe.value is not True:
             current().abort(f"backend {adapter_obj.name!r} at {spec.display_uri} is unreachable; "
@@ -159,9 +160,10 @@ def cleanup(
     if not prefix.startswith("semvec-load-") or len(prefix) <= len("semvec-load-"):
         current().abort(f"--prefix {prefix!r} is not a load-run prefix (semvec-load-<hex>-)",
                         ExitCode.USAGE)
-    spec = resolve_connection(backend, uri, adapter)
+    conn = Connection(backend, uri, adapter)
+    spec = conn.spec
     out.confirm(f"delete the load-run rows under {prefix} from {spec.display_uri}", yes=yes)
-    with open_adapter(spec) as adapter_obj:
+    with conn.open() as adapter_obj:
         outcome = cleanup_prefix(adapter_obj, prefix, sessions)
     removed = (f"removed {len(outcome.removed.sessions)} session(s) and the events of "
                f"{len(outcome.removed.users)} user(s) under {prefix}")

@@ -17,9 +17,9 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.commands import help_of
-from semvecctl.connection import open_adapter, resolve_connection
+from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, Uri, owner_filter
+from semvecctl.options import AdapterFactory, Backend, ItemOwner, ItemUnowned, Output, Uri
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
@@ -36,10 +36,6 @@ class Side(str, Enum):
 # -- shared options ----------------------------------------------------------------------
 
 Session = Annotated[str, typer.Option("--session", "-s", help="Session id whose memory to rank.")]
-Owner = Annotated[Optional[str], typer.Option(
-    "--owner", help="Only items of this owner (tenant or tenant/agent). Default: unscoped.",
-    show_default=False)]
-Unowned = Annotated[bool, typer.Option("--unowned", help="Only items with no owner.")]
 Query = Annotated[Optional[str], typer.Option(
     "--query", "-q", help="Query text (used by BM25 / lexical search).", show_default=False)]
 QueryVector = Annotated[Optional[str], typer.Option(
@@ -172,8 +168,8 @@ def run(
     side: Side = typer.Option(Side.in_process, "--side", help="Which retriever ranks.",
                               case_sensitive=False),
     items: Items = None,
-    owner: Owner = None,
-    unowned: Unowned = False,
+    owner: ItemOwner = None,
+    unowned: ItemUnowned = False,
     output: Output = OutputFormat.table,
 ) -> None:
     """Rank a session's memory with one retriever and print the top-k."""
@@ -183,12 +179,12 @@ def run(
     from backends.retrieval.diff import resolve_query, run_side
 
     out = current().output
-    scope = owner_filter(owner, unowned)
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
     spec = _single_spec(query, query_vector, like)
     ctx = _context(session, scope, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
                    rrf_k, rrf_weights)
-    connection = resolve_connection(backend, uri, adapter)
-    with open_adapter(connection) as adapter_obj:
+    with conn.open() as adapter_obj:
         server = server_retriever_of(adapter_obj) if side is Side.server else None
         if side is Side.server and server is None:
             current().abort(
@@ -351,8 +347,8 @@ def diff(
     rrf_k: RrfK = None,
     rrf_weights: RrfWeights = None,
     items: Items = None,
-    owner: Owner = None,
-    unowned: Unowned = False,
+    owner: ItemOwner = None,
+    unowned: ItemUnowned = False,
     min_rbo: Optional[float] = typer.Option(
         None, "--min-rbo", min=0.0, max=1.0, help="Exit 1 if any query's RBO is below this.",
         show_default=False),
@@ -382,7 +378,8 @@ def diff(
     from semvecctl.report import write_report
 
     out = current().output
-    scope = owner_filter(owner, unowned)
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
     if queries is not None:
         if query is not None or query_vector is not None or like is not None:
             current().abort("--queries replaces --query/--query-vector/--like; give one or the other", ExitCode.USAGE)
@@ -394,8 +391,7 @@ def diff(
         specs = [_single_spec(query, query_vector, like)]
     ctx = _context(session, scope, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
                    rrf_k, rrf_weights)
-    connection = resolve_connection(backend, uri, adapter)
-    with open_adapter(connection) as adapter_obj:
+    with conn.open() as adapter_obj:
         server = server_retriever_of(adapter_obj)
         if server is None:
             _no_server(adapter_obj)

@@ -18,11 +18,10 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
-from semvecctl.commands.sessions import OwnerOpt, UnownedOpt
 from semvecctl.commands.sessions import app as sessions_app
-from semvecctl.connection import open_adapter, require_seam, resolve_connection
+from semvecctl.connection import Connection, require_seam
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, StreamOutput, Uri, Yes, owner_filter
+from semvecctl.options import AdapterFactory, Backend, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
 from semvecctl.output import Column, StreamFormat
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -96,8 +95,8 @@ def prune_sessions(
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
-    owner: Optional[str] = OwnerOpt,
-    unowned: bool = UnownedOpt,
+    owner: SessionOwner = None,
+    unowned: SessionUnowned = False,
     match: Optional[str] = typer.Option(None, "--match", "-m", show_default=False,
                                         help="Only session ids matching this glob (*, ?, [..])."),
     apply: bool = typer.Option(False, "--apply", help="Delete (default: preview only)."),
@@ -128,7 +127,8 @@ def prune_sessions(
 
     idle_for_td = parse_duration(idle_for)
     ttl = _parse_ttl(assume_ttl) if assume_ttl is not None else None
-    scope = owner_filter(owner, unowned)
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
     if archive is not None:
         directory = os.path.dirname(os.path.abspath(archive))
         if not os.path.isdir(directory) or os.path.isdir(archive):
@@ -137,9 +137,9 @@ def prune_sessions(
         current().abort("--overwrite only applies to --archive FILE", ExitCode.USAGE)
     app_ = current()
     out = app_.output
-    spec = resolve_connection(backend, uri, adapter)
+    spec = conn.spec
     result = PruneResult()
-    with open_adapter(spec) as adapter_obj:
+    with conn.open() as adapter_obj:
         require_seam(adapter_obj, SessionEnumerator, "session listing")
         if ttl is not None and offers(adapter_obj.state_store(), Capability.WRITE_TIME):
             current().abort(f"--assume-ttl is for stores that keep no write time; backend "

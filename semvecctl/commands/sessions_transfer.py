@@ -35,11 +35,10 @@ from typing import Any, Iterator, List, Optional
 import typer
 
 from semvecctl.application import current
-from semvecctl.commands.sessions import OwnerOpt, UnownedOpt
 from semvecctl.commands.sessions import app as sessions_app
-from semvecctl.connection import open_adapter, resolve_connection
+from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, StreamOutput, Uri, owner_filter
+from semvecctl.options import AdapterFactory, ArchiveOverwrite, Backend, ExportYes, SessionOwner, SessionUnowned, StreamOutput, Uri
 from semvecctl.output import Column, StreamFormat
 
 MatchOpt = typer.Option(None, "--match", "-m", help="Only session ids matching this glob (*, ?, [..]).",
@@ -59,12 +58,6 @@ AllowLossOpt = typer.Option(False, "--allow-loss",
                                  "(items, events, sequences, expiry times, drift flags); without it such a "
                                  "transfer is refused (exit 1) before anything is written.")
 ApplyOpt = typer.Option(False, "--apply", help="Write to the target (default: preview only).")
-OverwriteOpt = typer.Option(False, "--overwrite",
-                            help="Replace an existing --out file (without it an existing archive is never "
-                                 "touched: exit 2). --yes never allows this.")
-#: export never asks; --yes is accepted (scripts pass it) and allows nothing
-ExportYesOpt = typer.Option(False, "--yes", "-y", hidden=True,
-                            help="Accepted and ignored: overwriting an existing archive needs --overwrite.")
 
 
 class OnConflict(str, Enum):
@@ -115,8 +108,8 @@ def export_sessions(
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
-    owner: Optional[str] = OwnerOpt,
-    unowned: bool = UnownedOpt,
+    owner: SessionOwner = None,
+    unowned: SessionUnowned = False,
     match: Optional[str] = MatchOpt,
     with_items: bool = WithItemsOpt,
     with_events: bool = WithEventsOpt,
@@ -124,13 +117,13 @@ def export_sessions(
     allow_loss: bool = AllowLossOpt,
     out_path: str = typer.Option("-", "--out", "-O", help="Archive file (gzip when it ends in .gz), or - for stdout."),
     batch_size: int = BatchOpt,
-    overwrite: bool = OverwriteOpt,
+    overwrite: ArchiveOverwrite = False,
     skip_damaged: bool = typer.Option(
         False, "--skip-damaged",
         help="Write every session that reads strictly and list the damaged ones left out "
              "(id and reason, on stderr); the export then exits 1 (incomplete). Without it, "
              "one damaged session fails the export (exit 1), naming it, and no file is written."),
-    yes: bool = ExportYesOpt,
+    yes: ExportYes = False,
 ) -> None:
     """Write sessions to a versioned, checksummed archive (JSON Lines).
 
@@ -142,11 +135,12 @@ def export_sessions(
 
     app = current()
     out = app.output
-    scope = owner_filter(owner, unowned)
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
     to_stdout = archive_target(out_path, out, overwrite=overwrite)
-    spec = resolve_connection(backend, uri, adapter)
+    spec = conn.spec
     users = _users(users)
-    with open_adapter(spec) as source:
+    with conn.open() as source:
         for warning in check_exportable(source, with_items=with_items, with_events=with_events,
                                         users=users, allow_loss=allow_loss):
             out.warn(warning)
@@ -367,8 +361,9 @@ def import_sessions(
     from backends.migrate import SessionImporter
 
     policy = _on_conflict(on_conflict)
-    spec = resolve_connection(backend, uri, adapter)
-    with _archive_source(archive) as source, open_adapter(spec) as target:
+    conn = Connection(backend, uri, adapter)
+    conn.resolve()
+    with _archive_source(archive) as source, conn.open() as target:
         importer = SessionImporter(target, source, on_conflict=policy, keep_versions=keep_versions,
                                    allow_loss=allow_loss)
         _run_import(importer, apply=apply, output=output, verb="import")
@@ -391,8 +386,8 @@ def copy_sessions(
     to_adapter: Optional[str] = typer.Option(None, "--to-adapter", show_default=False,
                                              help="Target adapter from Python code: module:factory.",
                                              rich_help_panel="Backend authors"),
-    owner: Optional[str] = OwnerOpt,
-    unowned: bool = UnownedOpt,
+    owner: SessionOwner = None,
+    unowned: SessionUnowned = False,
     match: Optional[str] = MatchOpt,
     with_items: bool = WithItemsOpt,
     with_events: bool = WithEventsOpt,
@@ -424,11 +419,13 @@ def copy_sessions(
     if from_uri and to_uri and from_uri == to_uri and not (from_adapter or to_adapter):
         current().abort("--from and --to name the same store; nothing to copy", ExitCode.USAGE)
     policy = _on_conflict(on_conflict)
-    scope = owner_filter(owner, unowned)
+    source_conn = Connection(None, from_uri, from_adapter, owner=owner, unowned=unowned)
+    target_conn = Connection(None, to_uri, to_adapter)
+    scope = source_conn.scope
     users = _users(users)
-    source_spec = resolve_connection(None, from_uri, from_adapter)
-    target_spec = resolve_connection(None, to_uri, to_adapter)
-    with open_adapter(source_spec) as source, open_adapter(target_spec) as target:
+    source_spec = source_conn.spec
+    target_spec = target_conn.spec
+    with source_conn.open() as source, target_conn.open() as target:
         # refuse what cannot be honoured before reading a single session
         for warning in check_exportable(source, with_items=with_items, with_events=with_events,
                                         users=users, allow_loss=allow_loss):
