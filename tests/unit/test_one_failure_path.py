@@ -24,13 +24,14 @@ CATEGORISED = {
     if inspect.isclass(obj) and issubclass(obj, BaseException) and "category" in vars(obj)
 } | {"ArchiveDamaged", "ArchiveError", "ArchiveUnsupported", "LossyTransfer", "InvalidURI"}
 
-#: classifiers elsewhere that this change did not own; each one is a known debt, named
+#: classifiers elsewhere that this change did not own; each one is a known debt, named by
+#: file name and function (not by folder: the backend layout is being moved)
 KNOWN_ELSEWHERE = {
     # the Redis and MongoDB health details' own words ("auth", "transient", ...): the
     # adapters are being restructured by the backend-layout change; folding these into
     # the table is left to it
-    ("backends/redis/health.py", "failure_category"),
-    ("backends/mongo/adapter.py", "_category"),  # the same, for MongoDB's health details
+    ("health.py", "failure_category"),   # backends/redis/health.py
+    ("adapter.py", "_category"),         # backends/mongo/adapter.py, the same for MongoDB
 }
 
 
@@ -120,14 +121,14 @@ def test_no_category_is_computed_outside_the_table():
     classifier; the only one is backends/errors.py (the CLI and the load run read it)."""
     offenders = []
     for path in _py(CLI, ROOT / "backends"):
-        if _rel(path) == "backends/errors.py":
+        if _rel(path) in ("backends/errors.py", "backends/errors/__init__.py"):
             continue
         for node in ast.walk(_tree(path)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 inner = [n for n in ast.walk(node) if n is not node
                          and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
                 checks = _category_answers(node) - set().union(*map(_category_answers, inner))
-                if len(checks) >= 2 and (_rel(path), node.name) not in KNOWN_ELSEWHERE:
+                if len(checks) >= 2 and (path.name, node.name) not in KNOWN_ELSEWHERE:
                     offenders.append(f"{_rel(path)}:{node.lineno} {node.name} {sorted(checks)}")
     assert offenders == []
 
