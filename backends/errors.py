@@ -7,12 +7,48 @@ messages. Driver exceptions are kept as ``__cause__``; messages never carry cred
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
+
+
+class Category(str, Enum):
+    """What kind of failure an exception is (a class attribute ``category`` of the error
+    classes above; :func:`category_of` finds it for any exception)."""
+
+    CONFLICT = "conflict"
+    UNREACHABLE = "unreachable"            # BackendUnreachable
+    NETWORK = "network"                    # a builtin ConnectionError / TimeoutError
+    TRANSIENT = "transient"
+    AUTH = "auth"
+    PERMISSION = "permission"              # a builtin PermissionError
+    TLS = "tls"                            # only found in a cause chain (health)
+    CONFIG = "config"
+    UNSUPPORTED = "unsupported"
+    MISSING_DRIVER = "missing_driver"
+    CONTESTED = "contested"
+    CONTRACT = "contract"
+    INTEGRITY = "integrity"
+    CORRUPT = "corrupt"
+    INJECTED = "injected"
+    INVALID_EVENT = "invalid_event"
+    ARCHIVE_DAMAGED = "archive_damaged"
+    ARCHIVE_UNSUPPORTED = "archive_unsupported"
+    LOSSY = "lossy"
+    INVALID_URI = "invalid_uri"
+    NOT_FOUND = "not_found"                # registry.TargetNotFound (module:attr)
+    IMPORT = "import"
+    NO_FILE = "no_file"
+    OS = "os"
+    BACKEND = "backend"                    # any other BackendError
+    UNKNOWN = "unknown"
 
 
 class StateVersionConflict(RuntimeError):
     """A compare-and-set lost: the row exists (insert), or its version moved (update),
     or it belongs to another owner. The caller reloads and retries."""
+
+    category = Category.CONFLICT
 
 
 class ErrorTranslator(Protocol):
@@ -55,26 +91,38 @@ def is_state_version_conflict(exc: BaseException) -> bool:
 class BackendError(Exception):
     """Base of the categorised backend failures."""
 
+    category = Category.BACKEND
+
 
 class InvalidEvent(BackendError, ValueError):
     """An event failed validation; nothing of its turn was written."""
+
+    category = Category.INVALID_EVENT
 
 
 class BackendUnreachable(BackendError, ConnectionError):
     """The store could not be reached (refused, timed out, DNS, TLS)."""
 
+    category = Category.UNREACHABLE
+
 
 class BackendAuthError(BackendError, PermissionError):
     """The store answered but refused our credentials or privileges."""
+
+    category = Category.AUTH
 
 
 class BackendConfigError(BackendError, ValueError):
     """The backend is misconfigured (missing or malformed URI, bad option)."""
 
+    category = Category.CONFIG
+
 
 class UnsupportedOperation(BackendError, NotImplementedError):
     """The deployment cannot do this safely (e.g. multi-document transactions on a
     standalone MongoDB, events on a Redis Cluster); refused instead of half-done."""
+
+    category = Category.UNSUPPORTED
 
 
 class BackendTransient(BackendError):
@@ -82,15 +130,21 @@ class BackendTransient(BackendError):
     down, a failover, a lock timeout). Distinct from :class:`BackendUnreachable`, where
     the host itself cannot be reached."""
 
+    category = Category.TRANSIENT
+
 
 class IntegrityError(BackendError):
     """Stored data failed verification (e.g. a blob whose sha256 does not match)."""
+
+    category = Category.INTEGRITY
 
 
 class CorruptState(IntegrityError):
     """A stored session row cannot be read strictly: a field is missing, has the wrong
     type, holds an impossible value, or the blob fails its digest. Never answered with a
     best-effort value, because a caller would then save over the real state."""
+
+    category = Category.CORRUPT
 
     def __init__(self, session_id: str, field: str, problem: str) -> None:
         self.session_id = session_id
@@ -105,6 +159,8 @@ class CorruptEvent(IntegrityError):
     impossible value. Names the event (and its user when known) and the field, so the
     operator can find the row; a command that meets it fails with exit 1, never with a
     best-effort event."""
+
+    category = Category.INTEGRITY
 
     def __init__(self, event_id: str, field: str, problem: str, *,
                  user_id: str | None = None) -> None:
@@ -121,9 +177,13 @@ class InjectedFault(BackendError):
     """Raised by an adapter's fault seam (conformance only): a failure planted on purpose
     at a named point of a write, to check that the write leaves all or nothing."""
 
+    category = Category.INJECTED
+
 
 class MissingDriver(BackendError, ImportError):
     """A shipped backend was selected but its driver is not installed."""
+
+    category = Category.MISSING_DRIVER
 
     def __init__(self, backend: str, extra: str, module: str) -> None:
         self.backend = backend
@@ -138,6 +198,8 @@ class MissingDriver(BackendError, ImportError):
 class ContestedBackend(RuntimeError):
     """A name advertised by two or more installed distributions."""
 
+    category = Category.CONTESTED
+
     def __init__(self, name: str, distributions: list[str]) -> None:
         self.name = name
         self.distributions = list(distributions)
@@ -151,9 +213,159 @@ class ContestedBackend(RuntimeError):
 class ContractError(TypeError):
     """An adapter that does not satisfy the BackendAdapter contract."""
 
+    category = Category.CONTRACT
+
     def __init__(self, target: str, problems: list[str]) -> None:
         self.target = target
         self.problems = list(problems)
         super().__init__(
             f"{target} does not satisfy the BackendAdapter contract: " + "; ".join(problems)
         )
+
+
+# -- the one failure vocabulary ------------------------------------------------------------
+#
+# Every failure has ONE category, found by :func:`category_of`; ONE table (:data:`CATEGORIES`)
+# says what each category means to every caller: the exit code of the CLI (the values of
+# ``semvecctl.exit_codes.ExitCode``: 1 check failed, 2 usage, 3 environment, 4 unreachable),
+# its one-line wording, the label ``semvecctl health`` reports and the name a load run counts
+# it under. Nothing else decides what kind of failure an exception is.
+
+
+@dataclass(frozen=True)
+class CategoryRule:
+    """One row of :data:`CATEGORIES`. ``wording`` is formatted with ``exc`` (the
+    exception), ``type`` (its class name) and ``filename`` (an OSError's)."""
+
+    exit_code: int
+    wording: str
+    #: the cause ``semvecctl health`` reports (and shows as the status)
+    health: str = "error"
+    #: the name a load run counts the failure under; None = the exception's class name
+    load: str | None = None
+
+
+_ENV, _UNREACH, _CHECK, _USAGE = 3, 4, 1, 2
+
+#: category -> exit code and wording: the one table
+CATEGORIES: dict[Category, CategoryRule] = {
+    Category.CONFLICT: CategoryRule(_CHECK, "conflict: {exc}", load="conflict"),
+    Category.UNREACHABLE: CategoryRule(_UNREACH, "backend unreachable: {exc}",
+                                       health="unreachable", load="unreachable"),
+    Category.NETWORK: CategoryRule(_UNREACH, "backend unreachable: {type}: {exc}",
+                                   health="unreachable", load="unreachable"),
+    Category.TRANSIENT: CategoryRule(
+        _UNREACH, "backend temporarily unavailable (transient: a failover or a timeout that "
+                  "should pass): {exc}; retry the command", health="transient failure"),
+    Category.AUTH: CategoryRule(_ENV, "backend refused our credentials: {exc}",
+                                health="credentials refused", load="auth"),
+    Category.PERMISSION: CategoryRule(_ENV, "permission denied: {exc}",
+                                      health="credentials refused"),
+    Category.TLS: CategoryRule(_ENV, "{exc}", health="tls error"),
+    Category.CONFIG: CategoryRule(_ENV, "{exc}", health="misconfigured", load="config"),
+    Category.UNSUPPORTED: CategoryRule(_ENV, "{exc}", health="misconfigured", load="unsupported"),
+    Category.MISSING_DRIVER: CategoryRule(_ENV, "{exc}", health="misconfigured"),
+    Category.CONTESTED: CategoryRule(_ENV, "{exc}"),
+    Category.CONTRACT: CategoryRule(_ENV, "{exc}"),
+    Category.INTEGRITY: CategoryRule(_CHECK, "integrity check failed: {exc}", load="integrity"),
+    Category.CORRUPT: CategoryRule(_CHECK, "damaged data: {exc} (nothing was written; the row "
+                                           "is left as it is)", load="integrity"),
+    Category.INJECTED: CategoryRule(_CHECK, "injected fault (the adapter's conformance fault "
+                                            "seam is active): {exc}"),
+    Category.INVALID_EVENT: CategoryRule(_ENV, "invalid event: {exc}", load="invalid_event"),
+    Category.ARCHIVE_DAMAGED: CategoryRule(_CHECK, "archive check failed: {exc}",
+                                           load="integrity"),
+    Category.ARCHIVE_UNSUPPORTED: CategoryRule(_ENV, "{exc}"),
+    Category.LOSSY: CategoryRule(_CHECK, "{exc}"),
+    Category.INVALID_URI: CategoryRule(_USAGE, "{exc}"),
+    Category.NOT_FOUND: CategoryRule(_ENV, "{exc}"),
+    Category.IMPORT: CategoryRule(_ENV, "{exc}"),
+    Category.NO_FILE: CategoryRule(_USAGE, "no such file: {filename}"),
+    Category.OS: CategoryRule(_ENV, "{type}: {exc}"),
+    Category.BACKEND: CategoryRule(_ENV, "backend error: {exc}"),
+    #: not known to pass: permanent (3), like every unclassified failure, in every command
+    Category.UNKNOWN: CategoryRule(_ENV, "unexpected {type}: {exc} (rerun with --verbose for "
+                                         "details)"),
+}
+
+#: error classes defined outside this module (or by the engine), by class name: their
+#: modules are imported only on their own paths, so they are not imported here
+_BY_CLASS_NAME: dict[str, Category] = {
+    "StateVersionConflict": Category.CONFLICT,  # the engine's own type too
+    "ArchiveDamaged": Category.ARCHIVE_DAMAGED,
+    "ArchiveError": Category.ARCHIVE_UNSUPPORTED,
+    "LossyTransfer": Category.LOSSY,
+    "InvalidURI": Category.INVALID_URI,
+    "TargetNotFound": Category.NOT_FOUND,
+}
+
+#: builtin exceptions, most specific first
+_BUILTIN: tuple[tuple[type[BaseException], Category], ...] = (
+    (ImportError, Category.IMPORT),
+    (ConnectionError, Category.NETWORK),
+    (TimeoutError, Category.NETWORK),
+    (PermissionError, Category.PERMISSION),
+    (FileNotFoundError, Category.NO_FILE),
+    (OSError, Category.OS),
+)
+
+
+def category_of(exc: BaseException) -> Category:
+    """The category of ``exc``: the most specific class in its MRO that declares one
+    (``category`` attribute, or a name in :data:`_BY_CLASS_NAME`), else a builtin's."""
+    for cls in type(exc).__mro__:
+        own = cls.__dict__.get("category")
+        if isinstance(own, Category):
+            return own
+        named = _BY_CLASS_NAME.get(cls.__name__)
+        if named is not None:
+            return named
+    for builtin, category in _BUILTIN:
+        if isinstance(exc, builtin):
+            return category
+    return Category.UNKNOWN
+
+
+def rule_of(exc: BaseException) -> CategoryRule:
+    return CATEGORIES[category_of(exc)]
+
+
+def describe(exc: BaseException) -> str:
+    """The one-line wording of ``exc`` from the table."""
+    return rule_of(exc).wording.format(exc=exc, type=type(exc).__name__,
+                                       filename=getattr(exc, "filename", None))
+
+
+def load_category(exc: BaseException) -> str:
+    """The short, stable name a load run counts ``exc`` under."""
+    return rule_of(exc).load or type(exc).__name__
+
+
+_TLS_WORDS = ("certificate verify", "[ssl", "tls handshake", "ssl handshake")
+#: found anywhere in a cause chain, these explain an unhealthy backend (in this order)
+_CHAIN_PRIORITY = (
+    frozenset({Category.AUTH, Category.PERMISSION}),
+    frozenset({Category.CONFIG, Category.MISSING_DRIVER, Category.UNSUPPORTED}),
+)
+
+
+def diagnosis_of(exc: BaseException) -> Category:
+    """Why a backend is unhealthy, reading ``exc`` and its causes: a TLS failure, refused
+    credentials or a misconfiguration anywhere in the chain explain it; else the
+    category of ``exc`` itself."""
+    import ssl
+
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(chain) < 8:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    if any(isinstance(e, (ssl.SSLError, ssl.CertificateError)) for e in chain) or \
+            any(word in str(e).lower() for e in chain for word in _TLS_WORDS):
+        return Category.TLS
+    categories = [category_of(e) for e in chain]
+    for wanted in _CHAIN_PRIORITY:
+        for category in categories:
+            if category in wanted:
+                return category
+    return categories[0]

@@ -1,13 +1,18 @@
-"""The Typer application: the command table, global flags and the single error boundary.
+"""The Typer application: the lazy command group, global flags and the single error boundary.
 
-Global flags (``--verbose``, ``--no-color``, ``--config``, ``--profile``) work anywhere on
-the line, like kubectl's. Every failure leaves through :meth:`RootGroup.main`: one line on
-stderr, the exit code of :class:`ExitCode`, a traceback only with ``--verbose``.
+Commands come from the table in :mod:`semvecctl.commands`: ``semvecctl --help`` is drawn
+from it without importing a command module, and a command's module is imported only when
+that command is looked up (:class:`LazyCommands`). Global flags (``--verbose``,
+``--no-color``, ``--config``, ``--profile``) work anywhere on the line, like kubectl's.
+Every failure leaves through :meth:`RootGroup.main`: one line on stderr, the exit code of
+:class:`ExitCode`, a traceback only with ``--verbose``.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Iterator
 from typing import Any, Optional, Sequence
 
 import typer
@@ -60,16 +65,31 @@ class RootGroup(TyperGroup):
         super().__init__(*args, **kwargs)
         from semvecctl.numeric import harden
 
-        harden(self)  # every numeric option: finite and in range, or exit 2
+        harden(self)  # every numeric option: finite and in range, or exit 2 (the
+        # commands' own are hardened as LazyCommands loads them)
+        self.commands = LazyCommands(self.commands)
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, hoist_global_flags(args))
 
     def list_commands(self, ctx: typer.Context) -> list[str]:
-        from semvecctl.commands import ORDER
+        return list(self.commands)  # the names only: TyperGroup's .items() would load each
 
-        rank = {name: i for i, name in enumerate(ORDER)}
-        return sorted(super().list_commands(ctx), key=lambda n: (rank.get(n, len(ORDER)), n))
+    def format_commands(self, ctx: typer.Context, formatter: Any) -> None:
+        """The command list of ``--help`` from the table: no command module imported."""
+        from typer._click.utils import make_default_short_help  # typer vendors click
+
+        commands = self.commands
+        assert isinstance(commands, LazyCommands)
+        names = [n for n in self.list_commands(ctx)
+                 if not (commands.is_loaded(n) and commands[n].hidden)]
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = [(n, commands[n].get_short_help_str(limit) if commands.is_loaded(n)
+                 else make_default_short_help(commands.help_of(n), limit)) for n in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def main(self, args: Optional[Sequence[str]] = None, prog_name: Optional[str] = None,
              complete_var: Optional[str] = None, standalone_mode: bool = True,
@@ -80,7 +100,6 @@ class RootGroup(TyperGroup):
         return int(code)
 
     def _run(self, args, prog_name, complete_var, **extra) -> int:
-        from semvecctl.commands.completions import enable_runtime_completion
         from semvecctl.interrupts import Interrupted, interruption_of, signals_raise
 
         enable_runtime_completion()
@@ -119,6 +138,102 @@ class RootGroup(TyperGroup):
         return ExitCode.OK
 
 
+class LazyCommands(dict):
+    """The root group's commands: the names of :data:`semvecctl.commands.COMMANDS` (then
+    any added in code), each command module imported the first time its command is
+    looked up, built by Typer exactly as ``app.add_typer``/``app.command`` would, and its
+    numeric options hardened. A dict, as click and the tests walking the tree expect;
+    iterating names loads nothing, ``items()``/``values()`` load every command."""
+
+    def __init__(self, added: Any = None) -> None:
+        super().__init__(added or {})
+
+    @staticmethod
+    def _table() -> dict[str, Any]:
+        from semvecctl.commands import COMMANDS
+
+        return COMMANDS
+
+    def is_loaded(self, name: str) -> bool:
+        return dict.__contains__(self, name)
+
+    def help_of(self, name: str) -> str:
+        return self._table()[name].help
+
+    def __getitem__(self, name: str) -> Any:
+        if not dict.__contains__(self, name):
+            entry = self._table().get(name)
+            if entry is None:
+                raise KeyError(name)
+            dict.__setitem__(self, name, _load_command(name, entry))
+        return dict.__getitem__(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or name in self._table()
+
+    def __iter__(self) -> Iterator[str]:
+        table = self._table()
+        yield from table
+        yield from (n for n in dict.keys(self) if n not in table)
+
+    def __len__(self) -> int:
+        return len(set(self._table()) | set(dict.keys(self)))
+
+    def keys(self) -> list[str]:  # type: ignore[override]
+        return list(self)
+
+    def items(self) -> list[tuple[str, Any]]:  # type: ignore[override]
+        return [(name, self[name]) for name in self]
+
+    def values(self) -> list[Any]:  # type: ignore[override]
+        return [self[name] for name in self]
+
+
+def _load_command(name: str, entry: Any) -> Any:
+    """Import the module of ``name`` (and the modules that extend its group) and build
+    its click command as the root Typer would have."""
+    from semvecctl.numeric import harden
+
+    module = importlib.import_module(f"semvecctl.commands.{entry.module}")
+    for extra in entry.extends:
+        importlib.import_module(f"semvecctl.commands.{extra}")
+    command = module.app
+    host = typer.Typer(**_TYPER_SETTINGS)
+    host.callback()(_nothing)  # a group even for one command, so the name is kept
+    if isinstance(command, typer.Typer):
+        host.add_typer(command, name=name, help=entry.help)
+    else:
+        host.command(name=name, help=entry.help)(command)
+    built = typer.main.get_command(host).commands[name]
+    harden(built)
+    return built
+
+
+def _nothing() -> None:
+    """The callback of the throwaway host group a command is built in."""
+
+
+#: the variable click's completion scripts set when the shell asks us to complete a word
+COMPLETE_VAR = "_SEMVECCTL_COMPLETE"
+
+
+def enable_runtime_completion() -> None:
+    """Register Typer's completion classes when a shell asks us to complete a word (here,
+    not in the ``completions`` command, so that every invocation does not import it)."""
+    import os
+
+    if os.environ.get(COMPLETE_VAR):
+        from typer._completion_classes import completion_init
+
+        completion_init()
+
+
 def _report(message: str, exc: BaseException | None) -> None:
     app = application.current()
     first_line = " ".join(message.split()) if message else "failed"
@@ -130,16 +245,18 @@ def _report(message: str, exc: BaseException | None) -> None:
     app.output.error(first_line)
 
 
+#: what the root Typer and the hosts its commands are built in share
+_TYPER_SETTINGS: dict[str, Any] = {"add_completion": False, "pretty_exceptions_enable": False,
+                                   "rich_markup_mode": None}
+
 app = typer.Typer(
     cls=RootGroup,
     name="semvecctl",
     help="Operator toolkit for semvec session backends: see, check, provision, inspect, "
          "compare and certify them.",
-    add_completion=False,
     no_args_is_help=True,
-    pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
-    rich_markup_mode=None,
+    **_TYPER_SETTINGS,
 )
 
 
@@ -148,7 +265,7 @@ def _version(value: bool) -> None:
         from semvecctl import __version__
 
         typer.echo(f"semvecctl {__version__}")
-        raise typer.Exit()
+        application.current().abort("", ExitCode.OK)  # done: the boundary exits 0
 
 
 @app.callback()
@@ -161,25 +278,6 @@ def root(
 ) -> None:
     """Operator toolkit for semvec session backends."""
     application.start(verbose=verbose, no_color=no_color, config_path=config, profile=profile)
-
-
-def _register() -> None:
-    from semvecctl.commands import GROUPS
-
-    for module_name, _, _ in GROUPS:
-        module = __import__(f"semvecctl.commands.{module_name}", fromlist=["app"])
-        command = getattr(module, "app", None)
-        if command is None:  # a module that only adds commands to another group
-            continue
-        group_name = getattr(module, "NAME", module_name)
-        help_text = getattr(module, "HELP", None)
-        if isinstance(command, typer.Typer):
-            app.add_typer(command, name=group_name, help=help_text)
-        else:
-            app.command(name=group_name, help=help_text)(command)
-
-
-_register()
 
 
 def run() -> None:

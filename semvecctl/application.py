@@ -15,6 +15,10 @@ from backends.info import SECRET_ENV_VARS
 from semvecctl.output import Output
 
 
+#: abort() without ``cause``: chain whatever exception is being handled
+_CHAINED = object()
+
+
 @dataclass
 class Application:
     verbose: bool = False
@@ -31,14 +35,21 @@ class Application:
                 self.secrets.add(os.environ[var])
         self.output = Output(no_color=self.no_color, verbose=self.verbose, scrubber=self.scrub)
 
-    def abort(self, message: str = "", code: int = 1) -> NoReturn:
+    def abort(self, message: str = "", code: int = 1, *,
+              cause: BaseException | None | object = _CHAINED) -> NoReturn:
         """End the command: ``message`` (scrubbed, one line on stderr) and ``code``
-        (an :class:`~semvecctl.exit_codes.ExitCode`). The one way a command fails: the
-        error boundary in semvecctl.app reports it like every other failure."""
+        (an :class:`~semvecctl.exit_codes.ExitCode`). The one way out of a command: the
+        error boundary in semvecctl.app reports it like every other failure. An empty
+        message ends with ``code`` and says nothing more (the rows already said it).
+        ``cause`` is what ``raise ... from cause`` would name (``None``: no chained
+        exception in ``--verbose`` tracebacks); by default the one being handled."""
         from semvecctl.errors import CliError
         from semvecctl.exit_codes import ExitCode
 
-        raise CliError(message, ExitCode(code))
+        error = CliError(message, ExitCode(code))
+        if cause is _CHAINED:
+            raise error
+        raise error from cause  # type: ignore[misc]
 
     def remember_secret(self, uri: str | None) -> None:
         """Register a URI whose credentials must be scrubbed from anything we print."""

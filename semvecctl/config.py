@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from semvecctl.errors import environment_error
+from semvecctl import application
+from semvecctl.exit_codes import ExitCode
+
 
 
 @dataclass(frozen=True)
@@ -57,37 +59,37 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
     cfg_path = Path(path).expanduser() if path is not None else default_config_path(environ)
     if not cfg_path.exists():
         if explicit:
-            raise environment_error(f"config file {cfg_path} does not exist")
+            application.current().abort(f"config file {cfg_path} does not exist", ExitCode.ENVIRONMENT)
         return Config(None, {})
     import yaml
 
     try:
         raw = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
     except (OSError, UnicodeDecodeError) as exc:
-        raise environment_error(f"cannot read config file {cfg_path}: {exc}") from None
+        application.current().abort(f"cannot read config file {cfg_path}: {exc}", ExitCode.ENVIRONMENT, cause=None)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise environment_error(f"config file {cfg_path} is not valid YAML{where}") from None
+        application.current().abort(f"config file {cfg_path} is not valid YAML{where}", ExitCode.ENVIRONMENT, cause=None)
     if not isinstance(raw, dict):
-        raise environment_error(f"config file {cfg_path} must be a mapping with a 'profiles' key")
+        application.current().abort(f"config file {cfg_path} must be a mapping with a 'profiles' key", ExitCode.ENVIRONMENT)
     profiles_raw = raw.get("profiles") or {}
     if not isinstance(profiles_raw, dict):
-        raise environment_error(f"config file {cfg_path}: 'profiles' must be a mapping of names")
+        application.current().abort(f"config file {cfg_path}: 'profiles' must be a mapping of names", ExitCode.ENVIRONMENT)
     profiles: dict[str, Profile] = {}
     for name, body in profiles_raw.items():
         body = body or {}
         if not isinstance(body, dict):
-            raise environment_error(f"config file {cfg_path}: profile {name!r} must be a mapping")
+            application.current().abort(f"config file {cfg_path}: profile {name!r} must be a mapping", ExitCode.ENVIRONMENT)
         unknown = set(body) - {"backend", "uri", "database", "options"}
         if unknown:
-            raise environment_error(
+            application.current().abort(
                 f"config file {cfg_path}: profile {name!r} has unknown keys "
-                f"{', '.join(sorted(unknown))} (allowed: backend, uri, database, options)"
+                f"{', '.join(sorted(unknown))} (allowed: backend, uri, database, options)", ExitCode.ENVIRONMENT
             )
         options = body.get("options") or {}
         if not isinstance(options, dict):
-            raise environment_error(f"config file {cfg_path}: profile {name!r} options must be a mapping")
+            application.current().abort(f"config file {cfg_path}: profile {name!r} options must be a mapping", ExitCode.ENVIRONMENT)
         profiles[str(name)] = Profile(
             name=str(name),
             backend=body.get("backend"),
@@ -97,8 +99,8 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         )
     current = raw.get("current-profile")
     if current is not None and str(current) not in profiles:
-        raise environment_error(
-            f"config file {cfg_path}: current-profile {current!r} is not defined under profiles"
+        application.current().abort(
+            f"config file {cfg_path}: current-profile {current!r} is not defined under profiles", ExitCode.ENVIRONMENT
         )
     return Config(cfg_path, profiles, str(current) if current is not None else None)
 
@@ -126,5 +128,5 @@ def select_profile(config: Config, name: str | None,
     if chosen not in config.profiles:
         known = ", ".join(sorted(config.profiles)) or "none defined"
         where = f" in {config.path}" if config.path else " (no config file found)"
-        raise environment_error(f"profile {chosen!r} not found{where}; known profiles: {known}")
+        application.current().abort(f"profile {chosen!r} not found{where}; known profiles: {known}", ExitCode.ENVIRONMENT)
     return config.profiles[chosen]

@@ -9,6 +9,7 @@ tests) without going through the registry.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
@@ -16,7 +17,6 @@ from typing import Any, Callable, Iterator, Mapping
 from backends.info import KNOWN_INFO
 
 from semvecctl.application import current
-from semvecctl.errors import CliError, environment_error, usage_error
 from semvecctl.exit_codes import ExitCode
 
 #: backend -> environment variable holding its URI (declared in backends.info)
@@ -94,8 +94,8 @@ def resolve_connection(
     app = current()
     env = os.environ if environ is None else environ
     if uri is not None and not uri.strip():
-        raise usage_error("--uri is empty: give a connection URI (redis://, mongodb://, "
-                          "postgresql://, memory://) or leave the option out")
+        current().abort("--uri is empty: give a connection URI (redis://, mongodb://, "
+                        "postgresql://, memory://) or leave the option out", ExitCode.USAGE)
     config = load_config(app.config_path, env)
     profile = select_profile(config, app.profile, env)
     for candidate in (uri, profile.uri if profile else None):
@@ -109,7 +109,7 @@ def resolve_connection(
         try:
             return backend_for_uri(u)
         except InvalidURI as exc:
-            raise usage_error(str(exc)) from None
+            current().abort(str(exc), ExitCode.USAGE, cause=None)
 
     options: dict[str, Any] = dict(profile.options) if profile else {}
     database = env.get("SEMVEC_MONGO_DB") or (profile.database if profile else None)
@@ -119,9 +119,9 @@ def resolve_connection(
         scheme_backend = implied(uri)
         fits = fitting_backends(uri)
         if backend and fold_name(backend) in SCHEME_IMPLIED and fold_name(backend) not in fits:
-            raise usage_error(
+            current().abort(
                 f"--backend {backend} contradicts the URI scheme, which implies "
-                f"{' or '.join(repr(f) for f in fits)}; drop one of them"
+                f"{' or '.join(repr(f) for f in fits)}; drop one of them", ExitCode.USAGE
             )
         chosen = backend or scheme_backend
         if not backend and len(fits) > 1:
@@ -204,10 +204,10 @@ def refuse_unnamed_store(env: Mapping[str, str]) -> None:
         return
     hints = engine_variables_seen(env)
     command = " ".join(path)
-    raise usage_error(
+    current().abort(
         f"no backend named: '{command}' would run against an empty in-memory store; name the "
         "store with --backend NAME or --uri URI (--backend memory if you mean the in-memory "
-        "one)" + ("; " + "; ".join(hints) if hints else ""))
+        "one)" + ("; " + "; ".join(hints) if hints else ""), ExitCode.USAGE)
 
 
 def require_known_backend(name: str, origin: str = "flag") -> None:
@@ -223,8 +223,8 @@ def require_known_backend(name: str, origin: str = "flag") -> None:
     where = {"flag": "--backend", "env": "$SEMVEC_SESSION_BACKEND"}.get(origin, origin)
     close = resolution.close_matches
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    raise usage_error(f"unknown backend {name!r} (from {where}): neither shipped nor "
-                      f"installed{hint} (see 'semvecctl backends list')")
+    current().abort(f"unknown backend {name!r} (from {where}): neither shipped nor "
+                    f"installed{hint} (see 'semvecctl backends list')", ExitCode.USAGE)
 
 
 def load_factory(spec: str) -> Any:
@@ -233,16 +233,16 @@ def load_factory(spec: str) -> Any:
 
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise usage_error(f"--adapter expects module:factory, got {spec!r}")
+        current().abort(f"--adapter expects module:factory, got {spec!r}", ExitCode.USAGE)
     try:
         obj = import_object(spec)
     except TargetNotFound as exc:
-        raise environment_error(f"{exc} (from --adapter)") from None
+        current().abort(f"{exc} (from --adapter)", ExitCode.ENVIRONMENT, cause=None)
     except Exception as exc:  # noqa: BLE001 - any import failure is the --adapter's
-        raise environment_error(f"cannot import {module_name!r} for --adapter: "
-                                f"{type(exc).__name__}: {exc}") from None
+        current().abort(f"cannot import {module_name!r} for --adapter: "
+                        f"{type(exc).__name__}: {exc}", ExitCode.ENVIRONMENT, cause=None)
     if not callable(obj):
-        raise environment_error(f"--adapter target {spec!r} is not callable")
+        current().abort(f"--adapter target {spec!r} is not callable", ExitCode.ENVIRONMENT)
     return obj
 
 
@@ -298,6 +298,66 @@ def require_seam(adapter: Any, capability: Any, what: str) -> Any:
     from backends.contract import offers
 
     if not offers(adapter, capability):
-        raise CliError(f"{what} is not supported by backend {getattr(adapter, 'name', '?')!r}",
-                       ExitCode.ENVIRONMENT)
+        current().abort(f"{what} is not supported by backend {getattr(adapter, 'name', '?')!r}",
+                        ExitCode.ENVIRONMENT)
     return adapter
+
+
+def owner_filter(owner: str | None, unowned: bool) -> Any:
+    """The three-state owner filter from ``--owner`` / ``--unowned``: neither = every owner
+    (``UNSCOPED``), ``--unowned`` = only rows without an owner (``None``), ``--owner`` = exact."""
+    from backends.contract import UNSCOPED
+
+    if owner is not None and unowned:
+        current().abort("--owner and --unowned exclude each other", ExitCode.USAGE)
+    if unowned:
+        return None
+    if owner is not None:
+        if not owner.strip():
+            current().abort("--owner needs a non-empty owner (use --unowned for rows without one)", ExitCode.USAGE)
+        return owner
+    return UNSCOPED
+
+
+class Connection:
+    """The connection bundle of one command: where (``--backend``/``--uri``/``--adapter``
+    with environment and profile), whose rows (``--owner``/``--unowned``) and how long
+    (``--timeout``). Built from the parsed flags; each part is resolved once, the first
+    time the command asks for it, so a command's own checks keep their order (the owner
+    flags are refused before the store is looked up when the command asks for
+    :attr:`scope` first)::
+
+        conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+        scope = conn.scope                  # exit 2 on --owner with --unowned
+        with conn.open() as adapter_obj:    # flags > env > profile, closed afterwards
+            ...
+    """
+
+    def __init__(self, backend: str | None = None, uri: str | None = None,
+                 adapter: str | None = None, *, owner: str | None = None,
+                 unowned: bool = False, timeout: float | None = None) -> None:
+        self.backend, self.uri, self.adapter = backend, uri, adapter
+        self.owner, self.unowned, self.timeout = owner, unowned, timeout
+
+    @functools.cached_property
+    def scope(self) -> Any:
+        """The owner filter (``UNSCOPED``, ``None`` for --unowned, or the owner)."""
+        return owner_filter(self.owner, self.unowned)
+
+    @functools.cached_property
+    def spec(self) -> ConnectionSpec:
+        """The resolved connection (backend, URI, options, where they came from)."""
+        return resolve_connection(self.backend, self.uri, self.adapter)
+
+    def resolve(self) -> ConnectionSpec:
+        """Resolve the connection now (an unknown backend or a bad URI fails here), so
+        that the command's later checks come second."""
+        return self.spec
+
+    @property
+    def display_uri(self) -> str:
+        return self.spec.display_uri
+
+    def open(self) -> contextlib.AbstractContextManager[Any]:
+        """The adapter, closed when the block ends."""
+        return open_adapter(self.spec)

@@ -1,4 +1,11 @@
-"""Option declarations shared by every command, so flags look and behave the same."""
+"""Option declarations shared by every command, so flags look and behave the same.
+
+Each flag is declared once here; a command's signature names the declarations it takes
+and hands the connection flags to one :class:`semvecctl.connection.Connection` bundle
+(``--backend``/``--uri``/``--adapter``, ``--owner``/``--unowned``, ``--timeout``). The
+owner flags say what they filter in each command's own words (sessions, events, items, a
+data subject), so one factory makes them.
+"""
 
 
 from typing import Annotated, Any, Optional
@@ -34,6 +41,11 @@ Uri = Annotated[
     typer.Option("--uri", "-u", help="Connection URI; its scheme implies the backend (redis://, mongodb://, postgresql://, memory://).",
                  show_default=False),
 ]
+#: ``backends resolve``: a URI to resolve, not to connect to
+ResolveUri = Annotated[
+    Optional[str],
+    typer.Option("--uri", help="Resolve what this URI selects (postgresql:// is told apart by what the database holds)."),
+]
 AdapterFactory = Annotated[
     Optional[str],
     typer.Option("--adapter", help="Load the adapter from Python code instead of the registry: module:factory.",
@@ -43,25 +55,56 @@ Yes = Annotated[
     bool,
     typer.Option("--yes", "-y", help="Do not ask for confirmation (required without a TTY)."),
 ]
+#: ``sessions export`` / ``events export``: an existing archive is replaced only with this
+ArchiveOverwrite = Annotated[
+    bool,
+    typer.Option("--overwrite", help="Replace an existing --out file (without it an existing archive is never "
+                                     "touched: exit 2). --yes never allows this."),
+]
+#: export never asks; --yes is accepted (scripts pass it) and allows nothing
+ExportYes = Annotated[
+    bool,
+    typer.Option("--yes", "-y", hidden=True,
+                 help="Accepted and ignored: overwriting an existing archive needs --overwrite."),
+]
+#: the probe's bound (health, doctor)
 Timeout = Annotated[
     float,
     typer.Option("--timeout", "-t", min=0.01, max=3600.0, help="Seconds before giving up."),
 ]
+#: how long ``indexes ensure --wait`` waits
+WaitTimeout = Annotated[
+    float,
+    typer.Option("--timeout", "-t", min=0.0, help="Seconds --wait waits at most."),
+]
+
+
+def _owner(help_text: str) -> Any:
+    return Annotated[Optional[str], typer.Option("--owner", help=help_text, show_default=False)]
+
+
+def _unowned(help_text: str) -> Any:
+    return Annotated[bool, typer.Option("--unowned", help=help_text)]
+
+
+SessionOwner = _owner("Only sessions of this exact owner (tenant or tenant/agent).")
+SessionUnowned = _unowned("Only sessions with no owner.")
+EventOwner = _owner("Only events of this exact owner (tenant or tenant/agent).")
+EventUnowned = _unowned("Only events with no owner.")
+ItemOwner = _owner("Only items of this owner (tenant or tenant/agent). Default: unscoped.")
+ItemUnowned = _unowned("Only items with no owner.")
+#: ``sessions delete``: a guard on the one session named, not a filter
+DeleteOwner = _owner("Delete only if the session belongs to this owner.")
+DeleteUnowned = _unowned("Delete only if the session has no owner.")
+#: ``erase``: which owner's user is the data subject (one of the two is required)
+SubjectOwner = _owner("The subject's owner (tenant or tenant/agent): the user's events of "
+                      "this owner only.")
+SubjectUnowned = _unowned("The subject whose events carry no owner.")
 
 
 def owner_filter(owner: Optional[str], unowned: bool) -> Any:
-    """The three-state owner filter from ``--owner`` / ``--unowned``: neither = every owner
-    (``UNSCOPED``), ``--unowned`` = only rows without an owner (``None``), ``--owner`` = exact."""
-    from backends.contract import UNSCOPED
+    """The three-state owner filter (kept here for callers of this path; it lives with
+    the connection bundle, :func:`semvecctl.connection.owner_filter`)."""
+    from semvecctl.connection import owner_filter as resolve
 
-    from semvecctl.errors import usage_error
-
-    if owner is not None and unowned:
-        raise usage_error("--owner and --unowned exclude each other")
-    if unowned:
-        return None
-    if owner is not None:
-        if not owner.strip():
-            raise usage_error("--owner needs a non-empty owner (use --unowned for rows without one)")
-        return owner
-    return UNSCOPED
+    return resolve(owner, unowned)

@@ -8,7 +8,6 @@ a credential that slipped into a message or a value still never reaches the term
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 from dataclasses import asdict, is_dataclass
@@ -206,12 +205,16 @@ class Output:
         """Render ``data`` as json/yaml, or ``rows`` with ``columns`` (or ``table()``) as a table."""
         fmt = fmt.value if isinstance(fmt, Enum) else fmt
         if fmt == "json":
+            import json  # here, not at the top: a table never pays for it (cold start)
+
             self.write(json.dumps(to_plain(data), indent=2, sort_keys=False, default=str))
         elif fmt == "yaml":
             import yaml
 
             self.write(yaml.safe_dump(to_plain(data), sort_keys=False, allow_unicode=True).rstrip("\n"))
         elif fmt == "jsonl":
+            import json
+
             items = data if isinstance(data, (list, tuple)) else [data]
             for item in items:
                 self.write(json.dumps(to_plain(item), default=str))
@@ -243,6 +246,8 @@ class Output:
         fmt = fmt.value if isinstance(fmt, Enum) else fmt
         count = 0
         if fmt == "jsonl":
+            import json
+
             for row in rows:
                 self.write(json.dumps(to_plain(row), default=str))
                 count += 1
@@ -284,19 +289,20 @@ class Output:
 
     def confirm(self, question: str, *, yes: bool) -> None:
         """Ask before destroying or overwriting; refuse without ``--yes`` and no TTY."""
-        from semvecctl.errors import CliError
+        from semvecctl.application import current
+        from semvecctl.exit_codes import ExitCode
 
         if yes:
             return
         if not self.can_prompt():
-            raise CliError(
-                f"refusing to {question} without confirmation: no terminal to ask on; "
-                "pass --yes to proceed"
+            current().abort(
+                 f"refusing to {question} without confirmation: no terminal to ask on; "
+                 "pass --yes to proceed", ExitCode.USAGE
             )
         import typer
 
         if not typer.confirm(f"{question[0].upper()}{question[1:]}?", default=False, err=True):
-            raise CliError("aborted by the operator, nothing was changed")
+            current().abort("aborted by the operator, nothing was changed", ExitCode.USAGE)
 
     def progress(self, items: Iterable[Any], *, total: int | None = None,
                  label: str = "working") -> Iterator[Any]:

@@ -34,11 +34,9 @@ from backends.contract import Capability, MemoryEvent, offers
 from backends.errors import (
     BackendAuthError,
     BackendConfigError,
-    BackendUnreachable,
-    IntegrityError,
     InvalidEvent,
     UnsupportedOperation,
-    is_state_version_conflict,
+    load_category,
 )
 
 #: Outcomes of one commit attempt.
@@ -52,17 +50,8 @@ def new_load_prefix() -> str:
 
 
 def error_category(exc: BaseException) -> str:
-    """A short, stable name for what kind of failure ``exc`` is."""
-    if is_state_version_conflict(exc):
-        return "conflict"
-    for cls, name in ((BackendUnreachable, "unreachable"), (BackendAuthError, "auth"),
-                      (BackendConfigError, "config"), (UnsupportedOperation, "unsupported"),
-                      (IntegrityError, "integrity"), (InvalidEvent, "invalid_event")):
-        if isinstance(exc, cls):
-            return name
-    if isinstance(exc, (ConnectionError, TimeoutError)):
-        return "unreachable"
-    return type(exc).__name__
+    """A short, stable name for what kind of failure ``exc`` is (backends.errors' table)."""
+    return load_category(exc)
 
 
 #: Categories after which no further attempt can succeed: the run stops early.

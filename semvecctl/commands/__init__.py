@@ -1,24 +1,56 @@
-"""The command table: one module per command group.
+"""The command table: what the operator types, its one line of help, and the module that
+runs it — known without importing any command module (pip's command table, click's lazy
+group). ``semvecctl --help`` reads only this table; a command's module is imported when
+the command runs (or its own ``--help`` is asked for).
 
-Each module here defines ``app`` (a ``typer.Typer`` for a group, or a plain function for a
-single command such as ``health``), ``NAME`` (what the operator types) and ``HELP`` (one
-line). A module without ``app`` only adds commands to another group when imported.
-Modules are found by listing this package, so adding a group touches no shared file;
-``ORDER`` only fixes where known groups appear in ``--help``.
+Each module named here defines ``app`` (a ``typer.Typer`` for a group, or a plain
+function for a single command such as ``health``) and takes its ``HELP`` from this table
+(``HELP = help_of(NAME)``), so the line is said once. ``extends`` lists modules that only
+add commands to the group (``sessions prune`` lives in ``sessions_prune``); they are
+imported, in that order, right after the group's module. The order of the table is the
+order of ``semvecctl --help``.
 """
 
+from __future__ import annotations
 
-import pkgutil
-
-ORDER = ("backends", "health", "indexes", "sessions", "events", "retrieve", "conformance",
-         "load", "doctor", "erase", "config", "completions")
+from typing import NamedTuple
 
 
-def discover() -> list[tuple[str, str, str]]:
-    """(module, command name, help) for every command module, in ``ORDER``."""
-    names = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
-    rank = {name: i for i, name in enumerate(ORDER)}
-    return sorted(((n, n, "") for n in names), key=lambda t: (rank.get(t[0], len(ORDER)), t[0]))
+class Entry(NamedTuple):
+    module: str
+    help: str
+    extends: tuple[str, ...] = ()
 
 
-GROUPS = discover()
+COMMANDS: dict[str, Entry] = {
+    "backends": Entry("backends", "List, show and resolve session backends (shipped and installed)."),
+    "health": Entry("health", "Probe a backend (check_health, bounded by a timeout); exit 0/1/3/4 "
+                              "for CI gates."),
+    "indexes": Entry("indexes", "Plan, ensure (create what is missing) and validate (read-only) a "
+                                "backend's indexes."),
+    "sessions": Entry("sessions", "List, inspect, delete, export, import and copy stored sessions.",
+                      extends=("sessions_transfer", "sessions_prune")),
+    "events": Entry("events", "List, inspect, count and export a user's compliance events."),
+    "retrieve": Entry("retrieve", "Rank a session's memory in-process or server-side, and diff "
+                                  "the two rankings."),
+    "conformance": Entry("conformance", "Certify a backend against the contract: cases per "
+                                        "capability, a level, JUnit XML."),
+    "load": Entry("load", "Run concurrent writers against a store, then audit that nothing "
+                          "acknowledged was lost."),
+    "doctor": Entry("doctor", "Audit a store for damage (read-only); --fix shows repairs, --fix "
+                              "--apply makes the safe ones."),
+    "erase": Entry("erase", "Erase a data subject as the engine does: its events, the state and "
+                            "item rows of the sessions derived from them (preview, then --apply)."),
+    "config": Entry("config", "Show the effective configuration (profiles, selection, "
+                              "connection), secrets redacted."),
+    "completions": Entry("completions", "Print or install shell completion scripts (bash, zsh, "
+                                        "fish)."),
+}
+
+#: the order of ``semvecctl --help`` (kept for callers of the former name)
+ORDER = tuple(COMMANDS)
+
+
+def help_of(name: str) -> str:
+    """The one-line help of command ``name`` (a module's ``HELP``)."""
+    return COMMANDS[name].help

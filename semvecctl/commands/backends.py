@@ -6,13 +6,13 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
-from semvecctl.errors import CliError
+from semvecctl.commands import help_of
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import Output
+from semvecctl.options import Output, ResolveUri
 from semvecctl.output import Column, OutputFormat
 
 NAME = "backends"
-HELP = "List, show and resolve session backends (shipped and installed)."
+HELP = help_of(NAME)
 
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
@@ -78,7 +78,7 @@ def show_backend(
     if not matches:
         close = registry.close_matches(name)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise CliError(f"no backend named {name!r}{hint} (see 'semvecctl backends list')")
+        current().abort(f"no backend named {name!r}{hint} (see 'semvecctl backends list')", ExitCode.USAGE)
     rows = [_row(e, check=True) for e in matches]
     data: Any = rows[0] if len(rows) == 1 else rows
     columns = [Column("FIELD", "field", style="bold"), Column("VALUE", "value")]
@@ -93,7 +93,7 @@ def show_backend(
 @app.command("resolve")
 def resolve_backend(
     name: Optional[str] = typer.Argument(None, help="Name to resolve (default: $SEMVEC_SESSION_BACKEND)."),
-    uri: Optional[str] = typer.Option(None, "--uri", help="Resolve what this URI selects (postgresql:// is told apart by what the database holds)."),
+    uri: ResolveUri = None,
     output: Output = OutputFormat.table,
 ) -> None:
     """What SEMVEC_SESSION_BACKEND=NAME (or --uri URI) would give, including the fallback warning."""
@@ -102,15 +102,15 @@ def resolve_backend(
 
     chosen_by = None
     if uri is not None and name is None:
-        from semvecctl.connection import resolve_connection
+        from semvecctl.connection import Connection
 
-        spec = resolve_connection(None, uri, None)
+        spec = Connection(uri=uri).spec
         name, chosen_by = spec.backend, spec.choice_reason or None
     requested = name if name is not None else selected_from_env()
     try:
         resolution = Registry().resolve(requested)
     except ContestedBackend as exc:
-        raise CliError(str(exc), ExitCode.ENVIRONMENT) from None
+        current().abort(str(exc), ExitCode.ENVIRONMENT, cause=None)
     app_ = current()
     if resolution.warning:
         app_.output.warn(resolution.warning)
@@ -130,4 +130,4 @@ def resolve_backend(
     app_.output.emit(data, output, columns=[Column("FIELD", "field", style="bold"),
                                             Column("VALUE", "value")], rows=rows)
     if entry.status == "driver-missing":
-        raise CliError(entry.detail, ExitCode.ENVIRONMENT)
+        current().abort(entry.detail, ExitCode.ENVIRONMENT)

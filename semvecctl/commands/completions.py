@@ -12,13 +12,14 @@ from pathlib import Path
 
 import typer
 
+from semvecctl.app import COMPLETE_VAR, enable_runtime_completion  # noqa: F401 - re-exported
 from semvecctl.application import current
+from semvecctl.commands import help_of
 
 NAME = "completions"
-HELP = "Print or install shell completion scripts (bash, zsh, fish)."
+HELP = help_of(NAME)
 
 PROG_NAME = "semvecctl"
-COMPLETE_VAR = "_SEMVECCTL_COMPLETE"
 
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
@@ -35,14 +36,6 @@ def completion_script(shell: str) -> str:
 
     return get_completion_script(prog_name=PROG_NAME, complete_var=COMPLETE_VAR,
                                  shell=shell).rstrip("\n") + "\n"
-
-
-def enable_runtime_completion() -> None:
-    """Register Typer's completion classes when a shell asks us to complete a word."""
-    if os.environ.get(COMPLETE_VAR):
-        from typer._completion_classes import completion_init
-
-        completion_init()
 
 
 def install_path(shell: str) -> Path:

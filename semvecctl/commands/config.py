@@ -13,12 +13,13 @@ from typing import Any
 import typer
 
 from semvecctl.application import current
-from semvecctl.connection import URI_ENV, resolve_connection
+from semvecctl.commands import help_of
+from semvecctl.connection import Connection, URI_ENV
 from semvecctl.options import AdapterFactory, Backend, Output, Uri
 from semvecctl.output import Column, OutputFormat
 
 NAME = "config"
-HELP = "Show the effective configuration (profiles, selection, connection), secrets redacted."
+HELP = help_of(NAME)
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
 def _redact_options(options: Any) -> Any:
@@ -56,7 +57,8 @@ def view(
     path = config.path or (app.config_path and os.path.expanduser(app.config_path)) or default_config_path()
     selected, why = profile_choice(config, app.profile)
     select_profile(config, app.profile)  # an unknown profile fails here, as it would anywhere
-    spec = resolve_connection(backend, uri, adapter)
+    conn = Connection(backend, uri, adapter)
+    spec = conn.spec
 
     environment = {ENV_VAR: os.environ.get(ENV_VAR) or None}
     for var in sorted(set(URI_ENV.values())) + ["SEMVEC_MONGO_DB"]:

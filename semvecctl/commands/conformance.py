@@ -14,14 +14,14 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
-from semvecctl.errors import CliError, usage_error
+from semvecctl.commands import help_of
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, NamedBackend, Output, Uri
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
 NAME = "conformance"
-HELP = "Certify a backend against the contract: cases per capability, a level, JUnit XML."
+HELP = help_of(NAME)
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
 _MARKS = {"passed": "ok", "failed": "FAIL", "error": "ERROR", "not-applicable": "n/a",
@@ -52,8 +52,8 @@ def _refuse_fallback(spec: Any) -> None:
     if resolution.fell_back:
         hint = (f"; did you mean {', '.join(repr(c) for c in resolution.close_matches)}?"
                 if resolution.close_matches else "")
-        raise usage_error(f"unknown backend {spec.backend!r}: conformance does not certify "
-                          f"'memory' in its place{hint}")
+        current().abort(f"unknown backend {spec.backend!r}: conformance does not certify "
+                        f"'memory' in its place{hint}", ExitCode.USAGE)
 
 
 def _factory_for(spec: Any):
@@ -77,9 +77,9 @@ def _preflight(adapter: Any, spec: Any, timeout: float) -> None:
     outcome = call_with_timeout(check, timeout)
     if outcome.timed_out or (outcome.error is None and outcome.value is False):
         what = "did not answer" if outcome.timed_out else "answered False"
-        raise CliError(
-            f"backend {getattr(adapter, 'name', spec.backend)!r} at {spec.display_uri} is "
-            f"unreachable (check_health {what}); nothing was certified", ExitCode.UNREACHABLE)
+        current().abort(
+             f"backend {getattr(adapter, 'name', spec.backend)!r} at {spec.display_uri} is "
+             f"unreachable (check_health {what}); nothing was certified", ExitCode.UNREACHABLE)
 
 
 class _LiveTable:
@@ -189,7 +189,7 @@ def run(
     from backends.conformance import ConformanceOptions, plan, run_conformance, write_junit_xml
     from backends.conformance.context import redis_url_of
 
-    from semvecctl.connection import resolve_connection
+    from semvecctl.connection import Connection
     from semvecctl.report import write_report
 
     out = current().output
@@ -197,11 +197,12 @@ def run(
     try:
         cases = plan(only_list)
     except ValueError as exc:
-        raise usage_error(str(exc)) from None
-    spec = resolve_connection(backend, uri, adapter)
+        current().abort(str(exc), ExitCode.USAGE, cause=None)
+    conn = Connection(backend, uri, adapter)
+    spec = conn.spec
     if spec.origin == "default":
-        raise usage_error("name the backend to certify: --backend NAME, --uri URI or "
-                          "--adapter module:factory")
+        current().abort("name the backend to certify: --backend NAME, --uri URI or "
+                        "--adapter module:factory", ExitCode.USAGE)
     _refuse_fallback(spec)
     factory = _factory_for(spec)
     first = factory()  # construction errors (driver missing, bad URI) exit 3 here
@@ -250,7 +251,7 @@ def list_cases(
     try:
         cases = plan(_split_only(only))
     except ValueError as exc:
-        raise usage_error(str(exc)) from None
+        current().abort(str(exc), ExitCode.USAGE, cause=None)
     rows = [{"group": c.group, "case": c.name, "id": c.case_id, "checks": c.doc} for c in cases]
     if output == OutputFormat.table:
         current().output.table([Column("ID", "id"), Column("CHECKS", "checks")], rows)

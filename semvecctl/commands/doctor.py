@@ -14,13 +14,14 @@ from typing import Any, Iterator
 import typer
 
 from semvecctl.application import current
-from semvecctl.connection import open_adapter, resolve_connection
+from semvecctl.commands import help_of
+from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, StreamOutput, Timeout, Uri
 from semvecctl.output import Column, StreamFormat
 
 NAME = "doctor"
-HELP = "Audit a store for damage (read-only); --fix shows repairs, --fix --apply makes the safe ones."
+HELP = help_of(NAME)
 
 _COLUMNS = [
     Column("SEVERITY", "severity", style="bold"),
@@ -45,15 +46,15 @@ def app(
     """Audit a store for damage (read-only); --fix shows repairs, --fix --apply makes the safe ones."""
     from backends.ops.doctor import apply_repair, audit, blocking, plan
 
-    from semvecctl.errors import usage_error
 
     if apply and not fix:
-        raise usage_error("--apply only goes with --fix (see the plan first)")
+        current().abort("--apply only goes with --fix (see the plan first)", ExitCode.USAGE)
     out = current().output
-    spec = resolve_connection(backend, uri, adapter)
+    conn = Connection(backend, uri, adapter, timeout=timeout)
+    spec = conn.spec
     counts = {"error": 0, "warning": 0, "info": 0, "repaired": 0, "blocking": 0}
     reaudit: dict[str, int] | None = None
-    with open_adapter(spec) as adapter_obj, out.progress_task("auditing", unit=" keys") as task:
+    with conn.open() as adapter_obj, out.progress_task("auditing", unit=" keys") as task:
         findings = audit(adapter_obj, batch=batch_size, timeout=timeout, progress=task.set)
         claimed: set[tuple[str, str]] = set()  # what this run says it repaired
         listed_places: set[tuple[str, str]] = set()  # what the first pass showed

@@ -20,15 +20,14 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
-from semvecctl.connection import open_adapter, resolve_connection
-from semvecctl.errors import usage_error
+from semvecctl.commands import help_of
+from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, Uri, Yes
+from semvecctl.options import AdapterFactory, Backend, Output, SubjectOwner, SubjectUnowned, Uri, Yes
 from semvecctl.output import Column, OutputFormat
 
 NAME = "erase"
-HELP = ("Erase a data subject as the engine does: its events, the state and item rows of "
-        "the sessions derived from them (preview, then --apply).")
+HELP = help_of(NAME)
 
 _PLACES = [Column("PLACE", "place", style="bold"), Column("COUNT", "count", justify="right"),
            Column("DETAIL", "detail")]
@@ -47,11 +46,8 @@ def _rows(places: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 def app(
     user: str = typer.Option(..., "--user", help="The user id of the data subject.",
                              show_default=False),
-    owner: Optional[str] = typer.Option(None, "--owner", show_default=False,
-                                        help="The subject's owner (tenant or tenant/agent): "
-                                             "the user's events of this owner only."),
-    unowned: bool = typer.Option(False, "--unowned",
-                                 help="The subject whose events carry no owner."),
+    owner: SubjectOwner = None,
+    unowned: SubjectUnowned = False,
     apply: bool = typer.Option(False, "--apply", help="Erase (default: preview only)."),
     receipt: Optional[str] = typer.Option(None, "--receipt", show_default=False,
                                           help="Write the JSON receipt here (required with "
@@ -71,25 +67,26 @@ def app(
     from backends.ops.journal import Journal, JournalMismatch, journal_path
 
     if not user.strip():
-        raise usage_error("--user needs a non-empty user id")
+        current().abort("--user needs a non-empty user id", ExitCode.USAGE)
     if (owner is None) == (not unowned):
-        raise usage_error("name the subject's owner: --owner OWNER, or --unowned for events "
-                          "without one (two owners' users are two data subjects)")
+        current().abort("name the subject's owner: --owner OWNER, or --unowned for events "
+                        "without one (two owners' users are two data subjects)", ExitCode.USAGE)
     if owner is not None and not owner.strip():
-        raise usage_error("--owner needs a non-empty owner (or pass --unowned)")
+        current().abort("--owner needs a non-empty owner (or pass --unowned)", ExitCode.USAGE)
     if apply and receipt is None:
-        raise usage_error("--apply needs --receipt FILE: the receipt is the evidence, and "
-                          "FILE.journal lets the same command finish an interrupted erasure")
+        current().abort("--apply needs --receipt FILE: the receipt is the evidence, and "
+                        "FILE.journal lets the same command finish an interrupted erasure", ExitCode.USAGE)
     if receipt is not None:
         directory = os.path.dirname(os.path.abspath(receipt))
         if not os.path.isdir(directory) or os.path.isdir(receipt):
-            raise usage_error(f"--receipt {receipt}: not a file in an existing directory")
+            current().abort(f"--receipt {receipt}: not a file in an existing directory", ExitCode.USAGE)
     elif overwrite:
-        raise usage_error("--overwrite only applies to --receipt FILE")
+        current().abort("--overwrite only applies to --receipt FILE", ExitCode.USAGE)
     app_ = current()
     out = app_.output
-    spec = resolve_connection(backend, uri, adapter)
-    with open_adapter(spec) as adapter_obj:
+    conn = Connection(backend, uri, adapter)
+    spec = conn.spec
+    with conn.open() as adapter_obj:
         arguments = {"uri": spec.display_uri, "backend": str(getattr(adapter_obj, "name", "?")),
                      "user": user, "owner": owner, "unowned": owner is None}
         found = None

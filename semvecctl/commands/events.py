@@ -13,17 +13,15 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
-from semvecctl.commands.sessions import OwnerOpt, UnownedOpt
+from semvecctl.commands import help_of
 # the export's options are the sessions export's: one --overwrite rule
-from semvecctl.commands.sessions_transfer import ExportYesOpt, OverwriteOpt
-from semvecctl.connection import open_adapter, resolve_connection
-from semvecctl.errors import CliError, usage_error
+from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, StreamOutput, Uri, owner_filter
+from semvecctl.options import AdapterFactory, ArchiveOverwrite, Backend, EventOwner, EventUnowned, ExportYes, Output, StreamOutput, Uri
 from semvecctl.output import Column, OutputFormat, StreamFormat
 
 NAME = "events"
-HELP = "List, inspect, count and export a user's compliance events."
+HELP = help_of(NAME)
 
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
@@ -49,7 +47,7 @@ def _short(text: Optional[str], width: int) -> Optional[str]:
 
 def _user(user: str) -> str:
     if not user.strip():
-        raise usage_error("--user needs a non-empty user id")
+        current().abort("--user needs a non-empty user id", ExitCode.USAGE)
     return user
 
 
@@ -60,8 +58,8 @@ def list_events(
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
-    owner: Optional[str] = OwnerOpt,
-    unowned: bool = UnownedOpt,
+    owner: EventOwner = None,
+    unowned: EventUnowned = False,
     limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, max=1_000_000_000,
                                         help="Stop after this many events (after the filters)."),
     output: StreamOutput = StreamFormat.table,
@@ -71,9 +69,9 @@ def list_events(
     from backends.ops.eventlog import event_row, iter_events, order_of, require_event_store
 
     out = current().output
-    scope = owner_filter(owner, unowned)
-    spec = resolve_connection(backend, uri, adapter)
-    with open_adapter(spec) as adapter_obj:
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
+    with conn.open() as adapter_obj:
         store = require_event_store(adapter_obj)
         events = iter_events(store, _user(user), owner_subject=scope, session_id=session,
                              limit=limit)
@@ -90,22 +88,22 @@ def inspect_event(
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
-    owner: Optional[str] = OwnerOpt,
-    unowned: bool = UnownedOpt,
+    owner: EventOwner = None,
+    unowned: EventUnowned = False,
     output: Output = OutputFormat.table,
 ) -> None:
     """One event in full (embedding included), under the owner filter."""
     from backends.ops.eventlog import event_row, require_event_store
 
     out = current().output
-    scope = owner_filter(owner, unowned)
-    spec = resolve_connection(backend, uri, adapter)
-    with open_adapter(spec) as adapter_obj:
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
+    with conn.open() as adapter_obj:
         event = require_event_store(adapter_obj).get_event(event_id, owner_subject=scope)
     if event is None or (user is not None and event.user_id != user):
         filtered = owner is not None or unowned or user is not None
-        raise CliError(f"no event {event_id!r}" + (" with that owner/user" if filtered else ""),
-                       ExitCode.CHECK_FAILED)
+        current().abort(f"no event {event_id!r}" + (" with that owner/user" if filtered else ""),
+                        ExitCode.CHECK_FAILED)
     report = event_row(event, full=True)
     out.emit(report, output, columns=[Column("FIELD", "field", style="bold"), Column("VALUE", "value")],
              rows=[{"field": k, "value": v} for k, v in report.items()])
@@ -118,17 +116,17 @@ def count_events(
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
-    owner: Optional[str] = OwnerOpt,
-    unowned: bool = UnownedOpt,
+    owner: EventOwner = None,
+    unowned: EventUnowned = False,
     output: Output = OutputFormat.table,
 ) -> None:
     """How many events the user has (under the filters)."""
     from backends.ops.eventlog import count_events as count, require_event_store
 
     out = current().output
-    scope = owner_filter(owner, unowned)
-    spec = resolve_connection(backend, uri, adapter)
-    with open_adapter(spec) as adapter_obj:
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
+    with conn.open() as adapter_obj:
         n = count(require_event_store(adapter_obj), _user(user), owner_subject=scope,
                   session_id=session)
     report: dict[str, Any] = {"user_id": user, "session_id": session, "events": n}
@@ -145,12 +143,12 @@ def export_events(
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
-    owner: Optional[str] = OwnerOpt,
-    unowned: bool = UnownedOpt,
+    owner: EventOwner = None,
+    unowned: EventUnowned = False,
     out_path: str = typer.Option("-", "--out", "-O",
                                  help="Archive file (gzip when it ends in .gz), or - for stdout."),
-    overwrite: bool = OverwriteOpt,
-    yes: bool = ExportYesOpt,
+    overwrite: ArchiveOverwrite = False,
+    yes: ExportYes = False,
 ) -> None:
     """Write the user's (filtered) log to a sessions archive: atomic 0600 file, checksummed,
     nothing under the name if interrupted; `sessions import` reads it back. An existing
@@ -165,10 +163,11 @@ def export_events(
 
     app_ = current()
     out = app_.output
-    scope = owner_filter(owner, unowned)
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
     to_stdout = archive_target(out_path, out, overwrite=overwrite)
-    spec = resolve_connection(backend, uri, adapter)
-    with open_adapter(spec) as adapter_obj:
+    spec = conn.spec
+    with conn.open() as adapter_obj:
         require_event_store(adapter_obj)
         options = dict(source_uri=spec.display_uri, owner_subject=scope, session_id=session,
                        progress=lambda items: out.progress(items, label="exporting events"))

@@ -11,13 +11,14 @@ from typing import Any
 import typer
 
 from semvecctl.application import current
-from semvecctl.connection import open_adapter, resolve_connection
+from semvecctl.commands import help_of
+from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, Timeout, Uri
 from semvecctl.output import Column, OutputFormat
 
 NAME = "health"
-HELP = "Probe a backend (check_health, bounded by a timeout); exit 0/1/3/4 for CI gates."
+HELP = help_of(NAME)
 
 
 #: a session id no one writes: reading it tells why a store is unhealthy
@@ -25,39 +26,30 @@ _DIAGNOSIS_ID = "__semvecctl_health_diagnosis__"
 
 
 def categorise(exc: BaseException) -> dict[str, Any]:
-    """One category, exit code and line for why a backend is unhealthy: refused
-    credentials and TLS or configuration problems are the environment (3), a host that
-    does not answer or a transient failure is unreachable (4)."""
-    import ssl
+    """One category, exit code and line for why a backend is unhealthy, from the one
+    table (``backends.errors.CATEGORIES``, read through the cause chain by
+    ``diagnosis_of``): refused credentials and TLS or configuration problems are the
+    environment (3), a host that does not answer or a transient failure is unreachable
+    (4), anything unclassified is 3 as in every other command."""
+    from backends.errors import Category, diagnosis_of
 
-    from backends import errors as be
-
-    chain: list[BaseException] = []
-    seen: BaseException | None = exc
-    while seen is not None and len(chain) < 8:
-        chain.append(seen)
-        seen = seen.__cause__ or seen.__context__
     text = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
-    if any(isinstance(e, (ssl.SSLError, ssl.CertificateError)) for e in chain) or \
-            any(word in str(e).lower() for e in chain
-                for word in ("certificate verify", "[ssl", "tls handshake", "ssl handshake")):
-        return {"category": "tls error", "exit": int(ExitCode.ENVIRONMENT), "message": text}
-    if any(isinstance(e, (be.BackendAuthError, PermissionError)) for e in chain):
-        return {"category": "credentials refused", "exit": int(ExitCode.ENVIRONMENT), "message": text}
-    if any(isinstance(e, (be.BackendConfigError, be.MissingDriver, be.UnsupportedOperation))
-           for e in chain):
-        return {"category": "misconfigured", "exit": int(ExitCode.ENVIRONMENT), "message": text}
-    if isinstance(exc, be.BackendTransient):
-        return {"category": "transient failure", "exit": int(ExitCode.UNREACHABLE),
-                "message": f"{text}; retry"}
-    return {"category": "unreachable" if isinstance(exc, (ConnectionError, TimeoutError, OSError))
-            else "error", "exit": int(ExitCode.UNREACHABLE), "message": text}
+    category = diagnosis_of(exc)
+    return _cause(category, f"{text}; retry" if category is Category.TRANSIENT else text)
+
+
+def _cause(category: Any, message: str) -> dict[str, Any]:
+    from backends.errors import CATEGORIES
+
+    rule = CATEGORIES[category]
+    return {"category": rule.health, "exit": int(rule.exit_code), "message": message}
 
 
 def diagnose(adapter_obj: Any, error: BaseException | None, budget: float) -> dict[str, Any]:
     """Why the probe failed. ``check_health`` answers only yes/no, so one read of a session
     no one writes (bounded by what is left of the timeout) recovers the categorised
     error the store raises."""
+    from backends.errors import Category
     from backends.probe import call_with_timeout
 
     if error is None:
@@ -66,11 +58,11 @@ def diagnose(adapter_obj: Any, error: BaseException | None, budget: float) -> di
         if got.error is not None:
             error = got.error
         elif got.timed_out:
-            return {"category": "unreachable", "exit": int(ExitCode.UNREACHABLE),
-                    "message": "the health probe failed and a read got no answer in time"}
+            return _cause(Category.UNREACHABLE,
+                          "the health probe failed and a read got no answer in time")
         else:
-            return {"category": "unreachable", "exit": int(ExitCode.UNREACHABLE),
-                    "message": "the health probe failed though a read succeeded (flapping?)"}
+            return _cause(Category.UNREACHABLE,
+                          "the health probe failed though a read succeeded (flapping?)")
     return categorise(error)
 
 
@@ -85,12 +77,14 @@ def app(
 ) -> None:
     """Probe a backend (check_health, bounded by a timeout); exit 0/1/3/4 for CI gates."""
     from backends.contract import Capability, offers
+    from backends.errors import Category
     from backends.probe import call_with_timeout
     from backends.registry import accepts_keyword
 
     out = current().output
-    spec = resolve_connection(backend, uri, adapter)
-    with open_adapter(spec) as adapter_obj:
+    conn = Connection(backend, uri, adapter, timeout=timeout)
+    spec = conn.spec
+    with conn.open() as adapter_obj:
         started = time.monotonic()
         # the timeout is passed to adapters that take one, and bounds the call either way
         takes_timeout = accepts_keyword(adapter_obj.check_health, "timeout")
@@ -103,8 +97,7 @@ def app(
         cause: dict[str, Any] | None = None
         if outcome.timed_out:
             state = "timed out"
-            cause = {"category": "unreachable", "exit": int(ExitCode.UNREACHABLE),
-                     "message": f"no answer within {timeout:g}s"}
+            cause = _cause(Category.UNREACHABLE, f"no answer within {timeout:g}s")
         elif not healthy:
             state = "error" if outcome.error is not None else "unreachable"
             remaining = max(timeout - (time.monotonic() - started), 0.1)

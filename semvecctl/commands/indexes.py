@@ -16,14 +16,15 @@ from typing import Annotated, Any, Optional
 import typer
 
 from semvecctl.application import current
-from semvecctl.connection import open_adapter, resolve_connection
+from semvecctl.commands import help_of
+from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, Uri, Yes
+from semvecctl.options import AdapterFactory, Backend, Output, Uri, WaitTimeout, Yes
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
 NAME = "indexes"
-HELP = "Plan, ensure (create what is missing) and validate (read-only) a backend's indexes."
+HELP = help_of(NAME)
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
 Dimensions = Annotated[
@@ -90,8 +91,9 @@ def plan(
     from backends.contract import Capability, offers
 
     out = current().output
-    spec = resolve_connection(backend, uri, adapter)
-    with open_adapter(spec) as adapter_obj:
+    conn = Connection(backend, uri, adapter)
+    spec = conn.spec
+    with conn.open() as adapter_obj:
         if not offers(adapter_obj, Capability.INDEXES):
             _nothing_to_provision(adapter_obj, output, spec, "indexes")
             return
@@ -126,7 +128,7 @@ def ensure(
     recreate: bool = typer.Option(False, "--recreate",
                                   help="Drop and rebuild (or update in place) indexes whose options differ."),
     wait: bool = typer.Option(False, "--wait", help="Wait until every search index is READY and queryable."),
-    timeout: float = typer.Option(600.0, "--timeout", "-t", min=0.0, help="Seconds --wait waits at most."),
+    timeout: WaitTimeout = 600.0,
     poll: float = typer.Option(5.0, "--poll", min=0.01, help="Seconds between --wait status checks."),
     yes: Yes = False,
     output: Output = OutputFormat.table,
@@ -136,8 +138,9 @@ def ensure(
     from backends.contract import Capability, offers
 
     out = current().output
-    spec = resolve_connection(backend, uri, adapter)
-    with open_adapter(spec) as adapter_obj:
+    conn = Connection(backend, uri, adapter)
+    spec = conn.spec
+    with conn.open() as adapter_obj:
         if not offers(adapter_obj, Capability.INDEXES):
             _nothing_to_provision(adapter_obj, output, spec, "indexes")
             return
@@ -254,8 +257,9 @@ def validate(
     from semvecctl.report import write_report
 
     out = current().output
-    spec = resolve_connection(backend, uri, adapter)
-    with open_adapter(spec) as adapter_obj:
+    conn = Connection(backend, uri, adapter)
+    spec = conn.spec
+    with conn.open() as adapter_obj:
         if not offers(adapter_obj, Capability.INDEXES):
             write_report(report_file, "indexes",
                          _nothing_to_provision(adapter_obj, output, spec, "indexes"))

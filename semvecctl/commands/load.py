@@ -15,14 +15,14 @@ from typing import Any
 import typer
 
 from semvecctl.application import current
-from semvecctl.connection import open_adapter, resolve_connection
-from semvecctl.errors import CliError
+from semvecctl.commands import help_of
+from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Backend, Output, Uri, Yes
 from semvecctl.output import Column, OutputFormat
 
 NAME = "load"
-HELP = "Run concurrent writers against a store, then audit that nothing acknowledged was lost."
+HELP = help_of(NAME)
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
 _PREFLIGHT_TIMEOUT_S = 5.0
@@ -72,17 +72,18 @@ def run(
     from backends.probe import call_with_timeout
 
     out = current().output
-    spec = resolve_connection(backend, uri, adapter)
+    conn = Connection(backend, uri, adapter)
+    spec = conn.spec
     out.confirm(f"write load-test sessions and events to {spec.display_uri} "
                 "(removed afterwards)", yes=yes)
     prefix = new_load_prefix()
     plan = LoadPlan(writers=writers, duration_s=duration, sessions=sessions,
                     events_per_turn=events_per_turn, max_commits=max_commits, prefix=prefix)
-    with open_adapter(spec) as adapter_obj:
+    with conn.open() as adapter_obj:
         probe = call_with_timeout(adapter_obj.check_health, _PREFLIGHT_TIMEOUT_S)
         if probe.value is not True:
-            raise CliError(f"backend {adapter_obj.name!r} at {spec.display_uri} is unreachable; "
-                           "nothing was written", ExitCode.UNREACHABLE)
+            current().abort(f"backend {adapter_obj.name!r} at {spec.display_uri} is unreachable; "
+                            "nothing was written", ExitCode.UNREACHABLE)
         out.info(f"writing under prefix {prefix} for up to {duration:g}s")
         report = _run_interruptible(adapter_obj, plan, spec, out)
     data = {"uri": spec.display_uri, **report.to_dict()}
@@ -90,7 +91,7 @@ def run(
                                     Column("RESULT", "value")],
              rows=_rows(report, spec.display_uri))
     if report.fatal:
-        raise CliError(f"the store refused the load run: {report.fatal}", ExitCode.ENVIRONMENT)
+        current().abort(f"the store refused the load run: {report.fatal}", ExitCode.ENVIRONMENT)
     if report.cleanup_problems:
         out.warn(f"{len(report.cleanup_problems)} cleanup problem(s): rows under prefix "
                  f"{report.prefix} may remain; remove them with: "
@@ -157,11 +158,12 @@ def cleanup(
 
     out = current().output
     if not prefix.startswith("semvec-load-") or len(prefix) <= len("semvec-load-"):
-        raise CliError(f"--prefix {prefix!r} is not a load-run prefix (semvec-load-<hex>-)",
-                       ExitCode.USAGE)
-    spec = resolve_connection(backend, uri, adapter)
+        current().abort(f"--prefix {prefix!r} is not a load-run prefix (semvec-load-<hex>-)",
+                        ExitCode.USAGE)
+    conn = Connection(backend, uri, adapter)
+    spec = conn.spec
     out.confirm(f"delete the load-run rows under {prefix} from {spec.display_uri}", yes=yes)
-    with open_adapter(spec) as adapter_obj:
+    with conn.open() as adapter_obj:
         outcome = cleanup_prefix(adapter_obj, prefix, sessions)
     removed = (f"removed {len(outcome.removed.sessions)} session(s) and the events of "
                f"{len(outcome.removed.users)} user(s) under {prefix}")

@@ -11,20 +11,20 @@ unreachable.
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
 
 from semvecctl.application import current
-from semvecctl.connection import open_adapter, resolve_connection
-from semvecctl.errors import CliError, environment_error, usage_error
+from semvecctl.commands import help_of
+from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, Uri, owner_filter
+from semvecctl.options import AdapterFactory, Backend, ItemOwner, ItemUnowned, Output, Uri
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
 NAME = "retrieve"
-HELP = "Rank a session's memory in-process or server-side, and diff the two rankings."
+HELP = help_of(NAME)
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
 
@@ -36,10 +36,6 @@ class Side(str, Enum):
 # -- shared options ----------------------------------------------------------------------
 
 Session = Annotated[str, typer.Option("--session", "-s", help="Session id whose memory to rank.")]
-Owner = Annotated[Optional[str], typer.Option(
-    "--owner", help="Only items of this owner (tenant or tenant/agent). Default: unscoped.",
-    show_default=False)]
-Unowned = Annotated[bool, typer.Option("--unowned", help="Only items with no owner.")]
 Query = Annotated[Optional[str], typer.Option(
     "--query", "-q", help="Query text (used by BM25 / lexical search).", show_default=False)]
 QueryVector = Annotated[Optional[str], typer.Option(
@@ -72,7 +68,7 @@ def _parse_vector(value: str) -> tuple[float, ...]:
     if not text.startswith("["):
         path = Path(value)
         if not path.is_file():
-            raise usage_error(f"--query-vector is neither a JSON array nor a readable file: {value!r}")
+            current().abort(f"--query-vector is neither a JSON array nor a readable file: {value!r}", ExitCode.USAGE)
         text = path.read_text(encoding="utf-8")
     try:
         data = json.loads(text)
@@ -80,7 +76,7 @@ def _parse_vector(value: str) -> tuple[float, ...]:
             data = data.get("embedding", data.get("vector"))
         return parse_vector(data, "--query-vector")
     except (ValueError, TypeError) as exc:
-        raise usage_error(f"--query-vector: {exc}") from None
+        current().abort(f"--query-vector: {exc}", ExitCode.USAGE, cause=None)
 
 
 def _rrf_weights(value: str | None) -> tuple[float, float] | None:
@@ -91,7 +87,7 @@ def _rrf_weights(value: str | None) -> tuple[float, float] | None:
     except ValueError:
         parts = ()
     if len(parts) != 2 or any(p < 0 for p in parts):
-        raise usage_error(f"--rrf-weights expects two non-negative numbers 'dense,bm25', got {value!r}")
+        current().abort(f"--rrf-weights expects two non-negative numbers 'dense,bm25', got {value!r}", ExitCode.USAGE)
     return parts  # type: ignore[return-value]
 
 
@@ -105,13 +101,13 @@ def _load_items(adapter: Any, session: str, owner: Any, items_file: Path | None,
         try:
             return load_items_jsonl(items_file), str(items_file)
         except ValueError as exc:
-            raise usage_error(f"--items: {exc}") from None
+            current().abort(f"--items: {exc}", ExitCode.USAGE, cause=None)
     if offers(adapter, Capability.LIVE_ITEMS):
         return tuple(adapter.iter_live_items(session, owner_subject=owner)), "live"
     if needed:
-        raise environment_error(
+        current().abort(
             f"enumerating live memory items is not supported by backend "
-            f"{getattr(adapter, 'name', '?')!r}; pass --items FILE.jsonl for the in-process side")
+            f"{getattr(adapter, 'name', '?')!r}; pass --items FILE.jsonl for the in-process side", ExitCode.ENVIRONMENT)
     return (), "none"
 
 
@@ -129,18 +125,18 @@ def _single_spec(query: str | None, query_vector: str | None, like: str | None):
     from backends.retrieval.diff import QuerySpec
 
     if query_vector is not None and like is not None:
-        raise usage_error("give --query-vector or --like, not both")
+        current().abort("give --query-vector or --like, not both", ExitCode.USAGE)
     if query is None and query_vector is None and like is None:
-        raise usage_error("nothing to search for: give --query, --query-vector or --like")
+        current().abort("nothing to search for: give --query, --query-vector or --like", ExitCode.USAGE)
     vector = _parse_vector(query_vector) if query_vector is not None else None
     return QuerySpec("query", text=query, vector=vector, like=like)
 
 
-def _no_server(adapter: Any) -> CliError:
-    return environment_error(
+def _no_server(adapter: Any) -> NoReturn:
+    current().abort(
         f"backend {getattr(adapter, 'name', '?')!r} has no server-side retrieval "
         "(no server_retriever()): it always retrieves in-process, so there is "
-        "nothing to diff against")
+        "nothing to diff against", ExitCode.ENVIRONMENT)
 
 
 def _unit_row(rank: int, unit: Any) -> dict[str, Any]:
@@ -172,8 +168,8 @@ def run(
     side: Side = typer.Option(Side.in_process, "--side", help="Which retriever ranks.",
                               case_sensitive=False),
     items: Items = None,
-    owner: Owner = None,
-    unowned: Unowned = False,
+    owner: ItemOwner = None,
+    unowned: ItemUnowned = False,
     output: Output = OutputFormat.table,
 ) -> None:
     """Rank a session's memory with one retriever and print the top-k."""
@@ -183,17 +179,17 @@ def run(
     from backends.retrieval.diff import resolve_query, run_side
 
     out = current().output
-    scope = owner_filter(owner, unowned)
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
     spec = _single_spec(query, query_vector, like)
     ctx = _context(session, scope, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
                    rrf_k, rrf_weights)
-    connection = resolve_connection(backend, uri, adapter)
-    with open_adapter(connection) as adapter_obj:
+    with conn.open() as adapter_obj:
         server = server_retriever_of(adapter_obj) if side is Side.server else None
         if side is Side.server and server is None:
-            raise environment_error(
+            current().abort(
                 f"backend {adapter_obj.name!r} has no server-side retrieval "
-                "(no server_retriever()); use --side in-process")
+                "(no server_retriever()); use --side in-process", ExitCode.ENVIRONMENT)
         need_items = side is Side.in_process or like is not None
         live, origin = _load_items(adapter_obj, session, scope, items, need_items)
         try:
@@ -201,7 +197,7 @@ def run(
             ctx = replace(ctx, query_embedding=vector, query_text=text)
             units = run_side(side.value, ctx, items=live, server=server)
         except (ValueError, LookupError) as exc:
-            raise usage_error(str(exc).strip("'\"")) from None
+            current().abort(str(exc).strip("'\""), ExitCode.USAGE, cause=None)
         retriever = "in-process" if server is None else getattr(server, "name", "server")
         report = {
             "backend": adapter_obj.name,
@@ -351,8 +347,8 @@ def diff(
     rrf_k: RrfK = None,
     rrf_weights: RrfWeights = None,
     items: Items = None,
-    owner: Owner = None,
-    unowned: Unowned = False,
+    owner: ItemOwner = None,
+    unowned: ItemUnowned = False,
     min_rbo: Optional[float] = typer.Option(
         None, "--min-rbo", min=0.0, max=1.0, help="Exit 1 if any query's RBO is below this.",
         show_default=False),
@@ -382,35 +378,35 @@ def diff(
     from semvecctl.report import write_report
 
     out = current().output
-    scope = owner_filter(owner, unowned)
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
     if queries is not None:
         if query is not None or query_vector is not None or like is not None:
-            raise usage_error("--queries replaces --query/--query-vector/--like; give one or the other")
+            current().abort("--queries replaces --query/--query-vector/--like; give one or the other", ExitCode.USAGE)
         try:
             specs = load_queries_jsonl(queries)
         except ValueError as exc:
-            raise usage_error(f"--queries: {exc}") from None
+            current().abort(f"--queries: {exc}", ExitCode.USAGE, cause=None)
     else:
         specs = [_single_spec(query, query_vector, like)]
     ctx = _context(session, scope, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
                    rrf_k, rrf_weights)
-    connection = resolve_connection(backend, uri, adapter)
-    with open_adapter(connection) as adapter_obj:
+    with conn.open() as adapter_obj:
         server = server_retriever_of(adapter_obj)
         if server is None:
-            raise _no_server(adapter_obj)
+            _no_server(adapter_obj)
         exact = exact or min_recall is not None
         if exact and not has_exact_search(server):
-            raise environment_error(
+            current().abort(
                 f"--exact: the server-side retriever of backend {adapter_obj.name!r} has no "
-                "exact search (exact_search) to measure recall against")
+                "exact search (exact_search) to measure recall against", ExitCode.ENVIRONMENT)
         live, origin = _load_items(adapter_obj, session, scope, items, True)
         try:
             report = diff_queries(ctx, specs, items=live, server=server, p=rbo_p,
                                   items_origin=origin, min_rbo=min_rbo, min_jaccard=min_jaccard,
                                   exact=exact, min_recall=min_recall)
         except (ValueError, LookupError) as exc:
-            raise usage_error(str(exc).strip("'\"")) from None
+            current().abort(str(exc).strip("'\""), ExitCode.USAGE, cause=None)
         data = {"backend": adapter_obj.name, "session": session, "items": origin,
                 **report.to_dict()}
         fusion = _fusion_paths(server)
@@ -422,4 +418,4 @@ def diff(
         for miss in report.misses:
             out.error(f"gate missed: query {miss.query_id!r} {miss.metric} "
                       f"{miss.value:.4f} < {miss.threshold:g}")
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+        current().abort(code=ExitCode.CHECK_FAILED)

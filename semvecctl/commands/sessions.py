@@ -10,20 +10,17 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
-from semvecctl.connection import open_adapter, require_seam, resolve_connection
-from semvecctl.errors import CliError
+from semvecctl.commands import help_of
+from semvecctl.connection import Connection, require_seam
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, StreamOutput, Uri, Yes, owner_filter
+from semvecctl.options import AdapterFactory, Backend, DeleteOwner, DeleteUnowned, Output, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
 from semvecctl.output import Column, OutputFormat, StreamFormat
 
 NAME = "sessions"
-HELP = "List, inspect, delete, export, import and copy stored sessions."
+HELP = help_of(NAME)
 
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
-OwnerOpt = typer.Option(None, "--owner", help="Only sessions of this exact owner (tenant or tenant/agent).",
-                        show_default=False)
-UnownedOpt = typer.Option(False, "--unowned", help="Only sessions with no owner.")
 
 _LIST_COLUMNS = [
     Column("SESSION", "session_id", style="bold"),
@@ -72,8 +69,8 @@ def list_sessions(
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
-    owner: Optional[str] = OwnerOpt,
-    unowned: bool = UnownedOpt,
+    owner: SessionOwner = None,
+    unowned: SessionUnowned = False,
     match: Optional[str] = typer.Option(None, "--match", "-m", help="Only session ids matching this glob (*, ?, [..])."),
     limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, max=1_000_000_000, help="Stop after this many sessions."),
     batch_size: int = typer.Option(500, "--batch-size", min=1, max=10000, help="Sessions read per round trip."),
@@ -85,9 +82,9 @@ def list_sessions(
     from backends.contract import Capability
 
     out = current().output
-    scope = owner_filter(owner, unowned)
-    spec = resolve_connection(backend, uri, adapter)
-    with open_adapter(spec) as adapter_obj:
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
+    with conn.open() as adapter_obj:
         require_seam(adapter_obj, Capability.SESSIONS, "session listing")
         summaries = adapter_obj.iter_sessions(owner_subject=scope, match=match, batch_size=batch_size)
         if limit is not None:
@@ -115,8 +112,8 @@ def inspect_session(
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
-    owner: Optional[str] = OwnerOpt,
-    unowned: bool = UnownedOpt,
+    owner: SessionOwner = None,
+    unowned: SessionUnowned = False,
     output: Output = OutputFormat.table,
 ) -> None:
     """Version, owner, pending message, blob size/sha256, TTL and what the blob is."""
@@ -127,10 +124,11 @@ def inspect_session(
     from backends.errors import CorruptState
 
     out = current().output
-    scope = owner_filter(owner, unowned)
-    spec = resolve_connection(backend, uri, adapter)
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
+    conn.resolve()
     session_id = unescape_id(session_id)  # the escaped form 'sessions list' shows
-    with open_adapter(spec) as adapter_obj:
+    with conn.open() as adapter_obj:
         try:
             state, summary = _unless_unencodable(
                 lambda: read_snapshot(adapter_obj, session_id, owner_subject=scope),
@@ -139,9 +137,9 @@ def inspect_session(
             current().abort(_report_damaged(out, output, adapter_obj.name, exc),
                             ExitCode.CHECK_FAILED)
         if state is None:
-            raise CliError(f"no session {shown(session_id)}" + ("" if owner is None and not unowned
-                                                                else " with that owner"),
-                           ExitCode.CHECK_FAILED)
+            current().abort(f"no session {shown(session_id)}" + ("" if owner is None and not unowned
+                                                                 else " with that owner"),
+                            ExitCode.CHECK_FAILED)
         blob = describe_blob(state.blob)
         report: dict[str, Any] = {
             "session_id": escape_id(session_id),
@@ -205,9 +203,8 @@ def delete_session(
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
-    owner: Optional[str] = typer.Option(None, "--owner", help="Delete only if the session belongs to this owner.",
-                                        show_default=False),
-    unowned: bool = typer.Option(False, "--unowned", help="Delete only if the session has no owner."),
+    owner: DeleteOwner = None,
+    unowned: DeleteUnowned = False,
     if_version: Optional[int] = typer.Option(
         None, "--if-version", min=1, max=2**63 - 1, show_default=False,
         help="Delete only if the session is still at this version (as 'inspect' showed it); "
@@ -218,10 +215,11 @@ def delete_session(
     from backends.session_ids import shown, unescape_id
 
     out = current().output
-    scope = owner_filter(owner, unowned)
-    spec = resolve_connection(backend, uri, adapter)
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
+    spec = conn.spec
     session_id = unescape_id(session_id)  # the escaped form 'sessions list' shows
-    with open_adapter(spec) as adapter_obj:
+    with conn.open() as adapter_obj:
         scoped = "" if owner is None and not unowned else (
             f" owned by {owner!r}" if owner is not None else " without an owner")
         at = "" if if_version is None else f" at version {if_version}"
@@ -235,9 +233,9 @@ def delete_session(
             from backends.registry import accepts_keyword
 
             if not accepts_keyword(store.delete, "expected_version"):  # never delete unchecked
-                raise CliError(f"version-checked delete (--if-version) is not supported by "
-                               f"backend {adapter_obj.name!r}; nothing was deleted",
-                               ExitCode.ENVIRONMENT)
+                current().abort(f"version-checked delete (--if-version) is not supported by "
+                                f"backend {adapter_obj.name!r}; nothing was deleted",
+                                ExitCode.ENVIRONMENT)
             deleted = _unless_unencodable(lambda: store.delete(
                 session_id, owner_subject=scope, expected_version=if_version), False)
     if not deleted:

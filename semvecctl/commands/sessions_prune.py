@@ -18,12 +18,10 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
-from semvecctl.commands.sessions import OwnerOpt, UnownedOpt
 from semvecctl.commands.sessions import app as sessions_app
-from semvecctl.connection import open_adapter, require_seam, resolve_connection
-from semvecctl.errors import CliError, usage_error
+from semvecctl.connection import Connection, require_seam
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, StreamOutput, Uri, Yes, owner_filter
+from semvecctl.options import AdapterFactory, Backend, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
 from semvecctl.output import Column, StreamFormat
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -41,14 +39,23 @@ _COLUMNS = [
 ]
 
 
-def parse_duration(text: str) -> timedelta:
-    """``30d``, ``12h``, ``90m``, ``45s`` (or combined, ``1d12h``), within 1s..3650d."""
+def _duration_seconds(text: str) -> tuple[int | None, str]:
+    """(seconds, "") for ``30d``, ``12h``, ``90m``, ``45s`` (or combined, ``1d12h``) within
+    1s..3650d; (None, why not) otherwise."""
     value = (text or "").strip().lower()
     if not _DURATION.fullmatch(value):
-        raise usage_error(f"--idle-for {text!r} is not a duration like 30d, 12h, 90m or 45s")
+        return None, "is not a duration like 30d, 12h, 90m or 45s"
     seconds = sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)([smhd])", value))
     if not MIN_IDLE <= seconds <= MAX_IDLE:
-        raise usage_error(f"--idle-for {text!r} is outside the range 1s..3650d")
+        return None, "is outside the range 1s..3650d"
+    return seconds, ""
+
+
+def parse_duration(text: str) -> timedelta:
+    """``30d``, ``12h``, ``90m``, ``45s`` (or combined, ``1d12h``), within 1s..3650d."""
+    seconds, why = _duration_seconds(text)
+    if seconds is None:
+        current().abort(f"--idle-for {text!r} {why}", ExitCode.USAGE)
     return timedelta(seconds=seconds)
 
 
@@ -70,11 +77,11 @@ def _row(idle: Any, action: str) -> dict[str, Any]:
 
 
 def _parse_ttl(text: str) -> int:
-    try:
-        return int(parse_duration(text).total_seconds())
-    except CliError:
-        raise usage_error(f"--assume-ttl {text!r} is not a duration like 1d, 12h, 90m or 45s "
-                          "within 1s..3650d") from None
+    seconds, _ = _duration_seconds(text)
+    if seconds is None:
+        current().abort(f"--assume-ttl {text!r} is not a duration like 1d, 12h, 90m or 45s "
+                        "within 1s..3650d", ExitCode.USAGE)
+    return seconds
 
 
 def _journal_has(records: list, phase: str) -> bool:
@@ -88,8 +95,8 @@ def prune_sessions(
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
-    owner: Optional[str] = OwnerOpt,
-    unowned: bool = UnownedOpt,
+    owner: SessionOwner = None,
+    unowned: SessionUnowned = False,
     match: Optional[str] = typer.Option(None, "--match", "-m", show_default=False,
                                         help="Only session ids matching this glob (*, ?, [..])."),
     apply: bool = typer.Option(False, "--apply", help="Delete (default: preview only)."),
@@ -120,22 +127,23 @@ def prune_sessions(
 
     idle_for_td = parse_duration(idle_for)
     ttl = _parse_ttl(assume_ttl) if assume_ttl is not None else None
-    scope = owner_filter(owner, unowned)
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
     if archive is not None:
         directory = os.path.dirname(os.path.abspath(archive))
         if not os.path.isdir(directory) or os.path.isdir(archive):
-            raise usage_error(f"--archive {archive}: not a file in an existing directory")
+            current().abort(f"--archive {archive}: not a file in an existing directory", ExitCode.USAGE)
     elif overwrite:
-        raise usage_error("--overwrite only applies to --archive FILE")
+        current().abort("--overwrite only applies to --archive FILE", ExitCode.USAGE)
     app_ = current()
     out = app_.output
-    spec = resolve_connection(backend, uri, adapter)
+    spec = conn.spec
     result = PruneResult()
-    with open_adapter(spec) as adapter_obj:
+    with conn.open() as adapter_obj:
         require_seam(adapter_obj, Capability.SESSIONS, "session listing")
         if ttl is not None and offers(adapter_obj.state_store(), Capability.WRITE_TIME):
-            raise usage_error(f"--assume-ttl is for stores that keep no write time; backend "
-                              f"{adapter_obj.name!r} stores one (leave --assume-ttl out)")
+            current().abort(f"--assume-ttl is for stores that keep no write time; backend "
+                            f"{adapter_obj.name!r} stores one (leave --assume-ttl out)", ExitCode.USAGE)
         write_clock(adapter_obj, assume_ttl=ttl)  # exit 3 before anything without a write time
         journal = None
         resumed_archive = False

@@ -35,12 +35,10 @@ from typing import Any, Iterator, List, Optional
 import typer
 
 from semvecctl.application import current
-from semvecctl.commands.sessions import OwnerOpt, UnownedOpt
 from semvecctl.commands.sessions import app as sessions_app
-from semvecctl.connection import open_adapter, resolve_connection
-from semvecctl.errors import CliError, usage_error
+from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, StreamOutput, Uri, owner_filter
+from semvecctl.options import AdapterFactory, ArchiveOverwrite, Backend, ExportYes, SessionOwner, SessionUnowned, StreamOutput, Uri
 from semvecctl.output import Column, StreamFormat
 
 MatchOpt = typer.Option(None, "--match", "-m", help="Only session ids matching this glob (*, ?, [..]).",
@@ -60,12 +58,6 @@ AllowLossOpt = typer.Option(False, "--allow-loss",
                                  "(items, events, sequences, expiry times, drift flags); without it such a "
                                  "transfer is refused (exit 1) before anything is written.")
 ApplyOpt = typer.Option(False, "--apply", help="Write to the target (default: preview only).")
-OverwriteOpt = typer.Option(False, "--overwrite",
-                            help="Replace an existing --out file (without it an existing archive is never "
-                                 "touched: exit 2). --yes never allows this.")
-#: export never asks; --yes is accepted (scripts pass it) and allows nothing
-ExportYesOpt = typer.Option(False, "--yes", "-y", hidden=True,
-                            help="Accepted and ignored: overwriting an existing archive needs --overwrite.")
 
 
 class OnConflict(str, Enum):
@@ -116,8 +108,8 @@ def export_sessions(
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
-    owner: Optional[str] = OwnerOpt,
-    unowned: bool = UnownedOpt,
+    owner: SessionOwner = None,
+    unowned: SessionUnowned = False,
     match: Optional[str] = MatchOpt,
     with_items: bool = WithItemsOpt,
     with_events: bool = WithEventsOpt,
@@ -125,13 +117,13 @@ def export_sessions(
     allow_loss: bool = AllowLossOpt,
     out_path: str = typer.Option("-", "--out", "-O", help="Archive file (gzip when it ends in .gz), or - for stdout."),
     batch_size: int = BatchOpt,
-    overwrite: bool = OverwriteOpt,
+    overwrite: ArchiveOverwrite = False,
     skip_damaged: bool = typer.Option(
         False, "--skip-damaged",
         help="Write every session that reads strictly and list the damaged ones left out "
              "(id and reason, on stderr); the export then exits 1 (incomplete). Without it, "
              "one damaged session fails the export (exit 1), naming it, and no file is written."),
-    yes: bool = ExportYesOpt,
+    yes: ExportYes = False,
 ) -> None:
     """Write sessions to a versioned, checksummed archive (JSON Lines).
 
@@ -143,11 +135,12 @@ def export_sessions(
 
     app = current()
     out = app.output
-    scope = owner_filter(owner, unowned)
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
     to_stdout = archive_target(out_path, out, overwrite=overwrite)
-    spec = resolve_connection(backend, uri, adapter)
+    spec = conn.spec
     users = _users(users)
-    with open_adapter(spec) as source:
+    with conn.open() as source:
         for warning in check_exportable(source, with_items=with_items, with_events=with_events,
                                         users=users, allow_loss=allow_loss):
             out.warn(warning)
@@ -190,24 +183,24 @@ def archive_target(out_path: str, out: Any, *, overwrite: bool = False) -> bool:
     confirmation flag never replaces an archive). True when the archive goes to stdout."""
     if out_path == "-":
         if out._isatty(sys.stdout):
-            raise usage_error("refusing to write an archive to a terminal: pass --out FILE or "
-                              "redirect stdout")
+            current().abort("refusing to write an archive to a terminal: pass --out FILE or "
+                            "redirect stdout", ExitCode.USAGE)
         return True
     directory = os.path.dirname(os.path.abspath(out_path))
     if not os.path.isdir(directory):
-        raise usage_error(f"directory {directory} does not exist (from --out)")
+        current().abort(f"directory {directory} does not exist (from --out)", ExitCode.USAGE)
     if os.path.isdir(out_path):
-        raise usage_error(f"--out {out_path} is a directory; name a file")
+        current().abort(f"--out {out_path} is a directory; name a file", ExitCode.USAGE)
     if os.path.lexists(out_path) and not overwrite:
-        raise usage_error(f"--out {out_path} already exists; nothing was written. Pass "
-                          "--overwrite to replace it, or name another file")
+        current().abort(f"--out {out_path} already exists; nothing was written. Pass "
+                        "--overwrite to replace it, or name another file", ExitCode.USAGE)
     return False
 
 
 def _users(users: Optional[List[str]]) -> tuple[str, ...]:
     cleaned = tuple(dict.fromkeys(u for u in (users or ())))
     if any(not u.strip() for u in cleaned):
-        raise usage_error("--user needs a non-empty user id")
+        current().abort("--user needs a non-empty user id", ExitCode.USAGE)
     return cleaned
 
 
@@ -287,8 +280,8 @@ def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: s
     if not report.ok:
         for example in report.examples:
             out.error(f"read-back mismatch: {example}")
-        raise CliError(f"read-back found {report.mismatched} session(s) that differ from the source",
-                       ExitCode.CHECK_FAILED)
+        current().abort(f"read-back found {report.mismatched} session(s) that differ from the source",
+                        ExitCode.CHECK_FAILED)
     events = (f"; {report.events_matched} event(s) match"
               if report.events_compared else "")
     out.info(f"read back {report.matched} session(s): blobs, owners, pending messages"
@@ -341,9 +334,9 @@ def _archive_source(path: str) -> Iterator[Any]:
             yield StagedStream(staged, "stdin")
         return
     if not os.path.exists(path):
-        raise usage_error(f"no such archive file: {path}")
+        current().abort(f"no such archive file: {path}", ExitCode.USAGE)
     if os.path.isdir(path):
-        raise usage_error(f"{path} is a directory, not an archive file")
+        current().abort(f"{path} is a directory, not an archive file", ExitCode.USAGE)
     yield ArchiveFile(path)
 
 
@@ -368,8 +361,9 @@ def import_sessions(
     from backends.migrate import SessionImporter
 
     policy = _on_conflict(on_conflict)
-    spec = resolve_connection(backend, uri, adapter)
-    with _archive_source(archive) as source, open_adapter(spec) as target:
+    conn = Connection(backend, uri, adapter)
+    conn.resolve()
+    with _archive_source(archive) as source, conn.open() as target:
         importer = SessionImporter(target, source, on_conflict=policy, keep_versions=keep_versions,
                                    allow_loss=allow_loss)
         _run_import(importer, apply=apply, output=output, verb="import")
@@ -392,8 +386,8 @@ def copy_sessions(
     to_adapter: Optional[str] = typer.Option(None, "--to-adapter", show_default=False,
                                              help="Target adapter from Python code: module:factory.",
                                              rich_help_panel="Backend authors"),
-    owner: Optional[str] = OwnerOpt,
-    unowned: bool = UnownedOpt,
+    owner: SessionOwner = None,
+    unowned: SessionUnowned = False,
     match: Optional[str] = MatchOpt,
     with_items: bool = WithItemsOpt,
     with_events: bool = WithEventsOpt,
@@ -419,17 +413,19 @@ def copy_sessions(
 
     out = current().output
     if not (from_uri or from_adapter):
-        raise usage_error("name the source with --from URI (or --from-adapter module:factory)")
+        current().abort("name the source with --from URI (or --from-adapter module:factory)", ExitCode.USAGE)
     if not (to_uri or to_adapter):
-        raise usage_error("name the target with --to URI (or --to-adapter module:factory)")
+        current().abort("name the target with --to URI (or --to-adapter module:factory)", ExitCode.USAGE)
     if from_uri and to_uri and from_uri == to_uri and not (from_adapter or to_adapter):
-        raise usage_error("--from and --to name the same store; nothing to copy")
+        current().abort("--from and --to name the same store; nothing to copy", ExitCode.USAGE)
     policy = _on_conflict(on_conflict)
-    scope = owner_filter(owner, unowned)
+    source_conn = Connection(None, from_uri, from_adapter, owner=owner, unowned=unowned)
+    target_conn = Connection(None, to_uri, to_adapter)
+    scope = source_conn.scope
     users = _users(users)
-    source_spec = resolve_connection(None, from_uri, from_adapter)
-    target_spec = resolve_connection(None, to_uri, to_adapter)
-    with open_adapter(source_spec) as source, open_adapter(target_spec) as target:
+    source_spec = source_conn.spec
+    target_spec = target_conn.spec
+    with source_conn.open() as source, target_conn.open() as target:
         # refuse what cannot be honoured before reading a single session
         for warning in check_exportable(source, with_items=with_items, with_events=with_events,
                                         users=users, allow_loss=allow_loss):

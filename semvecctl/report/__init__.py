@@ -58,15 +58,15 @@ def write_report(path: Optional[Path], kind: str, data: dict[str, Any]) -> None:
     if path is None:
         return
     from semvecctl.application import current
-    from semvecctl.errors import environment_error
+    from semvecctl.exit_codes import ExitCode
 
     app = current()
     text = app.scrub(render_report(kind, data, path.suffix))
     try:
         _write_atomically(path, text)
     except OSError as exc:
-        raise environment_error(f"cannot write the report {str(path)!r}: "
-                                f"{exc.strerror or exc}") from None
+        current().abort(f"cannot write the report {str(path)!r}: "
+                        f"{exc.strerror or exc}", ExitCode.ENVIRONMENT, cause=None)
     app.output.info(f"report written to {path}")
 
 

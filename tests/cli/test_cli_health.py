@@ -100,7 +100,7 @@ def test_adapter_factory_flag(tmp_path, monkeypatch):
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     result = run("health", "--adapter", "sick_adapter_mod:Sick", "-o", "json")
-    assert result.exit_code == 4
+    assert result.exit_code == 3  # unclassified: 3 in every command (issue 33)
     report = json.loads(result.stdout)
     assert report["status"] == "error" and "probe exploded" in report["error"]
     bad = run("health", "--adapter", "no_such_module_xyz:Thing")
