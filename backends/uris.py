@@ -234,11 +234,11 @@ def fitting_backends(uri: str) -> tuple[str, ...]:
 def choose_backend_for_uri(uri: str) -> tuple[str, str]:
     """``(backend, reason)`` for a URI given without a backend name. Where several
     backends fit the scheme, the store's content decides (a short connection, see
-    :mod:`backends.postgres.detect`); otherwise the scheme alone does."""
+    :mod:`backends.sql.detect`); otherwise the scheme alone does."""
     fits = fitting_backends(uri)
     if len(fits) == 1:
         return fits[0], f"the URI scheme implies {fits[0]!r}"
-    from backends.postgres.detect import choose_sql_backend
+    from backends.sql.detect import choose_sql_backend
 
     choice = choose_sql_backend(uri)
     return choice.backend, choice.reason

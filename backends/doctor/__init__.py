@@ -15,7 +15,8 @@ from backends.doctor.model import Finding, Section, Severity, apply_repair, bloc
 __all__ = ["Finding", "Section", "Severity", "apply_repair", "audit", "blocking", "plan"]
 
 #: adapter name -> module holding its ``audit(adapter, **options)``
-_AUDITS = {"redis": "redis", "mongo": "mongo", "postgres": "sql", "pgvector": "sql"}
+_AUDITS = {"redis": "backends.doctor.redis", "mongo": "backends.doctor.mongo",
+           "postgres": "backends.sql.audit", "pgvector": "backends.sql.audit"}
 
 
 def audit(adapter: Any, **options: Any) -> Iterator[Finding]:
@@ -29,9 +30,9 @@ def audit(adapter: Any, **options: Any) -> Iterator[Finding]:
     module = _AUDITS.get(name)
     if module is not None:
         try:
-            found = importlib.import_module(f"backends.doctor.{module}")
+            found = importlib.import_module(module)
         except ModuleNotFoundError as exc:
-            if exc.name != f"backends.doctor.{module}":
+            if exc.name != module:
                 raise
             found = None
         if found is not None:

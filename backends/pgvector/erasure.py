@@ -8,8 +8,8 @@ from typing import Any
 
 from backends.contract import OwnerFilter
 from backends.erasure import ItemEraser
-from backends.pgvector.database import Database
-from backends.pgvector.state import owner_clause
+from backends.sql.database import Database
+from backends.sql.state import owner_clause
 
 
 def item_eraser(db: Database) -> ItemEraser:
