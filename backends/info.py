@@ -36,6 +36,10 @@ class BackendInfo:
     drivers: tuple[str, ...] = ()
     #: the distribution whose extra installs the drivers
     package: str = "semvecctl"
+    #: ``module:function`` telling apart the backends that share this one's scheme by
+    #: what the store holds: ``function(uri)`` returns ``(backend, reason)`` and never
+    #: raises (:func:`backends.selection.choose_backend_for_uri` asks it)
+    detect: str | None = None
 
     @property
     def driver(self) -> str | None:
@@ -71,7 +75,8 @@ ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
     BackendInfo("pgvector", "backends.pgvector:PgVectorAdapter",
                 schemes=("postgresql", "postgres"),
                 uri_env=("SEMVEC_PGVECTOR_URL", "DATABASE_URL"),
-                extra="pgvector", drivers=("psycopg", "psycopg_pool", "pgvector")),
+                extra="pgvector", drivers=("psycopg", "psycopg_pool", "pgvector"),
+                detect="backends.sql.detect:choose_sql_backend"),
     BackendInfo("postgres", "backends.postgres:PostgresAdapter",
                 schemes=("postgresql", "postgres"), uri_env=("DATABASE_URL",),
                 extra="pgvector", drivers=("psycopg", "psycopg_pool")),

@@ -31,7 +31,7 @@ def environment_error(message: str) -> CliError:
 def classify(exc: BaseException) -> tuple[ExitCode, str]:
     """Map an exception from the backend layer to an exit code and a one-line message."""
     from backends import errors as be
-    from backends.uris import InvalidURI
+    from backends.selection import InvalidURI
 
     if isinstance(exc, CliError):
         return exc.code, exc.message

@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.errors import BackendConfigError
 from backends.info import declared
-from backends.uris import redact_uri
+from backends.redaction import redact_uri
 
 #: where each SQL backend looks for its location, first hit wins (declared in backends.info;
 #: DATABASE_URL is the engine's own variable, honoured as the engine does)

@@ -16,7 +16,7 @@ from backends.errors import (
     BackendUnreachable,
     MissingDriver,
 )
-from backends.uris import redact_uri
+from backends.redaction import redact_uri
 
 
 def missing_driver(backend: str, module: str) -> MissingDriver:
