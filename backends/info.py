@@ -39,6 +39,10 @@ class BackendInfo:
     #: ``module:function`` of the backend's own ``semvecctl doctor`` audit, or None (an
     #: adapter that lists its sessions then gets the generic audit)
     audit: str | None = None
+    #: ``module:function`` telling apart the backends that share this one's scheme by
+    #: what the store holds: ``function(uri)`` returns ``(backend, reason)`` and never
+    #: raises (:func:`backends.selection.choose_backend_for_uri` asks it)
+    detect: str | None = None
 
     @property
     def driver(self) -> str | None:
@@ -75,11 +79,12 @@ ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
                 schemes=("postgresql", "postgres"),
                 uri_env=("SEMVEC_PGVECTOR_URL", "DATABASE_URL"),
                 extra="pgvector", drivers=("psycopg", "psycopg_pool", "pgvector"),
-                audit="backends.doctor.sql:audit"),
+                audit="backends.sql.audit:audit",
+                detect="backends.sql.detect:choose_sql_backend"),
     BackendInfo("postgres", "backends.postgres:PostgresAdapter",
                 schemes=("postgresql", "postgres"), uri_env=("DATABASE_URL",),
                 extra="pgvector", drivers=("psycopg", "psycopg_pool"),
-                audit="backends.doctor.sql:audit"),
+                audit="backends.sql.audit:audit"),
 )
 KNOWN_INFO: tuple[BackendInfo, ...] = SHIPPED_INFO + ENTRY_POINT_INFO
 

@@ -64,7 +64,7 @@ class Application:
             self.secrets.add(value)
 
     def scrub(self, text: str) -> str:
-        from backends.uris import REDACTED, scrub
+        from backends.redaction import REDACTED, scrub
 
         for value in sorted(self.secret_values, key=len, reverse=True):
             text = text.replace(value, REDACTED)

@@ -73,7 +73,7 @@ class ConnectionSpec:
 
     @property
     def display_uri(self) -> str:
-        from backends.uris import redact_uri
+        from backends.redaction import redact_uri
 
         return redact_uri(self.uri) if self.uri else "-"
 
@@ -87,7 +87,7 @@ def resolve_connection(
 ) -> ConnectionSpec:
     """Combine flags, environment and profile into one connection spec."""
     from backends.registry import ENV_VAR, fold_name
-    from backends.uris import InvalidURI, backend_for_uri, choose_backend_for_uri, fitting_backends
+    from backends.selection import InvalidURI, backend_for_uri, choose_backend_for_uri, fitting_backends
 
     from semvecctl.config import load_config, select_profile
 

@@ -33,7 +33,7 @@ def load_adapter_factory(spec: str, *, uri: str | None = None,
 
     ``selected_name`` is None for ``module:factory`` (nothing to compare the name with).
     """
-    from backends.uris import backend_for_uri
+    from backends.selection import backend_for_uri
 
     spec = spec.strip()
     if "://" in spec or spec.startswith("memory:"):

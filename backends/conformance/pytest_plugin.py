@@ -77,7 +77,7 @@ class ConformanceItem(pytest.Item):
         try:
             adapter = self.target.adapter()
         except Exception as exc:  # noqa: BLE001 - reported once per case, briefly
-            from backends.uris import redact_uri, scrub
+            from backends.redaction import redact_uri, scrub
 
             shown = redact_uri(self.target.spec) if "://" in self.target.spec else self.target.spec
             pytest.fail(scrub(f"building the adapter from {shown!r} failed: "

@@ -31,7 +31,7 @@ from backends.errors import (BackendAuthError, BackendConfigError, InjectedFault
 from backends.mongo.config import MongoSettings, resolve_settings
 from backends.mongo.errors import translate_error, driver_errors
 from backends.mongo.topology import TRANSACTIONS_ADVICE, Topology, probe_topology
-from backends.uris import redact_uri
+from backends.redaction import redact_uri
 
 
 def _import_pymongo() -> Any:

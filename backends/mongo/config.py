@@ -11,7 +11,7 @@ from typing import Mapping
 from backends.errors import BackendConfigError
 from backends.info import declared
 from backends.mongo.names import DEFAULT_DATABASE
-from backends.uris import redact_uri
+from backends.redaction import redact_uri
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}

@@ -24,7 +24,7 @@ from backends.contract import (
     OwnerFilter,
     speaks_both_conventions,
 )
-from backends.postgres.adapter import PostgresAdapter
+from backends.sql.adapter import PostgresAdapter
 
 
 @speaks_both_conventions
@@ -42,10 +42,10 @@ class PgVectorAdapter(PostgresAdapter):
 
     Options: ``schema``, ``dimensions``, ``connect_timeout`` (s),
     ``statement_timeout_ms``, ``pool_size``, ``create_tables`` (see
-    :mod:`backends.pgvector.schema`), ``search_mode`` (auto/exact/hnsw) and
+    :mod:`backends.sql.schema`), ``search_mode`` (auto/exact/hnsw) and
     ``exact_search_limit`` (see :mod:`backends.pgvector.retrieval`). The connection
     pool's URI parameters (``pool_max_lifetime``, ``pool_max_idle``, ``pool_timeout``,
-    ``pool_check``) are described in :mod:`backends.pgvector.pool`.
+    ``pool_check``) are described in :mod:`backends.sql.pool`.
     """
 
     name = "pgvector"
@@ -122,18 +122,18 @@ class PgVectorAdapter(PostgresAdapter):
     def ensure_schema(self) -> None:
         """Create the schema, extension and tables (with their keys) if missing; no
         secondary indexes (that is ``ensure_indexes``)."""
-        from backends.pgvector.schema import ITEMS_GROUP
+        from backends.sql.schema import ITEMS_GROUP
 
         super().ensure_schema()
         self._db.provision(ITEMS_GROUP, explicit=True)
 
     def _tables_of_interest(self) -> tuple[str, ...]:
-        from backends.pgvector.schema import ITEMS_TABLE
+        from backends.sql.schema import ITEMS_TABLE
 
         return super()._tables_of_interest() + (ITEMS_TABLE,)
 
     def _more_health(self, conn: Any, details: dict[str, Any]) -> None:
-        from backends.pgvector.schema import ITEMS_TABLE
+        from backends.sql.schema import ITEMS_TABLE
 
         available = conn.execute(
             "SELECT default_version, installed_version FROM pg_available_extensions"

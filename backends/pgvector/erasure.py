@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from backends.contract import ItemEraser, OwnerFilter
-from backends.pgvector.database import Database
-from backends.pgvector.state import owner_clause
+from backends.sql.database import Database
+from backends.sql.state import owner_clause
 
 
 def item_eraser(db: Database) -> ItemEraser:

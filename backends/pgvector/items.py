@@ -27,9 +27,9 @@ from backends.contract import (
     MemoryItem,
     OwnerFilter,
 )
-from backends.pgvector.database import Database
-from backends.pgvector.schema import ITEMS_GROUP, missing_item_columns
-from backends.pgvector.state import owner_clause
+from backends.sql.database import Database
+from backends.sql.schema import ITEMS_GROUP, missing_item_columns
+from backends.sql.state import owner_clause
 from backends.retrieval.items import tier_order_key, with_tier_positions
 
 ITEM_COLUMNS = (

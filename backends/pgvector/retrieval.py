@@ -52,9 +52,9 @@ import weakref
 from typing import Any
 
 from backends.contract import UNSCOPED, MemoryUnit, RetrievalContext
-from backends.pgvector.database import Database
+from backends.sql.database import Database
 from backends.pgvector.items import as_vector, vector_tuple
-from backends.pgvector.state import owner_clause
+from backends.sql.state import owner_clause
 from backends.retrieval.fusion import SERVER_SIGNAL_WEIGHTS, effective_rrf_k
 
 #: The shared server-side split (``backends.retrieval.fusion``).
@@ -286,7 +286,7 @@ class PgVectorRetrievalBackend:
     def _plan_for(self, conn: Any, ctx: RetrievalContext, force: str | None) -> str | None:
         """"exact", "hnsw", or None: decide in the statement from the session's size."""
         if self._iterative_scan is None:
-            from backends.pgvector.schema import extension_version
+            from backends.sql.schema import extension_version
 
             self._iterative_scan = supports_iterative_scan(extension_version(conn))
         if not self._iterative_scan:

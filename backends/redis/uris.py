@@ -16,7 +16,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.errors import BackendConfigError
 from backends.info import declared
-from backends.uris import InvalidURI, redact_uri
+from backends.redaction import redact_uri
+from backends.selection import InvalidURI
 
 _INFO = declared("redis")
 DEFAULT_URL = "redis://localhost:6379/0"

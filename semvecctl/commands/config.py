@@ -23,8 +23,8 @@ HELP = help_of(NAME)
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
 def _redact_options(options: Any) -> Any:
-    """Mask values under secret-looking keys and redact URIs (backends.uris says which)."""
-    from backends.uris import redact_settings
+    """Mask values under secret-looking keys and redact URIs (backends.redaction says which)."""
+    from backends.redaction import redact_settings
 
     return redact_settings(options)
 
@@ -47,7 +47,7 @@ def view(
     """Config file, selected profile (and what selected it), every profile and the
     effective connection; URIs redacted, secret options masked."""
     from backends.registry import ENV_VAR
-    from backends.uris import redact_uri
+    from backends.redaction import redact_uri
 
     from semvecctl.config import default_config_path, load_config, profile_choice, select_profile
 

@@ -7,7 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from backends.uris import InvalidURI, backend_for_uri, redact_uri, scrub
+from backends.redaction import redact_uri, scrub
+from backends.selection import InvalidURI, backend_for_uri
 from semvecctl.app import app
 
 

@@ -12,7 +12,7 @@ import pytest
 from backends import errors as be
 from backends.archive.errors import ArchiveDamaged, ArchiveError, ArchiveUnsupported
 from backends.migrate.errors import ImportConflict, LossyTransfer
-from backends.uris import InvalidURI
+from backends.selection import InvalidURI
 from semvecctl.application import Application
 from semvecctl.errors import CliError, classify
 from semvecctl.exit_codes import ExitCode

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from backends.registry import fold_name
-from backends.uris import InvalidURI, SCHEME_BACKENDS, backend_for_uri, redact_uri, scrub
+from backends.redaction import redact_uri, scrub
+from backends.selection import InvalidURI, SCHEME_BACKENDS, backend_for_uri
 
 FAST = settings(max_examples=int(__import__("os").environ.get("SEMVEC_HYPOTHESIS_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

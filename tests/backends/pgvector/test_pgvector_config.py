@@ -41,23 +41,23 @@ def test_no_uri_and_no_env_is_a_config_error(monkeypatch):
 
 
 def test_the_location_comes_from_our_variable_then_the_engines(monkeypatch):
-    from backends.pgvector.config import PgVectorConfig
+    from backends.sql.config import SqlConfig
 
     monkeypatch.setenv("DATABASE_URL", "postgresql+psycopg://u:pw@engine-host/db")
     monkeypatch.delenv("SEMVEC_PGVECTOR_URL", raising=False)
-    config = PgVectorConfig.resolve(None, {})
+    config = SqlConfig.resolve(None, {})
     assert config.conninfo == "postgresql://u:pw@engine-host/db"  # SQLAlchemy's +driver dropped
     assert "pw" not in config.display_uri
     monkeypatch.setenv("SEMVEC_PGVECTOR_URL", "postgresql://ours/db")
-    assert PgVectorConfig.resolve(None, {}).conninfo == "postgresql://ours/db"
+    assert SqlConfig.resolve(None, {}).conninfo == "postgresql://ours/db"
     # the postgres backend reads the engine's variable only, and says so
-    assert PgVectorConfig.resolve(None, {}, backend="postgres").conninfo == \
+    assert SqlConfig.resolve(None, {}, backend="postgres").conninfo == \
         "postgresql://u:pw@engine-host/db"
     monkeypatch.delenv("DATABASE_URL")
     with pytest.raises(BackendConfigError, match="postgres backend needs a location.*DATABASE_URL"):
-        PgVectorConfig.resolve(None, {}, backend="postgres")
+        SqlConfig.resolve(None, {}, backend="postgres")
     with pytest.raises(BackendConfigError, match="postgres option pool_size"):
-        PgVectorConfig.resolve("postgresql://h/db", {"pool_size": 0}, backend="postgres")
+        SqlConfig.resolve("postgresql://h/db", {"pool_size": 0}, backend="postgres")
 
 
 def test_env_supplies_uri_dimensions_and_schema(monkeypatch):

@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from backends.errors import BackendConfigError, BackendError, BackendTransient, BackendUnreachable
-from backends.pgvector.config import PgVectorConfig
-from backends.pgvector.pool import ConnectionPool, split_pool_parameters
+from backends.sql.config import SqlConfig
+from backends.sql.pool import ConnectionPool, split_pool_parameters
 from semvecctl.app import app
 
 pytestmark = pytest.mark.postgres
@@ -104,7 +104,7 @@ def test_pool_parameters_come_from_the_uri_and_never_reach_libpq(pgvector_url):
                         "pool_timeout": 2.5, "pool_check": "off"}
     assert split_pool_parameters(pgvector_url + "?pool_check=ALWAYS", "r")[1]["pool_check"] == "always"
     assert split_pool_parameters(pgvector_url, "r")[1]["pool_check"] == "on"
-    config = PgVectorConfig.resolve(pgvector_url + "?pool_max_lifetime=120", {})
+    config = SqlConfig.resolve(pgvector_url + "?pool_max_lifetime=120", {})
     pool = ConnectionPool(config)
     try:
         with pool.connection() as conn:  # libpq would refuse an unknown URI parameter
@@ -119,7 +119,7 @@ def test_pool_parameters_come_from_the_uri_and_never_reach_libpq(pgvector_url):
     ("pool_max_idle=nan", "pool_max_idle"), ("pool_check=maybe", "pool_check"),
 ])
 def test_a_bad_pool_parameter_is_a_config_error_naming_it(query, named):
-    config = PgVectorConfig.resolve(f"postgresql://u:topsecret@127.0.0.1:1/db?{query}", {})
+    config = SqlConfig.resolve(f"postgresql://u:topsecret@127.0.0.1:1/db?{query}", {})
     with pytest.raises(BackendConfigError, match=named) as caught:
         ConnectionPool(config)
     assert "topsecret" not in str(caught.value)
@@ -147,7 +147,7 @@ def test_a_pool_full_of_dead_connections_recovers_at_once(pgvector_url, check):
     and connects anew, without psycopg_pool's backoff sleep (1 s, doubling) per dead one."""
     import contextlib
 
-    config = PgVectorConfig.resolve(f"{pgvector_url}?pool_check={check}", {"pool_size": 4})
+    config = SqlConfig.resolve(f"{pgvector_url}?pool_check={check}", {"pool_size": 4})
     pool = ConnectionPool(config)
     try:
         with contextlib.ExitStack() as stack:

@@ -27,8 +27,8 @@ from backends.contract import (
     validate_save_args,
 )
 from backends.errors import CorruptState, StateVersionConflict, cas_refusal, session_exists
-from backends.pgvector.database import Database
-from backends.pgvector.schema import STATE_GROUP
+from backends.sql.database import Database
+from backends.sql.schema import STATE_GROUP
 
 
 #: the engine's ``version`` column is INTEGER
@@ -174,7 +174,7 @@ def damage_of(session_id: str, blob_present: Any, version: Any) -> str:
 
 
 @speaks_both_conventions
-class PgVectorStateStore(DerivedReads):
+class SqlStateStore(DerivedReads):
     """StateStoreProtocol over the engine's ``semvec_session_state`` table (plus the
     operator seams it can serve). Shared by the ``postgres`` and ``pgvector`` backends.
 

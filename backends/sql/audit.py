@@ -39,7 +39,7 @@ _NUMBER_ARRAY = rf"^\s*\[\s*({_NUMBER}(\s*,\s*{_NUMBER})*)?\s*\]\s*$"
 class SqlAudit:
     def __init__(self, adapter: Any, *, batch: int = 500, timeout: float = 5.0,
                  progress: Callable[[int], None] | None = None) -> None:
-        from backends.pgvector.schema import EVENTS_TABLE, ITEMS_TABLE, STATE_TABLE
+        from backends.sql.schema import EVENTS_TABLE, ITEMS_TABLE, STATE_TABLE
 
         self.adapter = adapter
         self.db = adapter._db
@@ -69,7 +69,7 @@ class SqlAudit:
         return {r[0] for r in rows}
 
     def run(self) -> Iterator[Finding]:
-        from backends.pgvector.schema import EVENTS_TABLE, ITEMS_TABLE, LEGACY_TABLES, STATE_TABLE
+        from backends.sql.schema import EVENTS_TABLE, ITEMS_TABLE, LEGACY_TABLES, STATE_TABLE
 
         present = self._present()
         yield from self.deployment()
@@ -98,7 +98,7 @@ class SqlAudit:
     def states(self) -> Iterator[Finding]:
         sql = (f"SELECT session_id, state_blob IS NOT NULL, version FROM {self.tables.state}"
                " WHERE state_blob IS NULL OR version IS NULL OR version < 1")
-        from backends.pgvector.state import damage_of
+        from backends.sql.state import damage_of
 
         for session_id, has_blob, version in self._rows(sql):
             self._tick()
@@ -216,7 +216,7 @@ class SqlAudit:
 
     def leftovers(self, present: set[str]) -> Iterator[Finding]:
         """Rows a load or conformance run left (its cleanup never finished)."""
-        from backends.pgvector.schema import EVENTS_TABLE, ITEMS_TABLE, STATE_TABLE
+        from backends.sql.schema import EVENTS_TABLE, ITEMS_TABLE, STATE_TABLE
 
         found = Leftovers("rows", lambda prefix: (
             f"list them with semvecctl sessions list --match '{prefix}*', then delete each "
@@ -244,7 +244,7 @@ class SqlAudit:
 
 
 def _engine_index() -> str:
-    from backends.pgvector.schema import EVENTS_USER_INDEX
+    from backends.sql.schema import EVENTS_USER_INDEX
 
     return EVENTS_USER_INDEX
 

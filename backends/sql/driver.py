@@ -16,14 +16,24 @@ from backends.errors import (
     BackendUnreachable,
     MissingDriver,
 )
-from backends.uris import redact_uri
+from backends.redaction import redact_uri
 
 
-def load_psycopg() -> Any:
+def missing_driver(backend: str, module: str) -> MissingDriver:
+    """The MissingDriver for ``backend`` (``postgres`` or ``pgvector``) lacking ``module``,
+    naming the extra its declaration in :mod:`backends.info` installs."""
+    from backends.info import known
+
+    info = known(backend)
+    return MissingDriver(backend, (info.extra if info and info.extra else "pgvector"), module)
+
+
+def load_psycopg(backend: str = "pgvector") -> Any:
+    """psycopg, or MissingDriver naming ``backend`` (the backend the user selected)."""
     try:
         import psycopg
     except ImportError as exc:
-        raise MissingDriver("pgvector", "pgvector", "psycopg") from exc
+        raise missing_driver(backend, "psycopg") from exc
     return psycopg
 
 
@@ -32,7 +42,7 @@ def register_vector_type(conn: Any) -> bool:
     try:
         from pgvector.psycopg import register_vector
     except ImportError as exc:
-        raise MissingDriver("pgvector", "pgvector", "pgvector") from exc
+        raise missing_driver("pgvector", "pgvector") from exc
     try:
         register_vector(conn)
     except Exception:  # noqa: BLE001 - psycopg.ProgrammingError: no vector type in the database

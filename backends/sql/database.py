@@ -7,9 +7,9 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from backends.errors import BackendConfigError
-from backends.pgvector.config import PgVectorConfig
-from backends.pgvector.pool import ConnectionPool
-from backends.pgvector.schema import ITEMS_GROUP, Tables, ensure_group
+from backends.sql.config import SqlConfig
+from backends.sql.pool import ConnectionPool
+from backends.sql.schema import ITEMS_GROUP, Tables, ensure_group
 
 #: SQLSTATEs meaning "our table (or its schema) is not there": undefined_table,
 #: invalid_schema_name. Reads treat them as "nothing stored".
@@ -26,7 +26,7 @@ def is_absent_table_error(exc: BaseException) -> bool:
 
 
 class Database:
-    def __init__(self, config: PgVectorConfig) -> None:
+    def __init__(self, config: SqlConfig) -> None:
         self.config = config
         self.tables = Tables(config.schema)
         self.pool = ConnectionPool(config)
@@ -46,7 +46,7 @@ class Database:
 
     def deployed_dimensions(self) -> int | None:
         """``n`` of the items table's ``vector(n)`` column, or None when there is none."""
-        from backends.pgvector.schema import ITEMS_TABLE
+        from backends.sql.schema import ITEMS_TABLE
 
         def work(conn: Any) -> int | None:
             row = conn.execute(
@@ -74,7 +74,7 @@ class Database:
                 return
             with self.connection() as conn:
                 if not (self.config.create_tables or explicit):
-                    from backends.pgvector.schema import group_tables, missing_tables
+                    from backends.sql.schema import group_tables, missing_tables
 
                     missing = missing_tables(conn, self.config.schema, group_tables(group))
                     if missing:

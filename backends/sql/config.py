@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.errors import BackendConfigError
 from backends.info import declared
-from backends.uris import redact_uri
+from backends.redaction import redact_uri
 
 #: where each SQL backend looks for its location, first hit wins (declared in backends.info;
 #: DATABASE_URL is the engine's own variable, honoured as the engine does)
@@ -50,7 +50,7 @@ def _positive_float(name: str, value, *, backend: str = "pgvector") -> float:
 
 
 @dataclass(frozen=True)
-class PgVectorConfig:
+class SqlConfig:
     """Resolved options. ``conninfo`` is what psycopg receives (our own ``schema`` query
     parameter removed); ``display_uri`` is the redacted form used in every message."""
 
@@ -65,9 +65,11 @@ class PgVectorConfig:
     #: False when neither dimensions= nor the environment set it: an existing items
     #: table's embedding column then decides (see Database.dimensions)
     dimensions_explicit: bool = True
+    #: the SQL backend this config is for (``postgres`` or ``pgvector``): named in messages
+    backend: str = "pgvector"
 
     @classmethod
-    def resolve(cls, uri: str | None, options: dict, *, backend: str = "pgvector") -> "PgVectorConfig":
+    def resolve(cls, uri: str | None, options: dict, *, backend: str = "pgvector") -> "SqlConfig":
         """Options and environment to a config. ``backend`` names the caller in messages
         and picks its URL variables (:data:`URL_VARIABLES`). A SQLAlchemy-style scheme
         (``postgresql+psycopg://``, as the engine's ``DATABASE_URL`` may be) is accepted."""
@@ -124,6 +126,7 @@ class PgVectorConfig:
                                     backend=backend),
             create_tables=bool(options.pop("create_tables", True)),
             dimensions_explicit=explicit,
+            backend=backend,
         )
         if options:
             raise BackendConfigError(

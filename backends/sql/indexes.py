@@ -12,7 +12,7 @@ set on the index counts as pgvector's default.
 primary keys and ``ix_semvec_memory_events_user_id``); ``pgvector`` adds its item table,
 its recency b-tree, the HNSW / GIN indexes and one recommended extended-statistics object
 (``semvec_items_session_owner``: a session's items share one owner; see
-:data:`backends.pgvector.schema.STATISTICS`), which ``ensure`` creates and ANALYZEs.
+:data:`backends.sql.schema.STATISTICS`), which ``ensure`` creates and ANALYZEs.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from backends.contract import FieldDiff, IndexAction, IndexReport, IndexSpec
-from backends.pgvector.database import Database
-from backends.pgvector.schema import (
+from backends.sql.database import Database
+from backends.sql.schema import (
     EVENTS_TABLE,
     EVENTS_USER_INDEX,
     ITEMS_GROUP,
@@ -167,7 +167,7 @@ def _number(text: Any) -> Any:
         return text
 
 
-class PgVectorIndexManager:
+class SqlIndexManager:
     """``with_items=False`` is the ``postgres`` backend: the engine's schema only."""
 
     def __init__(self, db: Database, *, with_items: bool = True) -> None:

@@ -37,8 +37,8 @@ from typing import Any, Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.errors import BackendConfigError, BackendUnreachable
-from backends.pgvector.config import PgVectorConfig
-from backends.pgvector.driver import load_psycopg, translate_error, register_vector_type
+from backends.sql.config import SqlConfig
+from backends.sql.driver import load_psycopg, translate_error, register_vector_type
 
 #: the URI query parameters read here, with their defaults
 POOL_PARAMETERS: dict[str, Any] = {"pool_max_lifetime": 3600.0, "pool_max_idle": 600.0,
@@ -89,13 +89,13 @@ def _has_pending_input(conn: Any) -> bool:
         return True
 
 
-def _load_pool_class() -> Any:
+def _load_pool_class(backend: str = "pgvector") -> Any:
     try:
         from psycopg_pool import ConnectionPool as DriverPool
     except ImportError as exc:
-        from backends.errors import MissingDriver
+        from backends.sql.driver import missing_driver
 
-        raise MissingDriver("pgvector", "pgvector", "psycopg_pool") from exc
+        raise missing_driver(backend, "psycopg_pool") from exc
     # the pool logs each failed reconnection attempt; the caller gets the error itself,
     # so nothing is printed through logging's last-resort handler
     logger = logging.getLogger("psycopg.pool")
@@ -105,7 +105,7 @@ def _load_pool_class() -> Any:
 
 
 class ConnectionPool:
-    def __init__(self, config: PgVectorConfig) -> None:
+    def __init__(self, config: SqlConfig) -> None:
         self._config = config
         self._conninfo, self._settings = split_pool_parameters(config.conninfo,
                                                                config.display_uri)
@@ -126,7 +126,7 @@ class ConnectionPool:
     def connect(self, *, connect_timeout: float | None = None,
                 statement_timeout_ms: int | None = None) -> Any:
         """A fresh, unpooled connection (UTC, statement timeout set). Caller closes it."""
-        psycopg = load_psycopg()
+        psycopg = load_psycopg(self._config.backend)
         timeout = connect_timeout if connect_timeout is not None else self._config.connect_timeout
         try:
             conn = psycopg.connect(
@@ -158,7 +158,7 @@ class ConnectionPool:
             if self._closed:
                 raise BackendUnreachable(f"pgvector adapter for {self._config.display_uri} is closed")
             if self._pool is None:
-                driver_pool = _load_pool_class()
+                driver_pool = _load_pool_class(self._config.backend)
                 self.connect().close()  # a refusal surfaces now, with the server's reason
                 self._full_check = driver_pool.check_connection
                 pool = driver_pool(

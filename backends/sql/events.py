@@ -26,9 +26,9 @@ from backends.contract import (
 from backends.embedding_text import embedding_json
 from backends.errors import CorruptEvent, InvalidEvent
 from backends.event_fields import strict_embedding, strict_meta
-from backends.pgvector.database import Database
-from backends.pgvector.schema import STATE_GROUP
-from backends.pgvector.state import has_nul, owner_clause
+from backends.sql.database import Database
+from backends.sql.schema import STATE_GROUP
+from backends.sql.state import has_nul, owner_clause
 
 _COLUMNS = (
     "event_id, user_id, owner_subject, session_id, created_at, content, embedding, meta,"
@@ -109,7 +109,7 @@ def event_from_row(row: Any) -> MemoryEvent:
 
 
 @speaks_both_conventions
-class PgVectorEventStore(EngineEventSurface):
+class SqlEventStore(EngineEventSurface):
     """EventStore over the engine's SQL table: no sequences, newest first."""
 
     #: the engine's SQL layout has no sequence column (see the module docstring)

@@ -52,21 +52,21 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
         self._setup(uri, options)
 
     def _setup(self, uri: str | None, options: dict) -> None:
-        from backends.pgvector.config import PgVectorConfig
-        from backends.pgvector.driver import load_psycopg
+        from backends.sql.config import SqlConfig
+        from backends.sql.driver import load_psycopg
 
-        self.config = PgVectorConfig.resolve(uri, options, backend=self.name)
-        load_psycopg()  # MissingDriver now, not on first use
+        self.config = SqlConfig.resolve(uri, options, backend=self.name)
+        load_psycopg(self.name)  # MissingDriver now, not on first use
 
-        from backends.pgvector.database import Database
-        from backends.pgvector.events import PgVectorEventStore
-        from backends.pgvector.indexes import PgVectorIndexManager
-        from backends.pgvector.state import PgVectorStateStore
+        from backends.sql.database import Database
+        from backends.sql.events import SqlEventStore
+        from backends.sql.indexes import SqlIndexManager
+        from backends.sql.state import SqlStateStore
 
         self._db = Database(self.config)
-        self._state = PgVectorStateStore(self._db)
-        self._events = PgVectorEventStore(self._db)
-        self._indexes = PgVectorIndexManager(self._db, with_items=self._with_items)
+        self._state = SqlStateStore(self._db)
+        self._events = SqlEventStore(self._db)
+        self._indexes = SqlIndexManager(self._db, with_items=self._with_items)
         self._armed_fault: str | None = None
         self._closed = False
 
@@ -97,9 +97,9 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
     ) -> int:
         """State and events in one transaction: a conflict, a bad event or a failure
         between the two writes leaves both tables untouched."""
-        from backends.pgvector.events import append_in_transaction, validate_pg_events
-        from backends.pgvector.schema import STATE_GROUP
-        from backends.pgvector.state import save_in_transaction, validate_pg_save_args
+        from backends.sql.events import append_in_transaction, validate_pg_events
+        from backends.sql.schema import STATE_GROUP
+        from backends.sql.state import save_in_transaction, validate_pg_save_args
 
         validate_pg_save_args(session_id, blob, expected_version, owner_subject,
                               pending_message)
@@ -180,7 +180,7 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
 
     def ensure_schema(self) -> None:
         """Create the engine's tables (with their keys) if missing."""
-        from backends.pgvector.schema import STATE_GROUP
+        from backends.sql.schema import STATE_GROUP
 
         self._db.provision(STATE_GROUP, explicit=True)
 
@@ -191,7 +191,7 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
         return self._state.is_drift_exempt(session_id)
 
     def _tables_of_interest(self) -> tuple[str, ...]:
-        from backends.pgvector.schema import EVENTS_TABLE, STATE_TABLE
+        from backends.sql.schema import EVENTS_TABLE, STATE_TABLE
 
         return (STATE_TABLE, EVENTS_TABLE)
 
@@ -199,8 +199,8 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
         """Server version, the tables present, the layout the database holds (what
         ``postgresql://`` auto-selection would pick), durability settings, latency.
         Bounded by ``timeout``; failures are reported in the dict, not raised."""
-        from backends.pgvector.schema import LEGACY_TABLES, missing_tables
-        from backends.postgres.detect import choose_from_catalog
+        from backends.sql.schema import LEGACY_TABLES, missing_tables
+        from backends.sql.detect import choose_from_catalog
 
         details: dict[str, Any] = {"backend": self.name, "uri": self.config.display_uri,
                                    "schema": self.config.schema}

@@ -18,7 +18,7 @@ class SqlChoice(NamedTuple):
 
 def choose_from_catalog(conn: Any, schema: str) -> SqlChoice:
     """The choice, from one catalog query on an open connection."""
-    from backends.pgvector.schema import ITEMS_TABLE
+    from backends.sql.schema import ITEMS_TABLE
 
     items, extension = conn.execute(
         "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
@@ -37,13 +37,13 @@ def choose_from_catalog(conn: Any, schema: str) -> SqlChoice:
 def choose_sql_backend(uri: str, *, timeout: float = 3.0) -> SqlChoice:
     """Connect briefly and decide; never raises. An unreachable database is ``postgres``
     (the layout every SQL deployment has), with the reason saying it was not inspected."""
-    from backends.pgvector.config import PgVectorConfig
+    from backends.sql.config import SqlConfig
 
     try:
-        config = PgVectorConfig.resolve(uri, {"connect_timeout": timeout,
+        config = SqlConfig.resolve(uri, {"connect_timeout": timeout,
                                               "statement_timeout_ms": int(timeout * 1000)},
                                         backend="postgres")
-        from backends.pgvector.pool import ConnectionPool
+        from backends.sql.pool import ConnectionPool
 
         conn = ConnectionPool(config).connect()
     except Exception as exc:  # noqa: BLE001 - the caller's next step reports it properly

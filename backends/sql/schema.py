@@ -10,7 +10,7 @@ Table creation policy (operators asked for no surprises):
   Pass ``create_tables=False`` to the adapter to forbid that; writes then fail with advice
   to run ``semvecctl indexes ensure``;
 - secondary indexes (HNSW, GIN, b-trees) are created ONLY by ``indexes ensure``
-  (:mod:`backends.pgvector.indexes`). Primary keys are part of the table DDL (a table
+  (:mod:`backends.sql.indexes`). Primary keys are part of the table DDL (a table
   without them would accept duplicate sessions), and so is the engine's
   ``ix_semvec_memory_events_user_id``, because the engine creates it with its table.
 
