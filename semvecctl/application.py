@@ -35,6 +35,22 @@ class Application:
                 self.secrets.add(os.environ[var])
         self.output = Output(no_color=self.no_color, verbose=self.verbose, scrubber=self.scrub)
 
+    def confirm(self, question: str, *, yes: bool) -> None:
+        """Ask before destroying or overwriting; refuse (exit 2) without ``--yes`` and no
+        terminal to ask on, and when the operator answers no. Here, not on Output, because
+        it ends the command through :meth:`abort` (rendering never reaches up)."""
+        from semvecctl.exit_codes import ExitCode
+
+        if yes:
+            return
+        if not self.output.can_prompt():
+            self.abort(f"refusing to {question} without confirmation: no terminal to ask on; "
+                       "pass --yes to proceed", ExitCode.USAGE)
+        import typer
+
+        if not typer.confirm(f"{question[0].upper()}{question[1:]}?", default=False, err=True):
+            self.abort("aborted by the operator, nothing was changed", ExitCode.USAGE)
+
     def abort(self, message: str = "", code: int = 1, *,
               cause: BaseException | None | object = _CHAINED) -> NoReturn:
         """End the command: ``message`` (scrubbed, one line on stderr) and ``code``

@@ -287,23 +287,6 @@ class Output:
     def can_prompt(self) -> bool:
         return self._isatty(sys.stdin) and self._isatty(sys.stderr)
 
-    def confirm(self, question: str, *, yes: bool) -> None:
-        """Ask before destroying or overwriting; refuse without ``--yes`` and no TTY."""
-        from semvecctl.application import current
-        from semvecctl.exit_codes import ExitCode
-
-        if yes:
-            return
-        if not self.can_prompt():
-            current().abort(
-                 f"refusing to {question} without confirmation: no terminal to ask on; "
-                 "pass --yes to proceed", ExitCode.USAGE
-            )
-        import typer
-
-        if not typer.confirm(f"{question[0].upper()}{question[1:]}?", default=False, err=True):
-            current().abort("aborted by the operator, nothing was changed", ExitCode.USAGE)
-
     def progress(self, items: Iterable[Any], *, total: int | None = None,
                  label: str = "working") -> Iterator[Any]:
         """Wrap ``items`` with a live count, rate and ETA on a TTY; a plain passthrough on

@@ -128,7 +128,7 @@ def app(
                          "--apply continues it")
             out.info("preview only: nothing was removed (pass --apply to erase)")
             return
-        out.confirm(f"erase {subject} ({len(plan.event_ids)} event(s), the state of "
+        current().confirm(f"erase {subject} ({len(plan.event_ids)} event(s), the state of "
                     f"{len(plan.states)} session(s)"
                     + (f", {len(plan.shared)} of them shared" if plan.shared else "")
                     + f") from {spec.display_uri}", yes=yes)

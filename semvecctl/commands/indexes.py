@@ -157,7 +157,7 @@ def ensure(
                 _refuse_unresolved(rows, "ensure would leave")
                 return
             verb = "rebuild or change" if any(a.action == "recreate" for a in changes) else "apply"
-            out.confirm(f"{verb} {len(changes)} index change(s) on backend {adapter_obj.name} "
+            current().confirm(f"{verb} {len(changes)} index change(s) on backend {adapter_obj.name} "
                         f"at {spec.display_uri}", yes=yes)
             actions = adapter_obj.ensure_indexes(dimensions=dimensions, recreate=recreate, apply=True)
             applied = True

@@ -74,7 +74,7 @@ def run(
     out = current().output
     conn = Connection(backend, uri, adapter)
     spec = conn.spec
-    out.confirm(f"write load-test sessions and events to {spec.display_uri} "
+    current().confirm(f"write load-test sessions and events to {spec.display_uri} "
                 "(removed afterwards)", yes=yes)
     prefix = new_load_prefix()
     plan = LoadPlan(writers=writers, duration_s=duration, sessions=sessions,
@@ -162,7 +162,7 @@ def cleanup(
                         ExitCode.USAGE)
     conn = Connection(backend, uri, adapter)
     spec = conn.spec
-    out.confirm(f"delete the load-run rows under {prefix} from {spec.display_uri}", yes=yes)
+    current().confirm(f"delete the load-run rows under {prefix} from {spec.display_uri}", yes=yes)
     with conn.open() as adapter_obj:
         outcome = cleanup_prefix(adapter_obj, prefix, sessions)
     removed = (f"removed {len(outcome.removed.sessions)} session(s) and the events of "

@@ -223,7 +223,7 @@ def delete_session(
         scoped = "" if owner is None and not unowned else (
             f" owned by {owner!r}" if owner is not None else " without an owner")
         at = "" if if_version is None else f" at version {if_version}"
-        out.confirm(f"delete session {shown(session_id)}{scoped}{at} from {spec.display_uri}",
+        current().confirm(f"delete session {shown(session_id)}{scoped}{at} from {spec.display_uri}",
                     yes=yes)
         store = adapter_obj.state_store()
         if if_version is None:

@@ -175,7 +175,7 @@ def prune_sessions(
                 app_.abort(f"--archive {archive} already exists: choose another file, or pass "
                            "--overwrite to replace it", ExitCode.USAGE)
         if apply:
-            out.confirm(f"delete the sessions idle for more than {idle_for} from "
+            current().confirm(f"delete the sessions idle for more than {idle_for} from "
                         f"{spec.display_uri}", yes=yes)
         if archive is not None and apply:
             try:

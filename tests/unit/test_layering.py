@@ -10,9 +10,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: The SQL knot (uris -> postgres/detect -> pgvector/pool -> pgvector/config -> uris) that
-#: issue 33's build points 1-2 untangle; remove it from here when they land.
-KNOWN_KNOT = {"backends.pgvector", "backends.postgres", "backends.uris"}
 
 
 def _modules() -> dict[str, Path]:
@@ -100,7 +97,7 @@ def test_no_two_packages_of_backends_import_each_other():
         for target in targets:
             if _package(module) != _package(target):
                 packages.setdefault(_package(module), set()).add(_package(target))
-    cycles = [c for c in _cycles(packages) if not c <= KNOWN_KNOT]
+    cycles = list(_cycles(packages))
     assert not cycles, cycles
 
 
