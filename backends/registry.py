@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import logging
 import os
 import warnings
 from dataclasses import dataclass
@@ -35,7 +34,6 @@ ENTRY_POINT_GROUP = "semvec.backends"
 ENV_VAR = "SEMVEC_SESSION_BACKEND"
 DEFAULT_BACKEND = "memory"
 
-log = logging.getLogger(__name__)
 
 class UnknownBackendWarning(UserWarning):
     """A selected backend name is neither shipped nor installed; ``memory`` is used."""
@@ -286,7 +284,9 @@ class Registry:
         """
         resolution = self.resolve(name)
         if resolution.fell_back and warn and resolution.warning:
-            log.warning(resolution.warning)
+            import logging  # here, not at the top: `backends list` starts without it
+
+            logging.getLogger(__name__).warning(resolution.warning)
             warnings.warn(resolution.warning, UnknownBackendWarning, stacklevel=2)
         if resolution.fell_back and config.get("uri") not in (None, "", "memory://"):
             config = {k: v for k, v in config.items() if k != "uri"}
