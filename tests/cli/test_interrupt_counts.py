@@ -12,7 +12,7 @@ import signal
 import pytest
 
 from semvecctl.interrupts import Interrupted, deferred, signals_raise, steps
-from tests.cli.test_interrupts import spawn, wait_for
+from tests.cli.test_interrupts import interrupted_import, spawn, wait_for
 
 
 def _units(done: list[int], n: int, signal_at: int, signum: int = signal.SIGINT):
@@ -101,33 +101,8 @@ def test_prune_count_after_a_signal_is_exact(redis_server, redis_url, tmp_path, 
 @pytest.mark.redis
 @pytest.mark.parametrize("attempt", range(3))
 def test_import_count_after_a_signal_is_exact(redis_server, redis_url, tmp_path, attempt):
-    import subprocess
-    import sys
-
-    from backends.redis import RedisBackendAdapter
-    from tests.cli.test_interrupts import ROOT
-
-    with RedisBackendAdapter(redis_url) as adapter:
-        store = adapter.state_store()
-        for i in range(COUNT):
-            store.save(f"imp-{i:05d}", b"x" * 64, expected_version=None)
-    archive = tmp_path / "a.jsonl"
-    done = subprocess.run([sys.executable, "-m", "semvecctl", "sessions", "export", "--uri",
-                           redis_url, "--out", str(archive)], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
-    assert done.returncode == 0, done.stderr
-    client = redis_server.client()
-    client.flushdb()
-    proc = spawn("sessions", "import", str(archive), "--uri", redis_url, "--apply")
-    try:
-        wait_for(lambda: proc.poll() is not None or client.dbsize() > 100, what="imported rows")
-        assert proc.poll() is None, proc.communicate()
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+    code, err, client = interrupted_import(redis_server, redis_url, tmp_path, COUNT, 100)
+    assert code == 130, err
     said = re.search(r"the import stopped after (\d+) session\(s\) were written", err)
     assert said, err
     assert int(said.group(1)) == client.dbsize()

@@ -77,6 +77,30 @@ def _seed(redis_url: str, n: int) -> None:
         adapter.close()
 
 
+def interrupted_import(redis_server, redis_url: str, tmp_path, count: int,
+                       after: int) -> tuple[int, str, object]:
+    """Export ``count`` seeded sessions, empty the server, start ``sessions import --apply``
+    and send SIGINT once more than ``after`` rows have landed: (exit code, stderr, client)."""
+    _seed(redis_url, count)
+    archive = tmp_path / "a.jsonl"
+    done = subprocess.run([sys.executable, "-m", "semvecctl", "sessions", "export", "--uri",
+                           redis_url, "--out", str(archive)], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    client = redis_server.client()
+    client.flushdb()
+    proc = spawn("sessions", "import", str(archive), "--uri", redis_url, "--apply")
+    try:
+        wait_for(lambda: proc.poll() is not None or client.dbsize() > after, what="imported rows")
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, err, client
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_sessions_export_interrupted_leaves_no_partial_file(redis_url, tmp_path, signum):
     _seed(redis_url, 6000)
@@ -168,23 +192,7 @@ def test_load_run_interrupted_on_postgresql_removes_sessions_and_events(pgvector
 def test_sessions_import_interrupted_says_how_far_it_got(redis_server, redis_url, tmp_path):
     """An import cannot un-write what it wrote (it never overwrites, so nothing is lost):
     interrupted, it says how many sessions landed and how to add the rest."""
-    _seed(redis_url, 4000)
-    archive = tmp_path / "a.jsonl"
-    done = subprocess.run([sys.executable, "-m", "semvecctl", "sessions", "export", "--uri",
-                           redis_url, "--out", str(archive)], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
-    assert done.returncode == 0, done.stderr
-    client = redis_server.client()
-    client.flushdb()
-    proc = spawn("sessions", "import", str(archive), "--uri", redis_url, "--apply")
-    try:
-        wait_for(lambda: proc.poll() is not None or client.dbsize() > 200, what="imported rows")
-        assert proc.poll() is None, proc.communicate()
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+    code, err, _client = interrupted_import(redis_server, redis_url, tmp_path, 4000, 200)
+    assert code == 130, err
     assert "the import stopped after" in err and "--on-conflict skip" in err
     assert "Traceback" not in err
