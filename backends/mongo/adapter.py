@@ -27,7 +27,7 @@ from backends.contract import (
     validate_turn_events,
 )
 from backends.errors import (BackendAuthError, BackendConfigError, InjectedFault, MissingDriver,
-                             UnsupportedOperation)
+                             UnsupportedOperation, category_of)
 from backends.mongo.config import MongoSettings, resolve_settings
 from backends.mongo.errors import translate_error, driver_errors
 from backends.mongo.topology import TRANSACTIONS_ADVICE, Topology, probe_topology
@@ -277,7 +277,7 @@ class MongoBackendAdapter(ClosesOnce, StateStoreSeams):
             mapped = translate_error(exc, "")
             auth = isinstance(mapped, BackendAuthError)
             details.update(reachable=auth, error=type(mapped).__name__,
-                           category=_category(mapped), durable=False)
+                           category=category_of(mapped).value, durable=False)
             if auth:
                 details["reason"] = "the server refused the credentials or privileges"
             return details
@@ -343,19 +343,6 @@ class MongoBackendAdapter(ClosesOnce, StateStoreSeams):
                                 progress_cb: Callable[[dict[str, str]], None] | None = None,
                                 **kwargs: Any) -> Any:
         return self._indexes.wait_for_search_indexes(timeout, poll, progress_cb, **kwargs)
-
-
-def _category(exc: BaseException) -> str:
-    """One word for an error category, as health reports it."""
-    from backends.errors import (BackendTransient, BackendUnreachable, CorruptState,
-                                 IntegrityError)
-
-    for cls, word in ((BackendAuthError, "auth"), (BackendTransient, "transient"),
-                      (BackendUnreachable, "unreachable"), (BackendConfigError, "config"),
-                      (CorruptState, "corrupt"), (IntegrityError, "corrupt")):
-        if isinstance(exc, cls):
-            return word
-    return "error"
 
 
 def _timeouts_not_in_uri(settings: MongoSettings, explicit_selection: int | None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, TypeVar
 
+from backends.errors import CATEGORIES, BackendUnreachable, Category, category_of
 from backends.probe import call_with_timeout
 from backends.redis.uris import RedisSettings, make_client
 
@@ -17,8 +18,8 @@ T = TypeVar("T")
 _GRACE_S = 0.25
 
 
-class ProbeTimeout(Exception):
-    pass
+class ProbeTimeout(BackendUnreachable):
+    """The probe's deadline passed: the server did not answer in time."""
 
 
 def _with_probe_client(settings: RedisSettings, timeout: float, fn: Callable[[Any], T]) -> T:
@@ -110,32 +111,6 @@ def durability_verdict(info: dict[str, Any], session_ttl_s: int) -> dict[str, An
     }
 
 
-_CATEGORY_WORDS = {
-    "auth": "credentials refused",
-    "transient": "temporarily unavailable",
-    "config": "misconfigured",
-    "unreachable": "unreachable",
-    "error": "failed",
-}
-
-
-def failure_category(exc: BaseException) -> str:
-    """The word for a probe failure: a refused password is ``auth`` (the server
-    answered), never ``unreachable``."""
-    from backends.errors import (BackendAuthError, BackendConfigError, BackendTransient,
-                                 BackendUnreachable)
-
-    if isinstance(exc, BackendAuthError):
-        return "auth"
-    if isinstance(exc, BackendTransient):
-        return "transient"
-    if isinstance(exc, BackendConfigError):
-        return "config"
-    if isinstance(exc, (BackendUnreachable, ProbeTimeout)):
-        return "unreachable"
-    return "error"
-
-
 def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
     """Reachability, server facts and the durability verdict; never raises."""
     from backends.redis.failures import translate_error
@@ -155,15 +130,15 @@ def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
         latency, info = _with_probe_client(settings, timeout, probe)
     except BaseException as exc:  # noqa: BLE001 - reported, not raised
         mapped = translate_error(exc, settings.redacted_url) if not isinstance(exc, ProbeTimeout) else exc
-        category = failure_category(mapped)
+        category = category_of(mapped)
         return {
             **base,
             # credentials refused: the server answered, but we cannot use it
-            "reachable": category in ("auth", "transient"),
+            "reachable": category in (Category.AUTH, Category.TRANSIENT),
             "error": type(mapped).__name__,
-            "category": category,
+            "category": category.value,
             "durable": False,
-            "reason": f"{_CATEGORY_WORDS[category]}: {mapped}",
+            "reason": f"{CATEGORIES[category].health}: {mapped}",
         }
     if info.get("cluster_client"):
         return {**base, "reachable": True, "latency_ms": round(latency, 2), **info}

@@ -24,17 +24,6 @@ CATEGORISED = {
     if inspect.isclass(obj) and issubclass(obj, BaseException) and "category" in vars(obj)
 } | {"ArchiveDamaged", "ArchiveError", "ArchiveUnsupported", "LossyTransfer", "InvalidURI"}
 
-#: classifiers elsewhere that this change did not own; each one is a known debt, named by
-#: file name and function (not by folder: the backend layout is being moved)
-KNOWN_ELSEWHERE = {
-    # the Redis and MongoDB health details' own words ("auth", "transient", ...): the
-    # adapters are being restructured by the backend-layout change; folding these into
-    # the table is left to it
-    ("health.py", "failure_category"),   # backends/redis/health.py
-    ("adapter.py", "_category"),         # backends/mongo/adapter.py, the same for MongoDB
-}
-
-
 def _py(*roots: Path):
     for root in roots:
         yield from sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
@@ -128,7 +117,7 @@ def test_no_category_is_computed_outside_the_table():
                 inner = [n for n in ast.walk(node) if n is not node
                          and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
                 checks = _category_answers(node) - set().union(*map(_category_answers, inner))
-                if len(checks) >= 2 and (path.name, node.name) not in KNOWN_ELSEWHERE:
+                if len(checks) >= 2:
                     offenders.append(f"{_rel(path)}:{node.lineno} {node.name} {sorted(checks)}")
     assert offenders == []
 
