@@ -43,6 +43,18 @@ class BackendInfo:
     #: what the store holds: ``function(uri)`` returns ``(backend, reason)`` and never
     #: raises (:func:`backends.selection.choose_backend_for_uri` asks it)
     detect: str | None = None
+    #: schemes among ``schemes`` whose URI names a socket path instead of a host
+    path_schemes: tuple[str, ...] = ()
+    #: the query parameter that may name the host instead of the URI's authority (libpq)
+    host_parameter: str | None = None
+    #: an in-process store: its URI names no place at all
+    embedded: bool = False
+    #: a lone userinfo (``scheme://secret@host``) is a password, not a user name (redis-py's
+    #: URL convention): redaction hides it (``backends.redaction`` is a leaf, so it keeps
+    #: these schemes itself and a test holds its copy to this flag)
+    bare_userinfo_is_password: bool = False
+    #: the variable holding the idle TTL the engine applies to this store's sessions
+    ttl_env: str | None = None
 
     @property
     def driver(self) -> str | None:
@@ -52,6 +64,23 @@ class BackendInfo:
     @property
     def secret_variables(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(self.uri_env + self.secret_env))
+
+    def missing_driver(self, module: str | None = None) -> Any:
+        """The :class:`~backends.errors.MissingDriver` for this backend lacking ``module``
+        (its first driver by default), naming the extra that installs it."""
+        from backends.errors import MissingDriver
+
+        return MissingDriver(self.name, self.extra or self.name, module or self.driver or "?")
+
+    def names_no_place(self, scheme: str, *, hostname: str | None, path: str, query: str) -> str | None:
+        """What a URI of ``scheme`` lacks to name a place ("host", "socket path"), or None."""
+        if self.embedded:
+            return None
+        if scheme in self.path_schemes:
+            return None if path else "socket path"
+        if hostname or (self.host_parameter and f"{self.host_parameter}=" in query):
+            return None
+        return "host"
 
     @property
     def install_hint(self) -> str:
@@ -66,13 +95,17 @@ class BackendInfo:
 #: in pyproject.toml), whose facts are declared here too so that a scheme they claim
 #: needs no import. Order matters where backends share a scheme: the first claims it.
 SHIPPED_INFO: tuple[BackendInfo, ...] = (
-    BackendInfo("memory", "backends.memory:MemoryBackendAdapter", schemes=("memory",)),
+    BackendInfo("memory", "backends.memory:MemoryBackendAdapter", schemes=("memory",),
+                embedded=True),
     BackendInfo("redis", "backends.redis:RedisBackendAdapter",
                 schemes=("redis", "rediss", "unix"), uri_env=("REDIS_URL",),
-                extra="redis", drivers=("redis",), audit="backends.redis.audit:audit"),
+                extra="redis", drivers=("redis",), audit="backends.redis.audit:audit",
+                path_schemes=("unix",), ttl_env="SEMVEC_REDIS_SESSION_TTL_S",
+                bare_userinfo_is_password=True),
     BackendInfo("mongo", "backends.mongo:MongoBackendAdapter",
                 schemes=("mongodb", "mongodb+srv"), uri_env=("MONGODB_URI",),
-                extra="mongo", drivers=("pymongo",), audit="backends.mongo.audit:audit"),
+                extra="mongo", drivers=("pymongo",), audit="backends.mongo.audit:audit",
+                ttl_env="SEMVEC_MONGO_SESSION_TTL_S"),
 )
 ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
     BackendInfo("pgvector", "backends.pgvector:PgVectorAdapter",
@@ -80,11 +113,13 @@ ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
                 uri_env=("SEMVEC_PGVECTOR_URL", "DATABASE_URL"),
                 extra="pgvector", drivers=("psycopg", "psycopg_pool", "pgvector"),
                 audit="backends.sql.audit:audit",
-                detect="backends.sql.detect:choose_sql_backend"),
+                detect="backends.sql.detect:choose_sql_backend",
+                host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S"),
     BackendInfo("postgres", "backends.postgres:PostgresAdapter",
                 schemes=("postgresql", "postgres"), uri_env=("DATABASE_URL",),
                 extra="pgvector", drivers=("psycopg", "psycopg_pool"),
-                audit="backends.sql.audit:audit"),
+                audit="backends.sql.audit:audit",
+                host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S"),
 )
 KNOWN_INFO: tuple[BackendInfo, ...] = SHIPPED_INFO + ENTRY_POINT_INFO
 
@@ -103,6 +138,14 @@ def declared(name: str) -> BackendInfo:
     if info is None:
         raise KeyError(name)
     return info
+
+
+def declared_ttl_env(name: str) -> str:
+    """The TTL variable of one of our own backends that declares one (KeyError otherwise)."""
+    variable = declared(name).ttl_env
+    if not variable:
+        raise KeyError(f"{name} declares no TTL variable")
+    return variable
 
 
 def _strings(value: Any) -> tuple[str, ...]:

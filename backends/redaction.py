@@ -11,6 +11,11 @@ from __future__ import annotations
 import re
 from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
+#: schemes whose lone userinfo (``redis://secret@host``) is a password: the schemes of every
+#: backend declaring ``bare_userinfo_is_password`` in backends.info (a leaf cannot import
+#: it; tests/unit/test_backend_facts_once.py holds this copy to the declaration)
+BARE_USERINFO_SCHEMES = frozenset({"redis", "rediss", "unix"})
+
 #: query parameters whose values are secrets, compared lower-case
 _SECRET_PARAMS = frozenset(
     {
@@ -73,7 +78,7 @@ def _loose_userinfo(uri: str) -> tuple[str, str, str] | None:
         return None
     userinfo = uri[start:at]
     scheme = uri[:max(start - 3, 0)].lower()
-    if ":" not in userinfo and not (scheme in ("redis", "rediss", "unix") and userinfo):
+    if ":" not in userinfo and not (scheme in BARE_USERINFO_SCHEMES and userinfo):
         return None
     return uri[:start], userinfo, uri[at:]
 
@@ -81,7 +86,7 @@ def _loose_userinfo(uri: str) -> tuple[str, str, str] | None:
 def _redact_userinfo(userinfo: str, scheme: str) -> str:
     if ":" in userinfo:
         return f"{userinfo.split(':', 1)[0]}:{REDACTED}"
-    if scheme in ("redis", "rediss", "unix"):
+    if scheme in BARE_USERINFO_SCHEMES:
         # redis://secret@host: a bare userinfo is the password in redis URLs
         return REDACTED
     return userinfo
@@ -135,7 +140,7 @@ def uri_secrets(uri: str | None) -> list[str]:
         parts, password = None, None
     if password:
         found.append(password)
-    elif parts is not None and parts.scheme in ("redis", "rediss") and parts.username \
+    elif parts is not None and parts.scheme in BARE_USERINFO_SCHEMES and parts.username \
             and "@" in parts.netloc:
         found.append(parts.username)  # redis://secret@host: the bare userinfo is a password
     # the raw text too: urlsplit drops tabs and newlines, and stops at an unencoded

@@ -10,6 +10,7 @@ from backends.info import KNOWN_INFO, scheme_claims
 from backends.redaction import redact_uri
 
 _CLAIMS = scheme_claims(KNOWN_INFO)
+_INFO_BY_NAME = {info.name: info for info in KNOWN_INFO}
 
 #: scheme -> backend name it implies (the first backend declaring it in backends.info)
 SCHEME_BACKENDS: dict[str, str] = {scheme: names[0] for scheme, names in _CLAIMS.items()}
@@ -56,11 +57,10 @@ def backend_for_uri(uri: str) -> str:
             return plugins[scheme][0]
         known = ", ".join(sorted(f"{s}://" for s in (*SCHEME_BACKENDS, *plugins)))
         raise InvalidURI(f"unknown URI scheme {scheme + '://'!r}: use one of {known}")
-    if scheme in ("redis", "rediss", "mongodb", "mongodb+srv", "postgresql", "postgres"):
-        if not parts.hostname and not (scheme.startswith("postgres") and "host=" in parts.query):
-            raise InvalidURI(f"URI {redact_uri(uri)!r} names no host")
-    if scheme == "unix" and not parts.path:
-        raise InvalidURI(f"URI {redact_uri(uri)!r} names no socket path")
+    lacking = _INFO_BY_NAME[SCHEME_BACKENDS[scheme]].names_no_place(
+        scheme, hostname=parts.hostname, path=parts.path, query=parts.query)
+    if lacking:
+        raise InvalidURI(f"URI {redact_uri(uri)!r} names no {lacking}")
     return SCHEME_BACKENDS[scheme]
 
 

@@ -152,7 +152,9 @@ def resolve_connection(
             uri = env.get(_uri_env(chosen), "") or profile.uri
             origin = f"profile {profile.name}"
         else:
-            chosen, origin = "memory", "default"
+            from backends.registry import DEFAULT_BACKEND
+
+            chosen, origin = DEFAULT_BACKEND, "default"
             refuse_unnamed_store(env)
     if uri:
         implied(uri)

@@ -26,7 +26,9 @@ from backends.errors import is_state_version_conflict
 
 def redis_url_of(uri: str | None) -> str | None:
     """``uri`` when it names a Redis server (the run's target), else None."""
-    if uri and uri.split("://", 1)[0].lower() in ("redis", "rediss"):
+    from backends.info import declared
+
+    if uri and uri.split("://", 1)[0].lower() in declared("redis").schemes:
         return uri
     return None
 
@@ -70,7 +72,9 @@ class ConformanceOptions:
     redis_url: str | None = None
 
     def resolved_redis_url(self) -> str | None:
-        return self.redis_url or os.environ.get("REDIS_URL") or None
+        from backends.info import declared
+
+        return self.redis_url or os.environ.get(declared("redis").uri_env[0]) or None
 
 
 @dataclass

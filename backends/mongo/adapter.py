@@ -26,8 +26,9 @@ from backends.contract import (
     OwnerFilter,
     validate_turn_events,
 )
-from backends.errors import (BackendAuthError, BackendConfigError, InjectedFault, MissingDriver,
+from backends.errors import (BackendAuthError, BackendConfigError, InjectedFault,
                              UnsupportedOperation, category_of)
+from backends.info import declared
 from backends.mongo.config import MongoSettings, resolve_settings
 from backends.mongo.errors import translate_error, driver_errors
 from backends.mongo.topology import TRANSACTIONS_ADVICE, Topology, probe_topology
@@ -38,7 +39,7 @@ def _import_pymongo() -> Any:
     try:
         import pymongo
     except ImportError as exc:
-        raise MissingDriver("mongo", "mongo", "pymongo") from exc
+        raise declared("mongo").missing_driver() from exc
     return pymongo
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from backends.errors import BackendConfigError
-from backends.info import declared
+from backends.info import declared, declared_ttl_env
 from backends.mongo.names import DEFAULT_DATABASE
 from backends.redaction import redact_uri
 
@@ -17,6 +17,7 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 
 ENV_URL = declared("mongo").uri_env[0]
+_TTL_ENV = declared_ttl_env("mongo")
 DEFAULT_SERVER_SELECTION_TIMEOUT_MS = 5000
 DEFAULT_CONNECT_TIMEOUT_MS = 5000
 
@@ -79,7 +80,7 @@ def resolve_settings(
     db_name = database or env.get("SEMVEC_MONGO_DB") or DEFAULT_DATABASE
     if any(ch in db_name for ch in '/\\. "$') or len(db_name) > 63:
         raise BackendConfigError("SEMVEC_MONGO_DB is not a valid MongoDB database name")
-    ttl = session_ttl_s if session_ttl_s is not None else env.get("SEMVEC_MONGO_SESSION_TTL_S")
+    ttl = session_ttl_s if session_ttl_s is not None else env.get(_TTL_ENV)
     sync = item_sync if item_sync is not None else parse_flag(
         "SEMVEC_MONGO_ITEM_SYNC", env.get("SEMVEC_MONGO_ITEM_SYNC")
     )
@@ -87,7 +88,7 @@ def resolve_settings(
     return MongoSettings(
         uri=resolved_uri,
         database=db_name,
-        session_ttl_s=parse_positive_int("SEMVEC_MONGO_SESSION_TTL_S", ttl),
+        session_ttl_s=parse_positive_int(_TTL_ENV, ttl),
         item_sync=bool(sync),
         dimensions=parse_positive_int("dimensions", dims),
         server_selection_timeout_ms=parse_positive_int(

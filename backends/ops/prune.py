@@ -38,15 +38,25 @@ class AssumedTtlTooShort(BackendConfigError):
     not the one the store's writer applies, so no write time derived from it is true."""
 
 
-def _assumed_ttl_check(assume_ttl: int) -> Callable[[Any], None]:
+def _ttl_variable(adapter: Any) -> str | None:
+    """The variable in which the engine is given this backend's idle TTL (BackendInfo)."""
+    from backends.info import known
+
+    info = known(getattr(adapter, "name", ""))
+    return info.ttl_env if info else None
+
+
+def _assumed_ttl_check(assume_ttl: int, variable: str | None) -> Callable[[Any], None]:
+    applied = f"the TTL the engine applies (its {variable})" if variable else "the TTL the engine applies"
+
     def check(summary: Any) -> None:
         left = summary.ttl_seconds
         if left is not None and int(left) > assume_ttl:
             raise AssumedTtlTooShort(
                 f"session {summary.session_id!r} has {int(left)}s of TTL left, more than the "
                 f"assumed idle TTL of {assume_ttl}s, so the writer applies a longer TTL and "
-                "idle times derived from --assume-ttl would be wrong; pass the TTL the engine "
-                "applies (its SEMVEC_REDIS_SESSION_TTL_S); nothing was deleted")
+                f"idle times derived from --assume-ttl would be wrong; pass {applied}; "
+                "nothing was deleted")
     return check
 
 
@@ -58,7 +68,7 @@ def write_clock(adapter: Any, *, assume_ttl: int | None = None) -> Clock:
     (``assume_ttl``, seconds): then the last write is ``now - (assume_ttl - remaining)``,
     and a session with more TTL left than assumed raises :class:`AssumedTtlTooShort`
     (the assumption is false). Never from this process's environment: the operator's
-    ``SEMVEC_REDIS_SESSION_TTL_S`` says nothing about what the engine applied."""
+    TTL variable says nothing about what the engine applied."""
     store = adapter.state_store()
     name = getattr(adapter, "name", "?")
     if offers(store, Capability.WRITE_TIME):
@@ -66,7 +76,7 @@ def write_clock(adapter: Any, *, assume_ttl: int | None = None) -> Clock:
     if assume_ttl is not None:
         if isinstance(assume_ttl, bool) or not isinstance(assume_ttl, int) or assume_ttl <= 0:
             raise ValueError("assume_ttl must be a positive number of seconds")
-        check = _assumed_ttl_check(assume_ttl)
+        check = _assumed_ttl_check(assume_ttl, _ttl_variable(adapter))
 
         def from_ttl(summary: Any, now: datetime) -> datetime | None:
             if summary.ttl_seconds is None:  # a session without expiry: no write time
@@ -74,9 +84,10 @@ def write_clock(adapter: Any, *, assume_ttl: int | None = None) -> Clock:
             check(summary)
             return now - timedelta(seconds=assume_ttl - int(summary.ttl_seconds))
         return from_ttl
+    variable = _ttl_variable(adapter)
     hint = (": pass --assume-ttl DURATION, the idle TTL the engine applies on every write "
-            "(its SEMVEC_REDIS_SESSION_TTL_S), and the write time is derived from the TTL "
-            "left and checked against it" if name == "redis" else "")
+            f"(its {variable}), and the write time is derived from the TTL "
+            "left and checked against it" if variable else "")
     raise UnsupportedOperation(f"backend {name!r} keeps no time of a session's last write, "
                                "so idle sessions cannot be told apart; nothing was deleted"
                                f"{hint}")
@@ -87,7 +98,7 @@ def check_assumed_ttl(adapter: Any, assume_ttl: int, *, owner_subject: OwnerFilt
     """Read every session in scope once and raise :class:`AssumedTtlTooShort` at the
     first with more TTL left than ``assume_ttl``: run before any delete that streams.
     Returns the number of sessions read."""
-    check = _assumed_ttl_check(assume_ttl)
+    check = _assumed_ttl_check(assume_ttl, _ttl_variable(adapter))
     read = 0
     for summary in adapter.iter_sessions(owner_subject=owner_subject, match=match,
                                          batch_size=batch_size):

@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
 from backends.contract import ClosesOnce, speaks_both_conventions, UNSCOPED, OwnerFilter, SessionSummary, StateStoreSeams
-from backends.errors import MissingDriver, UnsupportedOperation
+from backends.errors import UnsupportedOperation
+from backends.info import declared
 from backends.redis.uris import RedisSettings
 
 
@@ -46,7 +47,7 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
         try:
             import redis  # noqa: F401 - presence check only
         except ImportError as exc:
-            raise MissingDriver("redis", "redis", "redis") from exc
+            raise declared(self.name).missing_driver() from exc
         from backends.redis.event_store import RedisEventStore
         from backends.redis.state_store import RedisStateStore
         from backends.redis.scripts import use_for_scripts

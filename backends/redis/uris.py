@@ -15,14 +15,14 @@ from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.errors import BackendConfigError
-from backends.info import declared
+from backends.info import declared, declared_ttl_env
 from backends.redaction import redact_uri
 from backends.selection import InvalidURI
 
 _INFO = declared("redis")
 DEFAULT_URL = "redis://localhost:6379/0"
 ENV_URL = _INFO.uri_env[0]
-ENV_TTL = "SEMVEC_REDIS_SESSION_TTL_S"
+ENV_TTL = declared_ttl_env("redis")
 SCHEMES = _INFO.schemes
 CLUSTER_PARAM = "cluster"
 _TRUE = ("1", "true", "yes", "on")
@@ -62,7 +62,7 @@ def _require_db_number(url: str, scheme: str) -> None:
     """``redis://host:port/N``: the path is a database number or nothing. redis-py reads
     ``/abc`` as database 0 without a word, so a typo would silently address another
     database: a usage error naming the path instead (a unix socket's path is its file)."""
-    if scheme == "unix":
+    if scheme in _INFO.path_schemes:
         return
     try:
         path = urlsplit(url).path
@@ -159,7 +159,7 @@ class RedisSettings:
             cluster = bool(cluster_flag)
         elif not isinstance(cluster, bool):
             raise BackendConfigError("redis option cluster must be true or false")
-        if cluster and scheme == "unix":
+        if cluster and scheme in _INFO.path_schemes:
             raise BackendConfigError("a Redis Cluster is reached over redis:// or rediss://, "
                                      "not a unix socket")
         connect = socket = None

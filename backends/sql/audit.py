@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 
 from backends.doctor.indexes import index_findings
 from backends.event_fields import embedding_problem, meta_problem
+from backends.info import declared_ttl_env
 from backends.doctor.model import (Finding, Leftovers, Section, Severity, unknown_name,
                                    unreadable_event, unreadable_state)
 
@@ -27,7 +28,7 @@ ENGINE_TABLES = frozenset({
     "semvec_cortex_state", "semvec_audit_logs", "semvec_observer_registry", "semvec_regions",
     "semvec_region_registry", "semvec_region_clusters"})
 _UUID = "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
-_TTL_ENV = "SEMVEC_SQL_SESSION_TTL_S"
+_TTL_ENV = declared_ttl_env("postgres")
 
 
 

@@ -22,10 +22,9 @@ from backends.redaction import redact_uri
 def missing_driver(backend: str, module: str) -> MissingDriver:
     """The MissingDriver for ``backend`` (``postgres`` or ``pgvector``) lacking ``module``,
     naming the extra its declaration in :mod:`backends.info` installs."""
-    from backends.info import known
+    from backends.info import declared
 
-    info = known(backend)
-    return MissingDriver(backend, (info.extra if info and info.extra else "pgvector"), module)
+    return declared(backend).missing_driver(module)
 
 
 def load_psycopg(backend: str = "pgvector") -> Any:
