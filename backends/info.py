@@ -39,9 +39,9 @@ class BackendInfo:
     #: ``module:function`` of the backend's own ``semvecctl doctor`` audit, or None (an
     #: adapter that lists its sessions then gets the generic audit)
     audit: str | None = None
-    #: ``module:function`` telling apart the backends that share this one's scheme by
-    #: what the store holds: ``function(uri)`` returns ``(backend, reason)`` and never
-    #: raises (:func:`backends.selection.choose_backend_for_uri` asks it)
+    #: ``module:object`` telling apart the backends that share this one's scheme by what
+    #: the store holds: ``object.choose(uri)`` and ``object.from_catalog(conn, schema)``
+    #: return ``(backend, reason)`` and never raise (asked through backends.selection)
     detect: str | None = None
     #: schemes among ``schemes`` whose URI names a socket path instead of a host
     path_schemes: tuple[str, ...] = ()
@@ -112,8 +112,8 @@ ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
                 schemes=("postgresql", "postgres"),
                 uri_env=("SEMVEC_PGVECTOR_URL", "DATABASE_URL"),
                 extra="pgvector", drivers=("psycopg", "psycopg_pool", "pgvector"),
-                audit="backends.sql.audit:audit",
-                detect="backends.sql.detect:choose_sql_backend",
+                audit="backends.pgvector.audit:audit",
+                detect="backends.pgvector.detect:DETECTOR",
                 host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S"),
     BackendInfo("postgres", "backends.postgres:PostgresAdapter",
                 schemes=("postgresql", "postgres"), uri_env=("DATABASE_URL",),

@@ -4,6 +4,7 @@ between backends sharing a scheme (asked of the detector their ``BackendInfo`` d
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 from backends.info import KNOWN_INFO, scheme_claims
@@ -78,18 +79,27 @@ def fitting_backends(uri: str) -> tuple[str, ...]:
     return SHARED_SCHEME_BACKENDS.get(implied, (implied,))
 
 
-def choose_backend_for_uri(uri: str) -> tuple[str, str]:
-    """``(backend, reason)`` for a URI given without a backend name. Where several
-    backends fit the scheme, the store's content decides: the first of them whose
-    :class:`~backends.info.BackendInfo` declares a ``detect`` function is asked (for SQL a
-    short connection to the database); otherwise the scheme alone does."""
-    fits = fitting_backends(uri)
-    detector = next((info.detect for info in KNOWN_INFO if info.name in fits and info.detect),
-                    None)
-    if len(fits) == 1 or detector is None:
-        return fits[0], f"the URI scheme implies {fits[0]!r}"
+def detector_for(scheme: str) -> Any | None:
+    """The detector a backend fitting ``scheme`` declares (``BackendInfo.detect``), or
+    None where the scheme alone decides."""
+    fits = SHARED_SCHEME_BACKENDS.get(SCHEME_BACKENDS.get(scheme, ""), ())
+    declared = next((info.detect for info in KNOWN_INFO if info.name in fits and info.detect), None)
+    if declared is None:
+        return None
     import importlib
 
-    module, _, function = detector.partition(":")
-    choice = getattr(importlib.import_module(module), function)(uri)
+    module, _, name = declared.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def choose_backend_for_uri(uri: str) -> tuple[str, str]:
+    """``(backend, reason)`` for a URI given without a backend name. Where several
+    backends fit the scheme, the store's content decides: the detector the first of them
+    declares in its :class:`~backends.info.BackendInfo` is asked (for SQL a short
+    connection to the database); otherwise the scheme alone does."""
+    fits = fitting_backends(uri)
+    detector = detector_for(urlsplit(uri).scheme.lower()) if len(fits) > 1 else None
+    if detector is None:
+        return fits[0], f"the URI scheme implies {fits[0]!r}"
+    choice = detector.choose(uri)
     return choice[0], choice[1]

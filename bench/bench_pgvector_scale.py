@@ -130,7 +130,7 @@ def load(url: str, n: int, sessions: int, dims: int) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SET maintenance_work_mem = '3GB'")
         conn.execute("SET max_parallel_maintenance_workers = 1")
-        from backends.sql.indexes import HNSW_OPTIONS
+        from backends.pgvector.schema import HNSW_OPTIONS
 
         opts = ", ".join(f"{k} = {v}" for k, v in HNSW_OPTIONS.items())
         # the manifest's indexes, built here with enough memory for the graph

@@ -25,6 +25,7 @@ from backends.contract import (
     speaks_both_conventions,
 )
 from backends.sql.adapter import PostgresAdapter
+from backends.pgvector.schema import PGVECTOR_LAYOUT
 
 
 @speaks_both_conventions
@@ -52,7 +53,7 @@ class PgVectorAdapter(PostgresAdapter):
     is_persistent = True
     #: driver modules, checked without importing them by ``backends list --check``
     required_modules = declared("pgvector").drivers
-    _with_items = True
+    _layout = PGVECTOR_LAYOUT
 
     def __init__(self, uri: str | None = None, **options: Any) -> None:
         from backends.errors import BackendConfigError
@@ -122,18 +123,18 @@ class PgVectorAdapter(PostgresAdapter):
     def ensure_schema(self) -> None:
         """Create the schema, extension and tables (with their keys) if missing; no
         secondary indexes (that is ``ensure_indexes``)."""
-        from backends.sql.schema import ITEMS_GROUP
+        from backends.pgvector.schema import ITEMS_GROUP
 
         super().ensure_schema()
         self._db.provision(ITEMS_GROUP, explicit=True)
 
     def _tables_of_interest(self) -> tuple[str, ...]:
-        from backends.sql.schema import ITEMS_TABLE
+        from backends.pgvector.schema import ITEMS_TABLE
 
         return super()._tables_of_interest() + (ITEMS_TABLE,)
 
     def _more_health(self, conn: Any, details: dict[str, Any]) -> None:
-        from backends.sql.schema import ITEMS_TABLE
+        from backends.pgvector.schema import ITEMS_TABLE
 
         available = conn.execute(
             "SELECT default_version, installed_version FROM pg_available_extensions"

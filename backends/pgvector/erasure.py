@@ -14,7 +14,9 @@ from backends.sql.state import owner_clause
 def item_eraser(db: Database) -> ItemEraser:
     """An :class:`~backends.contract.ItemEraser` over ``semvec_memory_items``; a missing
     table removes nothing."""
-    table = db.tables.items
+    from backends.pgvector.schema import ITEMS_TABLE
+
+    table = db.tables.of(ITEMS_TABLE)
 
     def delete(session_ids: list[str], owner_subject: OwnerFilter) -> int:
         clause, params = owner_clause(owner_subject)

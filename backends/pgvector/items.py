@@ -28,7 +28,7 @@ from backends.contract import (
     OwnerFilter,
 )
 from backends.sql.database import Database
-from backends.sql.schema import ITEMS_GROUP, missing_item_columns
+from backends.pgvector.schema import ITEMS_GROUP, ITEMS_TABLE, missing_item_columns
 from backends.sql.state import owner_clause
 from backends.retrieval.items import tier_order_key, with_tier_positions
 
@@ -116,7 +116,7 @@ class PgVectorItemMirror:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._table = db.tables.items
+        self._table = db.tables.of(ITEMS_TABLE)
         self._positions: bool | None = None  # does the table have tier_positions?
 
     def _has_positions(self, conn: Any) -> bool:

@@ -54,6 +54,7 @@ from typing import Any
 from backends.contract import UNSCOPED, MemoryUnit, RetrievalContext
 from backends.sql.database import Database
 from backends.pgvector.items import as_vector, vector_tuple
+from backends.pgvector.schema import ITEMS_TABLE
 from backends.sql.state import owner_clause
 from backends.retrieval.fusion import SERVER_SIGNAL_WEIGHTS, effective_rrf_k
 
@@ -215,7 +216,7 @@ class PgVectorRetrievalBackend:
             plan = self._plan_for(conn, ctx, "exact" if exact else None)
             if plan is None:  # unknown size: decide now (one extra statement)
                 plan = self._probe_plan(conn, scope, scope_params)
-            sql = (f"SELECT item_id FROM {self._db.tables.items} WHERE {scope}"
+            sql = (f"SELECT item_id FROM {self._db.tables.of(ITEMS_TABLE)} WHERE {scope}"
                    f" AND embedding IS NOT NULL ORDER BY {_order(plan)} LIMIT %s")
             params = [*scope_params, _as_vector(query_vec), int(limit)]
             rows = self._run(conn, plan, candidate_pool(int(limit), self.hnsw_pool), sql, params)
@@ -301,7 +302,7 @@ class PgVectorRetrievalBackend:
 
     def _probe_plan(self, conn: Any, scope: str, scope_params: tuple) -> str:
         (live,) = conn.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM {self._db.tables.items} WHERE {scope}"
+            f"SELECT count(*) FROM (SELECT 1 FROM {self._db.tables.of(ITEMS_TABLE)} WHERE {scope}"
             " LIMIT %s) AS s", (*scope_params, self.exact_search_limit + 1)).fetchone()
         return "exact" if int(live) <= self.exact_search_limit else "hnsw"
 
@@ -314,7 +315,7 @@ class PgVectorRetrievalBackend:
     def _statement(self, active: list[str], plan: str | None, width: int, pool: int,
                    ctx: RetrievalContext, owner_sql: str, owner_params: tuple, query_vec,
                    text: str):
-        table = self._db.tables.items
+        table = self._db.tables.of(ITEMS_TABLE)
         scope, scope_params = self._scope(ctx, owner_sql, owner_params)
         ctes: list[str] = []
         params: list[Any] = []

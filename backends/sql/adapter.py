@@ -23,6 +23,7 @@ from backends.contract import (
     StateStoreSeams,
     speaks_both_conventions,
 )
+from backends.sql.schema import ENGINE_LAYOUT
 
 
 @speaks_both_conventions
@@ -46,7 +47,8 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
     required_modules = declared("postgres").drivers
     #: points of the conformance fault seam (:class:`backends.contract.FaultSeam`)
     fault_points = FAULT_POINTS
-    _with_items = False
+    #: what this backend provisions and validates (pgvector's adds its item mirror)
+    _layout = ENGINE_LAYOUT
 
     def __init__(self, uri: str | None = None, **options: Any) -> None:
         self._setup(uri, options)
@@ -63,10 +65,10 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
         from backends.sql.indexes import SqlIndexManager
         from backends.sql.state import SqlStateStore
 
-        self._db = Database(self.config)
+        self._db = Database(self.config, self._layout)
         self._state = SqlStateStore(self._db)
         self._events = SqlEventStore(self._db)
-        self._indexes = SqlIndexManager(self._db, with_items=self._with_items)
+        self._indexes = SqlIndexManager(self._db)
         self._armed_fault: str | None = None
         self._closed = False
 
@@ -199,8 +201,8 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
         """Server version, the tables present, the layout the database holds (what
         ``postgresql://`` auto-selection would pick), durability settings, latency.
         Bounded by ``timeout``; failures are reported in the dict, not raised."""
+        from backends.selection import detector_for
         from backends.sql.schema import LEGACY_TABLES, missing_tables
-        from backends.sql.detect import choose_from_catalog
 
         details: dict[str, Any] = {"backend": self.name, "uri": self.config.display_uri,
                                    "schema": self.config.schema}
@@ -224,7 +226,9 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
             ).fetchall())
             risky = [f"{name}={value}" for name, value in sorted(settings.items())
                      if value == "off"]
-            chosen, reason = choose_from_catalog(conn, self.config.schema)
+            detector = detector_for(declared(self.name).schemes[0])
+            chosen, reason = (detector.from_catalog(conn, self.config.schema) if detector
+                              else (self.name, "no other backend shares the scheme"))
             details.update(
                 reachable=True,
                 server_version=server,

@@ -1,4 +1,4 @@
-"""The SQL audit (``postgres`` and ``pgvector``): every check is one query that the
+"""The SQL audit (``postgres``, and the base of ``pgvector``'s): every check is one query that the
 server filters, read through a server-side cursor, so only damaged rows cross the wire
 and memory stays flat however large the tables are.
 
@@ -40,7 +40,7 @@ _NUMBER_ARRAY = rf"^\s*\[\s*({_NUMBER}(\s*,\s*{_NUMBER})*)?\s*\]\s*$"
 class SqlAudit:
     def __init__(self, adapter: Any, *, batch: int = 500, timeout: float = 5.0,
                  progress: Callable[[int], None] | None = None) -> None:
-        from backends.sql.schema import EVENTS_TABLE, ITEMS_TABLE, STATE_TABLE
+        from backends.sql.schema import FLAVOUR_TABLES
 
         self.adapter = adapter
         self.db = adapter._db
@@ -49,8 +49,8 @@ class SqlAudit:
         self.batch = batch
         self.timeout = timeout
         self.progress = progress
-        # the item table is pgvector's, known whichever SQL backend reads the database
-        self.known = {STATE_TABLE, EVENTS_TABLE, ITEMS_TABLE}
+        # a flavour's tables are known whichever SQL backend reads the database
+        self.known = {*self.db.layout.tables, *FLAVOUR_TABLES}
         self.seen = 0
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -70,7 +70,7 @@ class SqlAudit:
         return {r[0] for r in rows}
 
     def run(self) -> Iterator[Finding]:
-        from backends.sql.schema import EVENTS_TABLE, ITEMS_TABLE, LEGACY_TABLES, STATE_TABLE
+        from backends.sql.schema import EVENTS_TABLE, LEGACY_TABLES, STATE_TABLE
 
         present = self._present()
         yield from self.deployment()
@@ -79,8 +79,7 @@ class SqlAudit:
             yield from self.ttl_coverage()
         if EVENTS_TABLE in present:
             yield from self.events()
-        if ITEMS_TABLE in present and STATE_TABLE in present:
-            yield from self.orphan_items()
+        yield from self.flavour_checks(present)
         yield from self.leftovers(present)
         for table in sorted(present):
             if table in self.known or table in ENGINE_TABLES:
@@ -169,55 +168,13 @@ class SqlAudit:
         with self.db.connection() as conn:
             return int(conn.info.server_version)
 
-    def orphan_items(self) -> Iterator[Finding]:
-        """Item-mirror rows of sessions that are gone, one finding per session. The
-        sessions are collected before any is reported, so a purge (another connection)
-        never runs while this cursor holds one, and cannot shift what is still to read."""
-        items, state = self.tables.items, self.tables.state
-        sql = (f"SELECT i.session_id, count(*) FROM {items} i"
-               f" WHERE NOT EXISTS (SELECT 1 FROM {state} s"
-               "  WHERE s.session_id = i.session_id) GROUP BY i.session_id"
-               " ORDER BY i.session_id")
-        for session_id, count in list(self._rows(sql)):
-            self._tick()
-            finding = Finding(
-                "items.orphaned", Severity.warning,
-                f"rows {items} session {session_id!r}",
-                f"{count} item-mirror row(s) of session {session_id!r}, which no longer exists",
-                "server-side retrieval can still serve them, and an erasure of the session "
-                "missed them",
-                "purge the session's items (safe: only while the session is absent; "
-                "--fix --apply does it)")
-            finding.fix = self._purge_orphan(session_id)
-            finding.verify = self._orphan_gone(session_id)
-            yield finding
-
-    def _purge_orphan(self, session_id: str) -> Callable[[], None]:
-        items, state = self.tables.items, self.tables.state
-
-        def purge() -> None:
-            # one statement: a session that came back meanwhile keeps its items
-            with self.db.connection() as conn:
-                conn.execute(f"DELETE FROM {items} i WHERE i.session_id = %s AND NOT EXISTS"
-                             f" (SELECT 1 FROM {state} s WHERE s.session_id = %s)",
-                             (session_id, session_id))
-        return purge
-
-    def _orphan_gone(self, session_id: str) -> Callable[[], bool]:
-        items, state = self.tables.items, self.tables.state
-
-        def gone() -> bool:
-            with self.db.connection() as conn:
-                row = conn.execute(
-                    f"SELECT EXISTS (SELECT 1 FROM {items} WHERE session_id = %s)"
-                    f" AND NOT EXISTS (SELECT 1 FROM {state} WHERE session_id = %s)",
-                    (session_id, session_id)).fetchone()
-            return not row[0]
-        return gone
+    def flavour_checks(self, present: set[str]) -> Iterator[Finding]:
+        """A flavour's checks of its own tables (pgvector's item mirror); none here."""
+        return iter(())
 
     def leftovers(self, present: set[str]) -> Iterator[Finding]:
         """Rows a load or conformance run left (its cleanup never finished)."""
-        from backends.sql.schema import EVENTS_TABLE, ITEMS_TABLE, STATE_TABLE
+        from backends.sql.schema import EVENTS_TABLE, FLAVOUR_TABLES, STATE_TABLE
 
         found = Leftovers("rows", lambda prefix: (
             f"list them with semvecctl sessions list --match '{prefix}*', then delete each "
@@ -225,7 +182,7 @@ class SqlAudit:
             f"{self.tables.events} WHERE user_id LIKE '{prefix}%')"))
         for table, column, name in ((STATE_TABLE, "session_id", self.tables.state),
                                     (EVENTS_TABLE, "user_id", self.tables.events),
-                                    (ITEMS_TABLE, "session_id", self.tables.items)):
+                                    *((t, "session_id", self.tables.of(t)) for t in FLAVOUR_TABLES)):
             if table not in present:
                 continue
             sql = (f"SELECT DISTINCT {column} FROM {name} WHERE {column} LIKE 'semvec-load-%%'"

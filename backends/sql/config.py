@@ -1,4 +1,5 @@
-"""Where the pgvector backend connects and how: URI, schema, dimensions, timeouts.
+"""Where a SQL backend (``postgres``, ``pgvector``) connects and how: URI, schema,
+dimensions, timeouts.
 
 Kept free of driver imports so the registry can read adapter attributes without psycopg.
 """
@@ -28,7 +29,7 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _SCHEMES = declared("postgres").schemes
 
 
-def _positive_int(name: str, value, *, upper: int | None = None, backend: str = "pgvector") -> int:
+def _positive_int(name: str, value, *, upper: int | None = None, backend: str = "postgres") -> int:
     try:
         number = int(value)
     except (TypeError, ValueError):
@@ -39,7 +40,7 @@ def _positive_int(name: str, value, *, upper: int | None = None, backend: str = 
     return number
 
 
-def _positive_float(name: str, value, *, backend: str = "pgvector") -> float:
+def _positive_float(name: str, value, *, backend: str = "postgres") -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -66,10 +67,10 @@ class SqlConfig:
     #: table's embedding column then decides (see Database.dimensions)
     dimensions_explicit: bool = True
     #: the SQL backend this config is for (``postgres`` or ``pgvector``): named in messages
-    backend: str = "pgvector"
+    backend: str = "postgres"
 
     @classmethod
-    def resolve(cls, uri: str | None, options: dict, *, backend: str = "pgvector") -> "SqlConfig":
+    def resolve(cls, uri: str | None, options: dict, *, backend: str = "postgres") -> "SqlConfig":
         """Options and environment to a config. ``backend`` names the caller in messages
         and picks its URL variables (:data:`URL_VARIABLES`). A SQLAlchemy-style scheme
         (``postgresql+psycopg://``, as the engine's ``DATABASE_URL`` may be) is accepted."""

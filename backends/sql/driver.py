@@ -27,7 +27,7 @@ def missing_driver(backend: str, module: str) -> MissingDriver:
     return declared(backend).missing_driver(module)
 
 
-def load_psycopg(backend: str = "pgvector") -> Any:
+def load_psycopg(backend: str = "postgres") -> Any:
     """psycopg, or MissingDriver naming ``backend`` (the backend the user selected)."""
     try:
         import psycopg

@@ -8,11 +8,11 @@ the HNSW build options (``m``, ``ef_construction``: an index rebuilt with ``m = 
 another recall/latency trade-off than the one planned, so it is drift). An option not
 set on the index counts as pgvector's default.
 
-``postgres`` manages exactly what the engine's schema needs (the two tables, their
-primary keys and ``ix_semvec_memory_events_user_id``); ``pgvector`` adds its item table,
-its recency b-tree, the HNSW / GIN indexes and one recommended extended-statistics object
-(``semvec_items_session_owner``: a session's items share one owner; see
-:data:`backends.sql.schema.STATISTICS`), which ``ensure`` creates and ANALYZEs.
+What is managed is the database's :class:`~backends.sql.schema.SqlLayout`: for
+``postgres`` exactly what the engine's schema needs (the two tables, their primary keys
+and ``ix_semvec_memory_events_user_id``); ``pgvector``'s layout
+(:mod:`backends.pgvector.schema`) adds its item table, indexes and a recommended
+extended-statistics object, which ``ensure`` creates and ANALYZEs.
 """
 
 from __future__ import annotations
@@ -23,71 +23,13 @@ from typing import Any
 from backends.contract import FieldDiff, IndexAction, IndexReport, IndexSpec
 from backends.sql.database import Database
 from backends.sql.schema import (
-    EVENTS_TABLE,
-    EVENTS_USER_INDEX,
-    ITEMS_GROUP,
-    ITEMS_TABLE,
-    STATE_GROUP,
-    STATE_TABLE,
-    STATISTICS,
+    IndexKey,
     StatisticsObject,
     ensure_group,
-    group_tables,
     missing_tables,
     qident,
     statistics_sql,
 )
-
-#: The HNSW graph we plan: pgvector's m, a deeper ef_construction. A better-built graph is
-#: what lifts recall at a given ef_search (100k items, recall@10 against exact search:
-#: 0.906 at ef_search 40 with pgvector's default 64, 0.966 with 128), so searches stay
-#: shallow and fast; the price is a build about 1.5x longer (bench/bench_pgvector_scale.py).
-HNSW_OPTIONS = {"m": 16, "ef_construction": 128}
-#: pgvector's own defaults, which an index built without WITH (...) has
-HNSW_DEFAULTS = {"m": 16, "ef_construction": 64}
-
-
-@dataclass(frozen=True)
-class _Key:
-    """One manifest entry in the shape the catalog query returns."""
-
-    name: str
-    table: str
-    kind: str
-    method: str
-    columns: tuple[str, ...]
-    opclasses: tuple[str, ...]
-    descending: tuple[bool, ...] = ()
-    unique: bool = False
-    constraint: str | None = None  # "primary key" / "unique" when the key is a constraint
-    options: tuple[tuple[str, Any], ...] = ()
-
-    def desc(self) -> tuple[bool, ...]:
-        return self.descending or tuple(False for _ in self.columns)
-
-
-#: What the engine's SQL schema needs (VARCHAR keys use text_ops, as PostgreSQL picks).
-ENGINE_MANIFEST: tuple[_Key, ...] = (
-    _Key("semvec_session_state_pkey", STATE_TABLE, "unique", "btree", ("session_id",),
-         ("text_ops",), unique=True, constraint="primary key"),
-    _Key("semvec_memory_events_pkey", EVENTS_TABLE, "unique", "btree", ("event_id",),
-         ("text_ops",), unique=True, constraint="primary key"),
-    _Key(EVENTS_USER_INDEX, EVENTS_TABLE, "btree", "btree", ("user_id",), ("text_ops",)),
-)
-
-ITEMS_MANIFEST: tuple[_Key, ...] = (
-    _Key("semvec_memory_items_pkey", ITEMS_TABLE, "unique", "btree", ("session_id", "item_id"),
-         ("text_ops", "text_ops"), unique=True, constraint="primary key"),
-    _Key("semvec_items_session_recency", ITEMS_TABLE, "btree", "btree",
-         ("session_id", "evicted", "updated_at"), ("text_ops", "bool_ops", "timestamptz_ops"),
-         descending=(False, False, True)),
-    _Key("semvec_items_vec", ITEMS_TABLE, "hnsw", "hnsw", ("embedding",),
-         ("vector_cosine_ops",), options=tuple(HNSW_OPTIONS.items())),
-    _Key("semvec_items_lex", ITEMS_TABLE, "gin", "gin", ("text_tsv",), ("tsvector_ops",)),
-)
-
-#: pgvector's whole manifest
-MANIFEST: tuple[_Key, ...] = ENGINE_MANIFEST + ITEMS_MANIFEST
 
 _CATALOG_SQL = """
 SELECT ic.relname, tc.relname, am.amname, ix.indisunique, ix.indisvalid,
@@ -168,15 +110,15 @@ def _number(text: Any) -> Any:
 
 
 class SqlIndexManager:
-    """``with_items=False`` is the ``postgres`` backend: the engine's schema only."""
+    """Plan, validate and ensure the indexes of the database's layout (``db.layout``)."""
 
-    def __init__(self, db: Database, *, with_items: bool = True) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
         self._schema = db.config.schema
-        self._manifest = MANIFEST if with_items else ENGINE_MANIFEST
-        self._statistics = STATISTICS if with_items else ()
-        self._groups = (STATE_GROUP, ITEMS_GROUP) if with_items else (STATE_GROUP,)
-        self._tables = [t for g in self._groups for t in group_tables(g)]
+        self._layout = db.layout
+        self._manifest = db.layout.indexes
+        self._statistics = db.layout.statistics
+        self._tables = list(db.layout.tables)
 
     # -- plan -------------------------------------------------------------------------
 
@@ -207,9 +149,9 @@ class SqlIndexManager:
                 definition["constraint"] = key.constraint
             if key.options:
                 definition["options"] = dict(key.options)
-            if key.method == "hnsw":
+            if key.column_type:
                 definition["dimensions"] = dims
-                definition["column_type"] = f"vector({dims})"
+                definition["column_type"] = key.column_type.format(dims=dims)
             specs.append(IndexSpec(key.name, self._target(key.table), key.kind, definition))
         for stats in self._statistics:
             specs.append(IndexSpec(stats.name, self._target(stats.table), "statistics",
@@ -218,7 +160,7 @@ class SqlIndexManager:
                                    required=False))
         return specs
 
-    def _create_sql(self, key: _Key, dims: int) -> str:
+    def _create_sql(self, key: IndexKey, dims: int) -> str:
         table = f"{qident(self._schema)}.{qident(key.table)}"
         if key.constraint:
             what = "PRIMARY KEY" if key.constraint == "primary key" else "UNIQUE"
@@ -242,18 +184,19 @@ class SqlIndexManager:
         found = {f.name: f for f in map(_found, conn.execute(_CATALOG_SQL, (self._schema, tables)))}
         absent = missing_tables(conn, self._schema, tuple(tables))
         column_type = None
-        if ITEMS_TABLE in tables and ITEMS_TABLE not in absent:
+        sized = self._layout.sized_column
+        if sized is not None and sized[0] not in absent:
             row = conn.execute(
                 "SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
                 " JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
-                " WHERE n.nspname = %s AND c.relname = %s AND a.attname = 'embedding'"
+                " WHERE n.nspname = %s AND c.relname = %s AND a.attname = %s"
                 " AND NOT a.attisdropped",
-                (self._schema, ITEMS_TABLE),
+                (self._schema, sized[0], sized[1]),
             ).fetchone()
             column_type = row[0] if row else None
         return found, absent, column_type
 
-    def _judge(self, key: _Key, found: dict[str, _Found], absent: list[str],
+    def _judge(self, key: IndexKey, found: dict[str, _Found], absent: list[str],
                column_type: str | None, dims: int) -> IndexReport:
         target = self._target(key.table)
         if key.table in absent:
@@ -261,8 +204,8 @@ class SqlIndexManager:
                                detail=f"table {target} does not exist")
         have = found.get(key.name)
         if have is None:
-            expected_type = f"vector({dims})"
-            if key.method == "hnsw" and column_type is not None and column_type != expected_type:
+            expected_type = key.column_type.format(dims=dims) if key.column_type else None
+            if expected_type and column_type is not None and column_type != expected_type:
                 # the index could be created, but on a column of another dimension: the
                 # index ensure would build is one validate rejects, so this is drift
                 return IndexReport(key.name, target, key.kind, "drift",
@@ -283,13 +226,14 @@ class SqlIndexManager:
             diffs.append(FieldDiff("descending", list(key.desc()), list(have.descending)))
         if have.unique != key.unique:
             diffs.append(FieldDiff("unique", key.unique, have.unique))
-        if key.method == "hnsw":
-            expected_type = f"vector({dims})"
+        if key.column_type:
+            expected_type = key.column_type.format(dims=dims)
             if column_type != expected_type:
                 diffs.append(FieldDiff("dimensions", expected_type, column_type))
-        if key.method == "hnsw" and have.method == "hnsw":
+        if key.options and have.method == key.method:
+            defaults = dict(key.option_defaults)
             for option, wanted in key.options:
-                actual = have.options.get(option, str(HNSW_DEFAULTS.get(option, "")))
+                actual = have.options.get(option, str(defaults.get(option, "")))
                 if str(actual) != str(wanted):
                     diffs.append(FieldDiff(option, wanted, _number(actual)))
         if have.building:
@@ -377,8 +321,8 @@ class SqlIndexManager:
     def _ensure_all(self, conn: Any, actions: list[IndexAction], dims: int, recreate: bool,
                     apply: bool) -> None:
         found, absent, column_type = self._catalog(conn)
-        for group in self._groups:
-            need = [t for t in group_tables(group) if t in absent]
+        for group in self._layout.groups:
+            need = [t for t in group.tables if t in absent]
             if not need:
                 continue
             for table in need:
@@ -416,7 +360,7 @@ class SqlIndexManager:
         action = "recreate" if report.status == "drift" else "create"
         return IndexAction(stats.name, target, "statistics", action, report.detail, applied=apply)
 
-    def _ensure_one(self, conn: Any, key: _Key, report: IndexReport, dims: int,
+    def _ensure_one(self, conn: Any, key: IndexKey, report: IndexReport, dims: int,
                     recreate: bool, apply: bool) -> IndexAction:
         target = self._target(key.table)
         if report.status in ("ok", "pending"):

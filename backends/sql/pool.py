@@ -89,7 +89,7 @@ def _has_pending_input(conn: Any) -> bool:
         return True
 
 
-def _load_pool_class(backend: str = "pgvector") -> Any:
+def _load_pool_class(backend: str = "postgres") -> Any:
     try:
         from psycopg_pool import ConnectionPool as DriverPool
     except ImportError as exc:
@@ -156,7 +156,7 @@ class ConnectionPool:
             return pool
         with self._lock:
             if self._closed:
-                raise BackendUnreachable(f"pgvector adapter for {self._config.display_uri} is closed")
+                raise BackendUnreachable(f"{self._config.backend} adapter for {self._config.display_uri} is closed")
             if self._pool is None:
                 driver_pool = _load_pool_class(self._config.backend)
                 self.connect().close()  # a refusal surfaces now, with the server's reason
@@ -207,7 +207,7 @@ class ConnectionPool:
 
             if isinstance(exc, PoolClosed):
                 raise BackendUnreachable(
-                    f"pgvector adapter for {self._config.display_uri} is closed") from None
+                    f"{self._config.backend} adapter for {self._config.display_uri} is closed") from None
             if not isinstance(exc, PoolTimeout):
                 raise
             # the pool could not hand out a connection in time: busy, or the server is

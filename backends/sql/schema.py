@@ -16,20 +16,25 @@ Table creation policy (operators asked for no surprises):
 
 State and events use the engine's tables exactly (``semvec_session_state``,
 ``semvec_memory_events``), shared by the ``postgres`` and ``pgvector`` backends, so an
-engine deployment can switch between them and keep every session; ``pgvector`` adds
-only its own item table and vector indexes.
+engine deployment can switch between them and keep every session. A flavour adds its
+own tables, indexes and statistics as a :class:`SqlLayout` of its own (``pgvector``'s is
+:data:`backends.pgvector.schema.PGVECTOR_LAYOUT`): this module provisions whatever
+layout it is given and names none of a flavour's DDL.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 STATE_TABLE = "semvec_session_state"
 EVENTS_TABLE = "semvec_memory_events"
-ITEMS_TABLE = "semvec_memory_items"
 EVENTS_USER_INDEX = "ix_semvec_memory_events_user_id"
-TEXT_SEARCH_CONFIG = "simple"
+#: Tables a flavour adds to the engine's schema, their rows keyed by ``session_id``. Every
+#: SQL backend reads one database whatever flavour provisioned it, so none reports
+#: another's table as unknown (doctor) or leaves its rows behind when a session is
+#: deleted; a flavour's layout adds only tables named here (a test holds it to that).
+FLAVOUR_TABLES = ("semvec_memory_items",)
 
 #: Tables an older semvecctl pgvector created (engine-incompatible shapes); reported by
 #: health, never read or written.
@@ -39,7 +44,6 @@ LEGACY_TABLES = ("compliance_events", "compliance_event_counters")
 _DDL_LOCK_KEY = 0x73656D7665636464
 
 STATE_GROUP = "state"  # session state + events: the engine's SQL layout, no extension
-ITEMS_GROUP = "items"  # the memory-item mirror (needs the vector extension)
 
 
 def qident(name: str) -> str:
@@ -63,9 +67,9 @@ class Tables:
     def events(self) -> str:
         return self._q(EVENTS_TABLE)
 
-    @property
-    def items(self) -> str:
-        return self._q(ITEMS_TABLE)
+    def of(self, table: str) -> str:
+        """Any table of this schema, qualified and quoted."""
+        return self._q(table)
 
 
 def state_ddl(t: Tables) -> list[str]:
@@ -104,6 +108,8 @@ def state_ddl(t: Tables) -> list[str]:
     ]
 
 
+
+
 @dataclass(frozen=True)
 class StatisticsObject:
     """An extended-statistics object: not an index, but planned, validated and ensured
@@ -115,83 +121,87 @@ class StatisticsObject:
     kinds: tuple[str, ...]
 
 
-#: A session's items all have one owner, but without this object the planner multiplies
-#: the session and owner selectivities, expects ~1/owners of a session's rows, and on a
-#: store of many sessions reads every row of the session for the recency signal instead
-#: of walking its b-tree for the newest 100 (1M items over 1,000 sessions: the fused
-#: search 4.7 ms -> 2.3 ms). Recommended, not required: only plans depend on it.
-STATISTICS: tuple[StatisticsObject, ...] = (
-    StatisticsObject("semvec_items_session_owner", ITEMS_TABLE, ("session_id", "owner_subject"),
-                     ("dependencies",)),
-)
-
-
 def statistics_sql(schema: str, stats: StatisticsObject) -> str:
-    """CREATE STATISTICS for one entry (also run with the items table's DDL)."""
+    """CREATE STATISTICS for one entry (also run with its table's DDL)."""
     return (f"CREATE STATISTICS IF NOT EXISTS {qident(schema)}.{qident(stats.name)}"
             f" ({', '.join(stats.kinds)}) ON {', '.join(qident(c) for c in stats.columns)}"
             f" FROM {qident(schema)}.{qident(stats.table)}")
 
 
-def items_ddl(t: Tables, dimensions: int) -> list[str]:
-    return [
-        f"""CREATE TABLE IF NOT EXISTS {t.items} (
-            session_id    text NOT NULL,
-            item_id       text NOT NULL,
-            owner_subject text,
-            embedding     vector({int(dimensions)}),
-            text          text NOT NULL DEFAULT '',
-            text_tsv      tsvector GENERATED ALWAYS AS
-                              (to_tsvector('{TEXT_SEARCH_CONFIG}'::regconfig, text)) STORED,
-            tier          text,
-            tiers         text[] NOT NULL DEFAULT '{{}}',
-            unit          jsonb NOT NULL DEFAULT '{{}}'::jsonb,
-            tier_positions jsonb NOT NULL DEFAULT '{{}}'::jsonb,
-            evicted       boolean NOT NULL DEFAULT false,
-            created_at    timestamptz NOT NULL DEFAULT now(),
-            updated_at    timestamptz NOT NULL DEFAULT now(),
-            PRIMARY KEY (session_id, item_id)
-        )""",
-        *(statistics_sql(t.schema, stats) for stats in STATISTICS),
-    ]
+
+@dataclass(frozen=True)
+class IndexKey:
+    """One index (or key constraint) of a layout, in the shape the catalog query returns.
+    ``column_type`` (``vector({dims})``) marks a key over a column whose type depends on
+    the configured dimensions; ``option_defaults`` are the access method's own defaults,
+    which an index built without ``WITH (...)`` has."""
+
+    name: str
+    table: str
+    kind: str
+    method: str
+    columns: tuple[str, ...]
+    opclasses: tuple[str, ...]
+    descending: tuple[bool, ...] = ()
+    unique: bool = False
+    constraint: str | None = None  # "primary key" / "unique" when the key is a constraint
+    options: tuple[tuple[str, Any], ...] = ()
+    option_defaults: tuple[tuple[str, Any], ...] = ()
+    column_type: str | None = None
+
+    def desc(self) -> tuple[bool, ...]:
+        return self.descending or tuple(False for _ in self.columns)
 
 
-#: Columns added to the items table after its first release, with their definition:
-#: an existing table gets them (``ADD COLUMN IF NOT EXISTS``, metadata only) when the
-#: items group is provisioned; until then the mirror reads and writes without them.
-ITEM_COLUMN_UPGRADES: tuple[tuple[str, str], ...] = (
-    # each item's position in every tier it sits in ({"short_term": 3}), the engine's order
-    ("tier_positions", "jsonb NOT NULL DEFAULT '{}'::jsonb"),
+@dataclass(frozen=True)
+class TableGroup:
+    """Tables provisioned together, in one transaction, on the first write that needs them.
+    ``create`` returns their DDL for a schema and embedding width; ``upgrade`` the
+    statements an existing table from an older release needs; ``extension`` the
+    PostgreSQL extension they need (created with them, its types registered on the
+    connections that write them)."""
+
+    name: str
+    tables: tuple[str, ...]
+    create: Callable[["Tables", int], list[str]]
+    upgrade: Callable[[Any, "Tables"], list[str]] | None = None
+    extension: str | None = None
+
+
+@dataclass(frozen=True)
+class SqlLayout:
+    """Everything a SQL backend provisions and validates: its table groups, its indexes,
+    its statistics objects, and the column whose ``vector(n)`` fixes the deployed width."""
+
+    groups: tuple[TableGroup, ...]
+    indexes: tuple[IndexKey, ...]
+    statistics: tuple[StatisticsObject, ...] = ()
+    #: (table, column) whose type is ``vector(n)``: the deployed embedding width
+    sized_column: tuple[str, str] | None = None
+
+    def group(self, name: str) -> TableGroup:
+        for group in self.groups:
+            if group.name == name:
+                return group
+        raise KeyError(f"the SQL layout has no table group {name!r}")
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return tuple(t for g in self.groups for t in g.tables)
+
+
+#: What the engine's SQL schema needs (VARCHAR keys use text_ops, as PostgreSQL picks).
+ENGINE_INDEXES: tuple[IndexKey, ...] = (
+    IndexKey("semvec_session_state_pkey", STATE_TABLE, "unique", "btree", ("session_id",),
+             ("text_ops",), unique=True, constraint="primary key"),
+    IndexKey("semvec_memory_events_pkey", EVENTS_TABLE, "unique", "btree", ("event_id",),
+             ("text_ops",), unique=True, constraint="primary key"),
+    IndexKey(EVENTS_USER_INDEX, EVENTS_TABLE, "btree", "btree", ("user_id",), ("text_ops",)),
 )
 
-
-def missing_item_columns(conn: Any, schema: str) -> list[str]:
-    """Upgrade columns (:data:`ITEM_COLUMN_UPGRADES`) the items table lacks; [] when the
-    table is absent."""
-    names = [name for name, _ in ITEM_COLUMN_UPGRADES]
-    rows = conn.execute(
-        "SELECT a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
-        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s"
-        " AND c.relname = %s AND a.attname = ANY(%s) AND NOT a.attisdropped AND a.attnum > 0",
-        (schema, ITEMS_TABLE, names)).fetchall()
-    table = conn.execute(
-        "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-        " WHERE n.nspname = %s AND c.relname = %s", (schema, ITEMS_TABLE)).fetchone()
-    if table is None:
-        return []
-    present = {row[0] for row in rows}
-    return [name for name in names if name not in present]
-
-
-def upgrade_items_sql(t: "Tables", missing: list[str]) -> list[str]:
-    return [f"ALTER TABLE {t.items} ADD COLUMN IF NOT EXISTS {qident(name)} {definition}"
-            for name, definition in ITEM_COLUMN_UPGRADES if name in missing]
-
-
-def group_tables(group: str) -> tuple[str, ...]:
-    if group == STATE_GROUP:
-        return (STATE_TABLE, EVENTS_TABLE)
-    return (ITEMS_TABLE,)
+STATE = TableGroup(STATE_GROUP, (STATE_TABLE, EVENTS_TABLE), lambda t, _dims: state_ddl(t))
+#: the ``postgres`` backend: the engine's layout and nothing else
+ENGINE_LAYOUT = SqlLayout((STATE,), ENGINE_INDEXES)
 
 
 def missing_tables(conn: Any, schema: str, names: tuple[str, ...]) -> list[str]:
@@ -205,13 +215,13 @@ def missing_tables(conn: Any, schema: str, names: tuple[str, ...]) -> list[str]:
     return [name for name in names if name not in present]
 
 
-def extension_version(conn: Any) -> str | None:
-    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+def extension_version(conn: Any, name: str = "vector") -> str | None:
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s", (name,)).fetchone()
     return row[0] if row else None
 
 
-def ensure_group(conn: Any, t: Tables, group: str, dimensions: int) -> list[str]:
-    """Create the schema, extension (items only) and tables of ``group`` if missing.
+def ensure_group(conn: Any, t: Tables, group: TableGroup, dimensions: int) -> list[str]:
+    """Create the schema, extension and tables of ``group`` if missing (or upgrade them).
 
     Runs in one transaction under an advisory lock, so concurrent first writers do not
     race on the catalog. Returns the statements it executed (empty when all existed).
@@ -219,19 +229,15 @@ def ensure_group(conn: Any, t: Tables, group: str, dimensions: int) -> list[str]
     executed: list[str] = []
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK_KEY,))
-        if not missing_tables(conn, t.schema, group_tables(group)):
-            if group == ITEMS_GROUP:  # an existing table from before an upgrade column
-                for statement in upgrade_items_sql(t, missing_item_columns(conn, t.schema)):
-                    conn.execute(statement)
-                    executed.append(statement)
+        if not missing_tables(conn, t.schema, group.tables):
+            for statement in (group.upgrade(conn, t) if group.upgrade else ()):
+                conn.execute(statement)  # an existing table from before an upgrade column
+                executed.append(statement)
             return executed
         statements = [f"CREATE SCHEMA IF NOT EXISTS {qident(t.schema)}"]
-        if group == ITEMS_GROUP:
-            if extension_version(conn) is None:
-                statements.append("CREATE EXTENSION IF NOT EXISTS vector")
-            statements += items_ddl(t, dimensions)
-        else:
-            statements += state_ddl(t)
+        if group.extension and extension_version(conn, group.extension) is None:
+            statements.append(f"CREATE EXTENSION IF NOT EXISTS {qident(group.extension)}")
+        statements += group.create(t, dimensions)
         for statement in statements:
             conn.execute(statement)
             executed.append(statement)

@@ -286,13 +286,15 @@ class SqlStateStore(DerivedReads):
         return self._db.read(work, lambda: False)
 
     def _delete_items(self, conn: Any, session_id: str) -> None:
-        """The deleted session's item-mirror rows (every owner's: they belong to the
-        session), in the caller's transaction; nothing where no item table exists (the
-        ``postgres`` layout, or pgvector before its first item)."""
-        items = self._db.tables.items
-        if conn.execute("SELECT to_regclass(%s)", (items,)).fetchone()[0] is None:
-            return
-        conn.execute(f"DELETE FROM {items} WHERE session_id = %s", (session_id,))
+        """The deleted session's rows in the flavours' tables (the item mirror: every
+        owner's, they belong to the session), in the caller's transaction; nothing where
+        such a table does not exist (the ``postgres`` layout, or pgvector before its first
+        item)."""
+        for table in self._db.session_tables():
+            qualified = self._db.tables.of(table)
+            if conn.execute("SELECT to_regclass(%s)", (qualified,)).fetchone()[0] is None:
+                continue
+            conn.execute(f"DELETE FROM {qualified} WHERE session_id = %s", (session_id,))
 
     # -- the engine's extra members -------------------------------------------------
 

@@ -178,12 +178,41 @@ def test_sql_layer_imports_nothing_from_pgvector():
 
 
 def test_pgvector_holds_only_what_it_adds():
-    """Everything in backends/pgvector/ is pgvector's own: the shared layer lives in sql/."""
-    shared = {"config", "pool", "driver", "database", "state", "events", "detect"}
+    """Everything in backends/pgvector/ is pgvector's own: the shared layer lives in sql/.
+    (``detect`` is pgvector's: it looks for pgvector's tables, declared in BackendInfo.)"""
+    shared = {"config", "pool", "driver", "database", "state", "events", "indexes"}
     present = {p.stem for p in (ROOT / "backends" / "pgvector").glob("*.py")}
     assert not (present & shared), f"shared SQL modules in backends/pgvector/: {present & shared}"
     graph = import_graph()
     assert any(t.startswith("backends.sql") for t in graph["backends.pgvector.adapter"])
+
+
+def _code_strings(path: Path) -> list[str]:
+    """String constants of a module that are not docstrings."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(getattr(n, "body", None), list) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_the_shared_sql_layer_holds_no_flavour_ddl():
+    """The item table's DDL, its vector and text indexes and its statistics are pgvector's
+    (backends/pgvector/schema.py); sql/ provisions the layout it is given and knows a
+    flavour's tables by name only (FLAVOUR_TABLES), so no backend misreads another's."""
+    from backends.pgvector.schema import PGVECTOR_LAYOUT
+    from backends.sql.schema import ENGINE_LAYOUT, FLAVOUR_TABLES
+
+    for path in sorted((ROOT / "backends" / "sql").glob("*.py")):
+        code = " ".join(_code_strings(path)).lower()
+        for word in ("vector(", "hnsw", "tsvector", "semvec_items_", "semvec_memory_items"):
+            if word == "semvec_memory_items" and path.name == "schema.py":
+                continue  # FLAVOUR_TABLES: the name, nothing else
+            assert word not in code, f"{path.name} spells {word!r}"
+    added = set(PGVECTOR_LAYOUT.tables) - set(ENGINE_LAYOUT.tables)
+    assert added and added <= set(FLAVOUR_TABLES)
+    assert set(ENGINE_LAYOUT.indexes) < set(PGVECTOR_LAYOUT.indexes)
 
 
 # -- the detector itself is tested, so a green run means something ----------------------
@@ -223,7 +252,7 @@ def test_selection_names_no_backend_module():
     assert "backends.sql" not in source and "backends.pgvector" not in source
     from backends.info import declared
 
-    assert declared("pgvector").detect == "backends.sql.detect:choose_sql_backend"
+    assert declared("pgvector").detect == "backends.pgvector.detect:DETECTOR"
 
 
 def test_uris_shim_keeps_the_old_names():

@@ -45,11 +45,11 @@ def test_the_location_comes_from_our_variable_then_the_engines(monkeypatch):
 
     monkeypatch.setenv("DATABASE_URL", "postgresql+psycopg://u:pw@engine-host/db")
     monkeypatch.delenv("SEMVEC_PGVECTOR_URL", raising=False)
-    config = SqlConfig.resolve(None, {})
+    config = SqlConfig.resolve(None, {}, backend="pgvector")
     assert config.conninfo == "postgresql://u:pw@engine-host/db"  # SQLAlchemy's +driver dropped
     assert "pw" not in config.display_uri
     monkeypatch.setenv("SEMVEC_PGVECTOR_URL", "postgresql://ours/db")
-    assert SqlConfig.resolve(None, {}).conninfo == "postgresql://ours/db"
+    assert SqlConfig.resolve(None, {}, backend="pgvector").conninfo == "postgresql://ours/db"
     # the postgres backend reads the engine's variable only, and says so
     assert SqlConfig.resolve(None, {}, backend="postgres").conninfo == \
         "postgresql://u:pw@engine-host/db"

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from backends.contract import IndexManager
-from backends.sql.indexes import HNSW_DEFAULTS, HNSW_OPTIONS
+from backends.pgvector.schema import HNSW_DEFAULTS, HNSW_OPTIONS
 
 pytestmark = pytest.mark.postgres
 

@@ -24,7 +24,7 @@ SYNCED = [item("z", "short_term"), item("a", "short_term"), item("m", "medium_te
 
 def _drop_positions_column(adapter) -> None:
     with adapter._db.connection() as conn:
-        conn.execute(f"ALTER TABLE {adapter._db.tables.items} DROP COLUMN tier_positions")
+        conn.execute(f"ALTER TABLE {adapter._db.tables.of('semvec_memory_items')} DROP COLUMN tier_positions")
 
 
 def test_positions_are_recorded_and_live_items_come_back_in_tier_order(pgvector_adapter_factory):

@@ -3,7 +3,9 @@
 Both ``postgres`` (the engine's layout) and ``pgvector`` (that layout plus an item
 mirror) fit the scheme. A database that holds the item table AND the ``vector``
 extension is ``pgvector``; anything else (an engine deployment, an empty database) is
-``postgres``. ``--backend`` overrides. The decision lives here, not in the CLI.
+``postgres``. ``--backend`` overrides. The decision lives here, with the flavour whose
+tables it looks for, and is declared in ``BackendInfo.detect`` (:data:`DETECTOR`), so
+neither the selector nor the shared SQL layer names it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ class SqlChoice(NamedTuple):
 
 def choose_from_catalog(conn: Any, schema: str) -> SqlChoice:
     """The choice, from one catalog query on an open connection."""
-    from backends.sql.schema import ITEMS_TABLE
+    from backends.pgvector.schema import ITEMS_TABLE
 
     items, extension = conn.execute(
         "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
@@ -58,3 +60,19 @@ def choose_sql_backend(uri: str, *, timeout: float = 3.0) -> SqlChoice:
             conn.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+class SqlDetector:
+    """The two questions ``BackendInfo.detect`` answers for the SQL scheme: from a URI
+    (connecting briefly) and from a connection already open (health)."""
+
+    @staticmethod
+    def choose(uri: str, *, timeout: float = 3.0) -> SqlChoice:
+        return choose_sql_backend(uri, timeout=timeout)
+
+    @staticmethod
+    def from_catalog(conn: Any, schema: str) -> SqlChoice:
+        return choose_from_catalog(conn, schema)
+
+
+DETECTOR = SqlDetector()
