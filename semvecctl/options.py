@@ -51,16 +51,27 @@ AdapterFactory = Annotated[
     typer.Option("--adapter", help="Load the adapter from Python code instead of the registry: module:factory.",
                  show_default=False, rich_help_panel="Backend authors"),
 ]
+#: the one confirmation/overwrite vocabulary (README "Previews, --apply, --yes, --overwrite"):
+#: a command that writes to a store previews unless --apply; --apply asks, --yes answers
+Apply = Annotated[
+    bool,
+    typer.Option("--apply", help="Write (without it: a preview, nothing changed, exit 0). Asks "
+                                 "first: --yes answers, required without a terminal (else exit 2)."),
+]
 Yes = Annotated[
     bool,
-    typer.Option("--yes", "-y", help="Do not ask for confirmation (required without a TTY)."),
+    typer.Option("--yes", "-y", help="Answer yes to the confirmation --apply asks for (required "
+                                     "without a TTY; alone it is a usage error; never replaces "
+                                     "a file)."),
 ]
-#: ``sessions export`` / ``events export``: an existing archive is replaced only with this
-ArchiveOverwrite = Annotated[
+#: an existing FILE is replaced only with this (and never because of --yes)
+Overwrite = Annotated[
     bool,
-    typer.Option("--overwrite", help="Replace an existing --out file (without it an existing archive is never "
-                                     "touched: exit 2). --yes never allows this."),
+    typer.Option("--overwrite", help="Replace an existing output file (without it an existing "
+                                     "file is never touched: exit 2). --yes never allows this."),
 ]
+#: ``sessions export`` / ``events export`` (kept for callers of the former name)
+ArchiveOverwrite = Overwrite
 #: export never asks; --yes is accepted (scripts pass it) and allows nothing
 ExportYes = Annotated[
     bool,

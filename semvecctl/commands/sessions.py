@@ -13,7 +13,7 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection, require_seam
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, DeleteOwner, DeleteUnowned, Output, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
+from semvecctl.options import AdapterFactory, Apply, Backend, DeleteOwner, DeleteUnowned, Output, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
 from semvecctl.output import Column, OutputFormat, StreamFormat
 
 NAME = "sessions"
@@ -209,12 +209,15 @@ def delete_session(
         None, "--if-version", min=1, max=2**63 - 1, show_default=False,
         help="Delete only if the session is still at this version (as 'inspect' showed it); "
              "a session a writer has moved is a conflict (exit 1) and is left as it is."),
+    apply: Apply = False,
     yes: Yes = False,
 ) -> None:
-    """Delete one session (scoped by --owner / --unowned, checked by --if-version); asks first."""
+    """Delete one session (scoped by --owner / --unowned, checked by --if-version): a
+    preview unless --apply, which asks first."""
     from backends.session_ids import shown, unescape_id
 
     out = current().output
+    apply = current().wants_apply(apply=apply, yes=yes)
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     spec = conn.spec
@@ -223,6 +226,16 @@ def delete_session(
         scoped = "" if owner is None and not unowned else (
             f" owned by {owner!r}" if owner is not None else " without an owner")
         at = "" if if_version is None else f" at version {if_version}"
+        if not apply:
+            version = _unless_unencodable(lambda: adapter_obj.state_store().current_version(
+                session_id, owner_subject=scope), None)
+            if version is None:
+                current().abort(f"no session {shown(session_id)}{scoped}: nothing to delete",
+                                ExitCode.CHECK_FAILED)
+            now = f" (it is at version {version})" if if_version not in (None, version) else ""
+            out.info(f"preview only: would delete session {shown(session_id)}{scoped}{at} from "
+                     f"{spec.display_uri}{now}; nothing was changed (pass --apply to delete)")
+            return
         current().confirm(f"delete session {shown(session_id)}{scoped}{at} from {spec.display_uri}",
                     yes=yes)
         store = adapter_obj.state_store()
