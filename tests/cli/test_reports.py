@@ -354,7 +354,7 @@ def test_indexes_report_shows_each_verdict_on_a_real_pgvector(pgvector_url, monk
     monkeypatch.setenv("SEMVEC_PGVECTOR_DIMENSIONS", "16")
     base = ["indexes", "validate", "--backend", "pgvector", "--uri", pgvector_url]
     assert invoke("indexes", "ensure", "--backend", "pgvector", "--uri", pgvector_url,
-                  "--yes").exit_code == 0
+                  "--apply", "--yes").exit_code == 0
     ok_path = tmp_path / "ok.html"
     assert invoke(*base, "--report", ok_path).exit_code == 0
     page = Page(ok_path.read_text(encoding="utf-8"))
