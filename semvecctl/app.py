@@ -256,6 +256,10 @@ app = typer.Typer(
          "compare and certify them.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Commands that write preview unless --apply; --apply asks first and -y/--yes "
+           "answers (required without a terminal, else exit 2); declining exits 2 with nothing "
+           "changed; --yes without --apply is exit 2. An existing file is replaced only with "
+           "--overwrite, never because of --yes.",
     **_TYPER_SETTINGS,
 )
 

@@ -53,12 +53,12 @@ def test_plan_writes_nothing(mongo, search_registry):
     assert "nothing was written" in result.stderr
 
 
-def test_ensure_without_yes_and_no_tty_only_previews(mongo, search_registry):
+def test_ensure_without_apply_only_previews(mongo, search_registry):
     result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "-o", "json")
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["applied"] is False
-    assert "rerun with --yes" in result.stderr
+    assert "pass --apply" in result.stderr
     assert [c for c in search_registry.calls if c[0] != "list"] == []
     check = run("indexes", "validate", *HOOK, "--dimensions", "16", "-o", "json")
     assert check.exit_code == 1
@@ -212,8 +212,8 @@ def test_sessions_list_inspect_delete(cli_mongo, mongo_client, db_name):
     assert report["version"] == 2 and report["pending_message"] == "waiting"
     assert report["blob_size"] == 6 and report["backend"] == "mongo"
 
-    refused = run("sessions", "delete", f"{prefix}-a", *HOOK)
-    assert refused.exit_code != 0  # no TTY and no --yes
+    refused = run("sessions", "delete", f"{prefix}-a", *HOOK, "--apply")
+    assert refused.exit_code == 2  # no TTY and no --yes
     wrong_owner = run("sessions", "delete", f"{prefix}-a", *HOOK, "--owner", "t2", "--apply", "--yes")
     assert wrong_owner.exit_code == 1
     deleted = run("sessions", "delete", f"{prefix}-a", *HOOK, "--owner", "t1", "--apply", "--yes")

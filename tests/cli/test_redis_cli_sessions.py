@@ -121,8 +121,8 @@ def test_inspect_table_and_missing(redis_url, filled):
 
 
 def test_delete_needs_yes_without_a_tty(redis_url, filled):
-    result = invoke("sessions", "delete", f"{filled}-json", "--uri", redis_url)
-    assert result.exit_code != 0
+    result = invoke("sessions", "delete", f"{filled}-json", "--uri", redis_url, "--apply")
+    assert result.exit_code == 2
     assert "--yes" in result.stderr
     with RedisBackendAdapter(redis_url) as adapter:
         assert adapter.state_store().load(f"{filled}-json") is not None

@@ -255,7 +255,9 @@ def test_any_other_suffix_is_a_usage_error_before_any_work(session, tmp_path, na
 def test_report_replaces_a_file_whole_and_leaves_no_temp_file(session, tmp_path):
     path = tmp_path / "diff.md"
     path.write_text("old content that must not survive\n" * 1000)
-    assert invoke(*_diff(session, "--report", path)).exit_code == 0
+    assert invoke(*_diff(session, "--report", path)).exit_code == 2  # only with --overwrite
+    assert path.read_text(encoding="utf-8").startswith("old content")
+    assert invoke(*_diff(session, "--report", path, "--overwrite")).exit_code == 0
     text = path.read_text(encoding="utf-8")
     assert "old content" not in text and text.endswith("\n")
     assert [p.name for p in tmp_path.iterdir()] == ["diff.md"]
