@@ -5,19 +5,24 @@ batch's TTLs (a PTTL per key would double what the client packs and parses), pac
 here in RESP because redis-py's generic per-argument packing was the listing's largest
 client cost.
 
-Memory stays flat whatever the number of sessions: one batch of keys and blobs is held at
-a time. SCAN may report a key twice while the server resizes its table; we do not keep a
-set of every id seen to filter that out, because that set would grow with the keyspace.
+Sessions come in session id order (bytewise, as every other store lists them: PostgreSQL
+``COLLATE "C"``, MongoDB ``_id``, memory), not in SCAN's hash order: the matching key
+names are collected first (names only: a session's blob is read with its batch, one
+batch of blobs at a time), which also drops the duplicates SCAN may report while the
+server resizes its table. That list of names is the one thing that grows with the
+keyspace (about 100 bytes a session).
 
-On a Redis Cluster each primary is scanned in turn through its own node client: SCAN
-sees one node's keys only. A batch's keys then span hash slots, which one script may not
-touch, so there the TTLs come from one PTTL per key in the same round trip.
+On a Redis Cluster each primary is scanned through its own node client (SCAN sees one
+node's keys only) and the nodes' ordered streams are merged. A batch's keys then span
+hash slots, which one script may not touch, so there the TTLs come from one PTTL per key
+in the same round trip.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import hashlib
+import heapq
 import math
 from typing import Any, Iterator
 
@@ -137,24 +142,33 @@ def iter_sessions(
     validate_owner_filter(owner_subject)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError("batch_size must be a positive int")
+    ordered = _matching_keys(client, where, match, batch_size)
+    for start in range(0, len(ordered), batch_size):
+        raw_keys = ordered[start:start + batch_size]
+        with redis_errors(where):
+            values, ttls = _read_batch(client, raw_keys, per_key_ttl)
+        for i, raw_key in enumerate(raw_keys):
+            summary = _summary(from_key(raw_key[len(_PREFIX):]), values[i], ttls[i])
+            if summary is not None and owner_matches(summary.owner_subject, owner_subject):
+                yield summary
+
+
+def _matching_keys(client: Any, where: str, match: str | None, batch_size: int) -> list[bytes]:
+    """Every state key whose session id matches, each once, in bytewise order."""
     pattern = keys.escape_glob(keys.STATE_PREFIX) + (
         keys.fnmatch_to_redis_prefilter(match) if match else "*"
     )
+    found: set[bytes] = set()
     cursor = 0
     while True:
         with redis_errors(where):
             cursor, raw_keys = client.scan(cursor, match=pattern, count=batch_size)
-            values, ttls = (_read_batch(client, raw_keys, per_key_ttl) if raw_keys
-                            else ([], []))
-        for i, raw_key in enumerate(raw_keys):
+        for raw_key in raw_keys:
             session_id = from_key(raw_key[len(_PREFIX):])  # every byte kept
-            if match is not None and not fnmatch.fnmatchcase(session_id, match):
-                continue
-            summary = _summary(session_id, values[i], ttls[i])
-            if summary is not None and owner_matches(summary.owner_subject, owner_subject):
-                yield summary
+            if match is None or fnmatch.fnmatchcase(session_id, match):
+                found.add(bytes(raw_key))
         if cursor == 0:
-            return
+            return sorted(found)
 
 
 def iter_cluster_sessions(
@@ -169,11 +183,13 @@ def iter_cluster_sessions(
     validate_owner_filter(owner_subject)
     with redis_errors(where):
         primaries = list(cluster.get_primaries())
+    streams = []
     for node in primaries:
         with redis_errors(where):
             node_client = cluster.get_redis_connection(node)
-        yield from iter_sessions(node_client, where, owner_subject=owner_subject, match=match,
-                                 batch_size=batch_size, per_key_ttl=True)
+        streams.append(iter_sessions(node_client, where, owner_subject=owner_subject,
+                                     match=match, batch_size=batch_size, per_key_ttl=True))
+    yield from heapq.merge(*streams, key=lambda summary: to_key(summary.session_id))
 
 
 def node_client_for(cluster: Any, where: str, session_id: str) -> Any:
