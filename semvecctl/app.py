@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 from typer.exceptions import Abort, Exit, TyperException
 
 from semvecctl import application
+from semvecctl.completers import complete_profile
 from semvecctl.errors import CliError, classify
 from semvecctl.exit_codes import ExitCode
 
@@ -277,7 +278,7 @@ def root(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show debug output and tracebacks."),
     no_color: bool = typer.Option(False, "--no-color", help="Disable colour (NO_COLOR is honoured too)."),
     config: Optional[str] = typer.Option(None, "--config", help="Config file (default: $SEMVECCTL_CONFIG or ~/.config/semvecctl/config.yaml).", show_default=False),
-    profile: Optional[str] = typer.Option(None, "--profile", "-P", help="Named profile from the config file.", show_default=False),
+    profile: Optional[str] = typer.Option(None, "--profile", "-P", help="Named profile from the config file (beats the environment; flags beat it).", show_default=False, autocompletion=complete_profile),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     """Operator toolkit for semvec session backends."""

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from semvecctl.completers import complete_backend
 from semvecctl.output import OutputFormat, StreamFormat
 
 Output = Annotated[
@@ -27,19 +28,30 @@ Backend = Annotated[
     Optional[str],
     typer.Option("--backend", "-b", help="Backend name (default: $SEMVEC_SESSION_BACKEND, then the profile; naming none is a "
                               "usage error where a store is read or written: --backend memory for the in-memory one).",
-                 show_default=False),
+                 show_default=False, autocompletion=complete_backend),
 ]
 #: for commands that never pick a backend for you (conformance certifies what it is told)
 NamedBackend = Annotated[
     Optional[str],
     typer.Option("--backend", "-b", help="Backend name to certify (or name it with --uri / --adapter); "
                                          "there is no default: an unnamed backend is never certified as memory.",
-                 show_default=False),
+                 show_default=False, autocompletion=complete_backend),
 ]
 Uri = Annotated[
     Optional[str],
     typer.Option("--uri", "-u", help="Connection URI; its scheme implies the backend (redis://, mongodb://, postgresql://, memory://).",
                  show_default=False),
+]
+#: ``config set-profile``: what the profile stores, not a store to open now
+ProfileUri = Annotated[
+    Optional[str],
+    typer.Option("--uri", "-u", help="The profile's connection URI (stored as given; shown redacted).",
+                 show_default=False),
+]
+ProfileBackend = Annotated[
+    Optional[str],
+    typer.Option("--backend", "-b", help="The profile's backend name (optional when the URI implies it).",
+                 show_default=False, autocompletion=complete_backend),
 ]
 #: ``backends resolve``: a URI to resolve, not to connect to
 ResolveUri = Annotated[

@@ -16,6 +16,7 @@ from typing import Annotated, Any, NoReturn, Optional
 import typer
 
 from semvecctl.application import current
+from semvecctl.completers import complete_session_id
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
@@ -35,7 +36,8 @@ class Side(str, Enum):
 
 # -- shared options ----------------------------------------------------------------------
 
-Session = Annotated[str, typer.Option("--session", "-s", help="Session id whose memory to rank.")]
+Session = Annotated[str, typer.Option("--session", "-s", help="Session id whose memory to rank.",
+                                      autocompletion=complete_session_id)]
 Query = Annotated[Optional[str], typer.Option(
     "--query", "-q", help="Query text (used by BM25 / lexical search).", show_default=False)]
 QueryVector = Annotated[Optional[str], typer.Option(

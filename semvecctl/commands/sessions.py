@@ -10,6 +10,7 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
+from semvecctl.completers import complete_session_id
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection, require_seam
 from semvecctl.exit_codes import ExitCode
@@ -108,7 +109,8 @@ def list_sessions(
 
 @app.command("inspect")
 def inspect_session(
-    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash)."),
+    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash).",
+                                    autocompletion=complete_session_id),
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
@@ -199,7 +201,8 @@ def has_undecodable_cause(exc: BaseException) -> bool:
 
 @app.command("delete")
 def delete_session(
-    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash)."),
+    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash).",
+                                    autocompletion=complete_session_id),
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
