@@ -213,7 +213,20 @@ def _load_command(name: str, entry: Any) -> Any:
         host.command(name=name, help=entry.help)(command)
     built = typer.main.get_command(host).commands[name]
     harden(built)
+    _attach_examples(built, name)
     return built
+
+
+def _attach_examples(command: Any, path: str) -> None:
+    """Each command's ``Examples:`` epilog, from the one table (semvecctl.examples)."""
+    from semvecctl.examples import epilog_of
+
+    subs = getattr(command, "commands", None)
+    if isinstance(subs, dict) and subs:
+        for sub_name, sub in subs.items():
+            _attach_examples(sub, f"{path} {sub_name}")
+    elif command.epilog is None:
+        command.epilog = epilog_of(path)
 
 
 def _nothing() -> None:
