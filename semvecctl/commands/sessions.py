@@ -87,7 +87,14 @@ def list_sessions(
     scope = conn.scope
     with conn.open() as adapter_obj:
         require_seam(adapter_obj, Capability.SESSIONS, "session listing")
-        summaries = adapter_obj.iter_sessions(owner_subject=scope, match=match, batch_size=batch_size)
+        from backends.registry import accepts_keyword
+
+        # a deterministic default order: session id, as SQL, Mongo and memory list; a
+        # store whose enumeration has no order of its own (Redis SCAN) is asked for it
+        ordered = ({"ordered": True} if accepts_keyword(adapter_obj.iter_sessions, "ordered")
+                   else {})
+        summaries = adapter_obj.iter_sessions(owner_subject=scope, match=match,
+                                              batch_size=batch_size, **ordered)
         if limit is not None:
             summaries = itertools.islice(summaries, limit)
         damaged: list[str] = []
