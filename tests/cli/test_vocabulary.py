@@ -300,3 +300,57 @@ def test_declining_index_changes_on_postgresql_leaves_the_indexes(answer, pgvect
     applied = invoke(["indexes", "ensure", *base, "--apply"], input="y\n")
     assert applied.exit_code == 0, applied.output
     assert invoke(["indexes", "validate", *base]).exit_code == 0
+
+
+def _on_a_pty(args: list[str], keys: bytes) -> tuple[int, str]:
+    """Run semvecctl on a real pseudo-terminal (stdin and stderr), type ``keys`` once it
+    asks, and return its exit code and what the terminal showed."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    main, child = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(root), "NO_COLOR": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "semvecctl", *args], stdin=child,
+                            stdout=subprocess.DEVNULL, stderr=child, env=env, cwd=root)
+    os.close(child)
+    seen = b""
+    typed = False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([main], [], [], 0.2)
+        if ready:
+            try:
+                data = os.read(main, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            seen += data
+        if not typed and b"[y/N]" in seen:
+            os.write(main, keys)
+            typed = True
+        if proc.poll() is not None and not ready:
+            break
+    proc.wait(timeout=30)
+    os.close(main)
+    return proc.returncode, seen.decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("keys", [b"n\r", b"\x04"], ids=["n", "ctrl-d"])
+def test_a_real_terminal_prompt_declined_or_closed_is_exit_2(keys, stores, redis_server):
+    """No monkeypatching: a pseudo-terminal, "n" or end of input (Ctrl-D) at load run's
+    prompt (it used to exit 130 on EOF) and at sessions delete's."""
+    url = stores["urls"][0]
+    before = snapshot(redis_server)
+    for args in (["load", "run", "--uri", url, "--duration", "0.2", "--apply"],
+                 ["sessions", "delete", "voc-1", "--uri", url, "--apply"]):
+        code, shown = _on_a_pty(args, keys)
+        assert code == 2, shown
+        assert "[y/N]" in shown and "nothing was changed" in shown
+    assert snapshot(redis_server) == before
