@@ -10,7 +10,8 @@ commit:   commit_turn throughput (with and without events) vs redis-py's public 
           and parser are printed: run it on the lowest and the newest supported.
 sessions: streaming 100,000 sessions through iter_sessions vs a raw SCAN + pipelined
           HMGET loop. Goal: >= 0.8x, with peak Python memory (tracemalloc) flat between
-          10,000 and 100,000 sessions.
+          10,000 and 100,000 sessions. Also ``ordered=True`` (sessions list's id order):
+          its memory grows with the key names only.
 
 Figures on a shared machine are noisy: compare ratios, not absolute rates. On loopback
 the floor is almost pure client overhead, so a turn that writes an event (an event hash,
@@ -207,8 +208,8 @@ def raw_loop(client: "redis.Redis", batch: int) -> int:
             return seen
 
 
-def ours(adapter: RedisBackendAdapter, batch: int) -> int:
-    return sum(1 for _ in adapter.iter_sessions(batch_size=batch))
+def ours(adapter: RedisBackendAdapter, batch: int, ordered: bool = False) -> int:
+    return sum(1 for _ in adapter.iter_sessions(batch_size=batch, ordered=ordered))
 
 
 def timed_pair(a: Callable[[], int], b: Callable[[], int], repeats: int = 5):
@@ -239,8 +240,12 @@ def bench_sessions(url: str, total: int, batch: int) -> None:
     small = max(total // 10, 1)
     fill(client, small)
     mem_small = peak_kib(lambda: ours(adapter, batch))
+    ord_small = peak_kib(lambda: ours(adapter, batch, ordered=True))
     fill(client, total, start=small)
     mem_large = peak_kib(lambda: ours(adapter, batch))
+    ord_large = peak_kib(lambda: ours(adapter, batch, ordered=True))
+    (scan_s, _), (ord_s, ord_n) = timed_pair(lambda: ours(adapter, batch),
+                                             lambda: ours(adapter, batch, ordered=True), repeats=3)
     (raw_s, raw_n), (our_s, our_n) = timed_pair(lambda: raw_loop(client, batch),
                                                 lambda: ours(adapter, batch))
     print(f"session enumeration over {total:,} sessions (batch {batch}, best of 5, alternated)")
@@ -249,6 +254,9 @@ def bench_sessions(url: str, total: int, batch: int) -> None:
           f"  {raw_s / our_s:5.2f}x   goal >= 0.80x")
     print(f"  peak Python memory, iter_sessions: {mem_small:8.0f} KiB at {small:,}  "
           f"{mem_large:8.0f} KiB at {total:,}  ({mem_large / mem_small:.2f}x)")
+    print(f"  ordered=True (sessions list, id order): {ord_n / ord_s:9.0f} sessions/s "
+          f"({scan_s / ord_s:.2f}x of SCAN order); peak {ord_small:8.0f} KiB at {small:,}  "
+          f"{ord_large:8.0f} KiB at {total:,} (the names only)")
     assert our_n == raw_n == total, (our_n, raw_n, total)
     client.flushdb()
     client.close()

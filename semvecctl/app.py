@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 from typer.exceptions import Abort, Exit, TyperException
 
 from semvecctl import application
+from semvecctl.completers import complete_profile
 from semvecctl.errors import CliError, classify
 from semvecctl.exit_codes import ExitCode
 
@@ -212,7 +213,20 @@ def _load_command(name: str, entry: Any) -> Any:
         host.command(name=name, help=entry.help)(command)
     built = typer.main.get_command(host).commands[name]
     harden(built)
+    _attach_examples(built, name)
     return built
+
+
+def _attach_examples(command: Any, path: str) -> None:
+    """Each command's ``Examples:`` epilog, from the one table (semvecctl.examples)."""
+    from semvecctl.examples import epilog_of
+
+    subs = getattr(command, "commands", None)
+    if isinstance(subs, dict) and subs:
+        for sub_name, sub in subs.items():
+            _attach_examples(sub, f"{path} {sub_name}")
+    elif command.epilog is None:
+        command.epilog = epilog_of(path)
 
 
 def _nothing() -> None:
@@ -256,6 +270,10 @@ app = typer.Typer(
          "compare and certify them.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Commands that write preview unless --apply; --apply asks first and -y/--yes "
+           "answers (required without a terminal, else exit 2); declining exits 2 with nothing "
+           "changed; --yes without --apply is exit 2. An existing file is replaced only with "
+           "--overwrite, never because of --yes.",
     **_TYPER_SETTINGS,
 )
 
@@ -273,7 +291,7 @@ def root(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show debug output and tracebacks."),
     no_color: bool = typer.Option(False, "--no-color", help="Disable colour (NO_COLOR is honoured too)."),
     config: Optional[str] = typer.Option(None, "--config", help="Config file (default: $SEMVECCTL_CONFIG or ~/.config/semvecctl/config.yaml).", show_default=False),
-    profile: Optional[str] = typer.Option(None, "--profile", "-P", help="Named profile from the config file.", show_default=False),
+    profile: Optional[str] = typer.Option(None, "--profile", "-P", help="Named profile from the config file (beats the environment; flags beat it).", show_default=False, autocompletion=complete_profile),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     """Operator toolkit for semvec session backends."""

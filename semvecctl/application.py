@@ -7,6 +7,7 @@ place is what lets every command render, confirm and redact the same way.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -36,20 +37,47 @@ class Application:
         self.output = Output(no_color=self.no_color, verbose=self.verbose, scrubber=self.scrub)
 
     def confirm(self, question: str, *, yes: bool) -> None:
-        """Ask before destroying or overwriting; refuse (exit 2) without ``--yes`` and no
-        terminal to ask on, and when the operator answers no. Here, not on Output, because
-        it ends the command through :meth:`abort` (rendering never reaches up)."""
+        """Ask before writing (the one vocabulary: README "Previews, --apply, --yes,
+        --overwrite"). ``--yes`` answers; without it and without a terminal to ask on,
+        exit 2; "n" or end of input at the prompt, exit 2 with nothing changed. Here, not
+        on Output, because it ends the command through :meth:`abort`."""
         from semvecctl.exit_codes import ExitCode
 
         if yes:
             return
         if not self.output.can_prompt():
             self.abort(f"refusing to {question} without confirmation: no terminal to ask on; "
-                       "pass --yes to proceed", ExitCode.USAGE)
-        import typer
+                       "pass --yes to proceed (nothing was changed)", ExitCode.USAGE)
+        sys.stderr.write(self.scrub(f"{question[0].upper()}{question[1:]}? [y/N]: "))
+        sys.stderr.flush()
+        answer = sys.stdin.readline()  # "" at end of input: the same as no
+        if answer.strip().lower() not in ("y", "yes"):
+            if not answer:
+                sys.stderr.write("\n")
+            self.abort("not confirmed: nothing was changed", ExitCode.USAGE)
 
-        if not typer.confirm(f"{question[0].upper()}{question[1:]}?", default=False, err=True):
-            self.abort("aborted by the operator, nothing was changed", ExitCode.USAGE)
+    def wants_apply(self, *, apply: bool, yes: bool, option: str = "--apply") -> bool:
+        """Whether to write: ``apply``. ``--yes`` without it is a usage error (exit 2),
+        so a script that meant to write never gets a preview that exits 0; ``--apply``
+        without ``--yes`` and no terminal is refused here, before any work."""
+        from semvecctl.exit_codes import ExitCode
+
+        if yes and not apply:
+            self.abort(f"--yes answers the confirmation of {option}: add {option} to write, "
+                       "or leave --yes out to preview (nothing was changed)", ExitCode.USAGE)
+        if apply and not yes and not self.output.can_prompt():  # refuse before any work
+            self.abort(f"refusing {option} without confirmation: no terminal to ask on; pass "
+                       "--yes to proceed (nothing was changed)", ExitCode.USAGE)
+        return apply
+
+    def may_replace(self, path: "str | os.PathLike[str] | None", *, overwrite: bool,
+                    option: str) -> None:
+        """Refuse (exit 2) to replace an existing file ``path`` unless ``--overwrite``."""
+        from semvecctl.exit_codes import ExitCode
+
+        if path is not None and os.path.lexists(path) and not overwrite:
+            self.abort(f"{option} {os.fspath(path)} already exists: pass --overwrite to replace "
+                       "it, or name another file (nothing was changed)", ExitCode.USAGE)
 
     def abort(self, message: str = "", code: int = 1, *,
               cause: BaseException | None | object = _CHAINED) -> NoReturn:

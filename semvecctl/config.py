@@ -130,3 +130,53 @@ def select_profile(config: Config, name: str | None,
         where = f" in {config.path}" if config.path else " (no config file found)"
         application.current().abort(f"profile {chosen!r} not found{where}; known profiles: {known}", ExitCode.ENVIRONMENT)
     return config.profiles[chosen]
+
+
+#: every variable that changes what a command does, and what it changes (``config view``
+#: shows each; a test fails when the source reads a SEMVEC*/SEMVECCTL* variable this
+#: table does not list). The backends' URI variables come from backends.info.
+BEHAVIOUR_VARIABLES: dict[str, str] = {
+    "SEMVEC_SESSION_BACKEND": "backend name, when no flag names one (a -P profile beats it)",
+    "SEMVEC_REDIS_SESSION_TTL_S": "Redis: the per-session TTL re-applied on each write",
+    "SEMVEC_MONGO_DB": "MongoDB database (default semvec)",
+    "SEMVEC_MONGO_SESSION_TTL_S": "MongoDB: the idle TTL index on session state (doctor, indexes)",
+    "SEMVEC_MONGO_ITEM_SYNC": "MongoDB: 1 turns on the item mirror and server-side retrieval",
+    "SEMVEC_MONGO_EMBEDDING_DIM": "MongoDB: embedding width of the Atlas vector index",
+    "SEMVEC_PGVECTOR_DIMENSIONS": "pgvector: embedding column size",
+    "SEMVEC_PGVECTOR_SCHEMA": "pgvector: schema",
+    "SEMVEC_SQL_SESSION_TTL_S": "SQL: the engine's session TTL sweep (doctor reports it)",
+    "SEMVEC_RRF_K": "retrieval: the RRF constant (default 60)",
+    "SEMVEC_RRF_WEIGHTS": "retrieval: the RRF weights (default 1.0 each)",
+    "SEMVECCTL_CONFIG": "the config file",
+    "SEMVECCTL_PROFILE": "the profile, when -P names none (environment: below the variables)",
+    "NO_COLOR": "no colour in output",
+}
+
+
+def config_write_path(path: str | Path | None, environ: Mapping[str, str] | None = None) -> Path:
+    """The file ``config use-profile``/``set-profile`` edit: ``--config``, else the default."""
+    return Path(path).expanduser() if path is not None else default_config_path(environ)
+
+
+def read_raw(path: Path) -> dict[str, Any]:
+    """The file's YAML as a mapping (empty when the file does not exist yet); validated
+    the way every command reads it first, so an edit never starts from a broken file."""
+    if not path.exists():
+        return {}
+    load_config(path)
+    import yaml
+
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+
+
+def write_raw(path: Path, raw: Mapping[str, Any]) -> None:
+    """Replace the config file atomically (temp file, fsync, rename), mode 0600: it may
+    hold credentials."""
+    import yaml
+
+    from backends.archive import atomic_output
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(dict(raw), sort_keys=False, default_flow_style=False)
+    with atomic_output(path) as stream:
+        stream.write(text.encode("utf-8"))

@@ -1,6 +1,8 @@
 """From ``--backend`` / ``--uri`` / ``--adapter``, environment and profile to an adapter.
 
-Precedence: flags beat environment variables, which beat the selected profile. The URI's
+Precedence: flags beat environment variables, which beat the selected profile, except
+that a profile named on the command line (``-P/--profile``, like kubectl's ``--context``)
+beats the environment too (``$SEMVECCTL_PROFILE`` and ``current-profile`` do not). The URI's
 scheme implies the backend; a ``--backend`` that contradicts a shipped scheme is a usage
 error. ``--adapter module:factory`` loads an adapter from Python code (backend authors,
 tests) without going through the registry.
@@ -112,7 +114,10 @@ def resolve_connection(
             current().abort(str(exc), ExitCode.USAGE, cause=None)
 
     options: dict[str, Any] = dict(profile.options) if profile else {}
-    database = env.get("SEMVEC_MONGO_DB") or (profile.database if profile else None)
+    #: -P NAME on the command line: its settings beat the environment's
+    named = profile is not None and bool(app.profile)
+    database = ((profile.database if named else None) or env.get("SEMVEC_MONGO_DB")
+                or (profile.database if profile else None))
 
     reason = ""
     if uri:
@@ -129,16 +134,20 @@ def resolve_connection(
         origin = "flag"
     elif backend:
         chosen = backend
-        uri = env.get(_uri_env(backend), "") or None
+        env_uri = env.get(_uri_env(backend), "") or None
         origin = "flag"
-        if uri is None and profile and profile.uri and (
+        fits_profile = bool(profile and profile.uri and (
             (profile.backend and fold_name(profile.backend) == fold_name(backend))
             or (not profile.backend and implied(profile.uri)
                 and fold_name(backend) in fitting_backends(profile.uri))
-        ):
-            uri = profile.uri
+        ))
+        if fits_profile and (named or env_uri is None):
+            uri = profile.uri  # type: ignore[union-attr]
+        else:
+            uri = env_uri
     else:
-        env_backend = env.get(ENV_VAR, "").strip()
+        env_backend = "" if named and (profile.backend or profile.uri) else \
+            env.get(ENV_VAR, "").strip()  # type: ignore[union-attr]
         if env_backend:
             chosen, origin = env_backend, "env"
             uri = env.get(_uri_env(env_backend), "") or None
@@ -149,7 +158,8 @@ def resolve_connection(
             chosen = profile.backend or implied(profile.uri or "")
             if not profile.backend and profile.uri and len(fitting_backends(profile.uri)) > 1:
                 chosen, reason = choose_backend_for_uri(profile.uri)
-            uri = env.get(_uri_env(chosen), "") or profile.uri
+            uri = (profile.uri if named and profile.uri else None) \
+                or env.get(_uri_env(chosen), "") or profile.uri
             origin = f"profile {profile.name}"
         else:
             from backends.registry import DEFAULT_BACKEND

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from semvecctl.completers import complete_backend
 from semvecctl.output import OutputFormat, StreamFormat
 
 Output = Annotated[
@@ -27,19 +28,30 @@ Backend = Annotated[
     Optional[str],
     typer.Option("--backend", "-b", help="Backend name (default: $SEMVEC_SESSION_BACKEND, then the profile; naming none is a "
                               "usage error where a store is read or written: --backend memory for the in-memory one).",
-                 show_default=False),
+                 show_default=False, autocompletion=complete_backend),
 ]
 #: for commands that never pick a backend for you (conformance certifies what it is told)
 NamedBackend = Annotated[
     Optional[str],
     typer.Option("--backend", "-b", help="Backend name to certify (or name it with --uri / --adapter); "
                                          "there is no default: an unnamed backend is never certified as memory.",
-                 show_default=False),
+                 show_default=False, autocompletion=complete_backend),
 ]
 Uri = Annotated[
     Optional[str],
     typer.Option("--uri", "-u", help="Connection URI; its scheme implies the backend (redis://, mongodb://, postgresql://, memory://).",
                  show_default=False),
+]
+#: ``config set-profile``: what the profile stores, not a store to open now
+ProfileUri = Annotated[
+    Optional[str],
+    typer.Option("--uri", "-u", help="The profile's connection URI (stored as given; shown redacted).",
+                 show_default=False),
+]
+ProfileBackend = Annotated[
+    Optional[str],
+    typer.Option("--backend", "-b", help="The profile's backend name (optional when the URI implies it).",
+                 show_default=False, autocompletion=complete_backend),
 ]
 #: ``backends resolve``: a URI to resolve, not to connect to
 ResolveUri = Annotated[
@@ -51,16 +63,27 @@ AdapterFactory = Annotated[
     typer.Option("--adapter", help="Load the adapter from Python code instead of the registry: module:factory.",
                  show_default=False, rich_help_panel="Backend authors"),
 ]
+#: the one confirmation/overwrite vocabulary (README "Previews, --apply, --yes, --overwrite"):
+#: a command that writes to a store previews unless --apply; --apply asks, --yes answers
+Apply = Annotated[
+    bool,
+    typer.Option("--apply", help="Write (without it: a preview, nothing changed, exit 0). Asks "
+                                 "first: --yes answers, required without a terminal (else exit 2)."),
+]
 Yes = Annotated[
     bool,
-    typer.Option("--yes", "-y", help="Do not ask for confirmation (required without a TTY)."),
+    typer.Option("--yes", "-y", help="Answer yes to the confirmation --apply asks for (required "
+                                     "without a TTY; alone it is a usage error; never replaces "
+                                     "a file)."),
 ]
-#: ``sessions export`` / ``events export``: an existing archive is replaced only with this
-ArchiveOverwrite = Annotated[
+#: an existing FILE is replaced only with this (and never because of --yes)
+Overwrite = Annotated[
     bool,
-    typer.Option("--overwrite", help="Replace an existing --out file (without it an existing archive is never "
-                                     "touched: exit 2). --yes never allows this."),
+    typer.Option("--overwrite", help="Replace an existing output file (without it an existing "
+                                     "file is never touched: exit 2). --yes never allows this."),
 ]
+#: ``sessions export`` / ``events export`` (kept for callers of the former name)
+ArchiveOverwrite = Overwrite
 #: export never asks; --yes is accepted (scripts pass it) and allows nothing
 ExportYes = Annotated[
     bool,

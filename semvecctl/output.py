@@ -114,6 +114,10 @@ class Column:
             return f"{value:.4g}"
         if isinstance(value, (list, tuple, set, frozenset)):
             return escape_cell(", ".join(str(v) for v in value)) or "-"
+        if isinstance(value, dict):  # a mapping as JSON, never a Python repr
+            import json
+
+            return escape_cell(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str))
         return escape_cell(str(value))
 
 

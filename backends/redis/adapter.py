@@ -167,15 +167,18 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
         owner_subject: OwnerFilter = UNSCOPED,
         match: str | None = None,
         batch_size: int = 500,
+        ordered: bool = False,
     ) -> Iterator[SessionSummary]:
+        """Sessions in SCAN order with flat memory; ``ordered``: in session id order, as
+        the other stores always list them (the key names are collected first)."""
         from backends.redis.enumeration import iter_cluster_sessions, iter_sessions
 
         if self.settings.cluster:
             return iter_cluster_sessions(self._client, self._where,
                                          owner_subject=owner_subject, match=match,
-                                         batch_size=batch_size)
+                                         batch_size=batch_size, ordered=ordered)
         return iter_sessions(self._client, self._where, owner_subject=owner_subject,
-                             match=match, batch_size=batch_size)
+                             match=match, batch_size=batch_size, ordered=ordered)
 
     def describe_session(
         self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED

@@ -9,15 +9,23 @@ Memory stays flat whatever the number of sessions: one batch of keys and blobs i
 a time. SCAN may report a key twice while the server resizes its table; we do not keep a
 set of every id seen to filter that out, because that set would grow with the keyspace.
 
+``ordered=True`` (what ``sessions list`` asks for) gives session id order instead of
+SCAN's hash order (bytewise, as every other store lists them: PostgreSQL ``COLLATE "C"``,
+MongoDB ``_id``, memory): the matching key names are collected first, each once, then
+read a batch at a time, so only the names grow with the keyspace (about 100 bytes a
+session), never the blobs.
+
 On a Redis Cluster each primary is scanned in turn through its own node client: SCAN
-sees one node's keys only. A batch's keys then span hash slots, which one script may not
-touch, so there the TTLs come from one PTTL per key in the same round trip.
+sees one node's keys only (ordered: the nodes' ordered streams are merged). A batch's
+keys then span hash slots, which one script may not touch, so there the TTLs come from
+one PTTL per key in the same round trip.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import hashlib
+import heapq
 import math
 from typing import Any, Iterator
 
@@ -133,28 +141,60 @@ def iter_sessions(
     match: str | None = None,
     batch_size: int = 500,
     per_key_ttl: bool = False,
+    ordered: bool = False,
 ) -> Iterator[SessionSummary]:
     validate_owner_filter(owner_subject)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError("batch_size must be a positive int")
-    pattern = keys.escape_glob(keys.STATE_PREFIX) + (
+    if ordered:
+        names = _matching_keys(client, where, match, batch_size)
+        batches: Iterator[list[bytes]] = (names[i:i + batch_size]
+                                          for i in range(0, len(names), batch_size))
+    else:
+        batches = _scanned(client, where, match, batch_size)
+    for raw_keys in batches:
+        with redis_errors(where):
+            values, ttls = (_read_batch(client, raw_keys, per_key_ttl) if raw_keys
+                            else ([], []))
+        for i, raw_key in enumerate(raw_keys):
+            summary = _summary(from_key(raw_key[len(_PREFIX):]), values[i], ttls[i])
+            if summary is not None and owner_matches(summary.owner_subject, owner_subject):
+                yield summary
+
+
+def _pattern(match: str | None) -> str:
+    return keys.escape_glob(keys.STATE_PREFIX) + (
         keys.fnmatch_to_redis_prefilter(match) if match else "*"
     )
+
+
+def _matches(raw_key: bytes, match: str | None) -> bool:
+    return match is None or fnmatch.fnmatchcase(from_key(raw_key[len(_PREFIX):]), match)
+
+
+def _scanned(client: Any, where: str, match: str | None, batch_size: int) -> Iterator[list[bytes]]:
+    """SCAN's batches of matching state keys, as they come (flat memory)."""
+    pattern = _pattern(match)
     cursor = 0
     while True:
         with redis_errors(where):
             cursor, raw_keys = client.scan(cursor, match=pattern, count=batch_size)
-            values, ttls = (_read_batch(client, raw_keys, per_key_ttl) if raw_keys
-                            else ([], []))
-        for i, raw_key in enumerate(raw_keys):
-            session_id = from_key(raw_key[len(_PREFIX):])  # every byte kept
-            if match is not None and not fnmatch.fnmatchcase(session_id, match):
-                continue
-            summary = _summary(session_id, values[i], ttls[i])
-            if summary is not None and owner_matches(summary.owner_subject, owner_subject):
-                yield summary
+        yield [k for k in raw_keys if _matches(k, match)]
         if cursor == 0:
             return
+
+
+def _matching_keys(client: Any, where: str, match: str | None, batch_size: int) -> list[bytes]:
+    """Every state key whose session id matches, each once, in bytewise order."""
+    pattern = _pattern(match)
+    found: set[bytes] = set()
+    cursor = 0
+    while True:
+        with redis_errors(where):
+            cursor, raw_keys = client.scan(cursor, match=pattern, count=batch_size)
+        found.update(bytes(k) for k in raw_keys if _matches(k, match))
+        if cursor == 0:
+            return sorted(found)
 
 
 def iter_cluster_sessions(
@@ -164,16 +204,25 @@ def iter_cluster_sessions(
     owner_subject: OwnerFilter = UNSCOPED,
     match: str | None = None,
     batch_size: int = 500,
+    ordered: bool = False,
 ) -> Iterator[SessionSummary]:
-    """Every primary of a Redis Cluster in turn (SCAN sees one node's keys only)."""
+    """Every primary of a Redis Cluster in turn (SCAN sees one node's keys only); with
+    ``ordered``, the primaries' ordered streams merged into one id order."""
     validate_owner_filter(owner_subject)
     with redis_errors(where):
         primaries = list(cluster.get_primaries())
+    streams = []
     for node in primaries:
         with redis_errors(where):
             node_client = cluster.get_redis_connection(node)
-        yield from iter_sessions(node_client, where, owner_subject=owner_subject, match=match,
-                                 batch_size=batch_size, per_key_ttl=True)
+        streams.append(iter_sessions(node_client, where, owner_subject=owner_subject,
+                                     match=match, batch_size=batch_size, per_key_ttl=True,
+                                     ordered=ordered))
+    if ordered:
+        yield from heapq.merge(*streams, key=lambda summary: to_key(summary.session_id))
+    else:
+        for stream in streams:
+            yield from stream
 
 
 def node_client_for(cluster: Any, where: str, session_id: str) -> Any:

@@ -42,7 +42,7 @@ COMMANDS: dict[str, Entry] = {
     "erase": Entry("erase", "Erase a data subject as the engine does: its events, the state and "
                             "item rows of the sessions derived from them (preview, then --apply)."),
     "config": Entry("config", "Show the effective configuration (profiles, selection, "
-                              "connection), secrets redacted."),
+                              "variables, connection) and edit profiles; secrets redacted."),
     "completions": Entry("completions", "Print or install shell completion scripts (bash, zsh, "
                                         "fish)."),
 }

@@ -15,6 +15,7 @@ import typer
 from semvecctl.app import COMPLETE_VAR, enable_runtime_completion  # noqa: F401 - re-exported
 from semvecctl.application import current
 from semvecctl.commands import help_of
+from semvecctl.options import Overwrite
 
 NAME = "completions"
 HELP = help_of(NAME)
@@ -57,13 +58,20 @@ def show(shell: Shell = typer.Argument(..., help="Shell to print the script for.
 
 
 @app.command("install")
-def install(shell: Shell = typer.Argument(..., help="Shell to install the script for.")) -> None:
-    """Write the script where the shell finds it; says what else (if anything) to do."""
+def install(shell: Shell = typer.Argument(..., help="Shell to install the script for."),
+            overwrite: Overwrite = False) -> None:
+    """Write the script where the shell finds it; says what else (if anything) to do. A
+    different file already there is replaced only with --overwrite."""
     out = current().output
     path = install_path(shell.value)
+    script = completion_script(shell.value)
+    if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == script:
+        out.success(f"{shell.value} completion is already installed at {path}")
+        return
+    current().may_replace(path, overwrite=overwrite, option="the completion script")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(completion_script(shell.value), encoding="utf-8")
+    tmp.write_text(script, encoding="utf-8")
     tmp.replace(path)
     out.success(f"installed {shell.value} completion to {path}")
     if shell is Shell.zsh:

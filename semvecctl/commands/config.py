@@ -1,21 +1,26 @@
-"""``semvecctl config view``: the effective configuration, with every secret redacted.
+"""``semvecctl config view|get-profiles|use-profile|set-profile``: the configuration,
+kubectl style, with every secret redacted.
 
-Answers "which store will a command talk to, and why": the config file in use, the
-selected profile and what selected it, every profile, and the connection that flags,
-environment and profile resolve to. URIs are redacted and option values whose name
-suggests a secret are masked; nothing here ever prints a credential.
+``view`` answers "which store will a command talk to, and why": the config file in use,
+the selected profile and what selected it, every profile, every variable that changes
+what a command does, and the connection that flags, environment and profile resolve to.
+``use-profile`` and ``set-profile`` edit the config file atomically (temp file and
+rename, mode 0600). URIs are redacted and option values whose name suggests a secret are
+masked; nothing here ever prints a credential.
 """
 
 
 import os
-from typing import Any
+from typing import Any, Optional
 
 import typer
 
 from semvecctl.application import current
 from semvecctl.commands import help_of
+from semvecctl.completers import complete_profile
 from semvecctl.connection import Connection, URI_ENV
-from semvecctl.options import AdapterFactory, Backend, Output, Uri
+from semvecctl.exit_codes import ExitCode
+from semvecctl.options import AdapterFactory, Backend, Output, ProfileBackend, ProfileUri, Uri
 from semvecctl.output import Column, OutputFormat
 
 NAME = "config"
@@ -61,9 +66,10 @@ def view(
     spec = conn.spec
 
     environment = {ENV_VAR: os.environ.get(ENV_VAR) or None}
-    for var in sorted(set(URI_ENV.values())) + ["SEMVEC_MONGO_DB"]:
+    for var in _variables():
         value = os.environ.get(var)
-        environment[var] = redact_uri(value) if value and "://" in value else (value or None)
+        environment[var] = app.scrub(redact_uri(value) if value and "://" in value else value) \
+            if value else None
     document = {
         "config_file": str(path),
         "config_file_exists": config.path is not None,
@@ -112,3 +118,103 @@ def view(
             )
 
     out.emit(document, output, table=table)
+
+
+def _variables() -> list[str]:
+    """Every variable ``view`` shows: each backend's URI variables, then the rest of
+    :data:`semvecctl.config.BEHAVIOUR_VARIABLES`."""
+    from backends.info import KNOWN_INFO
+
+    from semvecctl.config import BEHAVIOUR_VARIABLES
+
+    uri_vars = sorted({var for info in KNOWN_INFO for var in info.uri_env} | set(URI_ENV.values()))
+    return list(dict.fromkeys(uri_vars + list(BEHAVIOUR_VARIABLES)))
+
+
+def _profile_rows(config: Any, selected: str | None) -> list[dict[str, Any]]:
+    from backends.redaction import redact_uri
+
+    return [{"name": p.name, "current": p.name == selected, "backend": p.backend,
+             "uri": redact_uri(p.uri) if p.uri else None, "database": p.database}
+            for p in config.profiles.values()]
+
+
+@app.command("get-profiles")
+def get_profiles(output: Output = OutputFormat.table) -> None:
+    """List the profiles of the config file (* marks the selected one); URIs redacted."""
+    from semvecctl.config import load_config, profile_choice
+
+    app_ = current()
+    config = load_config(app_.config_path)
+    selected, _why = profile_choice(config, app_.profile)
+    rows = _profile_rows(config, selected)
+    app_.output.emit({"profiles": rows}, output, rows=rows, columns=[
+        Column("CURRENT", lambda r: "*" if r["current"] else ""), Column("NAME", "name", style="bold"),
+        Column("BACKEND", "backend"), Column("URI", "uri"), Column("DATABASE", "database")])
+    if not rows:
+        app_.output.info("no profiles: add one with 'semvecctl config set-profile NAME --uri URI'")
+
+
+@app.command("use-profile")
+def use_profile(name: str = typer.Argument(..., help="The profile to select by default "
+                                                     "(current-profile).",
+                                            autocompletion=complete_profile)) -> None:
+    """Make NAME the file's current-profile (what commands use when -P names none)."""
+    from semvecctl.config import config_write_path, load_config, read_raw, write_raw
+
+    app_ = current()
+    path = config_write_path(app_.config_path)
+    config = load_config(path) if path.exists() else None
+    if config is None or name not in config.profiles:
+        known = ", ".join(sorted(config.profiles)) if config and config.profiles else "none defined"
+        app_.abort(f"profile {name!r} not found in {path}; known profiles: {known} (add it "
+                   "with 'semvecctl config set-profile')", ExitCode.USAGE)
+    raw = read_raw(path)
+    raw["current-profile"] = name
+    write_raw(path, raw)
+    app_.output.success(f"current profile is now {name!r} ({path})")
+
+
+@app.command("set-profile")
+def set_profile(
+    name: str = typer.Argument(..., help="The profile to create or change."),
+    uri: ProfileUri = None,
+    backend: ProfileBackend = None,
+    database: Optional[str] = typer.Option(None, "--database", show_default=False,
+                                           help="MongoDB database (as SEMVEC_MONGO_DB)."),
+) -> None:
+    """Create a profile or change the fields given (kubectl's set-context); other
+    profiles and fields are kept."""
+    from backends.redaction import redact_uri
+    from backends.selection import InvalidURI, backend_for_uri
+
+    from semvecctl.config import config_write_path, read_raw, write_raw
+
+    app_ = current()
+    if not name.strip():
+        app_.abort("the profile name is empty", ExitCode.USAGE)
+    if uri is None and backend is None and database is None:
+        app_.abort("nothing to set: give --uri, --backend and/or --database", ExitCode.USAGE)
+    if uri is not None:
+        app_.remember_secret(uri)
+        try:
+            backend_for_uri(uri)
+        except InvalidURI as exc:
+            app_.abort(str(exc), ExitCode.USAGE, cause=None)
+    if backend is not None:
+        from semvecctl.connection import require_known_backend
+
+        require_known_backend(backend, "flag")
+    path = config_write_path(app_.config_path)
+    raw = read_raw(path)
+    profiles = raw.setdefault("profiles", {}) or {}
+    raw["profiles"] = profiles
+    body = dict(profiles.get(name) or {})
+    created = name not in profiles
+    for key, value in (("backend", backend), ("uri", uri), ("database", database)):
+        if value is not None:
+            body[key] = value
+    profiles[name] = body
+    write_raw(path, raw)
+    shown = f" uri {redact_uri(body['uri'])}" if body.get("uri") else ""
+    app_.output.success(f"{'created' if created else 'updated'} profile {name!r}{shown} ({path})")

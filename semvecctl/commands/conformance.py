@@ -16,7 +16,7 @@ import typer
 from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, NamedBackend, Output, Uri
+from semvecctl.options import AdapterFactory, NamedBackend, Output, Overwrite, Uri
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
@@ -183,6 +183,7 @@ def run(
         None, "--dimensions", min=2, show_default=False,
         help="Embedding width for the retrieval and indexes groups (default: the backend's)."),
     report_file: ReportFile = None,
+    overwrite: Overwrite = False,
     output: Output = OutputFormat.table,
 ) -> None:
     """Run the conformance cases against one backend; exit 1 if any case fails or none applies."""
@@ -193,6 +194,8 @@ def run(
     from semvecctl.report import write_report
 
     out = current().output
+    current().may_replace(junit, overwrite=overwrite, option="--junit")
+    current().may_replace(report_file, overwrite=overwrite, option="--report")
     only_list = _split_only(only)
     try:
         cases = plan(only_list)

@@ -17,7 +17,7 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, StreamOutput, Timeout, Uri
+from semvecctl.options import AdapterFactory, Backend, StreamOutput, Timeout, Uri, Yes
 from semvecctl.output import Column, StreamFormat
 
 NAME = "doctor"
@@ -38,10 +38,11 @@ def app(
     uri: Uri = None,
     adapter: AdapterFactory = None,
     fix: bool = typer.Option(False, "--fix", help="Show the repair plan (nothing is written without --apply)."),
-    apply: bool = typer.Option(False, "--apply", help="With --fix: perform the repairs that cannot lose data, then audit the whole store again (exit 0 only when that re-audit finds no error)."),
+    apply: bool = typer.Option(False, "--apply", help="With --fix: perform the repairs that cannot lose data, then audit the whole store again (exit 0 only when that re-audit finds no error). Asks first: --yes answers, required without a terminal (else exit 2)."),
     batch_size: int = typer.Option(500, "--batch-size", min=1, max=10000, help="Keys or rows read per round trip."),
     timeout: Timeout = 5.0,
     output: StreamOutput = StreamFormat.table,
+    yes: Yes = False,
 ) -> None:
     """Audit a store for damage (read-only); --fix shows repairs, --fix --apply makes the safe ones."""
     from backends.ops.doctor import apply_repair, audit, blocking, plan
@@ -49,9 +50,12 @@ def app(
 
     if apply and not fix:
         current().abort("--apply only goes with --fix (see the plan first)", ExitCode.USAGE)
+    apply = current().wants_apply(apply=apply, yes=yes, option="--fix --apply")
     out = current().output
     conn = Connection(backend, uri, adapter, timeout=timeout)
     spec = conn.spec
+    if apply:
+        current().confirm(f"make the safe repairs doctor finds in {spec.display_uri}", yes=yes)
     counts = {"error": 0, "warning": 0, "info": 0, "repaired": 0, "blocking": 0}
     reaudit: dict[str, int] | None = None
     with conn.open() as adapter_obj, out.progress_task("auditing", unit=" keys") as task:

@@ -23,7 +23,7 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, SubjectOwner, SubjectUnowned, Uri, Yes
+from semvecctl.options import AdapterFactory, Apply, Backend, Output, Overwrite, SubjectOwner, SubjectUnowned, Uri, Yes
 from semvecctl.output import Column, OutputFormat
 
 NAME = "erase"
@@ -48,13 +48,12 @@ def app(
                              show_default=False),
     owner: SubjectOwner = None,
     unowned: SubjectUnowned = False,
-    apply: bool = typer.Option(False, "--apply", help="Erase (default: preview only)."),
+    apply: Apply = False,
     receipt: Optional[str] = typer.Option(None, "--receipt", show_default=False,
                                           help="Write the JSON receipt here (required with "
                                                "--apply; FILE.journal keeps an interrupted "
                                                "erasure resumable)."),
-    overwrite: bool = typer.Option(False, "--overwrite",
-                                   help="Replace an existing --receipt file (never implied by --yes)."),
+    overwrite: Overwrite = False,
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
@@ -66,6 +65,7 @@ def app(
     from backends.ops.erasure import apply_erasure, plan_erasure
     from backends.ops.journal import Journal, JournalMismatch, journal_path
 
+    apply = current().wants_apply(apply=apply, yes=yes)
     if not user.strip():
         current().abort("--user needs a non-empty user id", ExitCode.USAGE)
     if (owner is None) == (not unowned):

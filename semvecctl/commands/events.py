@@ -30,13 +30,19 @@ SessionOpt = typer.Option(None, "--session", help="Only events of this session."
 
 _COLUMNS = [
     Column("EVENT", "event_id", style="bold"),
-    Column("SEQ", "sequence", justify="right"),
+    Column("SEQ", lambda r: _sequence(r.get("sequence")), justify="right"),
     Column("SESSION", "session_id"),
     Column("OWNER", "owner_subject"),
     Column("CREATED", "created_at"),
     Column("DIMS", "dimensions", justify="right"),
     Column("CONTENT", lambda r: _short(r.get("content"), 40)),
 ]
+
+
+def _sequence(value: Any) -> Any:
+    """A store that keeps no sequence numbers leaves them 0 (the engine's "unassigned"):
+    shown as "-" in a table, kept as 0 in json/yaml."""
+    return None if value == 0 else value
 
 
 def _short(text: Optional[str], width: int) -> Optional[str]:
@@ -106,7 +112,8 @@ def inspect_event(
                         ExitCode.CHECK_FAILED)
     report = event_row(event, full=True)
     out.emit(report, output, columns=[Column("FIELD", "field", style="bold"), Column("VALUE", "value")],
-             rows=[{"field": k, "value": v} for k, v in report.items()])
+             rows=[{"field": k, "value": _sequence(v) if k == "sequence" else v}
+                   for k, v in report.items()])
 
 
 @app.command("count")

@@ -149,12 +149,14 @@ def app(
     rows = [{"field": k, "value": v} for k, v in report.items()
             if k not in ("gates", "details") and v not in (None, "")]
     rows += [{"field": f"gate {g['gate']}", "value": "passed" if g["passed"] else f"FAILED: {g['reason']}"} for g in gates]
-    rows += [{"field": k, "value": v} for k, v in details.items()]
+    shown = {r["field"] for r in rows}  # a detail the report already gives is not repeated
+    rows += [{"field": k if k not in shown else f"server {k}", "value": v}
+             for k, v in details.items() if not (k in shown and v == report.get(k))]
     out.emit(report, output, columns=[Column("CHECK", "field", style="bold"), Column("RESULT", "value")], rows=rows)
     if not healthy:
         assert cause is not None
-        current().abort(f"backend {report['backend']!r} at {spec.display_uri} is {state}: "
-                        f"{cause['message']} (timeout {timeout:g}s)", cause["exit"])
+        current().abort(f"backend {report['backend']!r} at {spec.display_uri} is unhealthy "
+                        f"({state}): {cause['message']} (timeout {timeout:g}s)", cause["exit"])
     failed = [f"gate {g['gate']} failed: {g['reason']}" for g in gates if not g["passed"]]
     for line in failed[:-1]:
         out.error(line)

@@ -19,7 +19,7 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, Uri, WaitTimeout, Yes
+from semvecctl.options import AdapterFactory, Apply, Backend, Output, Overwrite, Uri, WaitTimeout, Yes
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
@@ -130,14 +130,16 @@ def ensure(
     wait: bool = typer.Option(False, "--wait", help="Wait until every search index is READY and queryable."),
     timeout: WaitTimeout = 600.0,
     poll: float = typer.Option(5.0, "--poll", min=0.01, help="Seconds between --wait status checks."),
+    apply: Apply = False,
     yes: Yes = False,
     output: Output = OutputFormat.table,
 ) -> None:
     """Create missing indexes, update in place what the backend can (a Mongo TTL), report
-    mismatches (rebuilt only with --recreate). Previews unless --yes or a terminal confirms."""
+    mismatches (rebuilt only with --recreate). A preview unless --apply, which asks first."""
     from backends.contract import Capability, offers
 
     out = current().output
+    apply = current().wants_apply(apply=apply, yes=yes)
     conn = Connection(backend, uri, adapter)
     spec = conn.spec
     with conn.open() as adapter_obj:
@@ -148,12 +150,12 @@ def ensure(
         changes = [a for a in preview if a.action in ("create", "update", "recreate")]
         applied = False
         if changes:
-            if not yes and not out.can_prompt():
+            if not apply:
                 rows = [_action_row(a, definitions) for a in preview]
                 out.emit({"backend": adapter_obj.name, "uri": spec.display_uri, "applied": False,
                           "indexes": rows}, output, columns=_ACTION_COLUMNS, rows=rows)
-                out.info(f"preview only: {len(changes)} change(s) not applied (no terminal to "
-                         "confirm); rerun with --yes to apply")
+                out.info(f"preview only: {len(changes)} change(s) not applied, nothing was "
+                         "changed (pass --apply to apply them)")
                 _refuse_unresolved(rows, "ensure would leave")
                 return
             verb = "rebuild or change" if any(a.action == "recreate" for a in changes) else "apply"
@@ -245,6 +247,7 @@ def validate(
                                 help="Also fail (exit 1) on recommended indexes that are missing "
                                      "or differ, not only on required ones."),
     report_file: ReportFile = None,
+    overwrite: Overwrite = False,
     output: Output = OutputFormat.table,
 ) -> None:
     """Compare the server's indexes with the plan, option by option. Read-only.
@@ -257,6 +260,7 @@ def validate(
     from semvecctl.report import write_report
 
     out = current().output
+    current().may_replace(report_file, overwrite=overwrite, option="--report")
     conn = Connection(backend, uri, adapter)
     spec = conn.spec
     with conn.open() as adapter_obj:

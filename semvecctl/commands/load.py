@@ -3,7 +3,7 @@
 N writers commit turns (state + events) to a few shared sessions for a fixed time, with
 retries, then an audit reads everything back (see :mod:`backends.ops.loadtest`). It writes
 to a LIVE store, under a unique ``semvec-load-<hex>-`` prefix, and removes exactly what
-it wrote; so it asks first (``--yes`` without a TTY). Exit 0 when the audit passed, 1
+it wrote; so it previews unless ``--apply``, which asks first (``--yes`` without a TTY). Exit 0 when the audit passed, 1
 when it found a loss or a half turn, 3 when the store refused the run outright, 4 when
 the store is unreachable before it starts.
 """
@@ -18,7 +18,7 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, Uri, Yes
+from semvecctl.options import AdapterFactory, Apply, Backend, Output, Uri, Yes
 from semvecctl.output import Column, OutputFormat
 
 NAME = "load"
@@ -64,16 +64,24 @@ def run(
                                         help="Events each turn carries (0 = state only)."),
     max_commits: int = typer.Option(100_000, "--max-commits", min=1, max=10_000_000,
                                     help="Stop after this many acknowledged commits."),
+    apply: Apply = False,
     yes: Yes = False,
     output: Output = OutputFormat.table,
 ) -> None:
-    """Write load-test turns to a live store under a unique prefix, audit, remove them."""
+    """Write load-test turns to a live store under a unique prefix, audit, remove them
+    (a preview unless --apply)."""
     from backends.ops.loadtest import LoadPlan, new_load_prefix
     from backends.probe import call_with_timeout
 
     out = current().output
+    apply = current().wants_apply(apply=apply, yes=yes)
     conn = Connection(backend, uri, adapter)
     spec = conn.spec
+    if not apply:
+        out.info(f"preview only: would run {writers} writer(s) on {sessions} session(s) of "
+                 f"{spec.display_uri} for up to {duration:g}s under a new semvec-load- prefix "
+                 "(removed afterwards); nothing was written (pass --apply to run)")
+        return
     current().confirm(f"write load-test sessions and events to {spec.display_uri} "
                 "(removed afterwards)", yes=yes)
     prefix = new_load_prefix()
@@ -113,7 +121,7 @@ def cleanup_command(spec: Any, prefix: str, sessions: int) -> str:
         where = f"--uri '{spec.display_uri}'"
     else:
         where = f"--backend {spec.backend}"
-    return f"semvecctl load cleanup --prefix {prefix} --sessions {sessions} {where} --yes"
+    return f"semvecctl load cleanup --prefix {prefix} --sessions {sessions} {where} --apply --yes"
 
 
 def _run_interruptible(adapter_obj: Any, plan: Any, spec: Any, out: Any) -> Any:
@@ -147,21 +155,31 @@ def cleanup(
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
+    apply: Apply = False,
     yes: Yes = False,
 ) -> None:
-    """Remove what an interrupted load run left behind (its sessions, events, counters).
+    """Remove what an interrupted load run left behind (its sessions, events, counters);
+    a preview (what it would remove) unless --apply.
 
     Finds the run's rows by its prefix (a scan of the sessions, a probe of its users),
     removes them, looks again, and says what it removed and what is left: exit 0 only
     when nothing is left, 1 otherwise."""
-    from backends.ops.loadtest import cleanup_prefix
+    from backends.ops.loadtest import cleanup_prefix, find_leftovers
 
     out = current().output
     if not prefix.startswith("semvec-load-") or len(prefix) <= len("semvec-load-"):
         current().abort(f"--prefix {prefix!r} is not a load-run prefix (semvec-load-<hex>-)",
                         ExitCode.USAGE)
+    apply = current().wants_apply(apply=apply, yes=yes)
     conn = Connection(backend, uri, adapter)
     spec = conn.spec
+    if not apply:
+        with conn.open() as adapter_obj:
+            found = find_leftovers(adapter_obj, prefix, sessions)
+        out.info(f"preview only: would remove {len(found.sessions)} session(s)"
+                 f"{_names(found.sessions)} and the events of {len(found.users)} user(s)"
+                 f"{_names(found.users)} under {prefix}; nothing was changed (pass --apply)")
+        return
     current().confirm(f"delete the load-run rows under {prefix} from {spec.display_uri}", yes=yes)
     with conn.open() as adapter_obj:
         outcome = cleanup_prefix(adapter_obj, prefix, sessions)

@@ -16,10 +16,11 @@ from typing import Annotated, Any, NoReturn, Optional
 import typer
 
 from semvecctl.application import current
+from semvecctl.completers import complete_session_id
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, ItemOwner, ItemUnowned, Output, Uri
+from semvecctl.options import AdapterFactory, Backend, ItemOwner, ItemUnowned, Output, Overwrite, Uri
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
@@ -35,7 +36,8 @@ class Side(str, Enum):
 
 # -- shared options ----------------------------------------------------------------------
 
-Session = Annotated[str, typer.Option("--session", "-s", help="Session id whose memory to rank.")]
+Session = Annotated[str, typer.Option("--session", "-s", help="Session id whose memory to rank.",
+                                      autocompletion=complete_session_id)]
 Query = Annotated[Optional[str], typer.Option(
     "--query", "-q", help="Query text (used by BM25 / lexical search).", show_default=False)]
 QueryVector = Annotated[Optional[str], typer.Option(
@@ -366,6 +368,7 @@ def diff(
         help="Exit 1 if any query's recall@k against exact search is below this "
         "(implies --exact).", show_default=False),
     report_file: ReportFile = None,
+    overwrite: Overwrite = False,
     output: Output = OutputFormat.table,
 ) -> None:
     """Run the same query in-process and server-side; show both rankings side by side,
@@ -378,6 +381,7 @@ def diff(
     from semvecctl.report import write_report
 
     out = current().output
+    current().may_replace(report_file, overwrite=overwrite, option="--report")
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     if queries is not None:

@@ -10,10 +10,11 @@ from typing import Any, Optional
 import typer
 
 from semvecctl.application import current
+from semvecctl.completers import complete_session_id
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection, require_seam
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, DeleteOwner, DeleteUnowned, Output, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
+from semvecctl.options import AdapterFactory, Apply, Backend, DeleteOwner, DeleteUnowned, Output, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
 from semvecctl.output import Column, OutputFormat, StreamFormat
 
 NAME = "sessions"
@@ -86,7 +87,14 @@ def list_sessions(
     scope = conn.scope
     with conn.open() as adapter_obj:
         require_seam(adapter_obj, Capability.SESSIONS, "session listing")
-        summaries = adapter_obj.iter_sessions(owner_subject=scope, match=match, batch_size=batch_size)
+        from backends.registry import accepts_keyword
+
+        # a deterministic default order: session id, as SQL, Mongo and memory list; a
+        # store whose enumeration has no order of its own (Redis SCAN) is asked for it
+        ordered = ({"ordered": True} if accepts_keyword(adapter_obj.iter_sessions, "ordered")
+                   else {})
+        summaries = adapter_obj.iter_sessions(owner_subject=scope, match=match,
+                                              batch_size=batch_size, **ordered)
         if limit is not None:
             summaries = itertools.islice(summaries, limit)
         damaged: list[str] = []
@@ -108,7 +116,8 @@ def list_sessions(
 
 @app.command("inspect")
 def inspect_session(
-    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash)."),
+    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash).",
+                                    autocompletion=complete_session_id),
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
@@ -199,7 +208,8 @@ def has_undecodable_cause(exc: BaseException) -> bool:
 
 @app.command("delete")
 def delete_session(
-    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash)."),
+    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash).",
+                                    autocompletion=complete_session_id),
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
@@ -209,12 +219,15 @@ def delete_session(
         None, "--if-version", min=1, max=2**63 - 1, show_default=False,
         help="Delete only if the session is still at this version (as 'inspect' showed it); "
              "a session a writer has moved is a conflict (exit 1) and is left as it is."),
+    apply: Apply = False,
     yes: Yes = False,
 ) -> None:
-    """Delete one session (scoped by --owner / --unowned, checked by --if-version); asks first."""
+    """Delete one session (scoped by --owner / --unowned, checked by --if-version): a
+    preview unless --apply, which asks first."""
     from backends.session_ids import shown, unescape_id
 
     out = current().output
+    apply = current().wants_apply(apply=apply, yes=yes)
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     spec = conn.spec
@@ -223,6 +236,16 @@ def delete_session(
         scoped = "" if owner is None and not unowned else (
             f" owned by {owner!r}" if owner is not None else " without an owner")
         at = "" if if_version is None else f" at version {if_version}"
+        if not apply:
+            version = _unless_unencodable(lambda: adapter_obj.state_store().current_version(
+                session_id, owner_subject=scope), None)
+            if version is None:
+                current().abort(f"no session {shown(session_id)}{scoped}: nothing to delete",
+                                ExitCode.CHECK_FAILED)
+            now = f" (it is at version {version})" if if_version not in (None, version) else ""
+            out.info(f"preview only: would delete session {shown(session_id)}{scoped}{at} from "
+                     f"{spec.display_uri}{now}; nothing was changed (pass --apply to delete)")
+            return
         current().confirm(f"delete session {shown(session_id)}{scoped}{at} from {spec.display_uri}",
                     yes=yes)
         store = adapter_obj.state_store()

@@ -21,7 +21,7 @@ from semvecctl.application import current
 from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import Connection, require_seam
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
+from semvecctl.options import AdapterFactory, Apply, Backend, Overwrite, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
 from semvecctl.output import Column, StreamFormat
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -99,14 +99,13 @@ def prune_sessions(
     unowned: SessionUnowned = False,
     match: Optional[str] = typer.Option(None, "--match", "-m", show_default=False,
                                         help="Only session ids matching this glob (*, ?, [..])."),
-    apply: bool = typer.Option(False, "--apply", help="Delete (default: preview only)."),
+    apply: Apply = False,
     archive: Optional[str] = typer.Option(None, "--archive", show_default=False,
                                           help="Write the idle sessions to this archive first "
                                                "(what is deleted is exactly what it holds); an "
                                                "interrupted --apply is journalled in FILE.journal "
                                                "and continued by the same command."),
-    overwrite: bool = typer.Option(False, "--overwrite",
-                                   help="Replace an existing --archive file (never implied by --yes)."),
+    overwrite: Overwrite = False,
     assume_ttl: Optional[str] = typer.Option(
         None, "--assume-ttl", metavar="DURATION", show_default=False,
         help="Redis only (it stores no write time): the idle TTL the engine applies on every "
@@ -125,6 +124,7 @@ def prune_sessions(
     from backends.ops.prune import (PruneResult, archive_idle, archived_sessions, check_assumed_ttl,
                                 delete_idle, discard_partials, find_idle, write_clock)
 
+    apply = current().wants_apply(apply=apply, yes=yes)
     idle_for_td = parse_duration(idle_for)
     ttl = _parse_ttl(assume_ttl) if assume_ttl is not None else None
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)

@@ -38,7 +38,7 @@ from semvecctl.application import current
 from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, ArchiveOverwrite, Backend, ExportYes, SessionOwner, SessionUnowned, StreamOutput, Uri
+from semvecctl.options import AdapterFactory, Apply, ArchiveOverwrite, Backend, ExportYes, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
 from semvecctl.output import Column, StreamFormat
 
 MatchOpt = typer.Option(None, "--match", "-m", help="Only session ids matching this glob (*, ?, [..]).",
@@ -57,7 +57,6 @@ AllowLossOpt = typer.Option(False, "--allow-loss",
                             help="Accept losing what the source cannot provide or the target cannot keep "
                                  "(items, events, sequences, expiry times, drift flags); without it such a "
                                  "transfer is refused (exit 1) before anything is written.")
-ApplyOpt = typer.Option(False, "--apply", help="Write to the target (default: preview only).")
 
 
 class OnConflict(str, Enum):
@@ -289,7 +288,7 @@ def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: s
 
 
 def _run_import(importer: Any, *, apply: bool, output: StreamFormat, verb: str,
-                extra_report: Any = None) -> None:
+                extra_report: Any = None, yes: bool = False, target: str = "the target") -> None:
     out = current().output
     summary = importer.verify()
     out.info(_describe_archive(summary))
@@ -302,6 +301,7 @@ def _run_import(importer: Any, *, apply: bool, output: StreamFormat, verb: str,
     if not apply:
         _preview(importer, output, verb)
         return
+    current().confirm(f"{verb} {summary.count} session(s) into {target}", yes=yes)
     try:
         from semvecctl.interrupts import steps
 
@@ -346,11 +346,12 @@ def import_sessions(
     backend: Backend = None,
     uri: Uri = None,
     adapter: AdapterFactory = None,
-    apply: bool = ApplyOpt,
+    apply: Apply = False,
     on_conflict: OnConflict = OnConflictOpt,
     keep_versions: bool = KeepVersionsOpt,
     allow_loss: bool = AllowLossOpt,
     output: StreamOutput = StreamFormat.table,
+    yes: Yes = False,
 ) -> None:
     """Import an archive into a backend: preview by default, --apply to write.
 
@@ -360,13 +361,15 @@ def import_sessions(
     """
     from backends.migrate import SessionImporter
 
+    apply = current().wants_apply(apply=apply, yes=yes)
     policy = _on_conflict(on_conflict)
     conn = Connection(backend, uri, adapter)
-    conn.resolve()
+    spec = conn.resolve()
     with _archive_source(archive) as source, conn.open() as target:
         importer = SessionImporter(target, source, on_conflict=policy, keep_versions=keep_versions,
                                    allow_loss=allow_loss)
-        _run_import(importer, apply=apply, output=output, verb="import")
+        _run_import(importer, apply=apply, output=output, verb="import", yes=yes,
+                    target=spec.display_uri)
 
 
 # --------------------------------------------------------------------------------------
@@ -393,11 +396,12 @@ def copy_sessions(
     with_events: bool = WithEventsOpt,
     users: Optional[List[str]] = UserOpt,
     allow_loss: bool = AllowLossOpt,
-    apply: bool = ApplyOpt,
+    apply: Apply = False,
     on_conflict: OnConflict = OnConflictOpt,
     keep_versions: bool = KeepVersionsOpt,
     batch_size: int = BatchOpt,
     output: StreamOutput = StreamFormat.table,
+    yes: Yes = False,
 ) -> None:
     """Copy sessions from one backend to another (export piped into import, no file).
 
@@ -418,6 +422,7 @@ def copy_sessions(
         current().abort("name the target with --to URI (or --to-adapter module:factory)", ExitCode.USAGE)
     if from_uri and to_uri and from_uri == to_uri and not (from_adapter or to_adapter):
         current().abort("--from and --to name the same store; nothing to copy", ExitCode.USAGE)
+    apply = current().wants_apply(apply=apply, yes=yes)
     policy = _on_conflict(on_conflict)
     source_conn = Connection(None, from_uri, from_adapter, owner=owner, unowned=unowned)
     target_conn = Connection(None, to_uri, to_adapter)
@@ -457,4 +462,5 @@ def copy_sessions(
                              f"{expected} were copied or skipped (it changed during the copy)")
                 return report
 
-            _run_import(importer, apply=apply, output=output, verb="copy", extra_report=read_back)
+            _run_import(importer, apply=apply, output=output, verb="copy", extra_report=read_back,
+                        yes=yes, target=_source_label(target_spec))

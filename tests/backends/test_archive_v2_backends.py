@@ -244,7 +244,7 @@ def test_cli_copy_redis_to_mongomock_with_events_and_a_whole_user(redis, redis_u
     tag = uuid.uuid4().hex[:8]
     n = seed(redis, tag)
     args = ("sessions", "copy", "--from", redis_url, "--to-adapter", "tests.support.transfer_doubles:mongo_shared",
-            "--match", f"{tag}-*", "--with-events", "--user", n["alice"], "--apply")
+            "--match", f"{tag}-*", "--with-events", "--user", n["alice"], "--apply", "--yes")
     refused = runner.invoke(app, list(args))
     assert refused.exit_code == 1, refused.output
     assert "1 drift-exempt flag(s) (backend 'mongo' cannot store drift flags)" in refused.stderr

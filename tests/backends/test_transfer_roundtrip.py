@@ -276,7 +276,7 @@ def test_cli_copy_memory_to_redis(shared_memory, redis, redis_url):
     assert '"create": 5' in preview.stdout and "nothing was written" in preview.stderr
     assert list(redis.iter_sessions()) == []
     result = invoke("sessions", "copy", "--from-adapter", "tests.support.transfer_doubles:memory_shared",
-                    "--to", redis_url, "--apply", "--keep-versions")
+                    "--to", redis_url, "--apply", "--yes", "--keep-versions")
     assert result.exit_code == 0, result.output
     assert "wrote 5 session(s)" in result.stderr and "read back 5 session(s)" in result.stderr
     assert_same_sessions(shared_memory, redis, tag)
@@ -286,7 +286,7 @@ def test_cli_copy_redis_to_pgvector(redis, redis_url, pgvector, pgvector_url, mo
     monkeypatch.setenv("SEMVEC_PGVECTOR_DIMENSIONS", str(DIMS))
     tag = uuid.uuid4().hex[:8]
     seed(redis, tag)
-    result = invoke("sessions", "copy", "--from", redis_url, "--to", pgvector_url, "--apply",
+    result = invoke("sessions", "copy", "--from", redis_url, "--to", pgvector_url, "--apply", "--yes",
                     "--match", f"{tag}-*", "-o", "json")
     assert result.exit_code == 0, result.output
     assert '"matched": 5' in result.stdout and '"source_count": 5' in result.stdout
@@ -297,7 +297,7 @@ def test_cli_copy_mongomock_to_redis_and_back(shared_mongo, redis, redis_url):
     tag = uuid.uuid4().hex[:8]
     seed(shared_mongo, tag)
     args = ("sessions", "copy", "--from-adapter", "tests.support.transfer_doubles:mongo_shared",
-            "--to", redis_url, "--apply", "--with-items")
+            "--to", redis_url, "--apply", "--yes", "--with-items")
     refused = invoke(*args)
     assert refused.exit_code == 1 and "5 item(s) (backend 'redis' has no item mirror)" in refused.stderr
     assert "--allow-loss" in refused.stderr and list(redis.iter_sessions()) == []
@@ -311,7 +311,7 @@ def test_cli_copy_mongomock_to_redis_and_back(shared_mongo, redis, redis_url):
 
     transfer_doubles.MONGO["database"] = f"t_{uuid.uuid4().hex[:10]}"
     back = invoke("sessions", "copy", "--from", redis_url,
-                  "--to-adapter", "tests.support.transfer_doubles:mongo_shared", "--apply")
+                  "--to-adapter", "tests.support.transfer_doubles:mongo_shared", "--apply", "--yes")
     assert back.exit_code == 0, back.output
     target = MongoBackendAdapter(client=transfer_doubles.MONGO["client"],
                                  database=transfer_doubles.MONGO["database"])
@@ -323,7 +323,7 @@ def test_cli_copy_pgvector_to_mongomock_with_items(pgvector, pgvector_url, share
     tag = uuid.uuid4().hex[:8]
     seed(pgvector, tag)
     result = invoke("sessions", "copy", "--from", pgvector_url,
-                    "--to-adapter", "tests.support.transfer_doubles:mongo_shared", "--with-items", "--apply")
+                    "--to-adapter", "tests.support.transfer_doubles:mongo_shared", "--with-items", "--apply", "--yes")
     assert result.exit_code == 0, result.output
     assert "item(s) synced" in result.stderr
     assert_same_sessions(pgvector, shared_mongo, tag, with_items=True)
@@ -345,7 +345,7 @@ def test_redis_batched_reads_agree_with_load_full_in_every_scope(redis):
 def test_cli_copy_refuses_keep_versions_before_reading_the_source(shared_memory, redis_url):
     seed(shared_memory, uuid.uuid4().hex[:8])
     result = invoke("sessions", "copy", "--from", redis_url,
-                    "--to-adapter", "tests.support.transfer_doubles:norestore_shared", "--keep-versions", "--apply")
+                    "--to-adapter", "tests.support.transfer_doubles:norestore_shared", "--keep-versions", "--apply", "--yes")
     assert result.exit_code == 3 and "--keep-versions" in result.stderr
     same = invoke("sessions", "copy", "--from", redis_url, "--to", redis_url)
     assert same.exit_code == 2 and "same store" in same.stderr
@@ -359,11 +359,11 @@ def test_cli_copy_owner_filter_and_conflicts(shared_memory, redis, redis_url):
             "--owner", "acme")
     preview = invoke(*args)
     assert preview.exit_code == 1 and f"'{tag}-b'" in preview.stderr
-    refused = invoke(*args, "--apply")
+    refused = invoke(*args, "--apply", "--yes")
     assert refused.exit_code == 1 and "nothing was written" in refused.stderr
     # skip leaves the target's row as it is; it differs from the source, so the copy is
     # not a match (#23 finding 3: a skipped session is compared too)
-    applied = invoke(*args, "--apply", "--on-conflict", "skip", "-o", "json")
+    applied = invoke(*args, "--apply", "--yes", "--on-conflict", "skip", "-o", "json")
     assert applied.exit_code == 1, applied.output
     assert '"created": 0' in applied.stdout and '"skipped": 1' in applied.stdout
     assert f"'{tag}-b': blob sha256 differs (skipped as already there" in applied.stderr

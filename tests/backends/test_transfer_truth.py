@@ -109,7 +109,7 @@ def test_resumed_copy_compares_skipped_sessions_redis_to_postgres(redis, redis_u
     tag = uuid.uuid4().hex[:8]
     ids = seed_sessions(redis, tag)
     args = ("sessions", "copy", "--from", redis_url, "--to", pgvector_url, "--match", f"{tag}-*",
-            "--apply", "--on-conflict", "skip", "-o", "json")
+            "--apply", "--yes", "--on-conflict", "skip", "-o", "json")
     first = invoke(*args)
     assert first.exit_code == 0, first.output
     # the rerun of an unchanged copy: every session skipped, and truly the same
@@ -140,7 +140,7 @@ def test_resumed_copy_compares_version_owner_and_pending_postgres_to_redis(
     tag = uuid.uuid4().hex[:8]
     ids = seed_sessions(pgvector, tag)
     args = ("sessions", "copy", "--from", pgvector_url, "--to", redis_url, "--match", f"{tag}-*",
-            "--apply", "--on-conflict", "skip")
+            "--apply", "--yes", "--on-conflict", "skip")
     assert invoke(*args).exit_code == 0
     import redis as redis_py
 
@@ -172,7 +172,7 @@ def test_copy_without_events_from_a_store_with_events_is_a_loss_redis(redis, red
         log.append(event(f"{tag}-u", ids[k % 2], k))
     log.append(event(f"{tag}-other", "", 9))  # of no session: not the copy's to carry
     args = ("sessions", "copy", "--from", redis_url, "--to", target_url, "--match", f"{tag}-*",
-            "--apply")
+            "--apply", "--yes")
     refused = invoke(*args)
     assert refused.exit_code == 1, refused.output
     line = [l for l in refused.stderr.splitlines() if l.startswith("error: ")]
@@ -191,7 +191,7 @@ def test_copy_without_events_from_postgres_is_a_loss_unless_accepted(pgvector, p
     ids = seed_sessions(pgvector, tag, 2)
     pgvector.event_store().append(event(f"{tag}-u", ids[0], 1))
     args = ("sessions", "copy", "--from", pgvector_url, "--to", redis_url, "--match", f"{tag}-*",
-            "--apply")
+            "--apply", "--yes")
     refused = invoke(*args)
     assert refused.exit_code == 1 and "1 event(s)" in refused.stderr
     assert list(redis.iter_sessions()) == []
@@ -207,7 +207,7 @@ def test_copy_of_sessions_without_events_is_not_refused(pgvector, pgvector_url, 
     seed_sessions(pgvector, tag, 2)
     pgvector.event_store().append(event(f"{tag}-u", "someone-else", 1))  # another session
     result = invoke("sessions", "copy", "--from", pgvector_url, "--to", redis_url, "--match",
-                    f"{tag}-*", "--apply")
+                    f"{tag}-*", "--apply", "--yes")
     assert result.exit_code == 0, result.output
     assert "loss" not in result.stderr
 
@@ -234,7 +234,7 @@ def test_copy_with_events_numbers_a_sequence_less_log_oldest_first(pgvector, pgv
     ids = seed_sessions(pgvector, tag, 1)
     ordered = _scrambled_log(pgvector, tag, ids[0])
     result = invoke("sessions", "copy", "--from", pgvector_url, "--to", redis_url, "--match",
-                    f"{tag}-*", "--with-events", "--apply", "--allow-loss")
+                    f"{tag}-*", "--with-events", "--apply", "--yes", "--allow-loss")
     assert result.exit_code == 0, result.output
     listed = redis.event_store().list_events(f"{tag}-u")
     assert [e.sequence for e in listed] == [1, 2, 3, 4, 5]
@@ -255,7 +255,7 @@ def test_events_export_of_a_sequence_less_log_imports_oldest_first(pgvector, pgv
         assert reader.header.with_events is True  # the header tells the truth (#24 Build 6)
         (record,) = list(reader.records())
     assert [e.event_id for e in record.events] == ordered
-    imported = invoke("sessions", "import", str(path), "--uri", redis_url, "--apply")
+    imported = invoke("sessions", "import", str(path), "--uri", redis_url, "--apply", "--yes")
     assert imported.exit_code == 0, imported.output
     listed = redis.event_store().list_events(f"{tag}-u")
     assert [(e.sequence, e.event_id) for e in listed] == list(enumerate(ordered, 1))
@@ -311,7 +311,7 @@ def test_postgres_to_postgres_copy_keeps_updated_at(pgvector, pgvector_url, pg2,
         OLD.replace(tzinfo=None), ids[0])
     before = {sid: pgvector.describe_session(sid).updated_at for sid in ids}
     result = invoke("sessions", "copy", "--from", pgvector_url, "--to", target_url, "--match",
-                    f"{tag}-*", "--apply", "--keep-versions")
+                    f"{tag}-*", "--apply", "--yes", "--keep-versions")
     assert result.exit_code == 0, result.output
     after = {sid: target.describe_session(sid).updated_at for sid in ids}
     assert after == before and after[ids[0]] == OLD
@@ -330,7 +330,7 @@ def test_postgres_to_mongo_copy_keeps_updated_at(pgvector, pgvector_url, monkeyp
         OLD.replace(tzinfo=None), ids[1])
     result = invoke("sessions", "copy", "--from", pgvector_url,
                     "--to-adapter", "tests.support.transfer_doubles:mongo_shared", "--match",
-                    f"{tag}-*", "--apply", "--allow-loss")
+                    f"{tag}-*", "--apply", "--yes", "--allow-loss")
     assert result.exit_code == 0, result.output
     target = MongoBackendAdapter(client=client, database=transfer_doubles.MONGO["database"])
     assert target.describe_session(ids[1]).updated_at == OLD
@@ -366,7 +366,7 @@ def test_resumed_copy_with_events_restores_the_events_a_first_pass_did_not_write
     for e in made:
         redis.event_store().append(e)
     args = ("sessions", "copy", "--from", redis_url, "--to", target_url, "--match", f"{tag}-*",
-            "--with-events", "--on-conflict", "skip", "--apply", "-o", "json")
+            "--with-events", "--on-conflict", "skip", "--apply", "--yes", "-o", "json")
     first = invoke(*args)
     assert first.exit_code == 0, first.output
     lost = [e.event_id for e in target.event_store().list_events(f"{tag}-u") if e.session_id == ids[1]]

@@ -64,7 +64,7 @@ def test_export_and_import_on_a_pipe_print_one_summary_line_each(redis_url, tmp_
     assert len(lines) == 1 and "exported 30 session(s)" in lines[0] and "/s)" in lines[0]
     assert "\r" not in exported.stderr and "\x1b" not in exported.stderr
     imported = CliRunner().invoke(app, ["sessions", "import", str(archive), "--uri", "memory://",
-                                        "--apply"], env=env)
+                                        "--apply", "--yes"], env=env)
     assert imported.exit_code == 0, imported.stderr
     assert any("wrote 30 session(s)" in ln and "/s)" in ln for ln in imported.stderr.splitlines())
     assert "\r" not in imported.stderr
@@ -76,7 +76,7 @@ def test_load_run_on_a_real_tty_shows_live_progress():
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SEMVEC_SESSION_BACKEND": "", "COLUMNS": "120"}
     env.pop("NO_COLOR", None)
     proc = subprocess.Popen([sys.executable, "-m", "semvecctl", "load", "run", "--backend", "memory",
-                             "--duration", "1.5", "--yes"], stdin=child, stdout=subprocess.DEVNULL,
+                             "--duration", "1.5", "--apply", "--yes"], stdin=child, stdout=subprocess.DEVNULL,
                             stderr=child, env=env, cwd=ROOT)
     os.close(child)
     chunks = []

@@ -31,14 +31,14 @@ def redis_session(redis_url):
 
 
 def test_if_version_conflict_leaves_the_row(redis_session, redis_url):
-    result = run("sessions", "delete", "ifv-1", "--uri", redis_url, "--if-version", "1", "--yes")
+    result = run("sessions", "delete", "ifv-1", "--uri", redis_url, "--if-version", "1", "--apply", "--yes")
     assert result.exit_code == 1, result.stderr
     assert "conflict" in result.stderr and "nothing was deleted" in result.stderr
     assert redis_session.load("ifv-1") == (b"two", 2)
 
 
 def test_if_version_match_deletes(redis_session, redis_url):
-    result = run("sessions", "delete", "ifv-1", "--uri", redis_url, "--if-version", "2", "--yes")
+    result = run("sessions", "delete", "ifv-1", "--uri", redis_url, "--if-version", "2", "--apply", "--yes")
     assert result.exit_code == 0, result.stderr
     assert redis_session.load_full("ifv-1") is None
 
@@ -49,15 +49,15 @@ def test_if_version_on_memory_and_bad_values():
     store = SHARED.state_store()
     store.save("m-1", b"x", expected_version=None)
     moved = run("sessions", "delete", "m-1", "--adapter", "tests.support.cli_doubles:shared",
-                "--if-version", "7", "--yes")
+                "--if-version", "7", "--apply", "--yes")
     assert moved.exit_code == 1 and store.load_full("m-1") is not None
     for bad in ("0", "-1", "nan", "1.5", "99999999999999999999999"):
         result = run("sessions", "delete", "m-1", "--adapter", "tests.support.cli_doubles:shared",
-                     "--if-version", bad, "--yes")
+                     "--if-version", bad, "--apply", "--yes")
         assert result.exit_code == 2 and "--if-version" in result.stderr, (bad, result.stderr)
     assert store.load_full("m-1") is not None
     ok = run("sessions", "delete", "m-1", "--adapter", "tests.support.cli_doubles:shared",
-             "--if-version", "1", "--yes")
+             "--if-version", "1", "--apply", "--yes")
     assert ok.exit_code == 0 and store.load_full("m-1") is None
 
 
@@ -66,7 +66,7 @@ def test_store_without_checked_delete_refuses_instead_of_deleting():
 
     UNCHECKED.state_store().save("u-1", b"x", expected_version=None)
     result = run("sessions", "delete", "u-1", "--adapter", "tests.support.cli_doubles:unchecked",
-                 "--if-version", "1", "--yes")
+                 "--if-version", "1", "--apply", "--yes")
     assert result.exit_code == 3 and "not supported" in result.stderr
     assert UNCHECKED.state_store().load_full("u-1") is not None
 

@@ -82,12 +82,36 @@ def test_env_beats_profile_and_flag_beats_env(tmp_path):
     assert report["backend"] == "memory"  # flag beats everything
 
 
-def test_env_uri_beats_profile_uri(tmp_path):
-    cfg = write_config(tmp_path, "profiles:\n  p:\n    backend: redis\n    uri: redis://:profilepw@127.0.0.1:1/0\n")
-    result, report = health_json("health", "--timeout", "0.5", "-P", "p", "--config", str(cfg),
-                                 env={"REDIS_URL": "redis://:envpw@127.0.0.1:2/0", "SEMVEC_SESSION_BACKEND": ""})
+def test_env_uri_beats_a_current_profile_uri_but_not_a_named_one(tmp_path):
+    """#28: a profile named with -P beats the environment (kubectl's --context); one
+    selected by current-profile or $SEMVECCTL_PROFILE does not."""
+    cfg = write_config(tmp_path, "current-profile: p\nprofiles:\n  p:\n    backend: redis\n"
+                                 "    uri: redis://:profilepw@127.0.0.1:1/0\n")
+    env = {"REDIS_URL": "redis://:envpw@127.0.0.1:2/0", "SEMVEC_SESSION_BACKEND": ""}
+    result, report = health_json("health", "--timeout", "0.5", "--config", str(cfg), env=env)
     assert report["uri"] == "redis://:***@127.0.0.1:2/0"
     assert "envpw" not in result.stdout + result.stderr
+    result, report = health_json("health", "--timeout", "0.5", "-P", "p", "--config", str(cfg),
+                                 env=env)
+    assert report["uri"] == "redis://:***@127.0.0.1:1/0"
+    assert "profilepw" not in result.stdout + result.stderr
+    _, report = health_json("health", "--timeout", "0.5", "--config", str(cfg),
+                            env={**env, "SEMVECCTL_PROFILE": "p"})
+    assert report["uri"] == "redis://:***@127.0.0.1:2/0"  # the variable is environment
+
+
+def test_a_named_profile_beats_semvec_session_backend_and_flags_beat_it(tmp_path):
+    cfg = write_config(tmp_path, "profiles:\n  cache:\n    uri: redis://127.0.0.1:1/0\n")
+    env = {"SEMVEC_SESSION_BACKEND": "memory", "REDIS_URL": ""}
+    _, report = health_json("health", "--timeout", "0.5", "--config", str(cfg), "-P", "cache",
+                            env=env)
+    assert report["backend"] == "redis"  # -P beats the ambient variable
+    _, report = health_json("health", "--timeout", "0.5", "--config", str(cfg), "-P", "cache",
+                            "--backend", "memory", env=env)
+    assert report["backend"] == "memory"  # a flag beats the named profile
+    _, report = health_json("health", "--timeout", "0.5", "--config", str(cfg), "-P", "cache",
+                            "--uri", "memory://", env=env)
+    assert report["backend"] == "memory"
 
 
 @pytest.mark.parametrize("body,needle", [

@@ -88,7 +88,7 @@ def test_export_writes_an_archive_that_sessions_import_reads_back(target, tmp_pa
     assert sorted(e.event_id for e in records[0].events) == sorted(s.alice_ids[:3])
     assert reader.header.filters["session_id"] == s.s1
     target.adapter.event_store().purge_user(s.alice)
-    imported = run(target, "sessions", "import", str(path), "--apply", "--allow-loss")
+    imported = run(target, "sessions", "import", str(path), "--apply", "--yes", "--allow-loss")
     assert imported.exit_code == 0, imported.output
     back = ids_of(run(target, "events", "list", "--user", s.alice, "-o", "jsonl"))
     assert sorted(back) == sorted(s.alice_ids[:3])

@@ -43,7 +43,7 @@ def test_ensure_refuses_a_dimension_it_cannot_give(table8, recreate):
     assert row["action"] == "mismatch" and "vector(384)" in row["detail"], row
     assert "vector(8)" in row["detail"]
 
-    ensure = run("indexes", "ensure", "--uri", url, "--dimensions", "384", "--yes", *recreate,
+    ensure = run("indexes", "ensure", "--uri", url, "--dimensions", "384", "--apply", "--yes", *recreate,
                  "-o", "json")
     assert ensure.exit_code == 1, ensure.output
     (row,) = _dims_rows(ensure)
@@ -61,6 +61,6 @@ def test_ensure_refuses_a_dimension_it_cannot_give(table8, recreate):
 
 
 def test_matching_dimensions_still_create_the_index(table8):
-    ensure = run("indexes", "ensure", "--uri", table8, "--dimensions", "8", "--yes")
+    ensure = run("indexes", "ensure", "--uri", table8, "--dimensions", "8", "--apply", "--yes")
     assert ensure.exit_code == 0, ensure.output
     assert run("indexes", "validate", "--uri", table8, "--dimensions", "8").exit_code == 0

@@ -47,7 +47,7 @@ def load_keys(client) -> list[bytes]:
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_load_run_interrupted_removes_everything(redis_server, redis_url, signum):
     client = redis_server.client()
-    proc = spawn("load", "run", "--uri", redis_url, "--duration", "120", "--yes",
+    proc = spawn("load", "run", "--uri", redis_url, "--duration", "120", "--apply", "--yes",
                  "--sessions", "4", "--events-per-turn", "2", "--writers", "2")
     try:
         wait_for(lambda: len(load_keys(client)) > 50 or proc.poll() is not None,
@@ -89,7 +89,7 @@ def interrupted_import(redis_server, redis_url: str, tmp_path, count: int,
     assert done.returncode == 0, done.stderr
     client = redis_server.client()
     client.flushdb()
-    proc = spawn("sessions", "import", str(archive), "--uri", redis_url, "--apply")
+    proc = spawn("sessions", "import", str(archive), "--uri", redis_url, "--apply", "--yes")
     try:
         wait_for(lambda: proc.poll() is not None or client.dbsize() > after, what="imported rows")
         assert proc.poll() is None, proc.communicate()
@@ -127,7 +127,7 @@ def test_cleanup_that_cannot_finish_prints_prefix_and_a_working_command(redis_ur
     the printed command (without the failing double: the cause is fixed) against the same
     store and find nothing left."""
     proc = spawn("load", "run", "--adapter", "tests.support.interrupt_doubles:failing_deletes",
-                 "--uri", redis_url, "--duration", "120", "--yes", "--sessions", "3")
+                 "--uri", redis_url, "--duration", "120", "--apply", "--yes", "--sessions", "3")
     import redis as redis_lib
 
     client = redis_lib.Redis.from_url(redis_url)
@@ -173,7 +173,7 @@ def test_load_run_interrupted_on_postgresql_removes_sessions_and_events(pgvector
                     ).fetchone()[0]
             return total
 
-    proc = spawn("load", "run", "--uri", pgvector_url, "--duration", "120", "--yes",
+    proc = spawn("load", "run", "--uri", pgvector_url, "--duration", "120", "--apply", "--yes",
                  "--sessions", "3", "--events-per-turn", "2", "--writers", "2")
     try:
         wait_for(lambda: proc.poll() is not None or leftovers() > 20, timeout=60,

@@ -101,7 +101,7 @@ def test_cleanup_with_a_short_count_still_removes_everything_on_redis(redis_url)
         sessions_before, users_before = _left(adapter, prefix, 4)
         assert len(sessions_before) == 4 and len(users_before) == 4
         result = run("load", "cleanup", "--prefix", prefix, "--sessions", "2", "--uri",
-                     redis_url, "--yes")
+                     redis_url, "--apply", "--yes")
         assert result.exit_code == 0, result.output
         assert f"removed 4 session(s) and the events of 4 user(s) under {prefix}; nothing is left" \
             in result.stderr
@@ -113,7 +113,7 @@ def test_cleanup_with_a_short_count_still_removes_everything_on_redis(redis_url)
 def test_cleanup_without_a_count_on_postgresql(pgvector_url, pgvector_adapter_factory):
     adapter = pgvector_adapter_factory()
     prefix = _kept_run(adapter, 4)
-    result = run("load", "cleanup", "--prefix", prefix, "--uri", pgvector_url, "--yes")
+    result = run("load", "cleanup", "--prefix", prefix, "--uri", pgvector_url, "--apply", "--yes")
     assert result.exit_code == 0, result.output
     assert "removed 4 session(s) and the events of 4 user(s)" in result.stderr
     assert _left(adapter, prefix, 4) == ([], [])
@@ -127,7 +127,7 @@ def test_cleanup_that_leaves_rows_says_which_and_exits_1(redis_url):
     with RedisBackendAdapter(redis_url) as adapter:
         prefix = _kept_run(adapter, 2)
     result = run("load", "cleanup", "--prefix", prefix, "--uri", redis_url, "--adapter",
-                 "tests.support.interrupt_doubles:failing_deletes", "--yes")
+                 "tests.support.interrupt_doubles:failing_deletes", "--apply", "--yes")
     assert result.exit_code == 1, result.output
     assert f"left: 2 session(s) ({prefix}s0, {prefix}s1)" in result.stderr
     assert "nothing is left" not in result.stderr

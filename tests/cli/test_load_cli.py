@@ -47,7 +47,7 @@ def invoke(*args):
 
 
 def test_memory_run_reports_rates_and_passes():
-    result = invoke("--backend", "memory", "--duration", "0.3", "--yes", "-o", "json")
+    result = invoke("--backend", "memory", "--duration", "0.3", "--apply", "--yes", "-o", "json")
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["ok"] is True and data["commits"] > 0
@@ -57,7 +57,7 @@ def test_memory_run_reports_rates_and_passes():
 
 def test_redis_run_with_events_cleans_up(redis_url, redis_server):
     result = invoke("--uri", redis_url, "--writers", "3", "--duration", "0.5",
-                    "--events-per-turn", "2", "--yes", "-o", "json")
+                    "--events-per-turn", "2", "--apply", "--yes", "-o", "json")
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["events_per_turn"] == 2 and data["verification"]["events_checked"] > 0
@@ -66,19 +66,19 @@ def test_redis_run_with_events_cleans_up(redis_url, redis_server):
 
 
 def test_table_output_and_success_line():
-    result = invoke("--backend", "memory", "--duration", "0.2", "--yes")
+    result = invoke("--backend", "memory", "--duration", "0.2", "--apply", "--yes")
     assert result.exit_code == 0
     assert "verdict" in result.stdout and "nothing lost" in result.stderr
 
 
 def test_refuses_without_yes_when_no_tty():
-    result = invoke("--backend", "memory", "--duration", "0.2")
+    result = invoke("--backend", "memory", "--duration", "0.2", "--apply")
     assert result.exit_code == 2
     assert "--yes" in result.stderr and result.stdout == ""
 
 
 def test_unreachable_store_is_exit_4_and_nothing_written():
-    result = invoke("--uri", f"redis://127.0.0.1:{closed_port()}/0", "--yes")
+    result = invoke("--uri", f"redis://127.0.0.1:{closed_port()}/0", "--apply", "--yes")
     assert result.exit_code == 4
     assert result.stderr.count("error:") == 1 and "nothing was written" in result.stderr
 
@@ -86,14 +86,14 @@ def test_unreachable_store_is_exit_4_and_nothing_written():
 def test_audit_failure_is_exit_1():
     result = invoke("--adapter", "tests.cli.test_load_cli:forgetful", "--writers", "1",
                     "--sessions", "1", "--duration", "0.3", "--events-per-turn", "0",
-                    "--yes", "-o", "json")
+                    "--apply", "--yes", "-o", "json")
     assert result.exit_code == 1, result.stderr
     assert json.loads(result.stdout)["ok"] is False
     assert "audit failed" in result.stderr
 
 
 def test_store_refusing_every_turn_is_exit_3():
-    result = invoke("--adapter", "tests.cli.test_load_cli:no_turns", "--duration", "5", "--yes")
+    result = invoke("--adapter", "tests.cli.test_load_cli:no_turns", "--duration", "5", "--apply", "--yes")
     assert result.exit_code == 3
     assert "refused the load run" in result.stderr
 
@@ -101,7 +101,7 @@ def test_store_refusing_every_turn_is_exit_3():
 def test_load_cleanup_refuses_anything_but_a_load_prefix():
     for prefix in ("", "semvec-load-", "chat-", "semvec:state:"):
         result = CliRunner().invoke(app, ["load", "cleanup", "--prefix", prefix, "--sessions", "2",
-                                          "--backend", "memory", "--yes"])
+                                          "--backend", "memory", "--apply", "--yes"])
         assert result.exit_code == 2, (prefix, result.stderr)
         assert "not a load-run prefix" in result.stderr
 
@@ -119,7 +119,7 @@ def test_load_cleanup_removes_only_the_named_run(redis_url):
     finally:
         adapter.close()
     result = CliRunner().invoke(app, ["load", "cleanup", "--prefix", report.prefix, "--sessions", "2",
-                                      "--uri", redis_url, "--yes"])
+                                      "--uri", redis_url, "--apply", "--yes"])
     assert result.exit_code == 0, result.stderr
     import redis
 

@@ -53,12 +53,12 @@ def test_plan_writes_nothing(mongo, search_registry):
     assert "nothing was written" in result.stderr
 
 
-def test_ensure_without_yes_and_no_tty_only_previews(mongo, search_registry):
+def test_ensure_without_apply_only_previews(mongo, search_registry):
     result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "-o", "json")
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["applied"] is False
-    assert "rerun with --yes" in result.stderr
+    assert "pass --apply" in result.stderr
     assert [c for c in search_registry.calls if c[0] != "list"] == []
     check = run("indexes", "validate", *HOOK, "--dimensions", "16", "-o", "json")
     assert check.exit_code == 1
@@ -66,7 +66,7 @@ def test_ensure_without_yes_and_no_tty_only_previews(mongo, search_registry):
 
 
 def test_ensure_then_validate_clean(mongo):
-    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes", "-o", "json")
+    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--apply", "--yes", "-o", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["applied"] is True
     assert {r["action"] for r in index_rows(result).values()} == {"create"}
@@ -80,7 +80,7 @@ def test_ensure_then_validate_clean(mongo):
 
 
 def test_validate_drift_lists_fields_and_exits_1(mongo, search_registry, mongo_client, db_name):
-    assert run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes").exit_code == 0
+    assert run("indexes", "ensure", *HOOK, "--dimensions", "16", "--apply", "--yes").exit_code == 0
     coll = mongo_client[db_name]["semvec_memory_items"]
     entry = search_registry.of(coll)["semvec_items_vec"]
     entry["latestDefinition"]["fields"][0]["similarity"] = "euclidean"
@@ -102,23 +102,23 @@ def test_validate_drift_lists_fields_and_exits_1(mongo, search_registry, mongo_c
 
 
 def test_ensure_reports_mismatch_and_recreate_fixes_it(mongo, search_registry, mongo_client, db_name):
-    assert run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes").exit_code == 0
+    assert run("indexes", "ensure", *HOOK, "--dimensions", "16", "--apply", "--yes").exit_code == 0
     coll = mongo_client[db_name]["semvec_memory_items"]
     search_registry.of(coll)["semvec_items_vec"]["latestDefinition"]["fields"][0]["numDimensions"] = 8
-    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes", "-o", "json")
+    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--apply", "--yes", "-o", "json")
     assert result.exit_code == 1
     assert index_rows(result)["semvec_items_vec"]["action"] == "mismatch"
     assert "--recreate" in result.stderr
-    fixed = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes", "--recreate", "-o", "json")
+    fixed = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--apply", "--yes", "--recreate", "-o", "json")
     assert fixed.exit_code == 0, fixed.output
     assert index_rows(fixed)["semvec_items_vec"]["action"] == "recreate"
     assert run("indexes", "validate", *HOOK, "--dimensions", "16").exit_code == 0
 
 
 def test_ensure_ttl_change_uses_collmod(mongo, command_log):
-    assert run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes").exit_code == 0
+    assert run("indexes", "ensure", *HOOK, "--dimensions", "16", "--apply", "--yes").exit_code == 0
     mongo["options"]["session_ttl_s"] = 120
-    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes", "-o", "json")
+    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--apply", "--yes", "-o", "json")
     assert result.exit_code == 0, result.output
     assert index_rows(result)["semvec_session_ttl"]["action"] == "update"
     assert {"collMod": "semvec_session_state",
@@ -135,7 +135,7 @@ def test_ensure_wait_follows_search_builds(mongo, search_registry, mongo_client,
             search_registry.set_status(coll, name, "READY", True)
 
     monkeypatch.setattr(time_module, "sleep", fake_sleep)
-    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes", "--wait",
+    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--apply", "--yes", "--wait",
                  "--timeout", "30", "--poll", "0.01", "-o", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["search_indexes"] == {"semvec_items_vec": "ready",
@@ -145,7 +145,7 @@ def test_ensure_wait_follows_search_builds(mongo, search_registry, mongo_client,
 
 def test_ensure_wait_timeout_exits_1(mongo, search_registry):
     search_registry.initial_status, search_registry.initial_queryable = "BUILDING", False
-    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes", "--wait",
+    result = run("indexes", "ensure", *HOOK, "--dimensions", "16", "--apply", "--yes", "--wait",
                  "--timeout", "0", "--poll", "0.01")
     assert result.exit_code == 1
     assert "not ready after" in result.stderr
@@ -212,11 +212,11 @@ def test_sessions_list_inspect_delete(cli_mongo, mongo_client, db_name):
     assert report["version"] == 2 and report["pending_message"] == "waiting"
     assert report["blob_size"] == 6 and report["backend"] == "mongo"
 
-    refused = run("sessions", "delete", f"{prefix}-a", *HOOK)
-    assert refused.exit_code != 0  # no TTY and no --yes
-    wrong_owner = run("sessions", "delete", f"{prefix}-a", *HOOK, "--owner", "t2", "--yes")
+    refused = run("sessions", "delete", f"{prefix}-a", *HOOK, "--apply")
+    assert refused.exit_code == 2  # no TTY and no --yes
+    wrong_owner = run("sessions", "delete", f"{prefix}-a", *HOOK, "--owner", "t2", "--apply", "--yes")
     assert wrong_owner.exit_code == 1
-    deleted = run("sessions", "delete", f"{prefix}-a", *HOOK, "--owner", "t1", "--yes")
+    deleted = run("sessions", "delete", f"{prefix}-a", *HOOK, "--owner", "t1", "--apply", "--yes")
     assert deleted.exit_code == 0, deleted.output
     assert store.load(f"{prefix}-a") is None
     adapter.close()
@@ -279,7 +279,7 @@ def test_missing_required_index_fails_even_without_strict(mongo, search_registry
 
 
 def test_recommended_drift_is_a_warning_unless_strict(mongo, mongo_client, db_name):
-    assert run("indexes", "ensure", *HOOK, "--dimensions", "16", "--yes").exit_code == 0
+    assert run("indexes", "ensure", *HOOK, "--dimensions", "16", "--apply", "--yes").exit_code == 0
     coll = mongo_client[db_name]["semvec_session_state"]
     coll.drop_index("ix_state_owner")
     coll.create_index([("owner_subject", 1), ("_id", 1)], name="ix_state_owner", unique=True)

@@ -68,7 +68,7 @@ def test_indexes_ensure_validate_and_drift(pgvector_url, monkeypatch):
     assert before.exit_code == 1  # nothing provisioned yet; validate wrote nothing
     assert {r["state"] for r in json.loads(before.stdout)["indexes"]} == {"missing"}
 
-    ensured = run("indexes", "ensure", "--backend", "pgvector", "--uri", pgvector_url, "--yes",
+    ensured = run("indexes", "ensure", "--backend", "pgvector", "--uri", pgvector_url, "--apply", "--yes",
                   "-o", "json")
     assert ensured.exit_code == 0, ensured.output
     assert json.loads(ensured.stdout)["applied"] is True
@@ -96,11 +96,11 @@ def test_indexes_ensure_validate_and_drift(pgvector_url, monkeypatch):
     assert "vector_ip_ops" in drift.stdout
 
     # ensure restores the missing one, leaves the drifted one and says so (exit 1) ...
-    partial = run("indexes", "ensure", "--uri", pgvector_url, "--yes")
+    partial = run("indexes", "ensure", "--uri", pgvector_url, "--apply", "--yes")
     assert partial.exit_code == 1
     assert "semvec_items_vec" in partial.stderr
     # ... and --recreate rebuilds it
-    fixed = run("indexes", "ensure", "--uri", pgvector_url, "--recreate", "--yes")
+    fixed = run("indexes", "ensure", "--uri", pgvector_url, "--recreate", "--apply", "--yes")
     assert fixed.exit_code == 0, fixed.output
     assert run("indexes", "validate", "--uri", pgvector_url).exit_code == 0
 
@@ -110,7 +110,7 @@ def test_indexes_ensure_validate_and_drift(pgvector_url, monkeypatch):
     assert advisory.exit_code == 0, advisory.output
     assert "recommended statistics semvec_items_session_owner" in advisory.stderr
     assert run("indexes", "validate", "--uri", pgvector_url, "--strict").exit_code == 1
-    assert run("indexes", "ensure", "--uri", pgvector_url, "--yes").exit_code == 0
+    assert run("indexes", "ensure", "--uri", pgvector_url, "--apply", "--yes").exit_code == 0
     assert run("indexes", "validate", "--uri", pgvector_url, "--strict").exit_code == 0
 
 
@@ -156,7 +156,7 @@ def test_retrieve_diff_end_to_end_on_a_seeded_session(pgvector_url, pgvector_ada
     monkeypatch.setenv("SEMVEC_PGVECTOR_DIMENSIONS", str(dims))
     adapter = pgvector_adapter_factory(dimensions=dims)
     _seed(adapter, "diff-session", 300, dims)
-    assert run("indexes", "ensure", "--uri", pgvector_url, "--yes").exit_code == 0
+    assert run("indexes", "ensure", "--uri", pgvector_url, "--apply", "--yes").exit_code == 0
 
     result = run("retrieve", "diff", "--uri", pgvector_url, "-s", "diff-session",
                  "--like", "m0042", "-q", "glacier canyon", "--bm25", "-k", "8", "-o", "json")

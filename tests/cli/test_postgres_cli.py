@@ -67,7 +67,7 @@ def test_sessions_delete_import_and_copy_on_postgres(pgvector_url, postgres_serv
 
     target = postgres_server.url(postgres_server.take_database())
     imported = run("sessions", "import", str(archive), "--backend", "postgres", "--uri", target,
-                   "--apply", "--keep-versions")
+                   "--apply", "--yes", "--keep-versions")
     assert imported.exit_code == 0, imported.output
     with psycopg.connect(target) as conn:
         rows = conn.execute("SELECT session_id, state_blob, version, owner_subject"
@@ -75,7 +75,7 @@ def test_sessions_delete_import_and_copy_on_postgres(pgvector_url, postgres_serv
     assert rows == [("a", b"\x00a", 1, "acme"), ("b", b"b", 1, None)]
 
     deleted = run("sessions", "delete", "b", "--backend", "postgres", "--uri", pgvector_url,
-                  "--yes")
+                  "--apply", "--yes")
     assert deleted.exit_code == 0, deleted.output
     assert source.state_store().load("b") is None
 
@@ -87,7 +87,7 @@ def test_sessions_copy_between_two_engine_databases(pgvector_url, postgres_serve
     source.state_store().save("c", b"copy me", expected_version=None, owner_subject="acme")
     source.state_store().save("c", b"copy me 2", expected_version=1, owner_subject="acme")
     target = postgres_server.url(postgres_server.take_database())
-    copied = run("sessions", "copy", "--from", pgvector_url, "--to", target, "--apply",
+    copied = run("sessions", "copy", "--from", pgvector_url, "--to", target, "--apply", "--yes",
                  "--keep-versions")
     assert copied.exit_code == 0, copied.output
     with psycopg.connect(target) as conn:

@@ -122,7 +122,7 @@ def test_archive_first_holds_exactly_what_is_deleted(target, sessions, tmp_path)
         archived = {r.session_id: r for r in reader.sessions()}
     assert set(archived) == {sessions["old"], sessions["old-acme"]}
     assert archived[sessions["old"]].blob == b"blob old"
-    imported = run(target, "sessions", "import", str(path), "--apply", "--allow-loss")
+    imported = run(target, "sessions", "import", str(path), "--apply", "--yes", "--allow-loss")
     assert imported.exit_code == 0, imported.output
     assert target.adapter.state_store().load(sessions["old"])[0] == b"blob old"
 

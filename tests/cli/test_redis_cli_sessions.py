@@ -121,8 +121,8 @@ def test_inspect_table_and_missing(redis_url, filled):
 
 
 def test_delete_needs_yes_without_a_tty(redis_url, filled):
-    result = invoke("sessions", "delete", f"{filled}-json", "--uri", redis_url)
-    assert result.exit_code != 0
+    result = invoke("sessions", "delete", f"{filled}-json", "--uri", redis_url, "--apply")
+    assert result.exit_code == 2
     assert "--yes" in result.stderr
     with RedisBackendAdapter(redis_url) as adapter:
         assert adapter.state_store().load(f"{filled}-json") is not None
@@ -130,20 +130,20 @@ def test_delete_needs_yes_without_a_tty(redis_url, filled):
 
 def test_delete_scoped_by_owner(redis_url, filled):
     sid = f"{filled}-json"
-    refused = invoke("sessions", "delete", sid, "--uri", redis_url, "--owner", "other", "--yes")
+    refused = invoke("sessions", "delete", sid, "--uri", redis_url, "--owner", "other", "--apply", "--yes")
     assert refused.exit_code == 1
     with RedisBackendAdapter(redis_url) as adapter:
         assert adapter.state_store().load(sid) is not None
-    done = invoke("sessions", "delete", sid, "--uri", redis_url, "--owner", "acme", "--yes")
+    done = invoke("sessions", "delete", sid, "--uri", redis_url, "--owner", "acme", "--apply", "--yes")
     assert done.exit_code == 0, done.output
     with RedisBackendAdapter(redis_url) as adapter:
         assert adapter.state_store().load(sid) is None
-    again = invoke("sessions", "delete", sid, "--uri", redis_url, "--yes")
+    again = invoke("sessions", "delete", sid, "--uri", redis_url, "--apply", "--yes")
     assert again.exit_code == 1
 
 
 def test_delete_unscoped_engine_session(redis_url, filled):
-    result = invoke("sessions", "delete", f"{filled}-engine", "--uri", redis_url, "--yes")
+    result = invoke("sessions", "delete", f"{filled}-engine", "--uri", redis_url, "--apply", "--yes")
     assert result.exit_code == 0, result.output
     listed = invoke("sessions", "list", "--uri", redis_url, "--match", f"{filled}-*", "-o", "json")
     assert f"{filled}-engine" not in {r["session_id"] for r in json.loads(listed.stdout)}

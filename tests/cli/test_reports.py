@@ -255,7 +255,9 @@ def test_any_other_suffix_is_a_usage_error_before_any_work(session, tmp_path, na
 def test_report_replaces_a_file_whole_and_leaves_no_temp_file(session, tmp_path):
     path = tmp_path / "diff.md"
     path.write_text("old content that must not survive\n" * 1000)
-    assert invoke(*_diff(session, "--report", path)).exit_code == 0
+    assert invoke(*_diff(session, "--report", path)).exit_code == 2  # only with --overwrite
+    assert path.read_text(encoding="utf-8").startswith("old content")
+    assert invoke(*_diff(session, "--report", path, "--overwrite")).exit_code == 0
     text = path.read_text(encoding="utf-8")
     assert "old content" not in text and text.endswith("\n")
     assert [p.name for p in tmp_path.iterdir()] == ["diff.md"]
@@ -354,7 +356,7 @@ def test_indexes_report_shows_each_verdict_on_a_real_pgvector(pgvector_url, monk
     monkeypatch.setenv("SEMVEC_PGVECTOR_DIMENSIONS", "16")
     base = ["indexes", "validate", "--backend", "pgvector", "--uri", pgvector_url]
     assert invoke("indexes", "ensure", "--backend", "pgvector", "--uri", pgvector_url,
-                  "--yes").exit_code == 0
+                  "--apply", "--yes").exit_code == 0
     ok_path = tmp_path / "ok.html"
     assert invoke(*base, "--report", ok_path).exit_code == 0
     page = Page(ok_path.read_text(encoding="utf-8"))

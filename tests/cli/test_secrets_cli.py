@@ -85,22 +85,22 @@ def commands(work: Path, fmt: str) -> list[list[str]]:
         ["sessions", "list", "{conn}", "-o", stream_fmt],
         ["sessions", "inspect", SESSION, "{conn}", "-o", fmt],
         ["sessions", "export", "{conn}", "--out", str(archive), "--yes"],
-        ["sessions", "import", str(archive), "{conn}", "--apply", "--on-conflict", "skip",
+        ["sessions", "import", str(archive), "{conn}", "--apply", "--yes", "--on-conflict", "skip",
          "-o", fmt],
-        ["sessions", "delete", f"nothing-{TAG}", "{conn}", "--yes"],
+        ["sessions", "delete", f"nothing-{TAG}", "{conn}", "--apply", "--yes"],
         ["indexes", "plan", "{conn}", "-o", fmt],
-        ["indexes", "ensure", "{conn}", "--yes", "-o", fmt],
+        ["indexes", "ensure", "{conn}", "--apply", "--yes", "-o", fmt],
         ["indexes", "validate", "{conn}", "-o", fmt],
         ["retrieve", "run", "--session", SESSION, "--query", "hello", "{conn}", "-o", fmt],
         ["retrieve", "diff", "--session", SESSION, "--query", "hello", "{conn}", "-o", fmt],
         ["conformance", "run", "{conn}", "--only", "contract", "--junit", str(junit),
          "-o", fmt],
-        ["load", "run", "{conn}", "--duration", "0.2", "--writers", "2", "--yes", "-o", fmt],
+        ["load", "run", "{conn}", "--duration", "0.2", "--writers", "2", "--apply", "--yes", "-o", fmt],
     ]
 
 
 def copy_commands(source_uri: str, fmt: str) -> list[list[str]]:
-    return [["sessions", "copy", "--from", source_uri, "--to", "memory://", "--apply",
+    return [["sessions", "copy", "--from", source_uri, "--to", "memory://", "--apply", "--yes",
              "-o", fmt],
             ["sessions", "copy", "--from", "memory://", "--to", source_uri, "-o", fmt]]
 

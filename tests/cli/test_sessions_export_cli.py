@@ -104,7 +104,7 @@ def test_export_to_stdout_and_import_from_stdin(source, target):
     exported = invoke("sessions", "export", *SRC, "--out", "-")
     assert exported.exit_code == 0, exported.output
     assert exported.stdout.splitlines()[-1].startswith('{"count":6')
-    result = invoke("sessions", "import", "-", "--uri", target, "--apply", input=exported.stdout)
+    result = invoke("sessions", "import", "-", "--uri", target, "--apply", "--yes", input=exported.stdout)
     assert result.exit_code == 0, result.output
     assert "wrote 6 session(s)" in result.stderr
 
@@ -201,7 +201,7 @@ def test_import_previews_by_default_and_writes_nothing(archive, target):
 def test_import_apply_preserves_versions_and_reads_back(archive, target, source):
     from backends.redis import RedisBackendAdapter
 
-    result = invoke("sessions", "import", str(archive), "--uri", target, "--apply", "--keep-versions",
+    result = invoke("sessions", "import", str(archive), "--uri", target, "--apply", "--yes", "--keep-versions",
                     "-o", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
@@ -219,11 +219,11 @@ def test_conflicts_refuse_before_any_write_and_skip_leaves_them(archive, target)
     before = redis_snapshot(target)
     preview = invoke("sessions", "import", str(archive), "--uri", target)
     assert preview.exit_code == 1 and "'s4'" in error_line(preview)
-    refused = invoke("sessions", "import", str(archive), "--uri", target, "--apply")
+    refused = invoke("sessions", "import", str(archive), "--uri", target, "--apply", "--yes")
     assert refused.exit_code == 1
     assert "nothing was written" in error_line(refused)
     assert redis_snapshot(target) == before
-    skipped = invoke("sessions", "import", str(archive), "--uri", target, "--apply",
+    skipped = invoke("sessions", "import", str(archive), "--uri", target, "--apply", "--yes",
                      "--on-conflict", "skip")
     assert skipped.exit_code == 0, skipped.output
     assert "wrote 5 session(s)" in skipped.stderr and "1 skipped" in skipped.stderr
@@ -234,11 +234,11 @@ def test_conflicts_refuse_before_any_write_and_skip_leaves_them(archive, target)
 def test_target_without_restore_imports_at_version_1_and_says_so(archive):
     transfer_doubles.MEMORY["current"] = MemoryBackendAdapter()
     refused = invoke("sessions", "import", str(archive), "--adapter",
-                     "tests.support.transfer_doubles:norestore_shared", "--apply", "--keep-versions")
+                     "tests.support.transfer_doubles:norestore_shared", "--apply", "--yes", "--keep-versions")
     assert refused.exit_code == 3 and "--keep-versions" in error_line(refused)
     assert list(transfer_doubles.MEMORY["current"].iter_sessions()) == []
     result = invoke("sessions", "import", str(archive), "--adapter",
-                    "tests.support.transfer_doubles:norestore_shared", "--apply")
+                    "tests.support.transfer_doubles:norestore_shared", "--apply", "--yes")
     assert result.exit_code == 0, result.output
     assert "cannot restore versions" in result.stderr and "created at version 1" in result.stderr
     assert {s.version for s in transfer_doubles.MEMORY["current"].iter_sessions()} == {1}
@@ -334,7 +334,7 @@ def test_damaged_archive_is_refused_and_writes_nothing(source, target, tmp_path,
         path.write_bytes(gzip.compress(plain.read_bytes()))
     before = redis_snapshot(target)
     for extra in ([], ["--on-conflict", "skip"]):
-        result = invoke("sessions", "import", str(path), "--uri", target, "--apply", *extra)
+        result = invoke("sessions", "import", str(path), "--uri", target, "--apply", "--yes", *extra)
         assert result.exit_code == code, result.output
         assert words in error_line(result)
         assert redis_snapshot(target) == before
@@ -345,7 +345,7 @@ def test_truncated_gzip_stream_is_refused(archive, target, tmp_path):
     data = gzip.compress(archive.read_bytes())
     path.write_bytes(data[: len(data) - 40])
     before = redis_snapshot(target)
-    result = invoke("sessions", "import", str(path), "--uri", target, "--apply")
+    result = invoke("sessions", "import", str(path), "--uri", target, "--apply", "--yes")
     assert result.exit_code == 1 and "archive check failed" in error_line(result)
     assert redis_snapshot(target) == before
 

@@ -133,7 +133,7 @@ def long_id_archive(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("extra", [(), ("--apply",), ("--apply", "--on-conflict", "skip"),
+@pytest.mark.parametrize("extra", [(), ("--apply", "--yes"), ("--apply", "--yes", "--on-conflict", "skip"),
                                    ("-o", "json")])
 def test_preview_and_apply_refuse_a_session_id_the_target_cannot_store(long_id_archive, pgvector_url,
                                                                        pgvector_adapter_factory,
@@ -150,7 +150,7 @@ def test_preview_and_apply_refuse_a_session_id_the_target_cannot_store(long_id_a
 
 
 def test_the_same_archive_imports_into_a_target_without_that_limit(long_id_archive, redis_url, redis):
-    result = invoke("sessions", "import", str(long_id_archive), "--uri", redis_url, "--apply")
+    result = invoke("sessions", "import", str(long_id_archive), "--uri", redis_url, "--apply", "--yes")
     assert result.exit_code == 0, result.output
     assert len(list(redis.iter_sessions())) == 2
 

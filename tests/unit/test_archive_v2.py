@@ -247,7 +247,7 @@ def test_cli_says_how_many_sessions_had_expired(target, tmp_path):
         SessionRecord("gone", 1, None, None, b"b", expires_at=now - timedelta(seconds=5)),
         SessionRecord("kept", 1, None, None, b"c")))
     result = invoke("sessions", "import", str(path), "--adapter", "tests.support.transfer_doubles:seamed_target",
-                    "--apply", "-o", "json")
+                    "--apply", "--yes", "-o", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["created"] == 1 and doc["expired"] == 1
@@ -298,7 +298,7 @@ def test_v1_archive_still_imports(target, tmp_path):
 def test_v1_archive_through_the_cli(target, tmp_path):
     path = tmp_path / "old.jsonl"
     path.write_bytes(V1_ARCHIVE)
-    args = ("sessions", "import", str(path), "--adapter", "tests.support.transfer_doubles:seamed_target", "--apply")
+    args = ("sessions", "import", str(path), "--adapter", "tests.support.transfer_doubles:seamed_target", "--apply", "--yes")
     refused = invoke(*args)
     assert refused.exit_code == 1 and "1 item(s)" in error_line(refused)
     result = invoke(*args, "--allow-loss")
@@ -462,7 +462,7 @@ def test_import_refuses_what_the_target_cannot_keep_unless_accepted(events_archi
         where = ("--adapter", "tests.support.transfer_doubles:memory_shared")
     else:
         where = ("--adapter", "tests.support.transfer_doubles:seamed_target")
-    for apply in ((), ("--apply",)):  # the preview says it too, with the same exit code
+    for apply in ((), ("--apply", "--yes")):  # the preview says it too, with the same exit code
         refused = invoke("sessions", "import", str(events_archive), *where, *apply)
         assert refused.exit_code == 1, refused.output
         assert named in error_line(refused) and "--allow-loss" in error_line(refused)
@@ -470,7 +470,7 @@ def test_import_refuses_what_the_target_cannot_keep_unless_accepted(events_archi
     with pytest.raises(LossyTransfer) as info:
         SessionImporter(target, ArchiveFile(events_archive)).apply()
     assert named in str(info.value)
-    accepted = invoke("sessions", "import", str(events_archive), *where, "--apply", "--allow-loss")
+    accepted = invoke("sessions", "import", str(events_archive), *where, "--apply", "--yes", "--allow-loss")
     assert accepted.exit_code == 0, accepted.output
     assert f"accepted loss: {named} not transferred" in accepted.stderr
     assert len(list(target.iter_sessions())) == 2
@@ -502,7 +502,7 @@ def test_writing_into_memory_warns_that_the_data_dies_with_the_process(tmp_path)
     path.write_bytes(archive_of(SessionRecord("s", 1, None, None, b"x")))
     doubles.MEMORY["current"] = MemoryBackendAdapter()
     result = invoke("sessions", "import", str(path), "--adapter", "tests.support.transfer_doubles:memory_shared",
-                    "--apply")
+                    "--apply", "--yes")
     assert result.exit_code == 0, result.output
     assert "backend 'memory' is not persistent" in result.stderr and "gone when it exits" in result.stderr
 
@@ -544,7 +544,7 @@ def test_copy_follows_the_same_rule(source):
     src, names = source
     doubles.MEMORY["current"] = memory = MemoryBackendAdapter()
     args = ("sessions", "copy", "--from-adapter", "tests.support.transfer_doubles:seamed_source",
-            "--to-adapter", "tests.support.transfer_doubles:memory_shared", "--with-events", "--apply")
+            "--to-adapter", "tests.support.transfer_doubles:memory_shared", "--with-events", "--apply", "--yes")
     refused = invoke(*args)
     assert refused.exit_code == 1
     assert "4 event(s) (backend 'memory' has no event store)" in error_line(refused)
@@ -560,7 +560,7 @@ def test_copy_between_stores_that_keep_everything_needs_no_flag(source, target):
     src, names = source
     result = invoke("sessions", "copy", "--from-adapter", "tests.support.transfer_doubles:seamed_source",
                     "--to-adapter", "tests.support.transfer_doubles:seamed_target", "--with-events",
-                    "--user", names["alice"], "--apply", "-o", "json")
+                    "--user", names["alice"], "--apply", "--yes", "-o", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["created"] == 2 and doc["events_restored"] == 5 and doc["counters"][names["alice"]] == 5
@@ -590,7 +590,7 @@ def test_cli_export_with_events_then_import_round_trip(source, target, tmp_path)
     assert [r["action"] for r in rows] == ["create"] * 3 and rows[-1]["session_id"] == ""
     assert "counter 5" in rows[-1]["detail"]
     applied = invoke("sessions", "import", str(path), "--adapter", "tests.support.transfer_doubles:seamed_target",
-                     "--apply")
+                     "--apply", "--yes")
     assert applied.exit_code == 0, applied.output
     assert "5 event(s) restored" in applied.stderr
     assert target.event_store().read_counter(names["alice"]) == 5

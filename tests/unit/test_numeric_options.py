@@ -121,7 +121,7 @@ def test_every_value_outside_the_range_is_refused_and_inside_accepted(path, para
     (["retrieve", "run", "-s", "s", "-k", "99999999999999999999999"], "--top-k"),
     (["health", "--timeout", "nan"], "--timeout"),
     (["health", "--timeout", "inf"], "--timeout"),
-    (["load", "run", "--duration", "nan", "--yes"], "--duration"),
+    (["load", "run", "--duration", "nan", "--apply", "--yes"], "--duration"),
     (["retrieve", "diff", "s", "--min-rbo", "nan"], "--min-rbo"),
     (["conformance", "run", "--health-timeout", "nan"], "--health-timeout"),
     (["sessions", "list", "--limit", "1e400"], "--limit"),

@@ -85,7 +85,7 @@ def test_sessions_delete_and_prune_leave_no_item_rows(adapter, pgvector_url):
         conn.execute("UPDATE semvec_session_state SET updated_at = updated_at - interval '2 days'"
                      " WHERE session_id = %s", (idle,))
     base = ["--uri", pgvector_url, "--backend", "pgvector"]
-    deleted = CliRunner().invoke(app, ["sessions", "delete", gone, *base, "--yes"])
+    deleted = CliRunner().invoke(app, ["sessions", "delete", gone, *base, "--apply", "--yes"])
     assert deleted.exit_code == 0, deleted.output
     assert _rows(pgvector_url, gone) == 0
     pruned = CliRunner().invoke(app, ["sessions", "prune", "--idle-for", "1d", "--match",

@@ -121,7 +121,7 @@ def test_finds_exactly_the_planted_problems_and_apply_purges_only_orphaned_items
 
     # the one safe repair on SQL (#23): item rows of a session that is gone are purged,
     # re-checked and gone on the next audit; everything else is left for a human
-    code, applied = doctor(store, "pgvector", "--fix", "--apply")
+    code, applied = doctor(store, "pgvector", "--fix", "--apply", "--yes")
     outcomes = {(f["check"], f["where"]): f["outcome"] for f in applied}
     assert outcomes.pop(("items.orphaned", f"{items} session 's-gone'")) == "repaired"
     assert set(outcomes.values()) == {"left (needs a human)"}

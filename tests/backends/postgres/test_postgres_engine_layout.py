@@ -172,7 +172,7 @@ def test_switching_to_pgvector_and_back_keeps_every_session_byte_identical(engin
 
     monkeypatch.setenv("SEMVEC_PGVECTOR_DIMENSIONS", "8")
     before = snapshot(engine_url)
-    ensured = run("indexes", "ensure", "--backend", "pgvector", "--uri", engine_url, "--yes")
+    ensured = run("indexes", "ensure", "--backend", "pgvector", "--uri", engine_url, "--apply", "--yes")
     assert ensured.exit_code == 0, ensured.output
     assert snapshot(engine_url) == before
     assert json.loads(run("backends", "resolve", "--uri", engine_url, "-o", "json").stdout
@@ -228,7 +228,7 @@ def test_conformance_full_on_an_engine_database_leaves_engine_rows_alone(engine_
     monkeypatch.setenv("SEMVEC_PGVECTOR_DIMENSIONS", "8")
     if backend == "pgvector":
         assert run("indexes", "ensure", "--backend", "pgvector", "--uri", engine_url,
-                   "--yes").exit_code == 0
+                   "--apply", "--yes").exit_code == 0
     before = snapshot(engine_url)
     result = run("conformance", "run", "--backend", backend, "--uri", engine_url,
                  "--allow-provisioning", "--dimensions", "8", "-o", "json")

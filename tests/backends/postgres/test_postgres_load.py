@@ -26,7 +26,7 @@ def test_postgres_writers_lose_nothing(postgres_adapter_factory):
 
 def test_load_run_over_the_uri_picks_postgres(pgvector_url):
     result = CliRunner().invoke(app, ["load", "run", "--uri", pgvector_url, "-w", "2", "-d", "1",
-                                      "--events-per-turn", "1", "--yes", "-o", "json"])
+                                      "--events-per-turn", "1", "--apply", "--yes", "-o", "json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["backend"] == "postgres", report

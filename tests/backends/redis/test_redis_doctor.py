@@ -160,7 +160,7 @@ def test_fix_plans_then_apply_repairs_only_the_safe_ones(url, monkeypatch):
     with RedisBackendAdapter(url) as adapter:  # the plan wrote nothing
         assert {k: adapter.client.dump(k) for k in adapter.client.scan_iter("*")} == before
 
-    code, applied = doctor(url, "--fix", "--apply")
+    code, applied = doctor(url, "--fix", "--apply", "--yes")
     repaired = {(f["check"], f["where"]) for f in applied if f["outcome"] == "repaired"}
     assert repaired == {
         ("index.dangling", f"key semvec:events:u:dangle member {ids['ghost']}"),
@@ -212,7 +212,7 @@ def test_streams_jsonl_and_table(url):
 
 
 def test_apply_without_fix_is_a_usage_error(url):
-    result = runner.invoke(app, ["doctor", "--uri", url, "--apply"])
+    result = runner.invoke(app, ["doctor", "--uri", url, "--apply", "--yes"])
     assert result.exit_code == 2
 
 
@@ -263,7 +263,7 @@ def test_apply_converges_on_thousands_of_dangling_entries(url, monkeypatch):
         pipe.set("semvec:events:seq:many", 10 + ghosts)
         pipe.execute()
 
-    result = runner.invoke(app, ["doctor", "--uri", url, "-o", "json", "--fix", "--apply"])
+    result = runner.invoke(app, ["doctor", "--uri", url, "-o", "json", "--fix", "--apply", "--yes"])
     body = json.loads(result.stdout)
     repaired = [f for f in body["findings"] if f["outcome"] == "repaired"]
     assert len(repaired) == 2 * ghosts
@@ -305,7 +305,7 @@ def test_reaudit_reports_a_repair_that_did_not_hold(url, monkeypatch):
             yield finding
 
     monkeypatch.setattr(audit_module.RedisAudit, "_counter", counter_then_undo)
-    result = runner.invoke(app, ["doctor", "--uri", url, "-o", "json", "--fix", "--apply"])
+    result = runner.invoke(app, ["doctor", "--uri", url, "-o", "json", "--fix", "--apply", "--yes"])
     body = json.loads(result.stdout)
     assert body["summary"]["repaired"] == 0
     assert body["reaudit"]["false_claims"] == 1
@@ -406,12 +406,12 @@ def test_apply_interrupted_then_rerun_converges(url, monkeypatch):
         return real(finding)
 
     monkeypatch.setattr(doctor_pkg, "apply_repair", interrupted)
-    first = runner.invoke(app, ["doctor", "--uri", url, "--fix", "--apply"])
+    first = runner.invoke(app, ["doctor", "--uri", url, "--fix", "--apply", "--yes"])
     assert first.exit_code == 130, first.output
     with RedisBackendAdapter(url) as adapter:
         assert adapter.client.zcard("semvec:events:u:cut") == 2 + ghosts - 120
     monkeypatch.setattr(doctor_pkg, "apply_repair", real)
-    result = runner.invoke(app, ["doctor", "--uri", url, "-o", "json", "--fix", "--apply"])
+    result = runner.invoke(app, ["doctor", "--uri", url, "-o", "json", "--fix", "--apply", "--yes"])
     body = json.loads(result.stdout)
     assert body["summary"]["repaired"] == ghosts - 120
     assert body["reaudit"]["error"] == 0 and result.exit_code == 0

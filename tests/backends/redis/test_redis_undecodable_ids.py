@@ -101,13 +101,13 @@ def test_inspect_shows_it_damaged_and_delete_removes_it(url):
     ok = cli(url, "sessions", "inspect", "a\\b", "-o", "json")  # the ordinary id still works
     assert ok.exit_code == 0 and json.loads(ok.stdout)["session_id"] == "a\\b"
 
-    gone = cli(url, "sessions", "delete", SHOWN, "--yes")
+    gone = cli(url, "sessions", "delete", SHOWN, "--apply", "--yes")
     assert gone.exit_code == 0, gone.output
     assert SHOWN in gone.stderr and "unexpected" not in gone.output
     with RedisBackendAdapter(url) as adapter:
         assert not adapter.client.exists(BAD)
         assert adapter.client.exists("semvec:state:s-ok", "semvec:state:a\\b") == 2
-    again = cli(url, "sessions", "delete", SHOWN, "--yes")
+    again = cli(url, "sessions", "delete", SHOWN, "--apply", "--yes")
     assert again.exit_code == 1 and "no session" in again.stderr
     clean = cli(url, "doctor")
     assert clean.exit_code == 0, clean.output
@@ -122,7 +122,7 @@ def test_an_undecodable_id_on_a_store_of_text_ids_is_no_session():
 @pytest.mark.postgres
 def test_an_undecodable_id_on_postgres_is_no_session(pgvector_url, postgres_adapter_factory):
     postgres_adapter_factory().state_store().save("s-pg", b"x", expected_version=None)
-    for argv in (["sessions", "inspect", "x\\xff"], ["sessions", "delete", "x\\xff", "--yes"]):
+    for argv in (["sessions", "inspect", "x\\xff"], ["sessions", "delete", "x\\xff", "--apply", "--yes"]):
         result = runner.invoke(app, [*argv, "--uri", pgvector_url, "--backend", "postgres"])
         assert result.exit_code == 1, result.output
         assert "no session" in result.stderr and "unexpected" not in result.output

@@ -1,0 +1,115 @@
+"""The "Examples:" of every command's ``--help``, said once, here.
+
+Keyed by command path; :func:`epilog_of` renders them as the command's epilog (the app
+attaches it when it builds the command, so no command module repeats it). Every example
+is run by ``tests/cli/test_help_examples.py`` against the suite's Redis
+(``redis://cache:6379/0``) and PostgreSQL (``postgresql://db/semvec``), seeded with the
+README's session ``chat-42`` (owner ``acme``), user ``u-17`` and the items of session
+``s1``; an example ending in ``# exit N ...`` documents, and is checked for, exit N. The
+test runs them in this order (``doctor --fix --apply`` removes item rows no session
+state owns, so retrieval comes before it).
+"""
+
+from __future__ import annotations
+
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "backends list": (
+        "semvecctl backends list",
+        "semvecctl backends list --check -o json",
+    ),
+    "backends show": ("semvecctl backends show pgvector",),
+    "backends resolve": (
+        "semvecctl backends resolve",
+        "semvecctl backends resolve --uri postgresql://db/semvec",
+    ),
+    "health": (
+        "semvecctl health --uri redis://cache:6379/0 --timeout 2 -o json",
+        "semvecctl health --backend memory --require-persistent   # exit 1: a CI gate",
+    ),
+    "indexes plan": ("semvecctl indexes plan --uri postgresql://db/semvec --dimensions 384",),
+    "indexes ensure": (
+        "semvecctl indexes ensure --uri postgresql://db/semvec --dimensions 384   # a preview",
+        "semvecctl indexes ensure --uri postgresql://db/semvec --dimensions 384 --apply --yes",
+    ),
+    "indexes validate": (
+        "semvecctl indexes validate --uri postgresql://db/semvec -o json",
+        "semvecctl indexes validate --uri postgresql://db/semvec --report indexes.md",
+    ),
+    "sessions list": (
+        "semvecctl sessions list --uri redis://cache:6379/0 --owner acme --match 'chat-*'",
+        "semvecctl sessions list --uri redis://cache:6379/0 -n 10 -o jsonl",
+    ),
+    "sessions inspect": ("semvecctl sessions inspect chat-42 --uri redis://cache:6379/0",),
+    "sessions delete": (
+        "semvecctl sessions delete chat-7 --uri redis://cache:6379/0   # a preview",
+        "semvecctl sessions delete chat-7 --uri redis://cache:6379/0 --owner acme --apply --yes",
+    ),
+    "sessions export": (
+        "semvecctl sessions export --uri redis://cache:6379/0 --out backup.jsonl.gz",
+        "semvecctl sessions export --uri redis://cache:6379/0 --owner acme --out backup.jsonl.gz --overwrite",
+    ),
+    "sessions import": (
+        "semvecctl sessions import backup.jsonl.gz --uri postgresql://db/semvec   # a preview",
+        "semvecctl sessions import backup.jsonl.gz --uri postgresql://db/semvec --keep-versions --apply --yes",
+    ),
+    "sessions copy": (
+        "semvecctl sessions copy --from redis://cache:6379/0 --to postgresql://db/semvec --with-events --allow-loss --on-conflict skip",
+        "semvecctl sessions copy --from redis://cache:6379/0 --to postgresql://db/semvec --with-events --allow-loss --on-conflict skip --apply --yes",
+    ),
+    "sessions prune": (
+        "semvecctl sessions prune --uri postgresql://db/semvec --idle-for 30d",
+        "semvecctl sessions prune --uri postgresql://db/semvec --idle-for 30d --archive idle.jsonl.gz --apply --yes",
+    ),
+    "events list": ("semvecctl events list --uri redis://cache:6379/0 --user u-17 --limit 20 -o jsonl",),
+    "events inspect": (
+        "semvecctl events inspect 7f0c6a52-8a3e-4d7e-9b0e-2f7d7f3c1a10 --uri redis://cache:6379/0",
+    ),
+    "events count": ("semvecctl events count --uri redis://cache:6379/0 --user u-17 --owner acme",),
+    "events export": ("semvecctl events export --uri redis://cache:6379/0 --user u-17 --out u-17.jsonl.gz",),
+    "retrieve run": (
+        "semvecctl retrieve run --uri postgresql://db/semvec --session s1 --like item-7 --side server",
+    ),
+    "retrieve diff": (
+        "semvecctl retrieve diff --uri postgresql://db/semvec --session s1 --query 'refund policy' --query-vector q.json",
+        "semvecctl retrieve diff --uri postgresql://db/semvec --session s1 --queries golden.jsonl --report diff.md",
+    ),
+    "erase": (
+        "semvecctl erase --uri redis://cache:6379/0 --user u-17 --owner acme   # a preview",
+        "semvecctl erase --uri redis://cache:6379/0 --user u-17 --owner acme --apply --yes --receipt u-17.json",
+    ),
+    "doctor": (
+        "semvecctl doctor --uri postgresql://db/semvec -o jsonl",
+        "semvecctl doctor --uri postgresql://db/semvec --fix --apply --yes",
+    ),
+    "conformance list": ("semvecctl conformance list",),
+    "conformance run": (
+        "semvecctl conformance run --backend memory --only state",
+        "semvecctl conformance run --uri redis://cache:6379/0 --only state --junit conformance.xml",
+    ),
+    "load run": (
+        "semvecctl load run --uri redis://cache:6379/0 --duration 1   # a preview",
+        "semvecctl load run --uri redis://cache:6379/0 --writers 4 --duration 1 --apply --yes",
+    ),
+    "load cleanup": (
+        "semvecctl load cleanup --prefix semvec-load-0123abcd- --uri redis://cache:6379/0 --apply --yes",
+    ),
+    "config view": ("semvecctl config view -o json",),
+    "config set-profile": ("semvecctl config set-profile staging --uri redis://cache:6379/0",),
+    "config get-profiles": ("semvecctl config get-profiles",),
+    "config use-profile": ("semvecctl config use-profile staging",),
+    "completions show": ('eval "$(semvecctl completions show bash)"',),
+    "completions install": ("semvecctl completions install zsh",),
+}
+
+
+def examples_of(path: str) -> tuple[str, ...]:
+    return EXAMPLES.get(path, ())
+
+
+def epilog_of(path: str) -> str | None:
+    """The ``Examples:`` block of command ``path`` (click keeps ``\\b`` paragraphs as
+    they are written), or None."""
+    lines = examples_of(path)
+    if not lines:
+        return None
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
