@@ -252,10 +252,10 @@ class Output:
                 self.write(json.dumps(to_plain(row), default=str))
                 count += 1
             return count
-        if fmt in ("json", "yaml"):
-            items = list(rows)
-            self.emit(items, fmt)
-            return len(items)
+        if fmt == "json":
+            return self._stream_json(rows)
+        if fmt == "yaml":
+            return self._stream_yaml(rows)
         # table: plain aligned columns, flushed in chunks so memory stays flat
         chunk: list[Any] = []
         header_done = False
@@ -267,6 +267,39 @@ class Output:
                 header_done = self._flush_plain(columns, chunk, widths, header_done)
                 chunk = []
         self._flush_plain(columns, chunk, widths, header_done, final=True)
+        return count
+
+    def _stream_json(self, rows: Iterable[Any]) -> int:
+        """One JSON array written as the rows arrive (``[``, the items, ``]``), laid out
+        as ``emit`` lays out a list, so memory holds one row, not the listing. A failure
+        half-way leaves the array unclosed: a reader sees invalid JSON, never a short list."""
+        import json
+
+        count = 0
+        for row in rows:
+            body = json.dumps(to_plain(row), indent=2, default=str).replace("\n", "\n  ")
+            sys.stdout.write(self._scrub(("[\n  " if count == 0 else ",\n  ") + body))
+            count += 1
+            if count % 500 == 0:
+                sys.stdout.flush()
+        self.write("[]" if count == 0 else "\n]")
+        return count
+
+    def _stream_yaml(self, rows: Iterable[Any]) -> int:
+        """A YAML sequence written one entry at a time (each ``- ...`` block is what
+        ``safe_dump`` makes of a one-item list, so the whole is the list it would make)."""
+        import yaml
+
+        count = 0
+        for row in rows:
+            sys.stdout.write(self._scrub(yaml.safe_dump([to_plain(row)], sort_keys=False,
+                                                        allow_unicode=True)))
+            count += 1
+            if count % 500 == 0:
+                sys.stdout.flush()
+        if count == 0:
+            self.write("[]")
+        sys.stdout.flush()
         return count
 
     def _flush_plain(self, columns: Sequence[Column], chunk: list[Any], widths: list[int],

@@ -152,27 +152,38 @@ class ArchiveReader:
         """Validated records (sessions, then user logs); raises ArchiveDamaged at the first
         failed check, including after the last record when the trailer disagrees or is
         missing."""
-        count = users = 0
+        count = lines = users = 0
         version = self.header.format_version
+        open_log: tuple[str, int, int] | None = None  # v3: (user, last part, top sequence)
         while True:
             raw = self._next_line()
             if raw is None:
-                raise damaged(self._line_no, f"the archive ends after {count + users} record(s) "
+                raise damaged(self._line_no, f"the archive ends after {count + lines} record(s) "
                                              "without its trailer (truncated)")
             record = parse_line(raw, self._line_no)
             kind = record.get("kind")
+            if open_log is not None and (kind != "user" or record.get("user_id") != open_log[0]):
+                raise damaged(self._line_no, f"the log of user {open_log[0]!r} ends after part "
+                                             f"{open_log[1]} without its final part")
             if kind == "trailer":
                 check_trailer(record, self._line_no, count, self._chain.hexdigest(), users, version)
                 if self._next_line() is not None:
                     raise damaged(self._line_no, "there is data after the trailer")
                 return
             parsed: ArchiveRecord
-            if kind == "session" and not users:
-                parsed, line = check_session(record, self._line_no, count + users + 1, self.header)
+            if kind == "session" and not lines:
+                parsed, line = check_session(record, self._line_no, count + lines + 1, self.header)
                 count += 1
             elif kind == "user" and version >= 2:
-                parsed, line = check_user(record, self._line_no, count + users + 1)
-                users += 1
+                parsed, line = check_user(record, self._line_no, count + lines + 1, version,
+                                          open_log[2] if open_log else 0)
+                if parsed.part != (open_log[1] + 1 if open_log else 1):
+                    raise damaged(self._line_no, f"part {parsed.part} of the log of user "
+                                                 f"{parsed.user_id!r} is out of order")
+                lines += 1
+                users += parsed.final
+                top = max([open_log[2] if open_log else 0, *(e.sequence for e in parsed.events)])
+                open_log = None if parsed.final else (parsed.user_id, parsed.part, top)
             elif kind == "session":
                 raise damaged(self._line_no, "a session record after the user logs")
             else:
@@ -205,7 +216,8 @@ def _record_keys(record: ArchiveRecord) -> Iterator[str]:
         yield "session\x00" + record.session_id
         yield from _event_keys(record.events or ())
     else:
-        yield "user\x00" + record.user_id
+        if record.part == 1:  # a log's later parts are the same log
+            yield "user\x00" + record.user_id
         yield from _event_keys(record.events)
 
 
@@ -244,8 +256,8 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
             for key in _record_keys(record):
                 seen.add(key)
             if isinstance(record, UserRecord):
-                users += 1
-                counters += record.counter is not None
+                users += record.final
+                counters += record.final and record.counter is not None
                 events += len(record.events)
                 sequenced += sum(1 for e in record.events if e.sequence)
                 continue

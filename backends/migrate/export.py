@@ -31,14 +31,13 @@ from backends.archive import (
     ArchiveReader,
     ArchiveWriter,
     SessionRecord,
-    UserRecord,
     atomic_output,
 )
 from backends.archive.format import log_order, utc_now
 from backends.archive.seen import SeenFilter, confirmed_duplicates
 from backends.contract import Capability, OwnerFilter, UNSCOPED, offers
 from backends.errors import CorruptState, IntegrityError, UnsupportedOperation
-from backends.migrate.batch_reads import READ_CHUNK, batch_loader, chunks
+from backends.migrate.batch_reads import READ_CHUNK, batch_loader, chunks, iter_user_log
 from backends.migrate.loss import (
     counter_reader,
     export_losses,
@@ -169,17 +168,20 @@ def user_sessions(adapter: Any, users: Sequence[str], owner_subject: OwnerFilter
             for e in store.list_events(user, owner_subject=owner_subject) if e.session_id}
 
 
-def iter_user_records(adapter: Any, users: Sequence[str],
-                      owner_subject: OwnerFilter = UNSCOPED) -> Iterator[UserRecord]:
+def write_user_logs(adapter: Any, writer: ArchiveWriter, users: Sequence[str],
+                    owner_subject: OwnerFilter = UNSCOPED) -> None:
+    """Stream each user's log into ``writer`` in parts (see ``ArchiveWriter.add_user_log``),
+    then the counter, read after the events: it only grows, so it covers every one."""
     store = adapter.event_store()
     read_counter = counter_reader(adapter)
     for user in users:
-        events = tuple(sorted(store.list_events(user, owner_subject=owner_subject),
-                              key=log_order))
-        top = max((e.sequence for e in events), default=0)
-        # read after the events: the counter only grows, so it covers every one of them
-        counter = max(int(read_counter(user)), top) if read_counter is not None else None
-        yield UserRecord(user, counter, events)
+        events: Iterable[Any] = iter_user_log(store, user, owner_subject)
+        if not offers(store, Capability.ASSIGNS_SEQUENCES):  # read newest first: sort it
+            events = sorted(events, key=log_order)
+        def counter(top: int, user: str = user) -> int | None:
+            return max(int(read_counter(user)), top) if read_counter is not None else None
+
+        writer.add_user_log(user, events, counter)
 
 
 class DamagedSession(IntegrityError):
@@ -302,8 +304,7 @@ def write_archive(adapter: Any, stream: IO[bytes], *, source_uri: str,
     for record in records:
         seen.add(record.session_id)
         writer.add(record)
-    for user_record in iter_user_records(adapter, users, owner_subject):
-        writer.add(user_record)
+    write_user_logs(adapter, writer, users, owner_subject)
     result.digest = writer.finish()
     result.count, result.items, result.suspects = writer.count, writer.items, seen.suspects
     result.events, result.users = writer.events, writer.users

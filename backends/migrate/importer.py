@@ -277,18 +277,19 @@ class SessionImporter:
                 return clash
         return None
 
-    def _row(self, record: SessionRecord | UserRecord, logs: _TargetLogs | None) -> PlanRow:
+    def _user_row(self, record: UserRecord, events: int, clash: str | None) -> PlanRow:
+        """One row for a user's whole log (``events`` and the first ``clash`` summed over
+        its parts; ``record`` is the final part, which carries the counter)."""
+        counter = "" if record.counter is None else f", counter {record.counter}"
+        detail = f"log of user {record.user_id!r}: {events} event(s){counter}"
+        action = "create"
+        if clash:
+            action, detail = ("conflict", clash) if self.on_conflict == "error" else (
+                "create", f"{detail}; events the target holds are skipped")
+        return PlanRow("", 0, None, action, detail, None, events, "user", record.user_id)
+
+    def _row(self, record: SessionRecord, logs: _TargetLogs | None) -> PlanRow:
         conflict = "conflict" if self.on_conflict == "error" else "skip"
-        if isinstance(record, UserRecord):
-            counter = "" if record.counter is None else f", counter {record.counter}"
-            detail = f"log of user {record.user_id!r}: {len(record.events)} event(s){counter}"
-            clash = self._event_clash(logs, record.events)
-            action = "create"
-            if clash:
-                action, detail = ("conflict", clash) if conflict == "conflict" else (
-                    "create", f"{detail}; events the target holds are skipped")
-            return PlanRow("", 0, None, action, detail, None, len(record.events), "user",
-                           record.user_id)
         items = None if record.items is None else len(record.items)
         events = None if record.events is None else len(record.events)
         row = lambda action, detail: PlanRow(  # noqa: E731
@@ -313,9 +314,18 @@ class SessionImporter:
         """Stream the preview; ``self.totals`` is complete once the stream is exhausted."""
         self.totals = PlanTotals()
         logs = self._logs()
+        log_events, log_clash = 0, None  # of the user log being read (v3: in parts)
         for line, record in self._numbered_records():
             self.check_record(record, line)  # what --apply would refuse, the preview refuses
-            row = self._row(record, logs)
+            if isinstance(record, UserRecord):
+                log_events += len(record.events)
+                log_clash = log_clash or self._event_clash(logs, record.events)
+                if not record.final:
+                    continue
+                row = self._user_row(record, log_events, log_clash)
+                log_events, log_clash = 0, None
+            else:
+                row = self._row(record, logs)
             setattr(self.totals, row.action, getattr(self.totals, row.action) + 1)
             if row.action == "conflict" and self.totals.first_conflict is None:
                 self.totals.first_conflict = row.session_id or f"log of user {row.user_id!r}"
