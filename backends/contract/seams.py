@@ -198,6 +198,15 @@ class SubjectsBySession(Protocol):
 
 
 @runtime_checkable
+class SessionCounter(Protocol):
+    """Optional on a state store: how many sessions a listing with the same owner filter
+    and glob would show, counted by the store (one query) instead of enumerated."""
+
+    def count_sessions(self, *, owner_subject: OwnerFilter = UNSCOPED,
+                       match: str | None = None) -> int: ...
+
+
+@runtime_checkable
 class WriteTimeDeclaration(Protocol):
     """A state store that declares ``records_write_time = True``: its session summaries
     carry ``updated_at``, the time of the last write (what ``sessions prune`` reads)."""

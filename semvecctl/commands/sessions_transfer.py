@@ -114,6 +114,11 @@ def export_sessions(
     with_items: bool = WithItemsOpt,
     with_events: bool = WithEventsOpt,
     users: Optional[List[str]] = UserOpt,
+    since: Optional[str] = typer.Option(
+        None, "--since", metavar="DURATION", show_default=False,
+        help="Only sessions written within this long before the export starts (30d, 12h, "
+             "90m, 45s): an incremental export. Needs a store that records write times "
+             "(PostgreSQL, MongoDB); elsewhere exit 3."),
     allow_loss: bool = AllowLossOpt,
     out_path: str = typer.Option("-", "--out", "-O", help="Archive file (gzip when it ends in .gz), or - for stdout."),
     batch_size: int = BatchOpt,
@@ -131,10 +136,15 @@ def export_sessions(
     private (0600) and appears only once complete: an interrupted export leaves nothing
     under the target name. An existing --out file is replaced only with --overwrite.
     """
+    from datetime import datetime, timezone
+
     from backends.migrate import check_exportable, export_to_path, export_to_stream
+    from semvecctl.durations import parse_duration
 
     app = current()
     out = app.output
+    updated_since = (None if since is None
+                     else datetime.now(timezone.utc) - parse_duration(since, "--since"))
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     to_stdout = archive_target(out_path, out, overwrite=overwrite)
@@ -142,12 +152,14 @@ def export_sessions(
     users = _users(users)
     with conn.open() as source:
         for warning in check_exportable(source, with_items=with_items, with_events=with_events,
-                                        users=users, allow_loss=allow_loss):
+                                        users=users, allow_loss=allow_loss,
+                                        updated_since=updated_since):
             out.warn(warning)
         options = dict(source_uri=_source_label(spec), owner_subject=scope, match=match,
                        with_items=with_items, with_events=with_events, users=users,
                        allow_loss=allow_loss, batch_size=batch_size,
-                       progress=_progress("exporting"), skip_damaged=skip_damaged)
+                       progress=_progress("exporting"), skip_damaged=skip_damaged,
+                       updated_since=updated_since)
         if to_stdout:
             result = export_to_stream(source, sys.stdout.buffer, **options)
         else:
