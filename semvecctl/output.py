@@ -140,6 +140,8 @@ class Output:
         self.no_color = no_color or bool(os.environ.get("NO_COLOR"))
         self._scrub = scrubber or (lambda text: text)
         self.last_progress: ProgressTask | None = None
+        #: every progress display of this invocation by label (a transfer's phases)
+        self.progress_tasks: dict[str, ProgressTask] = {}
 
     # -- streams ----------------------------------------------------------------------
 
@@ -330,11 +332,21 @@ class Output:
                 task.advance()
 
     @contextlib.contextmanager
+    def phase(self, label: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
+        """One phase of long work (``backends.migrate.progress``): a display of its own,
+        yielding the ``tick(n)`` the phase calls as it works."""
+        with self.progress_task(label, total=total) as task:
+            yield task.advance
+
+    @contextlib.contextmanager
     def progress_task(self, label: str, *, total: int | None = None,
-                      unit: str = "") -> Iterator["ProgressTask"]:
-        """A progress display the caller advances (or sets) itself; rich on a TTY only."""
+                      unit: str = "", ends_in: float | None = None) -> Iterator["ProgressTask"]:
+        """A progress display the caller advances (or sets) itself; rich on a TTY only.
+        ``ends_in`` (seconds) is for work bounded by time rather than by a count: the
+        display shows the time left."""
         task = ProgressTask(total)
         self.last_progress = task
+        self.progress_tasks[label] = task
         if not self._isatty(sys.stderr):
             try:
                 yield task
@@ -348,10 +360,19 @@ class Output:
                    TextColumn("{task.fields[rate]}"), TimeElapsedColumn()]
         if total:
             columns.append(TimeRemainingColumn())
+        if ends_in is not None:
+            columns.append(TextColumn("{task.fields[left]}"))
+
+        def left() -> str:
+            if ends_in is None:
+                return ""
+            seconds = max(0, int(ends_in - task.elapsed + 0.999))
+            return f"{seconds // 60}:{seconds % 60:02d} left"
+
         with Progress(*columns, console=self._console(sys.stderr), transient=True) as bar:
-            handle = bar.add_task(label, total=total, rate="")
+            handle = bar.add_task(label, total=total, rate="", left=left())
             task.attach(lambda: bar.update(handle, completed=task.count,
-                                           rate=f"{task.rate:,.0f}/s"))
+                                           rate=f"{task.rate:,.0f}/s", left=left()))
             try:
                 yield task
             finally:

@@ -18,7 +18,7 @@ import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Callable, Iterator
 
 from backends.archive.errors import ArchiveDamaged, ArchiveUnsupported
 from backends.archive.format import (
@@ -70,6 +70,9 @@ class ArchiveSummary:
     counters: int = 0
     #: sessions archived with the source's last write time (``updated_at``)
     sessions_with_write_time: int = 0
+    #: records (lines between header and trailer: sessions and user log parts), what a
+    #: later pass over the archive reads
+    records: int = 0
 
 
 class ArchiveReader:
@@ -232,13 +235,15 @@ def _duplicate_message(key: str, count: int) -> str:
             "nothing was imported from it")
 
 
-def verify_archive(source_factory: Any) -> ArchiveSummary:
+def verify_archive(source_factory: Any,
+                   tick: Callable[[int], None] | None = None) -> ArchiveSummary:
     """Read the whole archive once, checking everything, and refuse duplicate session ids,
     user logs, event ids and (user, sequence) pairs.
 
     ``source_factory()`` opens the archive afresh (a path works too; the opened stream
     is closed after each pass); a second pass runs
-    only when the duplicate filter has suspects to settle.
+    only when the duplicate filter has suspects to settle. ``tick(1)`` is called per
+    record of the first pass (progress).
     """
     if isinstance(source_factory, (str, os.PathLike)):
         path = source_factory
@@ -247,12 +252,15 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
         opener = source_factory
     seen = SeenFilter()
     count = items = with_items = with_ttl = drift = events = sequenced = with_events = 0
-    users = counters = expiring = written_at = 0
+    users = counters = expiring = written_at = records = 0
     dimensions: set[int] = set()
     now = utc_now()
     with ArchiveReader(opener(), close_source=True) as reader:
         header = reader.header
         for record in reader.records():
+            records += 1
+            if tick is not None:
+                tick(1)
             for key in _record_keys(record):
                 seen.add(key)
             if isinstance(record, UserRecord):
@@ -287,4 +295,5 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
                           dimensions=frozenset(dimensions), sessions_with_ttl=with_ttl,
                           drift_exempt=drift, events=events, sequenced_events=sequenced,
                           sessions_with_events=with_events, users=users, counters=counters,
-                          sessions_expiring=expiring, sessions_with_write_time=written_at)
+                          sessions_expiring=expiring, sessions_with_write_time=written_at,
+                          records=records)

@@ -49,6 +49,8 @@ from backends.migrate.loss import (
     state_store_member,
     write_time_restorer,
 )
+from backends.migrate.progress import (CHECKING, CONFLICTS, READING_BACK, READING_BACK_EVENTS,
+                                      VERIFYING, WRITING, Phases, counted, quiet)
 from backends.migrate.verify import Expected, VerifyReport, check_all, check_events
 
 ON_CONFLICT = ("error", "skip")
@@ -151,7 +153,8 @@ class SessionImporter:
     """Import an archive (``source.open()`` gives a fresh stream per pass) into ``adapter``."""
 
     def __init__(self, adapter: Any, source: Any, *, on_conflict: str = "error",
-                 keep_versions: bool = False, allow_loss: bool = False) -> None:
+                 keep_versions: bool = False, allow_loss: bool = False,
+                 phases: Phases | None = None) -> None:
         if on_conflict not in ON_CONFLICT:
             raise ValueError(f"on_conflict must be one of {', '.join(ON_CONFLICT)}")
         self.adapter = adapter
@@ -159,6 +162,8 @@ class SessionImporter:
         self.on_conflict = on_conflict
         self.keep_versions = keep_versions
         self.allow_loss = allow_loss
+        #: progress of each pass (see backends.migrate.progress)
+        self.phases: Phases = phases or quiet
         self.restores_versions = offers(adapter, Capability.RESTORE)
         self.mirrors_items = offers(adapter, Capability.ITEM_MIRROR)
         self.summary: ArchiveSummary | None = None
@@ -175,7 +180,8 @@ class SessionImporter:
 
     def verify(self) -> ArchiveSummary:
         if self.summary is None:
-            self.summary = verify_archive(self.source.open)
+            with self.phases(VERIFYING, None) as tick:
+                self.summary = verify_archive(self.source.open, tick)
         return self.summary
 
     def check_capabilities(self) -> None:
@@ -252,8 +258,9 @@ class SessionImporter:
 
     def check_records(self) -> None:
         """:meth:`check_record` for every record (an import runs it before its first write)."""
-        for line, record in self._numbered_records():
-            self.check_record(record, line)
+        with self.phases(CHECKING, self.verify().records) as tick:
+            for line, record in counted(self._numbered_records(), tick):
+                self.check_record(record, line)
 
     def _records(self) -> Iterator[SessionRecord]:
         for record in self._all_records():
@@ -422,20 +429,29 @@ class SessionImporter:
 
     def apply(self, progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None
               ) -> ImportResult:
+        """Write every record (see the module); ``progress`` wraps the stream of records
+        written (the CLI holds signals between two of them)."""
+        with self.phases(WRITING, self.verify().records) as tick:
+            return self._apply(tick, progress)
+
+    def _apply(self, tick: Any, progress: Callable[[Iterable[Any]], Iterable[Any]] | None
+               ) -> ImportResult:
         self.verify()
         self.check_capabilities()
         self.check_losses()
         self.check_records()  # before the first write, whatever the conflict policy
         if self.on_conflict == "error":
-            for _ in self.plan():
-                pass
+            summary = self.verify()
+            with self.phases(CONFLICTS, summary.count + summary.users) as tick:
+                for _ in counted(self.plan(), tick):
+                    pass
             if self.totals.conflict:
                 raise self._conflict(self.totals.first_conflict or "?", self.totals.conflict, 0,
                                      self.totals.first_conflict_detail)
         result = ImportResult(versions_preserved=self.restores_versions)
         self.result = result
         logs = self._logs()
-        records: Iterable[SessionRecord | UserRecord] = self._all_records()
+        records: Iterable[SessionRecord | UserRecord] = counted(self._all_records(), tick)
         if progress is not None:
             records = progress(records)
         for record in records:
@@ -496,15 +512,17 @@ class SessionImporter:
         report = VerifyReport()
         keeps_drift = state_store_member(self.adapter, Capability.DRIFT_STATUS) is not None and \
             state_store_member(self.adapter, Capability.DRIFT_EXEMPT) is not None
-        expected = (
-            Expected(record.session_id, record.blob_sha256, record.version,
-                     record.owner_subject, record.pending_message,
-                     record.items if (record.items is not None and self.mirrors_items) else None,
-                     record.drift_exempt if keeps_drift else None)
-            for record in self._records()
-        )
-        check_all(report, self.adapter, expected, skipped=result.skipped_ids | result.expired_ids,
-                  versions_preserved=result.versions_preserved)
+        with self.phases(READING_BACK, self.verify().count) as tick:
+            expected = (
+                Expected(record.session_id, record.blob_sha256, record.version,
+                         record.owner_subject, record.pending_message,
+                         record.items if (record.items is not None and self.mirrors_items) else None,
+                         record.drift_exempt if keeps_drift else None)
+                for record in counted(self._records(), tick)
+            )
+            check_all(report, self.adapter, expected,
+                      skipped=result.skipped_ids | result.expired_ids,
+                      versions_preserved=result.versions_preserved)
         self.verify_events(report)
         return report
 
@@ -523,4 +541,5 @@ class SessionImporter:
                 elif record.events:
                     yield record.events, None
 
-        check_events(report, store, archived(), skipped=result.skipped_event_ids)
+        with self.phases(READING_BACK_EVENTS, self.verify().events) as tick:
+            check_events(report, store, archived(), skipped=result.skipped_event_ids, tick=tick)

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 
 from backends.contract import UNSCOPED, Capability, OwnerFilter, as_utc, offers
 from backends.errors import UnsupportedOperation
+from backends.migrate.progress import store_count
 
 #: --sort keys, each with what "first" means
 SORT_KEYS = {
@@ -30,9 +31,9 @@ def count_sessions(adapter: Any, *, owner_subject: OwnerFilter = UNSCOPED,
                    match: str | None = None, batch_size: int = 500) -> tuple[int, bool]:
     """(sessions, counted by the store). The store's count where its state store offers
     one, else the enumeration streamed and counted."""
-    store = adapter.state_store()
-    if offers(store, Capability.SESSION_COUNT):
-        return int(store.count_sessions(owner_subject=owner_subject, match=match)), True
+    counted = store_count(adapter, owner_subject=owner_subject, match=match)
+    if counted is not None:
+        return counted, True
     summaries = adapter.iter_sessions(owner_subject=owner_subject, match=match,
                                       batch_size=batch_size)
     return sum(1 for _ in summaries), False
