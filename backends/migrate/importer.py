@@ -429,25 +429,24 @@ class SessionImporter:
 
     def apply(self, progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None
               ) -> ImportResult:
-        """Write every record (see the module); ``progress`` wraps the stream of records
-        written (the CLI holds signals between two of them)."""
-        with self.phases(WRITING, self.verify().records) as tick:
-            return self._apply(tick, progress)
-
-    def _apply(self, tick: Any, progress: Callable[[Iterable[Any]], Iterable[Any]] | None
-               ) -> ImportResult:
-        self.verify()
+        """Check, then write every record (see the module); ``progress`` wraps the stream
+        of records written (the CLI holds signals between two of them)."""
+        summary = self.verify()
         self.check_capabilities()
         self.check_losses()
         self.check_records()  # before the first write, whatever the conflict policy
         if self.on_conflict == "error":
-            summary = self.verify()
             with self.phases(CONFLICTS, summary.count + summary.users) as tick:
                 for _ in counted(self.plan(), tick):
                     pass
             if self.totals.conflict:
                 raise self._conflict(self.totals.first_conflict or "?", self.totals.conflict, 0,
                                      self.totals.first_conflict_detail)
+        with self.phases(WRITING, summary.records) as tick:
+            return self._write_all(tick, progress)
+
+    def _write_all(self, tick: Any, progress: Callable[[Iterable[Any]], Iterable[Any]] | None
+                   ) -> ImportResult:
         result = ImportResult(versions_preserved=self.restores_versions)
         self.result = result
         logs = self._logs()

@@ -55,12 +55,22 @@ def iter_events(store: Any, user_id: str, *, owner_subject: OwnerFilter = UNSCOP
     return itertools.islice(events, limit) if limit is not None else events
 
 
-def count_events(store: Any, user_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
-                 session_id: str | None = None) -> int:
-    """The store's own count when nothing is filtered, else a streamed count."""
+def stored_count(store: Any, user_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
+                 session_id: str | None = None) -> int | None:
+    """The store's own count of the user's events when nothing is filtered (one query),
+    else None: what a progress total may cost."""
     if owner_subject is UNSCOPED and session_id is None and callable(
             getattr(store, "count_for_user", None)):
         return int(store.count_for_user(user_id))
+    return None
+
+
+def count_events(store: Any, user_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
+                 session_id: str | None = None) -> int:
+    """The store's own count when nothing is filtered, else a streamed count."""
+    counted = stored_count(store, user_id, owner_subject=owner_subject, session_id=session_id)
+    if counted is not None:
+        return counted
     return sum(1 for _ in iter_events(store, user_id, owner_subject=owner_subject,
                                       session_id=session_id))
 
