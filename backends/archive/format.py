@@ -1,10 +1,10 @@
 """The sessions archive format, version 3 (versions 1 and 2 are still read): JSON Lines,
 gzip when the name ends in ``.gz``.
 
-Line 1 is the header, then one line per session, then (v2) one line per whole-user log,
-then the trailer::
+Line 1 is the header, then one line per session, then (v2) one line per whole-user log
+(v3: one line per part of it), then the trailer::
 
-    {"kind":"header","format":"semvecctl-sessions","format_version":2,...}
+    {"kind":"header","format":"semvecctl-sessions","format_version":3,...}
     {"kind":"session","n":1,"session_id":...,"blob":<base64>,"expires_at":...,"drift_exempt":false,...}
     {"kind":"user","n":2,"user_id":...,"part":1,"final":false,"counter":null,"events":[...],...}
     {"kind":"user","n":3,"user_id":...,"part":2,"final":true,"counter":7,"events":[...],...}
