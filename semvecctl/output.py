@@ -287,6 +287,52 @@ class Output:
         self.write("[]" if count == 0 else "\n]")
         return count
 
+    def stream_document(self, head: dict[str, Any], key: str, rows: Iterable[Any],
+                        tail: Callable[[], dict[str, Any]], fmt: str | Enum) -> int:
+        """A json/yaml object ``{**head, key: [rows...], **tail()}`` written as the rows
+        arrive (``tail`` is called once they are exhausted: totals known only then), so
+        a preview or a report of a huge stream never holds it. Returns the row count."""
+        fmt = fmt.value if isinstance(fmt, Enum) else fmt
+        if fmt == "json":
+            import json
+
+            def member(name: str, value: Any) -> str:
+                body = json.dumps(to_plain(value), indent=2, default=str).replace("\n", "\n  ")
+                return f"  {json.dumps(name)}: {body}"
+
+            sys.stdout.write(self._scrub("{\n" + "".join(member(k, v) + ",\n"
+                                                          for k, v in head.items())))
+            sys.stdout.write(self._scrub(f"  {json.dumps(key)}: "))
+            count = 0
+            for row in rows:
+                body = json.dumps(to_plain(row), indent=2, default=str).replace("\n", "\n    ")
+                sys.stdout.write(self._scrub(("[\n    " if count == 0 else ",\n    ") + body))
+                count += 1
+            sys.stdout.write("[]" if count == 0 else "\n  ]")
+            rest = tail()
+            self.write("".join(",\n" + member(k, v) for k, v in rest.items()) + "\n}")
+            return count
+        import yaml
+
+        def dump(value: Any) -> str:
+            return yaml.safe_dump(to_plain(value), sort_keys=False, allow_unicode=True)
+
+        if head:
+            sys.stdout.write(self._scrub(dump(head)))
+        count = 0
+        for row in rows:
+            if count == 0:  # "key:" then the block sequence; no rows: "key: []"
+                sys.stdout.write(self._scrub(dump({key: None}).replace(" null\n", "\n")))
+            sys.stdout.write(self._scrub(dump([row])))
+            count += 1
+        if count == 0:
+            sys.stdout.write(self._scrub(dump({key: []})))
+        rest = tail()
+        if rest:
+            sys.stdout.write(self._scrub(dump(rest)))
+        sys.stdout.flush()
+        return count
+
     def _stream_yaml(self, rows: Iterable[Any]) -> int:
         """A YAML sequence written one entry at a time (each ``- ...`` block is what
         ``safe_dump`` makes of a one-item list, so the whole is the list it would make)."""

@@ -246,12 +246,14 @@ def _preview(importer: Any, output: StreamFormat, verb: str) -> None:
     out = current().output
     fmt = output.value
     rows = (_plan_row(r) for r in importer.plan())
-    if fmt in ("json", "yaml"):
-        listed = list(rows)
-        t = importer.totals
-        out.emit({"applied": False, "archive_sessions": importer.summary.count,
-                  "create": t.create, "skip": t.skip, "conflict": t.conflict, "expired": t.expired,
-                  "notes": importer.notes(), "sessions": listed}, fmt)
+    if fmt in ("json", "yaml"):  # streamed: the totals follow the rows they count
+        def totals() -> dict[str, Any]:
+            t = importer.totals
+            return {"create": t.create, "skip": t.skip, "conflict": t.conflict,
+                    "expired": t.expired, "notes": importer.notes()}
+
+        out.stream_document({"applied": False, "archive_sessions": importer.summary.count},
+                            "sessions", rows, totals, fmt)
     else:
         out.stream(rows, fmt, _PLAN_COLUMNS)
     t = importer.totals

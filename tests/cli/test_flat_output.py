@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from typing import Any
 
 import pytest
 import yaml
@@ -72,3 +73,43 @@ def test_sessions_list_json_is_valid_and_matches_jsonl():
     assert len(parsed) == 1200
     nothing = CliRunner().invoke(app, [*base, "-o", "json", "--match", "nope*"])
     assert nothing.exit_code == 0 and json.loads(nothing.stdout) == []
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+@pytest.mark.parametrize("rows", [ROWS, []], ids=["rows", "empty"])
+def test_a_streamed_document_is_the_object_with_its_totals_after_the_rows(monkeypatch, fmt, rows):
+    """Import/copy previews and doctor reports: head fields, the rows, then totals that
+    are only known once the rows are read."""
+    stdout = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    read: list[Any] = []
+
+    def counted():
+        for row in rows:
+            read.append(row)
+            yield row
+
+    count = Output().stream_document({"applied": False, "where": {"uri": "x"}}, "sessions",
+                                     counted(), lambda: {"create": len(read)}, fmt)
+    assert count == len(rows)
+    load = json.loads if fmt == "json" else yaml.safe_load
+    assert load(stdout.getvalue()) == {"applied": False, "where": {"uri": "x"},
+                                       "sessions": rows, "create": len(rows)}
+
+
+def test_import_preview_as_json_is_one_valid_document(tmp_path):
+    adapter = MemoryBackendAdapter()
+    for i in range(700):
+        adapter.state_store().save(f"p{i:04d}", b"x", expected_version=None)
+    FILLED["adapter"] = adapter
+    path = tmp_path / "a.jsonl"
+    exported = CliRunner().invoke(app, ["sessions", "export", "--adapter",
+                                        "tests.cli.test_flat_output:filled_memory",
+                                        "--out", str(path)])
+    assert exported.exit_code == 0, exported.output
+    preview = CliRunner().invoke(app, ["sessions", "import", str(path), "--uri", "memory://",
+                                       "-o", "json"])
+    assert preview.exit_code == 0, preview.output
+    document = json.loads(preview.stdout)
+    assert document["applied"] is False and document["create"] == 700
+    assert len(document["sessions"]) == 700 and document["conflict"] == 0
