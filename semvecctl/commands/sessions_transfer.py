@@ -348,11 +348,13 @@ def _archive_source(path: str) -> Iterator[Any]:
     from backends.migrate import ArchiveFile, StagedStream
 
     if path == "-":
-        import shutil
         import tempfile
 
         with tempfile.TemporaryFile() as staged:
-            shutil.copyfileobj(sys.stdin.buffer, staged, 1 << 20)
+            with current().output.progress_task("staging stdin", unit=" bytes") as task:
+                while chunk := sys.stdin.buffer.read(1 << 20):
+                    staged.write(chunk)
+                    task.advance(len(chunk))
             yield StagedStream(staged, "stdin")
         return
     if not os.path.exists(path):
