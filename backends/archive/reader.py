@@ -205,6 +205,34 @@ class ArchiveReader:
         return self._chain.hexdigest()
 
 
+def claimed_records(stream: IO[bytes]) -> int | None:
+    """How many records the trailer of an uncompressed archive says it holds, read from
+    the end of ``stream`` without checking anything: a progress total before the
+    verifying pass, never a fact. None for gzip, a trailer that cannot be read, or one
+    with user logs (a v3 log may take several records, so its count is not exact)."""
+    import json
+
+    try:
+        stream.seek(0)
+        if stream.read(2) == GZIP_MAGIC:
+            return None
+        size = stream.seek(0, os.SEEK_END)
+        stream.seek(max(0, size - 4096))
+        last = stream.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        trailer = json.loads(last)
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        try:
+            stream.seek(0)
+        except (OSError, ValueError):
+            pass
+    if not isinstance(trailer, dict) or trailer.get("kind") != "trailer" or trailer.get("users"):
+        return None
+    count = trailer.get("count")
+    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
+
+
 def _event_keys(events: Any) -> Iterator[str]:
     """Keys that must be unique across an archive: each event id, and each (user,
     sequence) pair with a sequence (two events cannot hold one number of one log)."""

@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from backends.archive import ArchiveReader, ArchiveSummary, SessionRecord, UserRecord, verify_archive
 from backends.archive.format import log_order
+from backends.archive.reader import claimed_records
 from backends.contract import Capability, UNSCOPED, offers, validate_save_args
 from backends.errors import BackendError, UnsupportedOperation, is_state_version_conflict
 from backends.migrate.errors import ImportConflict, UnimportableRecord
@@ -180,7 +181,12 @@ class SessionImporter:
 
     def verify(self) -> ArchiveSummary:
         if self.summary is None:
-            with self.phases(VERIFYING, None) as tick:
+            stream = self.source.open()
+            try:  # the trailer's claim, as the progress total only
+                total = claimed_records(stream)
+            finally:
+                stream.close()
+            with self.phases(VERIFYING, total) as tick:
                 self.summary = verify_archive(self.source.open, tick)
         return self.summary
 

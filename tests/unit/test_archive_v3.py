@@ -172,3 +172,22 @@ def test_events_export_streams_the_log_in_parts_and_imports_back(tmp_path):
     target, importer, _, imported = import_into_fresh(path.read_bytes())
     assert imported.events_restored == count and imported.counters == {"dora": count}
     assert importer.verify_target().ok
+
+
+def test_the_trailers_claim_is_a_progress_total_only_where_it_is_exact(tmp_path):
+    from backends.archive import SessionRecord
+    from backends.archive.reader import claimed_records
+
+    buf = io.BytesIO()
+    writer = ArchiveWriter(buf, HEADER)
+    for i in range(3):
+        writer.add(SessionRecord(f"s{i}", 1, None, None, b"x"))
+    writer.finish()
+    assert claimed_records(io.BytesIO(buf.getvalue())) == 3
+    # user logs (a log may take several records), gzip, and garbage: no claim
+    assert claimed_records(io.BytesIO(v3_bytes("u", numbered("u", 3), 3, 2))) is None
+    import gzip
+
+    assert claimed_records(io.BytesIO(gzip.compress(buf.getvalue()))) is None
+    for junk in (b"", b"not json\n", b"[" * 5000 + b"\n", b'{"kind": "trailer", "count": -1}\n'):
+        assert claimed_records(io.BytesIO(junk)) is None
