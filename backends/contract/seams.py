@@ -200,10 +200,12 @@ class SubjectsBySession(Protocol):
 @runtime_checkable
 class SessionCounter(Protocol):
     """Optional on a state store: how many sessions a listing with the same owner filter
-    and glob would show, counted by the store (one query) instead of enumerated."""
+    and glob would show, counted by the store (one query, or a scan of keys that reads no
+    value) instead of enumerated; None when the store cannot count these filters more
+    cheaply than the listing (the caller then counts the listing)."""
 
     def count_sessions(self, *, owner_subject: OwnerFilter = UNSCOPED,
-                       match: str | None = None) -> int: ...
+                       match: str | None = None) -> int | None: ...
 
 
 @runtime_checkable

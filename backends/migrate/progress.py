@@ -55,5 +55,6 @@ def store_count(adapter: Any, *, owner_subject: OwnerFilter = UNSCOPED,
     progress total is never an enumeration of its own."""
     store = adapter.state_store()
     if offers(store, Capability.SESSION_COUNT):
-        return int(store.count_sessions(owner_subject=owner_subject, match=match))
+        counted = store.count_sessions(owner_subject=owner_subject, match=match)
+        return None if counted is None else int(counted)
     return None

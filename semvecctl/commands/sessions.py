@@ -137,8 +137,8 @@ def count_sessions(
     output: Output = OutputFormat.table,
 ) -> None:
     """How many sessions 'sessions list' would show with the same filters: the store's
-    own count where it offers one (PostgreSQL, memory), else the listing counted as it
-    streams."""
+    own count where it has one (PostgreSQL; Redis without an owner filter, a scan of
+    keys; memory), else the listing counted as it streams."""
     from backends.contract import Capability
     from backends.ops.inventory import count_sessions as count
 
