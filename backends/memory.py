@@ -143,6 +143,15 @@ class MemoryStateStore(DerivedReads):
             if summary is not None:
                 yield summary
 
+    def count_sessions(self, *, owner_subject: OwnerFilter = UNSCOPED,
+                       match: str | None = None) -> int:
+        validate_owner_filter(owner_subject)
+        with self._lock:
+            ids = list(self._rows)
+        return sum(1 for sid in ids
+                   if (match is None or fnmatch.fnmatchcase(sid, match))
+                   and self._get(sid, owner_subject) is not None)
+
     def describe_session(
         self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED
     ) -> SessionSummary | None:

@@ -38,6 +38,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "sessions list": (
         "semvecctl sessions list --uri redis://cache:6379/0 --owner acme --match 'chat-*'",
         "semvecctl sessions list --uri redis://cache:6379/0 -n 10 -o jsonl",
+        "semvecctl sessions list --uri postgresql://db/semvec --sort idle --limit 20",
+    ),
+    "sessions count": (
+        "semvecctl sessions count --uri redis://cache:6379/0",
+        "semvecctl sessions count --uri postgresql://db/semvec --owner acme -o json",
     ),
     "sessions inspect": ("semvecctl sessions inspect chat-42 --uri redis://cache:6379/0",),
     "sessions delete": (
@@ -47,6 +52,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "sessions export": (
         "semvecctl sessions export --uri redis://cache:6379/0 --out backup.jsonl.gz",
         "semvecctl sessions export --uri redis://cache:6379/0 --owner acme --out backup.jsonl.gz --overwrite",
+        "semvecctl sessions export --uri postgresql://db/semvec --since 1d --out recent.jsonl.gz",
     ),
     "sessions import": (
         "semvecctl sessions import backup.jsonl.gz --uri postgresql://db/semvec   # a preview",

@@ -144,6 +144,8 @@ class Output:
         self.no_color = no_color or bool(os.environ.get("NO_COLOR"))
         self._scrub = scrubber or (lambda text: text)
         self.last_progress: ProgressTask | None = None
+        #: every progress display of this invocation by label (a transfer's phases)
+        self.progress_tasks: dict[str, ProgressTask] = {}
 
     # -- streams ----------------------------------------------------------------------
 
@@ -256,10 +258,10 @@ class Output:
                 self.write(json.dumps(to_plain(row), default=str))
                 count += 1
             return count
-        if fmt in ("json", "yaml"):
-            items = list(rows)
-            self.emit(items, fmt)
-            return len(items)
+        if fmt == "json":
+            return self._stream_json(rows)
+        if fmt == "yaml":
+            return self._stream_yaml(rows)
         # table: plain aligned columns, flushed in chunks so memory stays flat
         chunk: list[Any] = []
         header_done = False
@@ -271,6 +273,85 @@ class Output:
                 header_done = self._flush_plain(columns, chunk, widths, header_done)
                 chunk = []
         self._flush_plain(columns, chunk, widths, header_done, final=True)
+        return count
+
+    def _stream_json(self, rows: Iterable[Any]) -> int:
+        """One JSON array written as the rows arrive (``[``, the items, ``]``), laid out
+        as ``emit`` lays out a list, so memory holds one row, not the listing. A failure
+        half-way leaves the array unclosed: a reader sees invalid JSON, never a short list."""
+        import json
+
+        count = 0
+        for row in rows:
+            body = json.dumps(to_plain(row), indent=2, default=str).replace("\n", "\n  ")
+            sys.stdout.write(self._scrub(("[\n  " if count == 0 else ",\n  ") + body))
+            count += 1
+            if count % 500 == 0:
+                sys.stdout.flush()
+        self.write("[]" if count == 0 else "\n]")
+        return count
+
+    def stream_document(self, head: dict[str, Any], key: str, rows: Iterable[Any],
+                        tail: Callable[[], dict[str, Any]], fmt: str | Enum) -> int:
+        """A json/yaml object ``{**head, key: [rows...], **tail()}`` written as the rows
+        arrive (``tail`` is called once they are exhausted: totals known only then), so
+        a preview or a report of a huge stream never holds it. Returns the row count."""
+        fmt = fmt.value if isinstance(fmt, Enum) else fmt
+        if fmt == "json":
+            import json
+
+            def member(name: str, value: Any) -> str:
+                body = json.dumps(to_plain(value), indent=2, default=str).replace("\n", "\n  ")
+                return f"  {json.dumps(name)}: {body}"
+
+            sys.stdout.write(self._scrub("{\n" + "".join(member(k, v) + ",\n"
+                                                          for k, v in head.items())))
+            sys.stdout.write(self._scrub(f"  {json.dumps(key)}: "))
+            count = 0
+            for row in rows:
+                body = json.dumps(to_plain(row), indent=2, default=str).replace("\n", "\n    ")
+                sys.stdout.write(self._scrub(("[\n    " if count == 0 else ",\n    ") + body))
+                count += 1
+            sys.stdout.write("[]" if count == 0 else "\n  ]")
+            rest = tail()
+            self.write("".join(",\n" + member(k, v) for k, v in rest.items()) + "\n}")
+            return count
+        import yaml
+
+        def dump(value: Any) -> str:
+            return yaml.safe_dump(to_plain(value), sort_keys=False, allow_unicode=True)
+
+        if head:
+            sys.stdout.write(self._scrub(dump(head)))
+        count = 0
+        for row in rows:
+            if count == 0:  # "key:" then the block sequence; no rows: "key: []"
+                sys.stdout.write(self._scrub(dump({key: None}).replace(" null\n", "\n")))
+            sys.stdout.write(self._scrub(dump([row])))
+            count += 1
+        if count == 0:
+            sys.stdout.write(self._scrub(dump({key: []})))
+        rest = tail()
+        if rest:
+            sys.stdout.write(self._scrub(dump(rest)))
+        sys.stdout.flush()
+        return count
+
+    def _stream_yaml(self, rows: Iterable[Any]) -> int:
+        """A YAML sequence written one entry at a time (each ``- ...`` block is what
+        ``safe_dump`` makes of a one-item list, so the whole is the list it would make)."""
+        import yaml
+
+        count = 0
+        for row in rows:
+            sys.stdout.write(self._scrub(yaml.safe_dump([to_plain(row)], sort_keys=False,
+                                                        allow_unicode=True)))
+            count += 1
+            if count % 500 == 0:
+                sys.stdout.flush()
+        if count == 0:
+            self.write("[]")
+        sys.stdout.flush()
         return count
 
     def _flush_plain(self, columns: Sequence[Column], chunk: list[Any], widths: list[int],
@@ -301,11 +382,21 @@ class Output:
                 task.advance()
 
     @contextlib.contextmanager
+    def phase(self, label: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
+        """One phase of long work (``backends.migrate.progress``): a display of its own,
+        yielding the ``tick(n)`` the phase calls as it works."""
+        with self.progress_task(label, total=total) as task:
+            yield task.advance
+
+    @contextlib.contextmanager
     def progress_task(self, label: str, *, total: int | None = None,
-                      unit: str = "") -> Iterator["ProgressTask"]:
-        """A progress display the caller advances (or sets) itself; rich on a TTY only."""
+                      unit: str = "", ends_in: float | None = None) -> Iterator["ProgressTask"]:
+        """A progress display the caller advances (or sets) itself; rich on a TTY only.
+        ``ends_in`` (seconds) is for work bounded by time rather than by a count: the
+        display shows the time left."""
         task = ProgressTask(total)
         self.last_progress = task
+        self.progress_tasks[label] = task
         if not self._isatty(sys.stderr):
             try:
                 yield task
@@ -319,10 +410,19 @@ class Output:
                    TextColumn("{task.fields[rate]}"), TimeElapsedColumn()]
         if total:
             columns.append(TimeRemainingColumn())
+        if ends_in is not None:
+            columns.append(TextColumn("{task.fields[left]}"))
+
+        def left() -> str:
+            if ends_in is None:
+                return ""
+            seconds = max(0, int(ends_in - task.elapsed + 0.999))
+            return f"{seconds // 60}:{seconds % 60:02d} left"
+
         with Progress(*columns, console=self._console(sys.stderr), transient=True) as bar:
-            handle = bar.add_task(label, total=total, rate="")
+            handle = bar.add_task(label, total=total, rate="", left=left())
             task.attach(lambda: bar.update(handle, completed=task.count,
-                                           rate=f"{task.rate:,.0f}/s"))
+                                           rate=f"{task.rate:,.0f}/s", left=left()))
             try:
                 yield task
             finally:

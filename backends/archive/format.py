@@ -1,12 +1,13 @@
-"""The sessions archive format, version 2 (version 1 is still read): JSON Lines, gzip
-when the name ends in ``.gz``.
+"""The sessions archive format, version 3 (versions 1 and 2 are still read): JSON Lines,
+gzip when the name ends in ``.gz``.
 
-Line 1 is the header, then one line per session, then (v2) one line per whole-user log,
-then the trailer::
+Line 1 is the header, then one line per session, then (v2) one line per whole-user log
+(v3: one line per part of it), then the trailer::
 
-    {"kind":"header","format":"semvecctl-sessions","format_version":2,...}
+    {"kind":"header","format":"semvecctl-sessions","format_version":3,...}
     {"kind":"session","n":1,"session_id":...,"blob":<base64>,"expires_at":...,"drift_exempt":false,...}
-    {"kind":"user","n":2,"user_id":...,"counter":7,"events":[...],"line_sha256":...}
+    {"kind":"user","n":2,"user_id":...,"part":1,"final":false,"counter":null,"events":[...],...}
+    {"kind":"user","n":3,"user_id":...,"part":2,"final":true,"counter":7,"events":[...],...}
     {"kind":"trailer","count":N,"users":U,"digest":<hex>}
 
 Every line is canonical JSON (sorted keys, no spaces, ASCII), so a reader can re-encode a
@@ -23,6 +24,11 @@ left at export and drifted by however long the archive sat on disk), optional
 ``events`` (the session's compliance events: ``MemoryEvent.to_dict()`` plus ``sequence``), and
 ``user`` records (a user's whole log and sequence counter, from ``export --user``).
 A v1 session's ``ttl_seconds`` is read as ``header.created_at + ttl_seconds``.
+
+Version 3 splits a user's log into consecutive parts of at most :data:`USER_PART_EVENTS`
+events (``part`` numbered from 1, ``final`` on the last), so neither writer nor reader
+holds a whole log as one line; only the final part carries the counter (read after every
+event). A v2 user record reads as one final part.
 """
 
 from __future__ import annotations
@@ -40,20 +46,25 @@ from backends.archive.errors import ArchiveDamaged, ArchiveUnsupported
 from backends.contract import as_utc
 
 FORMAT_NAME = "semvecctl-sessions"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: format versions this code reads
-READABLE_VERSIONS = frozenset({1, 2})
+READABLE_VERSIONS = frozenset({1, 2, 3})
+#: events per user record (v3): what a writer or reader holds of one log at a time
+USER_PART_EVENTS = 500
 
 _HEADER_V1 = frozenset({"kind", "format", "format_version", "source_backend", "source_uri",
                         "created_at", "tool", "tool_version", "with_items", "filters"})
-HEADER_KEYS = {1: _HEADER_V1, 2: _HEADER_V1 | {"with_events"}}
+HEADER_KEYS = {1: _HEADER_V1, 2: _HEADER_V1 | {"with_events"}, 3: _HEADER_V1 | {"with_events"}}
 _SESSION_COMMON = frozenset({"kind", "n", "session_id", "version", "owner_subject",
                              "pending_message", "blob", "blob_sha256", "items", "line_sha256"})
 SESSION_KEYS = {1: _SESSION_COMMON | {"ttl_seconds"},
                 2: _SESSION_COMMON | {"expires_at", "drift_exempt", "events", "updated_at"}}
-USER_KEYS = frozenset({"kind", "n", "user_id", "counter", "events", "line_sha256"})
+SESSION_KEYS[3] = SESSION_KEYS[2]
+_USER_V2 = frozenset({"kind", "n", "user_id", "counter", "events", "line_sha256"})
+USER_KEYS = {2: _USER_V2, 3: _USER_V2 | {"part", "final"}}
 TRAILER_KEYS = {1: frozenset({"kind", "count", "digest"}),
                 2: frozenset({"kind", "count", "users", "digest"})}
+TRAILER_KEYS[3] = TRAILER_KEYS[2]
 ITEM_KEYS = frozenset({"item_id", "text", "embedding", "tier", "tiers", "unit", "created_at",
                        "updated_at"})
 
@@ -140,13 +151,16 @@ class SessionRecord:
 
 @dataclass(frozen=True)
 class UserRecord:
-    """A user's whole compliance log (``export --user``): every event with its sequence
-    number, and the user's counter (the last sequence handed out; None when the source
-    could not report it, then an import continues after the highest event)."""
+    """A user's compliance log (``export --user``), or one part of it (v3): events with
+    their sequence numbers, and on the final part the user's counter (the last sequence
+    handed out; None when the source could not report it, then an import continues after
+    the highest event). Parts of one log are consecutive, numbered from 1."""
 
     user_id: str
     counter: int | None
     events: tuple[Any, ...]  # MemoryEvent
+    part: int = 1
+    final: bool = True
 
 
 ArchiveRecord = Union[SessionRecord, UserRecord]
@@ -205,7 +219,9 @@ def session_to_record(record: SessionRecord, n: int) -> dict[str, Any]:
 
 
 def user_to_record(record: UserRecord, n: int) -> dict[str, Any]:
-    return _signed({"kind": "user", "n": n, "user_id": record.user_id, "counter": record.counter,
+    return _signed({"kind": "user", "n": n, "user_id": record.user_id,
+                    "part": record.part, "final": bool(record.final),
+                    "counter": record.counter if record.final else None,
                     "events": [event_to_record(e) for e in record.events]})
 
 
@@ -458,23 +474,34 @@ def check_session(record: dict[str, Any], line_no: int, expected_n: int,
             canonical(record))
 
 
-def check_user(record: dict[str, Any], line_no: int, expected_n: int) -> tuple[UserRecord, bytes]:
-    """Validate one whole-user line (v2 only)."""
-    _check_line(record, line_no, expected_n, USER_KEYS, "user")
+def check_user(record: dict[str, Any], line_no: int, expected_n: int, format_version: int = 2,
+               top_before: int = 0) -> tuple[UserRecord, bytes]:
+    """Validate one user line (v2: a whole log; v3: one part of it). ``top_before`` is the
+    highest sequence the log's earlier parts carried (the final counter covers them too);
+    that parts follow each other is the reader's check."""
+    _check_line(record, line_no, expected_n, USER_KEYS[max(format_version, 2)], "user")
     user_id = record.get("user_id")
     if not isinstance(user_id, str) or not user_id:
         raise damaged(line_no, "user_id must be a non-empty string")
+    part: Any = 1
+    final: Any = True
+    if format_version >= 3:
+        part, final = record.get("part"), record.get("final")
+        if not _is_int(part) or part < 1 or not isinstance(final, bool):
+            raise damaged(line_no, f"user {user_id!r}: part must be a positive integer and "
+                                   "final true or false")
     counter = record.get("counter")
-    if counter is not None and (not _is_int(counter) or counter < 0):
+    if counter is not None and (not _is_int(counter) or counter < 0 or not final):
         raise damaged(line_no, f"user {user_id!r} has an invalid counter")
     events = _events(record.get("events"), line_no, f"user {user_id!r}")
     if any(e.user_id != user_id for e in events):
         raise damaged(line_no, f"user {user_id!r} carries an event of another user")
-    top = max((e.sequence for e in events), default=0)
+    top = max((e.sequence for e in events), default=top_before)
+    top = max(top, top_before)
     if counter is not None and counter < top:
         raise damaged(line_no, f"user {user_id!r}: the counter {counter} is below the highest "
                                f"sequence {top} it carries")
-    return UserRecord(user_id, counter, events), canonical(record)
+    return UserRecord(user_id, counter, events, part, final), canonical(record)
 
 
 def check_trailer(record: dict[str, Any], line_no: int, count: int, digest: str,

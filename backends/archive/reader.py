@@ -18,7 +18,7 @@ import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Callable, Iterator
 
 from backends.archive.errors import ArchiveDamaged, ArchiveUnsupported
 from backends.archive.format import (
@@ -70,6 +70,9 @@ class ArchiveSummary:
     counters: int = 0
     #: sessions archived with the source's last write time (``updated_at``)
     sessions_with_write_time: int = 0
+    #: records (lines between header and trailer: sessions and user log parts), what a
+    #: later pass over the archive reads
+    records: int = 0
 
 
 class ArchiveReader:
@@ -152,27 +155,38 @@ class ArchiveReader:
         """Validated records (sessions, then user logs); raises ArchiveDamaged at the first
         failed check, including after the last record when the trailer disagrees or is
         missing."""
-        count = users = 0
+        count = lines = users = 0
         version = self.header.format_version
+        open_log: tuple[str, int, int] | None = None  # v3: (user, last part, top sequence)
         while True:
             raw = self._next_line()
             if raw is None:
-                raise damaged(self._line_no, f"the archive ends after {count + users} record(s) "
+                raise damaged(self._line_no, f"the archive ends after {count + lines} record(s) "
                                              "without its trailer (truncated)")
             record = parse_line(raw, self._line_no)
             kind = record.get("kind")
+            if open_log is not None and (kind != "user" or record.get("user_id") != open_log[0]):
+                raise damaged(self._line_no, f"the log of user {open_log[0]!r} ends after part "
+                                             f"{open_log[1]} without its final part")
             if kind == "trailer":
                 check_trailer(record, self._line_no, count, self._chain.hexdigest(), users, version)
                 if self._next_line() is not None:
                     raise damaged(self._line_no, "there is data after the trailer")
                 return
             parsed: ArchiveRecord
-            if kind == "session" and not users:
-                parsed, line = check_session(record, self._line_no, count + users + 1, self.header)
+            if kind == "session" and not lines:
+                parsed, line = check_session(record, self._line_no, count + lines + 1, self.header)
                 count += 1
             elif kind == "user" and version >= 2:
-                parsed, line = check_user(record, self._line_no, count + users + 1)
-                users += 1
+                parsed, line = check_user(record, self._line_no, count + lines + 1, version,
+                                          open_log[2] if open_log else 0)
+                if parsed.part != (open_log[1] + 1 if open_log else 1):
+                    raise damaged(self._line_no, f"part {parsed.part} of the log of user "
+                                                 f"{parsed.user_id!r} is out of order")
+                lines += 1
+                users += parsed.final
+                top = max([open_log[2] if open_log else 0, *(e.sequence for e in parsed.events)])
+                open_log = None if parsed.final else (parsed.user_id, parsed.part, top)
             elif kind == "session":
                 raise damaged(self._line_no, "a session record after the user logs")
             else:
@@ -191,6 +205,34 @@ class ArchiveReader:
         return self._chain.hexdigest()
 
 
+def claimed_records(stream: IO[bytes]) -> int | None:
+    """How many records the trailer of an uncompressed archive says it holds, read from
+    the end of ``stream`` without checking anything: a progress total before the
+    verifying pass, never a fact. None for gzip, a trailer that cannot be read, or one
+    with user logs (a v3 log may take several records, so its count is not exact)."""
+    import json
+
+    try:
+        stream.seek(0)
+        if stream.read(2) == GZIP_MAGIC:
+            return None
+        size = stream.seek(0, os.SEEK_END)
+        stream.seek(max(0, size - 4096))
+        last = stream.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        trailer = json.loads(last)
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        try:
+            stream.seek(0)
+        except (OSError, ValueError):
+            pass
+    if not isinstance(trailer, dict) or trailer.get("kind") != "trailer" or trailer.get("users"):
+        return None
+    count = trailer.get("count")
+    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
+
+
 def _event_keys(events: Any) -> Iterator[str]:
     """Keys that must be unique across an archive: each event id, and each (user,
     sequence) pair with a sequence (two events cannot hold one number of one log)."""
@@ -205,7 +247,8 @@ def _record_keys(record: ArchiveRecord) -> Iterator[str]:
         yield "session\x00" + record.session_id
         yield from _event_keys(record.events or ())
     else:
-        yield "user\x00" + record.user_id
+        if record.part == 1:  # a log's later parts are the same log
+            yield "user\x00" + record.user_id
         yield from _event_keys(record.events)
 
 
@@ -220,13 +263,15 @@ def _duplicate_message(key: str, count: int) -> str:
             "nothing was imported from it")
 
 
-def verify_archive(source_factory: Any) -> ArchiveSummary:
+def verify_archive(source_factory: Any,
+                   tick: Callable[[int], None] | None = None) -> ArchiveSummary:
     """Read the whole archive once, checking everything, and refuse duplicate session ids,
     user logs, event ids and (user, sequence) pairs.
 
     ``source_factory()`` opens the archive afresh (a path works too; the opened stream
     is closed after each pass); a second pass runs
-    only when the duplicate filter has suspects to settle.
+    only when the duplicate filter has suspects to settle. ``tick(1)`` is called per
+    record of the first pass (progress).
     """
     if isinstance(source_factory, (str, os.PathLike)):
         path = source_factory
@@ -235,17 +280,20 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
         opener = source_factory
     seen = SeenFilter()
     count = items = with_items = with_ttl = drift = events = sequenced = with_events = 0
-    users = counters = expiring = written_at = 0
+    users = counters = expiring = written_at = records = 0
     dimensions: set[int] = set()
     now = utc_now()
     with ArchiveReader(opener(), close_source=True) as reader:
         header = reader.header
         for record in reader.records():
+            records += 1
+            if tick is not None:
+                tick(1)
             for key in _record_keys(record):
                 seen.add(key)
             if isinstance(record, UserRecord):
-                users += 1
-                counters += record.counter is not None
+                users += record.final
+                counters += record.final and record.counter is not None
                 events += len(record.events)
                 sequenced += sum(1 for e in record.events if e.sequence)
                 continue
@@ -275,4 +323,5 @@ def verify_archive(source_factory: Any) -> ArchiveSummary:
                           dimensions=frozenset(dimensions), sessions_with_ttl=with_ttl,
                           drift_exempt=drift, events=events, sequenced_events=sequenced,
                           sessions_with_events=with_events, users=users, counters=counters,
-                          sessions_expiring=expiring, sessions_with_write_time=written_at)
+                          sessions_expiring=expiring, sessions_with_write_time=written_at,
+                          records=records)

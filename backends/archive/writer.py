@@ -14,9 +14,10 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 from backends.archive.format import (
+    USER_PART_EVENTS,
     ArchiveHeader,
     ArchiveRecord,
     UserRecord,
@@ -38,6 +39,8 @@ class ArchiveWriter:
         self.users = 0
         self.items = 0
         self.events = 0
+        #: user records written (a v3 log is one or more parts)
+        self.lines_of_users = 0
         self._closed = False
         self._emit(canonical(header.to_record()))
 
@@ -48,18 +51,39 @@ class ArchiveWriter:
     def add(self, record: ArchiveRecord) -> None:
         if self._closed:
             raise ValueError("archive already finished")
-        n = self.count + self.users + 1
+        n = self.count + self.lines_of_users + 1
         if isinstance(record, UserRecord):
-            self.users += 1
+            self.users += record.final
+            self.lines_of_users += 1
             self.events += len(record.events)
             self._emit(canonical(user_to_record(record, n)))
             return
-        if self.users:
+        if self.lines_of_users:
             raise ValueError("sessions must be written before the user logs")
         self.count += 1
         self.items += len(record.items or ())
         self.events += len(record.events or ())
         self._emit(canonical(session_to_record(record, n)))
+
+    def add_user_log(self, user_id: str, events: Iterable[Any],
+                     counter: Callable[[int], int | None], *,
+                     part_events: int = USER_PART_EVENTS) -> tuple[int, int | None]:
+        """Stream one user's log as consecutive parts of at most ``part_events`` events,
+        holding one part at a time. ``counter(top)`` is called after the last event is
+        read (the highest sequence seen is ``top``) and its value goes in the final part.
+        Returns (events written, counter)."""
+        part, written, top = 1, 0, 0
+        batch: list[Any] = []
+        for event in events:
+            top = max(top, int(event.sequence or 0))
+            batch.append(event)
+            if len(batch) == part_events:
+                self.add(UserRecord(user_id, None, tuple(batch), part, final=False))
+                written += len(batch)
+                part, batch = part + 1, []
+        value = counter(top)
+        self.add(UserRecord(user_id, value, tuple(batch), part, final=True))
+        return written + len(batch), value
 
     def finish(self) -> str:
         """Write the trailer; returns the chain digest."""

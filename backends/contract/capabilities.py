@@ -16,8 +16,8 @@ from backends.contract.seams import (BatchStateReader, Closeable, DriftExemption
                                      ItemMirror, ItemPurger, LiveItemSource, PagedEventReader,
                                      RetryDeclaration, SearchIndexWaiter, SequenceDeclaration,
                                      ServerRetrieval, SessionEnumerator, SessionRestorer,
-                                     SessionSubjects, SubjectsBySession, WriteCheck,
-                                     WriteTimeDeclaration)
+                                     SessionCounter, SessionSubjects, SubjectsBySession,
+                                     WriteCheck, WriteTimeDeclaration)
 
 
 class Capability(str, Enum):
@@ -56,6 +56,7 @@ class Capability(str, Enum):
     PAGED_EVENTS = "paged-events"
     DRIFT_STATUS = "drift-status"
     WRITE_CHECK = "write-check"
+    SESSION_COUNT = "session-count"
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.PAGED_EVENTS: CapabilitySpec(_E, PagedEventReader),
     Capability.DRIFT_STATUS: CapabilitySpec(_S, DriftStatus),
     Capability.WRITE_CHECK: CapabilitySpec(_S, WriteCheck),
+    Capability.SESSION_COUNT: CapabilitySpec(_S, SessionCounter),
 }
 
 

@@ -198,6 +198,17 @@ class SubjectsBySession(Protocol):
 
 
 @runtime_checkable
+class SessionCounter(Protocol):
+    """Optional on a state store: how many sessions a listing with the same owner filter
+    and glob would show, counted by the store (one query, or a scan of keys that reads no
+    value) instead of enumerated; None when the store cannot count these filters more
+    cheaply than the listing (the caller then counts the listing)."""
+
+    def count_sessions(self, *, owner_subject: OwnerFilter = UNSCOPED,
+                       match: str | None = None) -> int | None: ...
+
+
+@runtime_checkable
 class WriteTimeDeclaration(Protocol):
     """A state store that declares ``records_write_time = True``: its session summaries
     carry ``updated_at``, the time of the last write (what ``sessions prune`` reads)."""

@@ -1,11 +1,12 @@
-"""Reading a chunk of sessions per round trip where the backend allows it.
+"""Reading a chunk of sessions (or a page of a user's log) per round trip.
 
 The contract reads one session per call; an export reads every session, so on a network
 store the round trips dominate (on Redis about two thirds of the export time). An adapter
 or its state store MAY offer ``load_full_many(session_ids, *, owner_subject)`` returning
 one ``LoadedState | None`` per id, in order (``backends.contract.BatchStateReader``); it
 is used when present (Redis pipelines it). Every other backend falls back to
-``load_full`` per session.
+``load_full`` per session. :func:`iter_user_log` pages a user's event log the same way
+(export and the operator's event-log commands share it).
 """
 
 from __future__ import annotations
@@ -18,6 +19,29 @@ BatchLoader = Callable[[Sequence[str], OwnerFilter], list[LoadedState | None]]
 
 #: sessions read per round trip (where the backend can batch reads)
 READ_CHUNK = 64
+#: events read per round trip from a store that assigns sequences
+EVENT_PAGE = 500
+
+
+def iter_user_log(store: Any, user_id: str, owner_subject: OwnerFilter,
+                  page: int = EVENT_PAGE) -> Iterator[Any]:
+    """A user's events under the owner filter, a page per round trip: in sequence order
+    from a store that assigns sequences; newest first from one that keeps none (the
+    engine's SQL layout), paged where it offers ``iter_events``, else in one query."""
+    if not offers(store, Capability.ASSIGNS_SEQUENCES):
+        if offers(store, Capability.PAGED_EVENTS):
+            yield from store.iter_events(user_id, owner_subject=owner_subject, page=page)
+        else:
+            yield from store.list_events(user_id, owner_subject=owner_subject)
+        return
+    after = 0
+    while True:
+        batch = store.list_events(user_id, owner_subject=owner_subject, after_sequence=after,
+                                  limit=page)
+        yield from batch
+        if len(batch) < page:
+            return
+        after = max(e.sequence for e in batch)
 
 
 def chunks(iterable: Iterable[Any], size: int = READ_CHUNK) -> Iterator[list[Any]]:

@@ -23,7 +23,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 from backends.archive import (
@@ -31,14 +31,13 @@ from backends.archive import (
     ArchiveReader,
     ArchiveWriter,
     SessionRecord,
-    UserRecord,
     atomic_output,
 )
 from backends.archive.format import log_order, utc_now
 from backends.archive.seen import SeenFilter, confirmed_duplicates
-from backends.contract import Capability, OwnerFilter, UNSCOPED, offers
+from backends.contract import Capability, OwnerFilter, UNSCOPED, as_utc, offers
 from backends.errors import CorruptState, IntegrityError, UnsupportedOperation
-from backends.migrate.batch_reads import READ_CHUNK, batch_loader, chunks
+from backends.migrate.batch_reads import READ_CHUNK, batch_loader, chunks, iter_user_log
 from backends.migrate.loss import (
     counter_reader,
     export_losses,
@@ -71,13 +70,18 @@ class ExportResult:
 
 
 def check_exportable(adapter: Any, *, with_items: bool, with_events: bool = False,
-                     users: Sequence[str] = (), allow_loss: bool = False) -> list[str]:
-    """Refuse an export that cannot run (no enumeration; ``users`` without an event store)
-    or that would lose what it was asked to carry (the loss rule); returns the warnings
-    for accepted losses."""
+                     users: Sequence[str] = (), allow_loss: bool = False,
+                     updated_since: datetime | None = None) -> list[str]:
+    """Refuse an export that cannot run (no enumeration; ``users`` without an event store;
+    ``updated_since`` on a store that keeps no write time) or that would lose what it was
+    asked to carry (the loss rule); returns the warnings for accepted losses."""
     name = getattr(adapter, "name", "?")
     if not offers(adapter, Capability.SESSIONS):
         raise UnsupportedOperation(f"backend {name!r} cannot enumerate sessions, so it cannot be exported")
+    if updated_since is not None and not offers(adapter.state_store(), Capability.WRITE_TIME):
+        raise UnsupportedOperation(f"backend {name!r} keeps no time of a session's last write, "
+                                   "so --since cannot select the recently written sessions; "
+                                   "nothing was exported (drop --since to export them all)")
     if users and adapter.event_store() is None:
         raise UnsupportedOperation(f"backend {name!r} has no event store, so there is no user log "
                                    "to export; drop --user")
@@ -87,7 +91,7 @@ def check_exportable(adapter: Any, *, with_items: bool, with_events: bool = Fals
 
 def make_header(adapter: Any, source_uri: str, *, with_items: bool, owner_subject: OwnerFilter,
                 match: str | None, with_events: bool = False,
-                users: Sequence[str] = ()) -> ArchiveHeader:
+                users: Sequence[str] = (), updated_since: datetime | None = None) -> ArchiveHeader:
     from backends import __version__
 
     filters: dict[str, Any] = {}
@@ -97,6 +101,8 @@ def make_header(adapter: Any, source_uri: str, *, with_items: bool, owner_subjec
         filters["match"] = match
     if users:
         filters["users"] = list(users)
+    if updated_since is not None:
+        filters["updated_since"] = as_utc(updated_since).isoformat()
     return ArchiveHeader(source_backend=str(getattr(adapter, "name", "?")), source_uri=source_uri,
                          created_at=ArchiveHeader.now(), tool_version=__version__,
                          with_items=with_items, filters=filters,
@@ -169,17 +175,20 @@ def user_sessions(adapter: Any, users: Sequence[str], owner_subject: OwnerFilter
             for e in store.list_events(user, owner_subject=owner_subject) if e.session_id}
 
 
-def iter_user_records(adapter: Any, users: Sequence[str],
-                      owner_subject: OwnerFilter = UNSCOPED) -> Iterator[UserRecord]:
+def write_user_logs(adapter: Any, writer: ArchiveWriter, users: Sequence[str],
+                    owner_subject: OwnerFilter = UNSCOPED) -> None:
+    """Stream each user's log into ``writer`` in parts (see ``ArchiveWriter.add_user_log``),
+    then the counter, read after the events: it only grows, so it covers every one."""
     store = adapter.event_store()
     read_counter = counter_reader(adapter)
     for user in users:
-        events = tuple(sorted(store.list_events(user, owner_subject=owner_subject),
-                              key=log_order))
-        top = max((e.sequence for e in events), default=0)
-        # read after the events: the counter only grows, so it covers every one of them
-        counter = max(int(read_counter(user)), top) if read_counter is not None else None
-        yield UserRecord(user, counter, events)
+        events: Iterable[Any] = iter_user_log(store, user, owner_subject)
+        if not offers(store, Capability.ASSIGNS_SEQUENCES):  # read newest first: sort it
+            events = sorted(events, key=log_order)
+        def counter(top: int, user: str = user) -> int | None:
+            return max(int(read_counter(user)), top) if read_counter is not None else None
+
+        writer.add_user_log(user, events, counter)
 
 
 class DamagedSession(IntegrityError):
@@ -227,14 +236,16 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
                  match: str | None = None, with_items: bool = False, with_events: bool = False,
                  users: Sequence[str] = (), batch_size: int = 500,
                  summaries: Iterable[Any] | None = None,
-                 skip_damaged: bool | None = None) -> Iterator[SessionRecord]:
+                 skip_damaged: bool | None = None,
+                 updated_since: datetime | None = None) -> Iterator[SessionRecord]:
     """Full records for every enumerated session, in enumeration order, read a chunk of
     64 at a time (see :mod:`backends.migrate.batch_reads`): memory is bounded by the chunk.
     With ``users``, only the sessions those users have events in; with ``summaries``,
     exactly those (already selected by the caller, e.g. ``sessions prune``). A session
     whose strict read fails (any ``CorruptState``) stops the export naming it (the
     store's error, or with ``skip_damaged=False`` :class:`DamagedSession`), unless
-    ``skip_damaged``: then it is left out and listed in ``result.damaged``."""
+    ``skip_damaged``: then it is left out and listed in ``result.damaged``. With
+    ``updated_since``, only sessions whose stored write time is at or after it."""
     load_many = batch_loader(adapter)
     load_one = adapter.state_store().load_full
     drift = drift_reader(adapter)
@@ -247,6 +258,10 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
                                           batch_size=batch_size)
     if selected is not None:
         summaries = (s for s in summaries if s.session_id in selected)
+    if updated_since is not None:
+        since = as_utc(updated_since)
+        summaries = (s for s in summaries
+                     if s.updated_at is not None and as_utc(s.updated_at) >= since)
     for chunk in chunks(summaries, READ_CHUNK):
         states = _load_chunk(load_many, load_one, [s.session_id for s in chunk], owner_subject,
                              result, skip_damaged)
@@ -279,31 +294,33 @@ def write_archive(adapter: Any, stream: IO[bytes], *, source_uri: str,
                   with_items: bool = False, with_events: bool = False,
                   users: Sequence[str] = (), allow_loss: bool = False, batch_size: int = 500,
                   progress: Progress | None = None,
-                  skip_damaged: bool | None = None) -> ExportResult:
+                  skip_damaged: bool | None = None,
+                  updated_since: datetime | None = None) -> ExportResult:
     """One pass: enumerate and write. Duplicates are only *suspected* here (see module).
 
     What the source cannot provide is refused by the loss rule before the first line is
     written; with ``allow_loss`` it is left out and said in ``result.warnings``."""
     users = tuple(dict.fromkeys(users))
     warnings = check_exportable(adapter, with_items=with_items, with_events=with_events,
-                                users=users, allow_loss=allow_loss)
+                                users=users, allow_loss=allow_loss, updated_since=updated_since)
     with_items = with_items and offers(adapter, Capability.LIVE_ITEMS)
     with_events = with_events and session_event_source(adapter) is not None
     result = ExportResult(warnings=warnings)
     header = make_header(adapter, source_uri, with_items=with_items, owner_subject=owner_subject,
-                         match=match, with_events=with_events, users=users)
+                         match=match, with_events=with_events, users=users,
+                         updated_since=updated_since)
     writer = ArchiveWriter(stream, header)
     seen = SeenFilter()
     records: Iterable[SessionRecord] = iter_records(
         adapter, result, owner_subject=owner_subject, match=match, with_items=with_items,
-        with_events=with_events, users=users, batch_size=batch_size, skip_damaged=skip_damaged)
+        with_events=with_events, users=users, batch_size=batch_size, skip_damaged=skip_damaged,
+        updated_since=updated_since)
     if progress is not None:
         records = progress(records)
     for record in records:
         seen.add(record.session_id)
         writer.add(record)
-    for user_record in iter_user_records(adapter, users, owner_subject):
-        writer.add(user_record)
+    write_user_logs(adapter, writer, users, owner_subject)
     result.digest = writer.finish()
     result.count, result.items, result.suspects = writer.count, writer.items, seen.suspects
     result.events, result.users = writer.events, writer.users

@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from backends.archive import ArchiveReader, ArchiveSummary, SessionRecord, UserRecord, verify_archive
 from backends.archive.format import log_order
+from backends.archive.reader import claimed_records
 from backends.contract import Capability, UNSCOPED, offers, validate_save_args
 from backends.errors import BackendError, UnsupportedOperation, is_state_version_conflict
 from backends.migrate.errors import ImportConflict, UnimportableRecord
@@ -49,6 +50,8 @@ from backends.migrate.loss import (
     state_store_member,
     write_time_restorer,
 )
+from backends.migrate.progress import (CHECKING, CONFLICTS, READING_BACK, READING_BACK_EVENTS,
+                                      VERIFYING, WRITING, Phases, counted, quiet)
 from backends.migrate.verify import Expected, VerifyReport, check_all, check_events
 
 ON_CONFLICT = ("error", "skip")
@@ -151,7 +154,8 @@ class SessionImporter:
     """Import an archive (``source.open()`` gives a fresh stream per pass) into ``adapter``."""
 
     def __init__(self, adapter: Any, source: Any, *, on_conflict: str = "error",
-                 keep_versions: bool = False, allow_loss: bool = False) -> None:
+                 keep_versions: bool = False, allow_loss: bool = False,
+                 phases: Phases | None = None) -> None:
         if on_conflict not in ON_CONFLICT:
             raise ValueError(f"on_conflict must be one of {', '.join(ON_CONFLICT)}")
         self.adapter = adapter
@@ -159,6 +163,8 @@ class SessionImporter:
         self.on_conflict = on_conflict
         self.keep_versions = keep_versions
         self.allow_loss = allow_loss
+        #: progress of each pass (see backends.migrate.progress)
+        self.phases: Phases = phases or quiet
         self.restores_versions = offers(adapter, Capability.RESTORE)
         self.mirrors_items = offers(adapter, Capability.ITEM_MIRROR)
         self.summary: ArchiveSummary | None = None
@@ -175,7 +181,13 @@ class SessionImporter:
 
     def verify(self) -> ArchiveSummary:
         if self.summary is None:
-            self.summary = verify_archive(self.source.open)
+            stream = self.source.open()
+            try:  # the trailer's claim, as the progress total only
+                total = claimed_records(stream)
+            finally:
+                stream.close()
+            with self.phases(VERIFYING, total) as tick:
+                self.summary = verify_archive(self.source.open, tick)
         return self.summary
 
     def check_capabilities(self) -> None:
@@ -252,8 +264,9 @@ class SessionImporter:
 
     def check_records(self) -> None:
         """:meth:`check_record` for every record (an import runs it before its first write)."""
-        for line, record in self._numbered_records():
-            self.check_record(record, line)
+        with self.phases(CHECKING, self.verify().records) as tick:
+            for line, record in counted(self._numbered_records(), tick):
+                self.check_record(record, line)
 
     def _records(self) -> Iterator[SessionRecord]:
         for record in self._all_records():
@@ -277,18 +290,19 @@ class SessionImporter:
                 return clash
         return None
 
-    def _row(self, record: SessionRecord | UserRecord, logs: _TargetLogs | None) -> PlanRow:
+    def _user_row(self, record: UserRecord, events: int, clash: str | None) -> PlanRow:
+        """One row for a user's whole log (``events`` and the first ``clash`` summed over
+        its parts; ``record`` is the final part, which carries the counter)."""
+        counter = "" if record.counter is None else f", counter {record.counter}"
+        detail = f"log of user {record.user_id!r}: {events} event(s){counter}"
+        action = "create"
+        if clash:
+            action, detail = ("conflict", clash) if self.on_conflict == "error" else (
+                "create", f"{detail}; events the target holds are skipped")
+        return PlanRow("", 0, None, action, detail, None, events, "user", record.user_id)
+
+    def _row(self, record: SessionRecord, logs: _TargetLogs | None) -> PlanRow:
         conflict = "conflict" if self.on_conflict == "error" else "skip"
-        if isinstance(record, UserRecord):
-            counter = "" if record.counter is None else f", counter {record.counter}"
-            detail = f"log of user {record.user_id!r}: {len(record.events)} event(s){counter}"
-            clash = self._event_clash(logs, record.events)
-            action = "create"
-            if clash:
-                action, detail = ("conflict", clash) if conflict == "conflict" else (
-                    "create", f"{detail}; events the target holds are skipped")
-            return PlanRow("", 0, None, action, detail, None, len(record.events), "user",
-                           record.user_id)
         items = None if record.items is None else len(record.items)
         events = None if record.events is None else len(record.events)
         row = lambda action, detail: PlanRow(  # noqa: E731
@@ -313,9 +327,18 @@ class SessionImporter:
         """Stream the preview; ``self.totals`` is complete once the stream is exhausted."""
         self.totals = PlanTotals()
         logs = self._logs()
+        log_events, log_clash = 0, None  # of the user log being read (v3: in parts)
         for line, record in self._numbered_records():
             self.check_record(record, line)  # what --apply would refuse, the preview refuses
-            row = self._row(record, logs)
+            if isinstance(record, UserRecord):
+                log_events += len(record.events)
+                log_clash = log_clash or self._event_clash(logs, record.events)
+                if not record.final:
+                    continue
+                row = self._user_row(record, log_events, log_clash)
+                log_events, log_clash = 0, None
+            else:
+                row = self._row(record, logs)
             setattr(self.totals, row.action, getattr(self.totals, row.action) + 1)
             if row.action == "conflict" and self.totals.first_conflict is None:
                 self.totals.first_conflict = row.session_id or f"log of user {row.user_id!r}"
@@ -412,20 +435,28 @@ class SessionImporter:
 
     def apply(self, progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None
               ) -> ImportResult:
-        self.verify()
+        """Check, then write every record (see the module); ``progress`` wraps the stream
+        of records written (the CLI holds signals between two of them)."""
+        summary = self.verify()
         self.check_capabilities()
         self.check_losses()
         self.check_records()  # before the first write, whatever the conflict policy
         if self.on_conflict == "error":
-            for _ in self.plan():
-                pass
+            with self.phases(CONFLICTS, summary.count + summary.users) as tick:
+                for _ in counted(self.plan(), tick):
+                    pass
             if self.totals.conflict:
                 raise self._conflict(self.totals.first_conflict or "?", self.totals.conflict, 0,
                                      self.totals.first_conflict_detail)
+        with self.phases(WRITING, summary.records) as tick:
+            return self._write_all(tick, progress)
+
+    def _write_all(self, tick: Any, progress: Callable[[Iterable[Any]], Iterable[Any]] | None
+                   ) -> ImportResult:
         result = ImportResult(versions_preserved=self.restores_versions)
         self.result = result
         logs = self._logs()
-        records: Iterable[SessionRecord | UserRecord] = self._all_records()
+        records: Iterable[SessionRecord | UserRecord] = counted(self._all_records(), tick)
         if progress is not None:
             records = progress(records)
         for record in records:
@@ -486,15 +517,17 @@ class SessionImporter:
         report = VerifyReport()
         keeps_drift = state_store_member(self.adapter, Capability.DRIFT_STATUS) is not None and \
             state_store_member(self.adapter, Capability.DRIFT_EXEMPT) is not None
-        expected = (
-            Expected(record.session_id, record.blob_sha256, record.version,
-                     record.owner_subject, record.pending_message,
-                     record.items if (record.items is not None and self.mirrors_items) else None,
-                     record.drift_exempt if keeps_drift else None)
-            for record in self._records()
-        )
-        check_all(report, self.adapter, expected, skipped=result.skipped_ids | result.expired_ids,
-                  versions_preserved=result.versions_preserved)
+        with self.phases(READING_BACK, self.verify().count) as tick:
+            expected = (
+                Expected(record.session_id, record.blob_sha256, record.version,
+                         record.owner_subject, record.pending_message,
+                         record.items if (record.items is not None and self.mirrors_items) else None,
+                         record.drift_exempt if keeps_drift else None)
+                for record in counted(self._records(), tick)
+            )
+            check_all(report, self.adapter, expected,
+                      skipped=result.skipped_ids | result.expired_ids,
+                      versions_preserved=result.versions_preserved)
         self.verify_events(report)
         return report
 
@@ -513,4 +546,5 @@ class SessionImporter:
                 elif record.events:
                     yield record.events, None
 
-        check_events(report, store, archived(), skipped=result.skipped_event_ids)
+        with self.phases(READING_BACK_EVENTS, self.verify().events) as tick:
+            check_events(report, store, archived(), skipped=result.skipped_event_ids, tick=tick)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from backends.archive.format import sha256_hex
 from backends.contract import Capability, UNSCOPED, offers
@@ -155,10 +155,11 @@ def event_difference(want: Any, have: Any, *, sequences: bool) -> str | None:
 
 
 def check_events(report: VerifyReport, store: Any, batches: Iterable[tuple[Sequence[Any], Any]], *,
-                 skipped: set[str]) -> None:
+                 skipped: set[str], tick: Callable[[int], None] | None = None) -> None:
     """Compare archived events with the target's event store. ``batches`` yields
     ``(events, counter)`` where counter is ``(user_id, value)`` for a user log, else None.
-    Events in ``skipped`` (already on the target) are counted apart."""
+    Events in ``skipped`` (already on the target) are counted apart; ``tick(n)`` is
+    called as each batch's events are compared (progress)."""
     sequences = keeps_sequences(store)
     getter = getattr(store, "get_event", None) or store.get
     tops: dict[str, int] = {}
@@ -174,6 +175,8 @@ def check_events(report: VerifyReport, store: Any, batches: Iterable[tuple[Seque
                 tops[event.user_id] = max(tops.get(event.user_id, 0), event.sequence)
             else:
                 report.note(reason)
+        if tick is not None and events:
+            tick(len(events))
         if counter is not None:
             tops[counter[0]] = max(tops.get(counter[0], 0), counter[1])
     if not sequences:

@@ -4,10 +4,11 @@ Filters (owner, session) are applied before any limit. A store that assigns sequ
 numbers is read a page at a time in sequence order; the engine's SQL layout keeps no
 sequence, so its log is read the way the engine lists it, newest first, a page at a time
 where the store offers ``iter_events`` (ours does), else in one query. Memory is bounded
-by the page. An export is an archive of one ``user`` record (the events
-with their sequence numbers, then the counter) that ``sessions import`` reads back; a log
-without sequence numbers is archived oldest first (``created_at``, then event id), the
-order an import numbers it in.
+by the page. An export is an archive of one user's log (its events with their sequence
+numbers, in parts of a bounded size, then the counter) that ``sessions import`` reads
+back, written as it is read; a log without sequence numbers is archived oldest first
+(``created_at``, then event id), the order an import numbers it in, which needs the
+whole filtered log in memory to sort (only on such a store).
 """
 
 from __future__ import annotations
@@ -16,15 +17,16 @@ import itertools
 from dataclasses import dataclass, replace
 from typing import IO, Any, Callable, Iterable, Iterator
 
-from backends.archive import ArchiveWriter, UserRecord
+from backends.archive import ArchiveWriter
 from backends.archive.format import log_order
 from backends.contract import UNSCOPED, Capability, OwnerFilter, offers
 from backends.errors import UnsupportedOperation
+from backends.migrate.batch_reads import EVENT_PAGE, iter_user_log
 from backends.migrate.export import make_header
 from backends.migrate.loss import counter_reader
 
 #: events read per round trip from a store that assigns sequences
-PAGE = 500
+PAGE = EVENT_PAGE
 
 
 def require_event_store(adapter: Any) -> Any:
@@ -47,35 +49,28 @@ def iter_events(store: Any, user_id: str, *, owner_subject: OwnerFilter = UNSCOP
                 session_id: str | None = None, limit: int | None = None,
                 page: int = PAGE) -> Iterator[Any]:
     """The user's events under the owner and session filters, then at most ``limit``."""
-    events = _all_events(store, user_id, owner_subject, page)
+    events = iter_user_log(store, user_id, owner_subject, page)
     if session_id is not None:
         events = (e for e in events if e.session_id == session_id)
     return itertools.islice(events, limit) if limit is not None else events
 
 
-def _all_events(store: Any, user_id: str, owner_subject: OwnerFilter, page: int) -> Iterator[Any]:
-    if not offers(store, Capability.ASSIGNS_SEQUENCES):
-        if offers(store, Capability.PAGED_EVENTS):  # newest first, a page at a time
-            yield from store.iter_events(user_id, owner_subject=owner_subject, page=page)
-        else:
-            yield from store.list_events(user_id, owner_subject=owner_subject)
-        return
-    after = 0
-    while True:
-        batch = store.list_events(user_id, owner_subject=owner_subject, after_sequence=after,
-                                  limit=page)
-        yield from batch
-        if len(batch) < page:
-            return
-        after = max(e.sequence for e in batch)
+def stored_count(store: Any, user_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
+                 session_id: str | None = None) -> int | None:
+    """The store's own count of the user's events when nothing is filtered (one query),
+    else None: what a progress total may cost."""
+    if owner_subject is UNSCOPED and session_id is None and callable(
+            getattr(store, "count_for_user", None)):
+        return int(store.count_for_user(user_id))
+    return None
 
 
 def count_events(store: Any, user_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
                  session_id: str | None = None) -> int:
     """The store's own count when nothing is filtered, else a streamed count."""
-    if owner_subject is UNSCOPED and session_id is None and callable(
-            getattr(store, "count_for_user", None)):
-        return int(store.count_for_user(user_id))
+    counted = stored_count(store, user_id, owner_subject=owner_subject, session_id=session_id)
+    if counted is not None:
+        return counted
     return sum(1 for _ in iter_events(store, user_id, owner_subject=owner_subject,
                                       session_id=session_id))
 
@@ -103,7 +98,8 @@ def write_user_archive(adapter: Any, stream: IO[bytes], user_id: str, *, source_
     """Write one user's (filtered) log as an archive ``sessions import`` reads back.
 
     The counter is read after the events (it only grows, so it covers every one of them).
-    The record holds the filtered log in memory: one user's log, never the store's."""
+    Events are streamed a part at a time from a store that assigns sequences; a store
+    that keeps none is sorted oldest first, so its filtered log is held to sort it."""
     store = require_event_store(adapter)
     header = make_header(adapter, source_uri, with_items=False, owner_subject=owner_subject,
                          match=None, users=(user_id,))
@@ -113,12 +109,10 @@ def write_user_archive(adapter: Any, stream: IO[bytes], user_id: str, *, source_
                                         session_id=session_id)
     if progress is not None:
         events = progress(events)
-    kept = tuple(events)
     if not offers(store, Capability.ASSIGNS_SEQUENCES):  # read newest first: archive oldest first
-        kept = tuple(sorted(kept, key=log_order))
+        events = sorted(events, key=log_order)
     read = counter_reader(adapter)
-    top = max((e.sequence for e in kept), default=0)
-    counter = max(int(read(user_id)), top) if read is not None else None
     writer = ArchiveWriter(stream, header)
-    writer.add(UserRecord(user_id, counter, kept))
-    return EventExport(events=len(kept), counter=counter, digest=writer.finish())
+    count, counter = writer.add_user_log(
+        user_id, events, lambda top: max(int(read(user_id)), top) if read is not None else None)
+    return EventExport(events=count, counter=counter, digest=writer.finish())

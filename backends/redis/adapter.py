@@ -63,7 +63,7 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
         if self._script_client is not None:
             use_for_scripts(self._client, self._script_client)
         self._state = RedisStateStore(self._client, ttl_seconds=self.settings.ttl_seconds,
-                                      where=self._where)
+                                      where=self._where, cluster=self.settings.cluster)
         self._events = RedisEventStore(self._client, where=self._where)
         self._closed = False
         self._armed_fault: str | None = None

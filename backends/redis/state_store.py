@@ -28,7 +28,7 @@ from backends.errors import CorruptState, StateVersionConflict, cas_refusal, ses
 from backends.redis import keys
 from backends.redis.failures import redis_errors
 from backends.redis.scripts import script
-from backends.session_ids import NOT_UTF8, UndecodableId, has_undecodable, shown
+from backends.session_ids import NOT_UTF8, UndecodableId, from_key, has_undecodable, shown
 
 # In-band codes shared by insert.lua, cas.lua and commit_turn.lua.
 WRITTEN, ALREADY_STORED = 1, 2
@@ -107,6 +107,24 @@ def damage_of(session_id: str, blob: bytes | None, version: bytes | None,
     return ""
 
 
+def _count_state_keys(client: Any, where: str, match: str | None, batch: int = 1000) -> int:
+    """The state keys the listing's SCAN would read (same pattern and glob), no value
+    read: what an unscoped listing shows, bar a key deleted between the two."""
+    import fnmatch
+
+    prefix = keys.STATE_PREFIX.encode("utf-8")
+    pattern = keys.escape_glob(keys.STATE_PREFIX) + (
+        keys.fnmatch_to_redis_prefilter(match) if match else "*")
+    count, cursor = 0, 0
+    while True:
+        with redis_errors(where):
+            cursor, raw_keys = client.scan(cursor, match=pattern, count=batch)
+        count += sum(1 for raw in raw_keys
+                     if match is None or fnmatch.fnmatchcase(from_key(raw[len(prefix):]), match))
+        if cursor == 0:
+            return count
+
+
 @speaks_both_conventions
 class RedisStateStore(DerivedReads):
     """Compare-and-set session state over the engine's hash layout.
@@ -129,10 +147,27 @@ class RedisStateStore(DerivedReads):
     #: identical retries after a lost reply return the version (see above)
     idempotent_retries = True
 
-    def __init__(self, client: Any, *, ttl_seconds: int, where: str) -> None:
+    def __init__(self, client: Any, *, ttl_seconds: int, where: str,
+                 cluster: bool = False) -> None:
         self._client = client
         self._ttl = ttl_seconds
         self._where = where
+        self._cluster = cluster
+
+    def count_sessions(self, *, owner_subject: OwnerFilter = UNSCOPED,
+                       match: str | None = None) -> int | None:
+        """Unscoped: one SCAN of the state keys, no value read (the listing reads every
+        row). The owner lives in the row, so an owner filter is not cheaper than the
+        listing: None."""
+        validate_owner_filter(owner_subject)
+        if owner_subject is not UNSCOPED:
+            return None
+        if not self._cluster:
+            return _count_state_keys(self._client, self._where, match)
+        with redis_errors(self._where):
+            nodes = [self._client.get_redis_connection(node)
+                     for node in self._client.get_primaries()]
+        return sum(_count_state_keys(node, self._where, match) for node in nodes)
 
     def ttl_seconds(self) -> int:
         """The idle TTL applied on each write (0 = none), as the engine calls it."""

@@ -438,6 +438,26 @@ class SqlStateStore(DerivedReads):
             after = rows[-1][0]
 
 
+    def count_sessions(self, *, owner_subject: OwnerFilter = UNSCOPED,
+                       match: str | None = None) -> int:
+        """One ``count(*)`` when the glob is absent or only a literal prefix and ``*``;
+        any other glob is counted from the listing (the glob is matched here, not in SQL)."""
+        prefix = _glob_prefix(match) if match else ""
+        if match is not None and match != prefix + "*":
+            return sum(1 for _ in self.iter_sessions(owner_subject=owner_subject, match=match))
+        clause, params = owner_clause(owner_subject)
+        conditions, args = [clause], list(params)
+        if prefix:
+            conditions.append("starts_with(session_id, %s)")
+            args.append(prefix)
+        sql = f"SELECT count(*) FROM {self._table} WHERE " + " AND ".join(conditions)
+
+        def work(conn: Any) -> int:
+            return int(conn.execute(sql, args).fetchone()[0])
+
+        return int(self._db.read(work, int))
+
+
 def _glob_prefix(pattern: str) -> str:
     prefix = []
     for char in pattern:

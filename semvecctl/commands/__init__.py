@@ -28,7 +28,7 @@ COMMANDS: dict[str, Entry] = {
                               "for CI gates."),
     "indexes": Entry("indexes", "Plan, ensure (create what is missing) and validate (read-only) a "
                                 "backend's indexes."),
-    "sessions": Entry("sessions", "List, inspect, delete, export, import and copy stored sessions.",
+    "sessions": Entry("sessions", "List, count, inspect, delete, export, import and copy stored sessions.",
                       extends=("sessions_transfer", "sessions_prune")),
     "events": Entry("events", "List, inspect, count and export a user's compliance events."),
     "retrieve": Entry("retrieve", "Rank a session's memory in-process or server-side, and diff "

@@ -101,13 +101,16 @@ def app(
             counts["blocking"] = reaudit["blocking"]
 
         columns = _COLUMNS + ([Column("OUTCOME", "outcome")] if fix else [])
-        if output in (StreamFormat.json, StreamFormat.yaml):
-            listed = list(rows())
-            body: dict[str, Any] = {"backend": adapter_obj.name, "uri": spec.display_uri,
-                                    "findings": listed, "summary": dict(counts)}
-            if reaudit is not None:
-                body["reaudit"] = dict(reaudit)
-            out.emit(body, output)
+        if output in (StreamFormat.json, StreamFormat.yaml):  # streamed, totals after
+
+            def totals() -> dict[str, Any]:
+                body: dict[str, Any] = {"summary": dict(counts)}
+                if reaudit is not None:
+                    body["reaudit"] = dict(reaudit)
+                return body
+
+            out.stream_document({"backend": adapter_obj.name, "uri": spec.display_uri},
+                                "findings", rows(), totals, output)
         else:
             out.stream(rows(), output, columns)
     summary = (f"{counts['error']} error(s), {counts['warning']} warning(s), "

@@ -165,7 +165,7 @@ def export_events(
     import tempfile
 
     from backends.archive import atomic_output
-    from backends.ops.eventlog import require_event_store, write_user_archive
+    from backends.ops.eventlog import require_event_store, stored_count, write_user_archive
     from semvecctl.commands.sessions_transfer import archive_target
 
     app_ = current()
@@ -175,9 +175,11 @@ def export_events(
     to_stdout = archive_target(out_path, out, overwrite=overwrite)
     spec = conn.spec
     with conn.open() as adapter_obj:
-        require_event_store(adapter_obj)
+        total = stored_count(require_event_store(adapter_obj), _user(user), owner_subject=scope,
+                             session_id=session)
         options = dict(source_uri=spec.display_uri, owner_subject=scope, session_id=session,
-                       progress=lambda items: out.progress(items, label="exporting events"))
+                       progress=lambda items: out.progress(items, total=total,
+                                                           label="exporting events"))
         if to_stdout:  # staged, so a failure half-way sends nothing
             with tempfile.TemporaryFile() as staged:
                 result = write_user_archive(adapter_obj, staged, _user(user), **options)

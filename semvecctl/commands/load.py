@@ -130,7 +130,7 @@ def _run_interruptible(adapter_obj: Any, plan: Any, spec: Any, out: Any) -> Any:
     from backends.ops.loadtest import LoadInterrupted, run_load
 
     try:
-        with out.progress_task("load", unit=" commits") as task:
+        with out.progress_task("load", unit=" commits", ends_in=plan.duration_s) as task:
             return run_load(adapter_obj, plan, on_tick=lambda acked, _s: task.set(acked))
     except LoadInterrupted as stopped:
         if stopped.problems:

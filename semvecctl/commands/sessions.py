@@ -1,10 +1,12 @@
-"""``semvecctl sessions list|inspect|delete``: see and remove stored sessions.
+"""``semvecctl sessions list|count|inspect|delete``: see, count and remove stored sessions.
 
 Generic over the backend: listing needs the SessionEnumerator seam (a streaming scan),
+counting uses the store's own count where it offers one (else the scan, counted),
 inspecting and deleting only need the state store every backend has.
 """
 
 
+from enum import Enum
 from typing import Any, Optional
 
 import typer
@@ -33,6 +35,15 @@ _LIST_COLUMNS = [
     Column("TTL", lambda r: "-" if r.get("ttl_seconds") is None else f"{r['ttl_seconds']}s",
            justify="right"),
 ]
+
+
+class SortBy(str, Enum):
+    idle = "idle"
+    size = "size"
+    version = "version"
+
+
+_MATCH_HELP = "Only session ids matching this glob (*, ?, [..])."
 
 
 def _short(text: Optional[str], width: int) -> Optional[str]:
@@ -72,8 +83,14 @@ def list_sessions(
     adapter: AdapterFactory = None,
     owner: SessionOwner = None,
     unowned: SessionUnowned = False,
-    match: Optional[str] = typer.Option(None, "--match", "-m", help="Only session ids matching this glob (*, ?, [..])."),
+    match: Optional[str] = typer.Option(None, "--match", "-m", help=_MATCH_HELP),
     limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, max=1_000_000_000, help="Stop after this many sessions."),
+    sort: Optional[SortBy] = typer.Option(
+        None, "--sort", case_sensitive=False, show_default=False,
+        help="Order by idle (longest since the last write first; needs a store that records "
+             "write times), size (largest blob first) or version (highest first). The whole "
+             "listing is read before the first row: with --limit only that many summaries are "
+             "kept, without it every summary is held in memory (about 0.6 KB each)."),
     batch_size: int = typer.Option(500, "--batch-size", min=1, max=10000, help="Sessions read per round trip."),
     output: StreamOutput = StreamFormat.table,
 ) -> None:
@@ -81,6 +98,7 @@ def list_sessions(
     import itertools
 
     from backends.contract import Capability
+    from backends.ops.inventory import sorted_sessions
 
     out = current().output
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
@@ -91,11 +109,13 @@ def list_sessions(
 
         # a deterministic default order: session id, as SQL, Mongo and memory list; a
         # store whose enumeration has no order of its own (Redis SCAN) is asked for it
-        ordered = ({"ordered": True} if accepts_keyword(adapter_obj.iter_sessions, "ordered")
-                   else {})
+        ordered = ({"ordered": True} if sort is None
+                   and accepts_keyword(adapter_obj.iter_sessions, "ordered") else {})
         summaries = adapter_obj.iter_sessions(owner_subject=scope, match=match,
                                               batch_size=batch_size, **ordered)
-        if limit is not None:
+        if sort is not None:
+            summaries = iter(sorted_sessions(adapter_obj, summaries, sort.value, limit))
+        elif limit is not None:
             summaries = itertools.islice(summaries, limit)
         damaged: list[str] = []
 
@@ -112,6 +132,34 @@ def list_sessions(
         current().abort(f"{count} session(s), {len(damaged)} of them damaged ({shown}): "
                         "'semvecctl doctor' names the field of each", ExitCode.CHECK_FAILED)
     out.info(f"{count} session(s)")
+
+
+@app.command("count")
+def count_sessions(
+    backend: Backend = None,
+    uri: Uri = None,
+    adapter: AdapterFactory = None,
+    owner: SessionOwner = None,
+    unowned: SessionUnowned = False,
+    match: Optional[str] = typer.Option(None, "--match", "-m", help=_MATCH_HELP),
+    output: Output = OutputFormat.table,
+) -> None:
+    """How many sessions 'sessions list' would show with the same filters: the store's
+    own count where it has one (PostgreSQL; Redis without an owner filter, a scan of
+    keys; memory), else the listing counted as it streams."""
+    from backends.contract import Capability
+    from backends.ops.inventory import count_sessions as count
+
+    out = current().output
+    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
+    scope = conn.scope
+    with conn.open() as adapter_obj:
+        require_seam(adapter_obj, Capability.SESSIONS, "session listing")
+        n, by_store = count(adapter_obj, owner_subject=scope, match=match)
+    report = {"sessions": n, "counted_by": "store" if by_store else "listing",
+              "owner_subject": owner, "unowned": unowned, "match": match}
+    out.emit(report, output, columns=[Column("SESSIONS", "sessions", justify="right"),
+                                      Column("COUNTED BY", "counted_by")], rows=[report])
 
 
 @app.command("inspect")

@@ -11,8 +11,6 @@ is checked against every key. The work is in :mod:`backends.ops.prune`.
 """
 
 
-import re
-from datetime import timedelta
 from typing import Any, Optional
 
 import typer
@@ -20,14 +18,11 @@ import typer
 from semvecctl.application import current
 from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import Connection, require_seam
+from semvecctl.durations import duration_seconds as _duration_seconds
+from semvecctl.durations import parse_duration  # the name the prune tests import
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import AdapterFactory, Apply, Backend, Overwrite, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
 from semvecctl.output import Column, StreamFormat
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-#: the declared range of --idle-for
-MIN_IDLE, MAX_IDLE = 1, 3650 * 86400
-_DURATION = re.compile(r"(?:(\d{1,9})([smhd]))+")
 
 _COLUMNS = [
     Column("SESSION", "session_id", style="bold"),
@@ -37,26 +32,6 @@ _COLUMNS = [
     Column("IDLE", "idle", justify="right"),
     Column("ACTION", "action"),
 ]
-
-
-def _duration_seconds(text: str) -> tuple[int | None, str]:
-    """(seconds, "") for ``30d``, ``12h``, ``90m``, ``45s`` (or combined, ``1d12h``) within
-    1s..3650d; (None, why not) otherwise."""
-    value = (text or "").strip().lower()
-    if not _DURATION.fullmatch(value):
-        return None, "is not a duration like 30d, 12h, 90m or 45s"
-    seconds = sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)([smhd])", value))
-    if not MIN_IDLE <= seconds <= MAX_IDLE:
-        return None, "is outside the range 1s..3650d"
-    return seconds, ""
-
-
-def parse_duration(text: str) -> timedelta:
-    """``30d``, ``12h``, ``90m``, ``45s`` (or combined, ``1d12h``), within 1s..3650d."""
-    seconds, why = _duration_seconds(text)
-    if seconds is None:
-        current().abort(f"--idle-for {text!r} {why}", ExitCode.USAGE)
-    return timedelta(seconds=seconds)
 
 
 def _idle(seconds: int) -> str:

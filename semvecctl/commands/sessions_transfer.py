@@ -97,6 +97,12 @@ def _progress(label: str, total: int | None = None):
     return lambda items: out.progress(items, total=total, label=label)
 
 
+def _timing(label: str) -> str:
+    """`` in 3.2s (385/s)`` of the phase ``label`` (the summary line's timing), or ""."""
+    task = current().output.progress_tasks.get(label)
+    return f" {task.summary()}" if task is not None else ""
+
+
 # --------------------------------------------------------------------------------------
 # export
 # --------------------------------------------------------------------------------------
@@ -113,6 +119,11 @@ def export_sessions(
     with_items: bool = WithItemsOpt,
     with_events: bool = WithEventsOpt,
     users: Optional[List[str]] = UserOpt,
+    since: Optional[str] = typer.Option(
+        None, "--since", metavar="DURATION", show_default=False,
+        help="Only sessions written within this long before the export starts (30d, 12h, "
+             "90m, 45s): an incremental export. Needs a store that records write times "
+             "(PostgreSQL, MongoDB); elsewhere exit 3."),
     allow_loss: bool = AllowLossOpt,
     out_path: str = typer.Option("-", "--out", "-O", help="Archive file (gzip when it ends in .gz), or - for stdout."),
     batch_size: int = BatchOpt,
@@ -130,10 +141,16 @@ def export_sessions(
     private (0600) and appears only once complete: an interrupted export leaves nothing
     under the target name. An existing --out file is replaced only with --overwrite.
     """
+    from datetime import datetime, timezone
+
     from backends.migrate import check_exportable, export_to_path, export_to_stream
+    from backends.migrate.progress import EXPORTING, store_count
+    from semvecctl.durations import parse_duration
 
     app = current()
     out = app.output
+    updated_since = (None if since is None
+                     else datetime.now(timezone.utc) - parse_duration(since, "--since"))
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     to_stdout = archive_target(out_path, out, overwrite=overwrite)
@@ -141,12 +158,16 @@ def export_sessions(
     users = _users(users)
     with conn.open() as source:
         for warning in check_exportable(source, with_items=with_items, with_events=with_events,
-                                        users=users, allow_loss=allow_loss):
+                                        users=users, allow_loss=allow_loss,
+                                        updated_since=updated_since):
             out.warn(warning)
+        total = (None if users or updated_since is not None
+                 else store_count(source, owner_subject=scope, match=match))
         options = dict(source_uri=_source_label(spec), owner_subject=scope, match=match,
                        with_items=with_items, with_events=with_events, users=users,
                        allow_loss=allow_loss, batch_size=batch_size,
-                       progress=_progress("exporting"), skip_damaged=skip_damaged)
+                       progress=_progress(EXPORTING, total), skip_damaged=skip_damaged,
+                       updated_since=updated_since)
         if to_stdout:
             result = export_to_stream(source, sys.stdout.buffer, **options)
         else:
@@ -155,7 +176,7 @@ def export_sessions(
     items = f", {result.items} item(s)" if with_items and not result.warnings else ""
     events = (f", {result.events} event(s)" + (f" and {result.users} user log(s)" if users else "")
               if (with_events or users) else "")
-    timing = f" {out.last_progress.summary()}" if out.last_progress else ""
+    timing = _timing("exporting")
     if result.damaged:  # written, but not everything: not a green export
         for session_id, why in result.damaged:
             out.error(f"left out damaged session {session_id!r}: {why}")
@@ -224,12 +245,14 @@ def _preview(importer: Any, output: StreamFormat, verb: str) -> None:
     out = current().output
     fmt = output.value
     rows = (_plan_row(r) for r in importer.plan())
-    if fmt in ("json", "yaml"):
-        listed = list(rows)
-        t = importer.totals
-        out.emit({"applied": False, "archive_sessions": importer.summary.count,
-                  "create": t.create, "skip": t.skip, "conflict": t.conflict, "expired": t.expired,
-                  "notes": importer.notes(), "sessions": listed}, fmt)
+    if fmt in ("json", "yaml"):  # streamed: the totals follow the rows they count
+        def totals() -> dict[str, Any]:
+            t = importer.totals
+            return {"create": t.create, "skip": t.skip, "conflict": t.conflict,
+                    "expired": t.expired, "notes": importer.notes()}
+
+        out.stream_document({"applied": False, "archive_sessions": importer.summary.count},
+                            "sessions", rows, totals, fmt)
     else:
         out.stream(rows, fmt, _PLAN_COLUMNS)
     t = importer.totals
@@ -264,7 +287,7 @@ def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: s
         out.emit(document, output.value)
     items = f", {result.items_synced} item(s) synced" if result.items_synced else ""
     versions = "versions preserved" if result.versions_preserved else "created at version 1"
-    timing = f" {out.last_progress.summary()}" if out.last_progress else ""
+    timing = _timing("writing")
     events = f", {result.events_restored} event(s) restored" if result.events_restored else ""
     out.success(f"wrote {result.created} session(s) to {target_name} ({versions}){items}{events}{timing}; "
                 f"{result.skipped} skipped (already there, left unchanged)")
@@ -305,9 +328,8 @@ def _run_import(importer: Any, *, apply: bool, output: StreamFormat, verb: str,
     try:
         from semvecctl.interrupts import steps
 
-        shown = _progress("importing", summary.count)
         # each session's write and its count finish before a signal is taken: exact count
-        result = importer.apply(progress=lambda records: steps(shown(records)))
+        result = importer.apply(progress=steps)
     except BaseException as exc:  # a signal too: say how far the import got
         from backends.errors import is_state_version_conflict
 
@@ -326,11 +348,13 @@ def _archive_source(path: str) -> Iterator[Any]:
     from backends.migrate import ArchiveFile, StagedStream
 
     if path == "-":
-        import shutil
         import tempfile
 
         with tempfile.TemporaryFile() as staged:
-            shutil.copyfileobj(sys.stdin.buffer, staged, 1 << 20)
+            with current().output.progress_task("staging stdin", unit=" bytes") as task:
+                while chunk := sys.stdin.buffer.read(1 << 20):
+                    staged.write(chunk)
+                    task.advance(len(chunk))
             yield StagedStream(staged, "stdin")
         return
     if not os.path.exists(path):
@@ -367,7 +391,7 @@ def import_sessions(
     spec = conn.resolve()
     with _archive_source(archive) as source, conn.open() as target:
         importer = SessionImporter(target, source, on_conflict=policy, keep_versions=keep_versions,
-                                   allow_loss=allow_loss)
+                                   allow_loss=allow_loss, phases=current().output.phase)
         _run_import(importer, apply=apply, output=output, verb="import", yes=yes,
                     target=spec.display_uri)
 
@@ -441,8 +465,9 @@ def copy_sessions(
         with staged_copy(
             source, target, source_uri=_source_label(source_spec), owner_subject=scope,
             match=match, with_items=with_items, with_events=with_events, users=users,
-            allow_loss=allow_loss, batch_size=batch_size,
-            progress=_progress("reading source"), on_conflict=policy, keep_versions=keep_versions,
+            allow_loss=allow_loss, batch_size=batch_size, on_conflict=policy,
+            keep_versions=keep_versions, phases=out.phase,
+            refuse_conflicts_early=apply and policy == "error",
         ) as (importer, exported):
             for warning in exported.left_behind:
                 out.warn(warning)
@@ -455,7 +480,7 @@ def copy_sessions(
                 only = user_sessions(source, users, scope) if users else None
                 report = verify_copy(source, target, result, owner_subject=scope, match=match,
                                      with_items=with_items, batch_size=batch_size,
-                                     importer=importer, only=only)
+                                     importer=importer, only=only, phases=out.phase)
                 expected = result.created + result.skipped + result.expired
                 if report.source_count != expected:
                     out.warn(f"the source now holds {report.source_count} matching session(s); "

@@ -116,6 +116,9 @@ def test_enumeration_covers_all_primaries(adapter, cluster):
         described = adapter.describe_session(one)
         assert described is not None and described.session_id == one
         assert adapter.describe_session(one, owner_subject="t2") is None
+        # the count scans every primary too (keys only; an owner filter is left to the listing)
+        assert store.count_sessions(match=f"enum-{tag}-*") == 40
+        assert store.count_sessions(match=f"enum-{tag}-*", owner_subject="t1") is None
     finally:
         for session_id in ids:
             store.delete(session_id)
