@@ -30,6 +30,9 @@ _RECOVERY = 15.0
 
 
 def _proxied(ctx: CaseContext) -> tuple[Any, str, int]:
+    if ctx.adapter.is_persistent is not True:
+        raise NotApplicable("is_persistent is not True: the adapter keeps nothing on a "
+                            "server, so there is no connection to cut")
     recipe = getattr(ctx, "recipe", None)
     uri = recipe.uri if recipe is not None else None
     if not uri:

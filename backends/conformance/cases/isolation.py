@@ -24,6 +24,16 @@ from backends.errors import is_state_version_conflict
 _REFUSED = object()
 
 
+def _leak(stored_owner: str | None, probe: str) -> bool:
+    """Whether a row of ``stored_owner`` must stay hidden from owner ``probe``. ``""`` is
+    how the engine writes "no owner", so an empty probe may find unowned rows, never an
+    owned one."""
+    stored = stored_owner or None
+    if probe == "":
+        return stored is not None
+    return stored != probe
+
+
 def _ask(fn: Callable[[], Any]) -> Any:
     """The answer, or _REFUSED when the store refused the value (not a conflict)."""
     try:
@@ -72,7 +82,7 @@ def _state_probes(ctx: CaseContext, tenants: _Tenants, probe: str, label: str) -
     row whose owner is not exactly ``probe``."""
     store = ctx.store
     for sid, owner in tenants.sessions.items():
-        if owner == probe:
+        if not _leak(owner, probe):
             continue
         for read in ("load", "load_full", "load_owner", "current_version"):
             with ctx.subcheck(f"{read}() with owner {label}"):
@@ -95,7 +105,7 @@ def _state_probes(ctx: CaseContext, tenants: _Tenants, probe: str, label: str) -
                 **_owner_kw(store.raw.iter_sessions, probe), match=pattern)))
             if got is not _REFUSED:
                 leaked = sorted(s.session_id for s in got
-                                if tenants.sessions.get(s.session_id, probe) != probe)
+                                if _leak(s.owner_subject, probe))
                 ctx.expect(not leaked, f"iter_sessions() with owner {label}",
                            "no session of another owner", f"listed {leaked}")
 
@@ -113,11 +123,11 @@ def _event_owner_probes(ctx: CaseContext, tenants: _Tenants, probe: str, label: 
     with ctx.subcheck(f"list_events() with owner {label}"):
         got = _ask(lambda: events.list_events(tenants.user, owner_subject=probe))
         if got is not _REFUSED:
-            leaked = sorted(e.content for e in got if (e.owner_subject or None) != probe)
+            leaked = sorted(e.content for e in got if _leak(e.owner_subject, probe))
             ctx.expect(not leaked, f"list_events() with owner {label}",
                        "no event of another owner", f"listed {leaked}")
     for event_id, owner in tenants.event_ids.items():
-        if owner == probe:
+        if not _leak(owner, probe):
             continue
         with ctx.subcheck(f"get_event() with owner {label}"):
             got = _ask(lambda: events.get_event(event_id, owner_subject=probe))
