@@ -68,14 +68,21 @@ class AdapterRecipe:
         return self.prepare()(**self.kwargs)
 
 
+_REGISTRY: list[Any] = []
+
+
 def registry_adapter(name: str, uri: str | None = None, **options: Any) -> Any:
-    """The adapter ``--backend NAME [--uri URI]`` selects (the target of CLI recipes)."""
+    """The adapter ``--backend NAME [--uri URI]`` selects (the target of CLI recipes).
+    The registry is read once per process (a forked worker inherits it: no entry-point
+    scan per child)."""
     from backends.registry import Registry
 
+    if not _REGISTRY:
+        _REGISTRY.append(Registry())
     config = dict(options)
     if uri is not None:
         config["uri"] = uri
-    return Registry().load_adapter(name, warn=False, **config)
+    return _REGISTRY[0].load_adapter(name, warn=False, **config)
 
 
 def registry_recipe(name: str, uri: str | None, options: dict[str, Any] | None = None

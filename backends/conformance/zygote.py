@@ -1,9 +1,10 @@
 """The child side of the cross-process cases: ``python -m backends.conformance.zygote``.
 
-Reads the recipe (one JSON line on stdin), imports its module, answers ``{"ready": true}``,
+Reads the recipe (one JSON line on stdin), builds and closes one adapter (so the drivers
+are imported before any fork), answers ``{"ready": true}``,
 then serves one JSON request per line: ``fork`` (a worker running a job; answers its pid)
-and ``wait`` (a worker's exit status). It holds no connection and runs no thread, so a
-fork is a clean copy; each worker builds its own adapter from the recipe. On EOF it kills
+and ``wait`` (a worker's exit status). Between requests it holds no connection and runs
+no thread of its own, so a fork is a clean copy; each worker builds its own adapter from the recipe. On EOF it kills
 the workers still alive. Workers report through files the parent names (acks, results),
 never through the zygote's stdout, which is the protocol.
 """
@@ -130,6 +131,16 @@ def _worker(recipe: AdapterRecipe, job: dict[str, Any]) -> None:
         os._exit(code)
 
 
+def _warm(recipe: AdapterRecipe) -> None:
+    """Build one adapter and close it before any fork: the drivers it imports lazily are
+    then imported once here (a worker starts in milliseconds, not after a second of
+    imports), and a recipe that cannot build in a child is known before any worker."""
+    from backends.contract import close_quietly
+
+    adapter = recipe.build()
+    close_quietly(adapter)
+
+
 def _wait(pid: int, timeout: float) -> int | None:
     deadline = time.monotonic() + timeout
     while True:
@@ -158,7 +169,7 @@ def main() -> None:
     first = sys.stdin.readline()
     try:
         recipe = AdapterRecipe.from_dict(json.loads(first)["recipe"])
-        recipe.prepare()
+        _warm(recipe)
     except Exception as exc:  # noqa: BLE001
         reply({"error": _describe(exc)})
         return

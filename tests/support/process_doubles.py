@@ -195,7 +195,7 @@ class TwoCallsAdapter(SharedFileAdapter):
         checked = validate_turn_events(events)
         version = self._store.save(session_id, blob, expected_version=expected_version,
                                    owner_subject=owner_subject, pending_message=pending_message)
-        time.sleep(0.02)  # whatever runs between the two calls
+        time.sleep(0.005)  # whatever runs between the two calls
         with self._shared.hold(True):
             for event in checked:
                 self._events._append_validated(event)
@@ -220,7 +220,7 @@ class _TwoStatementStore(SharedStateStore):
                 self._rows[session_id] = _Row(new.blob, previous.version, new.owner_subject,
                                               new.pending_message)
                 self._shared.flush()
-                time.sleep(0.02)
+                time.sleep(0.005)
                 self._rows[session_id] = new
             return version
 

@@ -273,9 +273,10 @@ _EVENTS_PER_TURN = 2
 
 
 def _after_kill(ctx: CaseContext, fresh, sid: str, user: str, owner: str, acked: int,
-                kill: int) -> int:
+                kill: int, since: int) -> int:
     """What a fresh adapter finds after a kill: the stored version's own blob, every
-    acknowledged turn, and the events of exactly the turns stored; its version."""
+    acknowledged turn, and the events of exactly the turns stored (the child's turns
+    after version ``since``, written for ``user``, this round's user id); its version."""
     from backends.conformance.children import turn_blob, turn_labels
     from backends.conformance.drive import EventsDriver, StoreDriver
 
@@ -294,13 +295,14 @@ def _after_kill(ctx: CaseContext, fresh, sid: str, user: str, owner: str, acked:
         return version
     listed = ctx.call(f"events {where}", lambda: EventsDriver(raw).list_events(user))
     found = sorted(e.content for e in listed)
-    wanted = sorted(label for v in range(1, version + 1)
+    wanted = sorted(label for v in range(since + 1, version + 1)
                     for label in turn_labels(v, _EVENTS_PER_TURN))
     if found != wanted:
         missing = sorted(set(wanted) - set(found))
         extra = sorted(set(found) - set(wanted))
         ctx.fail(f"events {where} (state at version {version})",
-                 f"every event of turns 1..{version}, once, and none of a later turn",
+                 f"every event of the child's turns {since + 1}..{version}, once, and none "
+                 "of a later turn",
                  f"missing {missing[:4]}, extra {extra[:4]}, {len(found)} listed")
     return version
 
@@ -329,13 +331,14 @@ def sigkill(ctx: CaseContext) -> None:
     options = ctx.options
     seed = options.kill_seed if options.kill_seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
-    sid, user, owner = ctx.session("killed"), ctx.user("killed"), ctx.owner("tenant-kill")
+    sid, owner = ctx.session("killed"), ctx.owner("tenant-kill")
+    user = ctx.user("killed")  # each round's turns get a user id of their own (a short log)
     has_events = ctx.events is not None
     per_turn = _EVENTS_PER_TURN if has_events else 0
     version = 0
     fresh_adapter = ctx.factory or recipe.build
 
-    def commit(adapter, v: int) -> int:
+    def commit(adapter, v: int, user: str) -> int:
         events = ([turn_event(user, sid, owner, label) for label in turn_labels(v, per_turn)]
                   if has_events else None)
         return ctx.commit_turn(sid, turn_blob(sid, v), expected_version=v - 1 or None,
@@ -343,12 +346,13 @@ def sigkill(ctx: CaseContext) -> None:
 
     kills, started = 0, time.monotonic()
     try:
-        ctx.expect_int_version(ctx.call("first turn", lambda: commit(ctx.adapter, 1)), 1,
+        ctx.expect_int_version(ctx.call("first turn", lambda: commit(ctx.adapter, 1, user)), 1,
                                "first turn")
         version = 1
         with tempfile.TemporaryDirectory(prefix="semvec-conf-kill-") as tmp, \
                 Zygote(recipe) as zygote:
             while kills < options.kills and time.monotonic() - started < options.kill_budget:
+                user, since = ctx.user(f"k{kills}"), version
                 ack_path = os.path.join(tmp, f"acks-{kills}")
                 error_path = os.path.join(tmp, f"error-{kills}.json")
                 pid = zygote.fork({"kind": "turns", "session": sid, "user": user,
@@ -379,9 +383,10 @@ def sigkill(ctx: CaseContext) -> None:
                 last_ack = acked()
                 fresh = ctx.call("a fresh adapter after the kill", fresh_adapter)
                 try:
-                    version = _after_kill(ctx, fresh, sid, user, owner, last_ack, kills)
+                    version = _after_kill(ctx, fresh, sid, user, owner, last_ack, kills,
+                                          since)
                     got = ctx.call(f"the next turn after SIGKILL {kills}",
-                                   lambda: commit(fresh, version + 1))
+                                   lambda: commit(fresh, version + 1, user))
                     ctx.expect_int_version(got, version + 1,
                                            f"the next turn after SIGKILL {kills}")
                     version += 1
