@@ -22,6 +22,9 @@ import threading
 from typing import Any
 
 _CHUNK = 65536
+#: How long a lost-reply fault waits for the server's answer before ending the
+#: connection (a request that gets none, e.g. a pipelined half, ends it after this).
+_REPLY_WAIT = 0.5
 
 
 def _reset(sock: socket.socket) -> None:
@@ -78,7 +81,7 @@ class _Link:
                 self.upstream.sendall(data)
                 if fault is not None:
                     self.drop_replies = True
-                    self.reply_dropped.wait(2.0)
+                    self.reply_dropped.wait(_REPLY_WAIT)
                     self.end(fault)
                     return
         except OSError:
