@@ -60,7 +60,7 @@ class AdapterRecipe:
 
     def prepare(self) -> Any:
         """Import the target (what the zygote does once, before any fork)."""
-        from backends.conformance.loader import import_object
+        from backends.registry import import_object
 
         return import_object(self.target)
 

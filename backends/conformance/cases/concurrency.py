@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from typing import Callable
+from typing import Any, Callable
 
 from backends.conformance.catalogue import case
 from backends.conformance.context import CaseContext, describe_exception
@@ -151,7 +151,7 @@ def _process_race(ctx: CaseContext, zygote, mode: str) -> None:
                                               owner_subject=owner))
     with tempfile.TemporaryDirectory(prefix="semvec-conf-race-") as tmp:
         go = os.path.join(tmp, "go")
-        jobs = [{"kind": "race", "mode": mode, "session": sid, "user": user, "owner": owner,
+        jobs: list[dict[str, Any]] = [{"kind": "race", "mode": mode, "session": sid, "user": user, "owner": owner,
                  "index": i, "attempts": attempts,
                  "ready_path": os.path.join(tmp, f"ready-{i}"), "go_path": go,
                  "result_path": os.path.join(tmp, f"result-{i}.json"),

@@ -139,8 +139,9 @@ class _Turns:
         if raised is None:
             ctx.expect(stored, f"{label} that returned {got!r}", "the turn stored",
                        "it is not")
-        if self.events is not None:
-            listed = ctx.call("events (direct)", lambda: self.events.list_events(self.user))
+        events = self.events
+        if events is not None:
+            listed = ctx.call("events (direct)", lambda: events.list_events(self.user))
             contents = [e.content for e in listed]
             doubled = sorted({c for c in contents if contents.count(c) > 1})
             ctx.expect(not doubled, f"events after {label} ({told})",

@@ -62,15 +62,15 @@ class _Tenants:
                                                     expected_version=None,
                                                     owner_subject=owner))
             self.sessions[sid] = owner
-        self.events = ctx.events
+        self.events = events = ctx.events
         self.user = ctx.user("iso")
         self.event_ids: dict[str, str | None] = {}
-        if self.events is not None:
+        if events is not None:
             for sid, owner in self.sessions.items():
                 event = ctx.event(self.user, f"event of {owner}", session_id=sid,
                                   owner_subject=owner)
                 try:
-                    ctx.call("append", lambda: self.events.append(event))
+                    ctx.call("append", lambda: events.append(event))
                 except Exception:  # noqa: BLE001 - a store may take events only in turns
                     ctx.call("commit_turn with an event", lambda: ctx.commit_turn(
                         sid, b"turn", expected_version=1, owner_subject=owner, events=[event]))
