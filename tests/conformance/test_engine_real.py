@@ -195,3 +195,17 @@ def test_engine_postgres_adapter_run_is_not_failed_for_sequences_and_leaves_noth
         database.reset_engine()
     doctor = _run("doctor", "--uri", pgvector_url)
     assert doctor.exit_code == 0, doctor.output
+
+
+def test_engine_memory_adapter_is_full_with_the_cross_process_cases_not_applicable():
+    """The engine's in-process adapter: FULL without any list; the process, kill and
+    connection cases are not applicable (not persistent), with that reason."""
+    code, report = _report(["--adapter", "semvec.api.backend_adapter:MemoryBackendAdapter"])
+    cases = _cases(report)
+    assert code == 0 and report["level"] == "FULL", _strictly_failed(cases)
+    assert report["strict_level"] == "FULL"
+    for case_id in ("concurrency.processes", "durability.sigkill", "faults.connection"):
+        case = cases[case_id]
+        assert case["status"] == "not-applicable" and "is_persistent" in case["message"], case
+    for case_id in ("isolation.empty_values", "isolation.owner_variants"):
+        assert cases[case_id]["status"] == "passed", cases[case_id]
