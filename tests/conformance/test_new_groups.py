@@ -122,3 +122,32 @@ def test_a_blind_retry_after_a_lost_reply_is_caught_by_faults_connection(durable
     old = run_conformance(lambda: doubles.BlindRetryRedisAdapter(durable_redis_url),
                           selected_name="redis", only=OLD_CASES)
     assert old.level == Level.FULL, _failed(old)
+
+
+@pytest.mark.redis
+def test_cli_rebuilds_children_from_the_uri_and_leaves_no_key(redis_url):
+    """``conformance run --uri``: the children and the proxied adapter are built from the
+    URI the operator gave; nothing of the run is left on the server."""
+    import json
+
+    import redis
+    from typer.testing import CliRunner
+
+    from semvecctl.app import app
+
+    client = redis.Redis.from_url(redis_url)
+    before = set(client.scan_iter(count=1000))
+    result = CliRunner().invoke(app, [
+        "conformance", "run", "--uri", redis_url, "-o", "json", "--only",
+        "concurrency.processes,durability.sigkill,faults.connection,isolation"])
+    data = json.loads(result.stdout)
+    statuses = {f"{c['group']}.{c['case']}": c for g in data["groups"] for c in g["cases"]}
+    assert result.exit_code == 0, {k: v["message"] for k, v in statuses.items()}
+    for case_id in NEW_CASES:
+        assert statuses[case_id]["status"] == "passed", statuses[case_id]
+    assert "20 kills" in statuses["durability.sigkill"]["message"]
+    try:
+        left = set(client.scan_iter(count=1000)) - before  # event hashes are keyed by UUID
+        assert left == set(), sorted(left)[:10]
+    finally:
+        client.close()
