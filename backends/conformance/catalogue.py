@@ -42,7 +42,8 @@ GROUP_DOCS = {
               "reset mid-call leaves every turn whole or absent, never duplicated; health "
               "says False while cut and True after",
     "isolation": "empty, padded, case-folded, Unicode-variant and prefix owners and blank "
-                 "user ids find nothing of another owner or user",
+                 "user ids find nothing of another owner or user (reads, listings, "
+                 "deletes, events, retrieval)",
     "health": "check_health answers a bool, promptly, without raising",
     "retrieval": "filters (session, owner) are applied before top-k",
     "indexes": "ensure is idempotent; validate is read-only and passes after ensure",

@@ -3,7 +3,7 @@ empty, padded, case-folded, a Unicode name in its other normal form, a prefix of
 another owner, and user ids ``""`` and ``" "``.
 
 Well-formed owners are the ``state`` and ``events`` groups' business. Here every read,
-listing, count, delete and event listing is asked with a value that is *not* the stored
+listing, count, delete, event listing and server-side search is asked with a value that is *not* the stored
 owner (or user) and must find nothing of it: refusing the value (an exception that is not
 a version conflict) is as good as finding nothing; "everything" for an empty value (the
 ADK Redis backend's bug for an empty user id) or a match after trimming, case-folding or
@@ -194,3 +194,55 @@ def owner_variants(ctx: CaseContext) -> None:
                      (tenants.user[:-1], "a prefix")]
     for user, _label in user_variants:
         _user_probes(ctx, tenants, user)
+
+
+@case("isolation")
+def retrieval_owner_variants(ctx: CaseContext) -> None:
+    """Server-side retrieval asked with owner "", padded, case-folded, NFD and prefix
+    owners returns none of the real owner's items."""
+    import time
+
+    from backends.conformance.model import NotApplicable
+    from backends.contract import RetrievalContext, server_retriever_of
+    from backends.errors import UnsupportedOperation
+
+    retriever = server_retriever_of(ctx.adapter)
+    if retriever is None:
+        raise NotApplicable("the adapter offers no server-side retriever: retrieval runs "
+                            "in-process, in the engine, which applies the owner itself")
+    if not (offers(ctx.adapter, Capability.ITEM_MIRROR)
+            and offers(ctx.adapter, Capability.PURGE_ITEMS)):
+        raise NotApplicable("the adapter cannot seed items (sync_items) and remove them "
+                            "(purge_items), so nothing can be searched for")
+    from backends.conformance.cases.retrieval import _configured_dimensions, _unit
+
+    dims = ctx.options.retrieval_dimensions or _configured_dimensions(ctx.adapter) or 8
+    owner = ctx.owner(unicodedata.normalize("NFC", "acme caf\u00e9"))
+    sid = ctx.item_session("iso")
+    query = _unit(dims, 0)
+    items = [ctx.item(f"iso-{n}", f"isolated content {n}", _unit(dims, 0, 0.1 * n),
+                      unit={"text": f"isolated content {n}"}) for n in range(3)]
+    ctx.call("sync_items", lambda: ctx.adapter.sync_items(sid, items, owner_subject=owner))
+
+    def search(probe: Any) -> Any:
+        rc = RetrievalContext(session_id=sid, query_embedding=query,
+                              query_text="isolated content", top_k=3, owner_subject=probe)
+        return retriever.search(rc)
+
+    deadline = time.monotonic() + ctx.options.retrieval_wait
+    try:
+        found = search(owner)
+        while len(found) < len(items) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            found = search(owner)
+    except UnsupportedOperation as exc:
+        raise NotApplicable(f"the deployment refuses server-side search: {exc}") from None
+    ctx.expect_equal(len(found), len(items), "items found by their own owner (the control)")
+    probes = [("", "''"), (" " + owner, "padded"), (owner.upper(), "case-folded"),
+              (unicodedata.normalize("NFD", owner), "the NFD form of an NFC name"),
+              (owner[:-1], "a prefix of the owner")]
+    for probe, label in probes:
+        got = _ask(lambda: search(probe))
+        leaked = [] if got is _REFUSED else [u.item_id for u in got]
+        ctx.expect(not leaked, f"search() with owner {label}", "none of the owner's items",
+                   f"returned {leaked}")
