@@ -71,8 +71,9 @@ def test_junit_carries_both_levels_and_the_expected_failure():
     report = run_conformance(NoOwnerCheckAdapter, only="commit_turn",
                              known_failures=_known(OWNER_CHECK))
     root = to_junit_xml(report).getroot()
-    props = {p.get("name"): p.get("value") for p in root.find("properties")}
+    props = {p.get("name"): p.get("value") for p in root.find("testsuite/properties")}
     assert props["level"] == "FULL" and props["strict_level"] == "FAILED"
+    assert props["group_strict_status"] == "failed"
     case = root.find(".//testcase[@name='owner_check']")
     skipped = case.find("skipped")
     assert skipped is not None and skipped.get("type") == "expected-failure"
@@ -113,7 +114,7 @@ def test_cli_known_failures_exit_status_and_reports(tmp_path):
     assert "strict level FAILED" in text and "Known divergences" in text
     assert "checks the version but not the owner" in text
     props = {p.get("name"): p.get("value")
-             for p in ET.parse(junit).getroot().find("properties")}
+             for p in ET.parse(junit).getroot().find("testsuite/properties")}
     assert props["strict_level"] == "FAILED"
 
     table = runner.invoke(app, ["conformance", "run", "--adapter", adapter, "--only",
