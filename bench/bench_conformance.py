@@ -1,5 +1,7 @@
 """Wall time of a full conformance run against memory and a private local redis-server
-(goal: < 20 s against local Redis), plus the slowest cases. Bounded: a few runs each.
+(goal: < 20 s against local Redis; issue 25's bar for a full run is 60 s), plus the
+slowest cases. The Redis runs pass the recipe, so the cross-process groups (processes,
+20 SIGKILLs, the proxied connection) are included. Bounded: a few runs each.
 
     python bench/bench_conformance.py [--runs 5] [--redis-url redis://...]
 
@@ -20,13 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.dedicated_redis import throwaway_redis  # noqa: E402
 
 
-def bench(label: str, factory, name: str, runs: int) -> None:
+def bench(label: str, factory, name: str, runs: int, recipe=None) -> None:
     from backends.conformance import run_conformance
 
     walls, slowest = [], {}
     for _ in range(runs):
         started = time.perf_counter()
-        report = run_conformance(factory, selected_name=name)
+        report = run_conformance(factory, selected_name=name, recipe=recipe)
         walls.append(time.perf_counter() - started)
         if not report.ok:
             raise SystemExit(f"{label}: {report.summary()}")
@@ -43,15 +45,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--redis-url")
     args = parser.parse_args()
+    from backends.conformance.children import registry_recipe
     from backends.memory import MemoryBackendAdapter
     from backends.redis import RedisBackendAdapter
 
     bench("memory", MemoryBackendAdapter, "memory", args.runs)
     if args.redis_url:
-        bench("redis (given)", lambda: RedisBackendAdapter(args.redis_url), "redis", args.runs)
+        bench("redis (given)", lambda: RedisBackendAdapter(args.redis_url), "redis", args.runs,
+              registry_recipe("redis", args.redis_url))
     else:
-        with throwaway_redis("semvec-bench-conf-") as url:
-            bench("redis (local, private)", lambda: RedisBackendAdapter(url), "redis", args.runs)
+        # AOF on: a Redis without it is not durable, and the run would not be certified
+        with throwaway_redis("semvec-bench-conf-", extra=("--appendonly", "yes")) as url:
+            bench("redis (local, private)", lambda: RedisBackendAdapter(url), "redis",
+                  args.runs, registry_recipe("redis", url))
     print("note: shared 2-core machine; figures are indicative, not stable")
 
 

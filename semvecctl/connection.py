@@ -261,13 +261,20 @@ def load_factory(spec: str) -> Any:
 def adapter_factory(spec: ConnectionSpec) -> Callable[[], Any]:
     """A no-argument factory for ``--adapter module:factory``, given the spec's URI and
     options that its signature accepts (no contract check: callers decide)."""
+    target = load_factory(spec.adapter_factory or "")
+    kwargs = adapter_factory_kwargs(spec, target)
+    return lambda: target(**kwargs)
+
+
+def adapter_factory_kwargs(spec: ConnectionSpec, target: Any = None) -> dict[str, Any]:
+    """The keyword arguments ``--adapter module:factory`` is called with: the spec's URI
+    and options that its signature accepts."""
     from backends.registry import accepts_keyword
 
-    target = load_factory(spec.adapter_factory or "")
+    target = target if target is not None else load_factory(spec.adapter_factory or "")
     kwargs = {"uri": spec.uri} if spec.uri else {}
     kwargs.update(spec.options)
-    kwargs = {k: v for k, v in kwargs.items() if accepts_keyword(target, k)}
-    return lambda: target(**kwargs)
+    return {k: v for k, v in kwargs.items() if accepts_keyword(target, k)}
 
 
 def build_adapter(spec: ConnectionSpec) -> Any:

@@ -90,6 +90,14 @@ ExportYes = Annotated[
     typer.Option("--yes", "-y", hidden=True,
                  help="Accepted and ignored: overwriting an existing archive needs --overwrite."),
 ]
+#: ``conformance run``: the published divergences of the backend under test
+KnownFailures = Annotated[
+    Optional[str],
+    typer.Option("--known-failures", metavar="FILE",
+                 help="YAML list of known divergences (case, reason, link): a listed case that fails is an "
+                      "expected failure, one that passes fails the run. Reports keep the strict level too.",
+                 show_default=False),
+]
 #: the probe's bound (health, doctor)
 Timeout = Annotated[
     float,

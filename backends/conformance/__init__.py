@@ -37,6 +37,15 @@ applicable, never passed):
   adapter's rows are seen there;
 * ``delete(..., expected_version=)``: version-checked delete (``state.delete_checks_version``).
 
+The cross-process cases (``concurrency.processes``, ``durability.sigkill``) need a
+persistent adapter and a way to build it in a child process: an ``AdapterRecipe``
+(``module:factory`` and JSON-able keyword arguments), which the CLI, the loader and the
+pytest plugin make from what they were given, and ``run_conformance(recipe=...)`` or
+``ConformanceSuite.conformance_recipe`` take from an author. ``faults.connection`` also
+needs the recipe's URI (it points a second adapter at a loopback proxy). A
+known-failures list (``load_known_failures``, ``run_conformance(known_failures=...)``)
+turns listed failures into expected ones and listed passes into failures.
+
 This package is imported by every pytest run through the plugin, so it imports nothing
 until a name is used.
 """
@@ -63,6 +72,9 @@ _EXPORTS = {
     "write_junit_xml": "backends.conformance.junit",
     "load_adapter_factory": "backends.conformance.loader",
     "ConformanceSuite": "backends.conformance.suite",
+    "AdapterRecipe": "backends.conformance.children",
+    "load_known_failures": "backends.conformance.known",
+    "parse_known_failures": "backends.conformance.known",
 }
 
 __all__ = sorted(_EXPORTS)

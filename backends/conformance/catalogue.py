@@ -21,6 +21,8 @@ GROUP_ORDER = (
     "durability",
     "events",
     "concurrency",
+    "faults",
+    "isolation",
     "health",
     "retrieval",
     "indexes",
@@ -30,11 +32,18 @@ GROUP_DOCS = {
     "contract": "members, is_persistent, one state store, name, commit_turn's return type",
     "state": "insert, compare-and-set, owner and pending rules, three-state reads/deletes",
     "commit_turn": "state and events land together or not at all; owner check; refusals",
-    "durability": "the server's own durability (Redis: AOF, eviction policy); state and "
-                  "events survive reopening; a fault or a cut connection mid-turn leaves "
-                  "the whole turn or nothing",
     "events": "per-user gap-free sequences, strict delete_older_than, tenant isolation",
-    "concurrency": "racing writers: every version has exactly one winner",
+    "durability": "the server's own durability (Redis: AOF, eviction policy); state and "
+                  "events survive reopening; a fault, a cut connection or a SIGKILL "
+                  "mid-turn leaves the whole turn or nothing",
+    "concurrency": "racing writers, threads and child processes with their own adapters: "
+                   "every version has exactly one winner",
+    "faults": "through a loopback TCP proxy the suite starts: a connection cut, stalled or "
+              "reset mid-call leaves every turn whole or absent, never duplicated; health "
+              "says False while cut and True after",
+    "isolation": "empty, padded, case-folded, Unicode-variant and prefix owners and blank "
+                 "user ids find nothing of another owner or user (reads, listings, "
+                 "deletes, events, retrieval)",
     "health": "check_health answers a bool, promptly, without raising",
     "retrieval": "filters (session, owner) are applied before top-k",
     "indexes": "ensure is idempotent; validate is read-only and passes after ensure",

@@ -70,6 +70,15 @@ class ConformanceOptions:
     #: (``commit_turn.atomic_on_server_error``). None: ``REDIS_URL`` from the
     #: environment (how the engine configures its Redis), else the case is not applicable.
     redis_url: str | None = None
+    #: Child processes racing in ``concurrency.processes``, and attempts per process.
+    processes: int = 4
+    process_attempts: int = 6
+    #: SIGKILLs ``durability.sigkill`` deals (at least 20 is the published bar), and the
+    #: seconds the whole case may take for them.
+    kills: int = 20
+    kill_budget: float = 60.0
+    #: Seed of the kill moments (None: a fresh one, reported in the case's message).
+    kill_seed: int | None = None
 
     def resolved_redis_url(self) -> str | None:
         from backends.info import declared
@@ -85,6 +94,8 @@ class CaseContext:
     options: ConformanceOptions = field(default_factory=ConformanceOptions)
     selected_name: str | None = None
     factory: Callable[[], Any] | None = None
+    #: How a child process rebuilds the adapter (``children.AdapterRecipe``), if known.
+    recipe: Any = None
     sessions: list[str] = field(default_factory=list)
     users: list[str] = field(default_factory=list)
     item_sessions: list[str] = field(default_factory=list)

@@ -1,5 +1,6 @@
 """Turn what an operator or author types (a backend name, a URI, ``module:factory``) into
-a zero-argument adapter factory plus the name the adapter must answer to.
+a zero-argument adapter factory plus the name the adapter must answer to. The factory carries the recipe
+(``semvec_recipe``) child processes rebuild the adapter from.
 
 Unlike ordinary selection, an unknown backend name is an error here: silently certifying
 ``memory`` in place of a mistyped backend would be a false pass.
@@ -35,12 +36,16 @@ def load_adapter_factory(spec: str, *, uri: str | None = None,
     """
     from backends.selection import backend_for_uri
 
+    from backends.conformance.children import registry_recipe, target_recipe
+
     spec = spec.strip()
     if "://" in spec or spec.startswith("memory:"):
         if uri is not None:
             raise BackendConfigError("give the URI once: as the spec or as uri=, not both")
         backend = backend_for_uri(spec)
-        return _registry_factory(backend, uri=spec, **options), backend
+        factory = _registry_factory(backend, uri=spec, **options)
+        factory.semvec_recipe = registry_recipe(backend, spec, options)  # type: ignore[attr-defined]
+        return factory, backend
     if ":" in spec:
         target = import_object(spec)
         if not callable(target):
@@ -48,8 +53,12 @@ def load_adapter_factory(spec: str, *, uri: str | None = None,
         kwargs = dict(options)
         if uri is not None:
             kwargs["uri"] = uri
-        return (functools.partial(target, **kwargs) if kwargs else target), None
-    return _registry_factory(spec, uri=uri, **options), spec
+        built = functools.partial(target, **kwargs)
+        built.semvec_recipe = target_recipe(spec, kwargs)  # type: ignore[attr-defined]
+        return built, None
+    factory = _registry_factory(spec, uri=uri, **options)
+    factory.semvec_recipe = registry_recipe(spec, uri, options)  # type: ignore[attr-defined]
+    return factory, spec
 
 
 def _registry_factory(name: str, *, uri: str | None, **options: Any) -> Callable[[], Any]:

@@ -22,8 +22,11 @@ class Status:
     #: A finding beyond the published contract (e.g. NaN accepted in an embedding):
     #: reported, never counted against the level or the exit status.
     ADVISORY = "advisory"
+    #: A failure the run's known-failures list names, with its reason (see ``known``):
+    #: not counted against the level with known divergences, counted in the strict one.
+    EXPECTED_FAILURE = "expected-failure"
 
-    ALL = (PASSED, FAILED, ERROR, NOT_APPLICABLE, SKIPPED, ADVISORY)
+    ALL = (PASSED, FAILED, ERROR, NOT_APPLICABLE, SKIPPED, ADVISORY, EXPECTED_FAILURE)
     BAD = (FAILED, ERROR)
 
 
@@ -34,14 +37,17 @@ class Level:
             have, e.g. ``events`` without an event store, are not applicable and do not
             count against it);
     PARTIAL every core group passed (contract, state, commit_turn, durability,
-            concurrency, health) but an optional capability it offers (events,
+            concurrency, health, faults, isolation) but an optional capability it offers (events,
             retrieval, indexes) failed, so the core session path is safe and the
             capability is not;
     FAILED  a core group failed: the backend must not hold sessions.
     NONE    nothing was certified: no case that ran passed (every case was not
             applicable, or nothing ran at all); never a success, the run exits 1.
 
-    Advisory findings (beyond the published contract) never lower the level.
+    Advisory findings (beyond the published contract) never lower the level. With a
+    known-failures list, a report has two levels: ``strict_level`` (the list ignored:
+    every expected failure counts as the failure it is) and ``level`` (the known
+    divergences accepted); without one they are the same.
     """
 
     FULL = "FULL"
@@ -51,7 +57,8 @@ class Level:
 
 
 #: Groups whose failure makes a backend unfit to hold sessions at all.
-CORE_GROUPS = ("contract", "state", "commit_turn", "durability", "concurrency", "health")
+CORE_GROUPS = ("contract", "state", "commit_turn", "durability", "concurrency", "health",
+               "faults", "isolation")
 
 
 class CaseFailure(AssertionError):
@@ -101,6 +108,11 @@ class CaseResult:
     expected: str | None = None
     actual: str | None = None
     doc: str = ""
+    #: Set by a known-failures list: the status before the list was applied, and the
+    #: entry's reason and link.
+    strict_status: str | None = None
+    known_reason: str | None = None
+    known_link: str | None = None
 
     @property
     def case_id(self) -> str:
@@ -109,6 +121,11 @@ class CaseResult:
     @property
     def ok(self) -> bool:
         return self.status not in Status.BAD
+
+    @property
+    def strict(self) -> str:
+        """The status with no known-failures list applied."""
+        return self.strict_status or self.status
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -119,6 +136,9 @@ class CaseResult:
             "message": self.message,
             "expected": self.expected,
             "actual": self.actual,
+            **({"strict_status": self.strict_status} if self.strict_status else {}),
+            **({"known_reason": self.known_reason, "known_link": self.known_link}
+               if self.known_reason else {}),
         }
 
 
@@ -139,10 +159,15 @@ class GroupResult:
             counts[case.status] += 1
         return counts
 
+    @property
+    def strict_status(self) -> str:
+        return group_status(self.cases, strict=True)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "status": self.status,
+            "strict_status": self.strict_status,
             "reason": self.reason,
             "duration": round(self.duration, 4),
             "counts": self.counts(),
@@ -150,28 +175,30 @@ class GroupResult:
         }
 
 
-def group_status(cases: list[CaseResult]) -> str:
+def group_status(cases: list[CaseResult], *, strict: bool = False) -> str:
     """A group fails if any case failed or errored, passes if at least one case passed
-    and none failed, and is not applicable when none of its cases could run."""
-    statuses = {c.status for c in cases}
+    (or failed as a known divergence) and none failed, and is not applicable when none of
+    its cases could run. ``strict``: the statuses before a known-failures list."""
+    statuses = {c.strict if strict else c.status for c in cases}
     if Status.ERROR in statuses or Status.FAILED in statuses:
         return Status.FAILED
-    if Status.PASSED in statuses or Status.ADVISORY in statuses:
+    if statuses & {Status.PASSED, Status.ADVISORY, Status.EXPECTED_FAILURE}:
         return Status.PASSED
     if Status.SKIPPED in statuses:
         return Status.SKIPPED
     return Status.NOT_APPLICABLE
 
 
-def compute_level(groups: list[GroupResult]) -> str:
-    core_failed = any(g.name in CORE_GROUPS and g.status == Status.FAILED for g in groups)
+def compute_level(groups: list[GroupResult], *, strict: bool = False) -> str:
+    status = {g.name: (g.strict_status if strict else g.status) for g in groups}
+    core_failed = any(name in CORE_GROUPS and s == Status.FAILED for name, s in status.items())
     if core_failed:
         return Level.FAILED
-    if any(g.status == Status.FAILED for g in groups):
+    if Status.FAILED in status.values():
         return Level.PARTIAL
-    if not any(g.status == Status.PASSED for g in groups):
+    if Status.PASSED not in status.values():
         return Level.NONE  # nothing applicable: nothing certified, never FULL
-    if any(g.status == Status.SKIPPED for g in groups):
+    if Status.SKIPPED in status.values():
         return Level.PARTIAL
     return Level.FULL
 
@@ -187,10 +214,18 @@ class ConformanceReport:
     target: str = ""
     #: What the adapter declares and offers (persistence, halves, operator seams).
     capabilities: dict[str, Any] = field(default_factory=dict)
+    #: The known-failures list the run applied (origin, backend, cases), or None.
+    known_failures: dict[str, Any] | None = None
 
     @property
     def level(self) -> str:
+        """The level with the run's known divergences accepted (strict without a list)."""
         return compute_level(self.groups)
+
+    @property
+    def strict_level(self) -> str:
+        """The level with every failure counted, known or not."""
+        return compute_level(self.groups, strict=True)
 
     @property
     def ok(self) -> bool:
@@ -230,6 +265,10 @@ class ConformanceReport:
         subset = f" (subset: {', '.join(self.selection)})" if self.selection else ""
         text = (f"conformance level {self.level} for backend {self.backend!r}{subset}: "
                 f"{', '.join(parts) or 'nothing ran'} in {self.duration:.2f}s")
+        if self.known_failures is not None:
+            known = counts[Status.EXPECTED_FAILURE]
+            text += (f"; strict level {self.strict_level} ({known} known divergence(s) "
+                     f"accepted from {self.known_failures.get('origin')})")
         if self.level == Level.NONE:
             text += ("; nothing applicable, nothing certified (run the groups this "
                      "backend has, or give it the capabilities the cases need)")
@@ -240,7 +279,9 @@ class ConformanceReport:
             "backend": self.backend,
             "target": self.target,
             "level": self.level,
+            "strict_level": self.strict_level,
             "ok": self.ok,
+            "known_failures": self.known_failures,
             "prefix": self.prefix,
             "started_at": self.started_at.isoformat(),
             "duration": round(self.duration, 4),

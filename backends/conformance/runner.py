@@ -51,10 +51,11 @@ def _where(exc: BaseException) -> str:
 
 def run_case(adapter: Any, entry: Case, *, prefix: str, options: ConformanceOptions,
              selected_name: str | None = None,
-             factory: Callable[[], Any] | None = None) -> CaseResult:
+             factory: Callable[[], Any] | None = None, recipe: Any = None) -> CaseResult:
     """Run one case and its cleanup; never raises (the outcome is in the result)."""
     ctx = CaseContext(adapter=adapter, prefix=prefix, case_slug=entry.name.replace("_", "-"),
-                      options=options, selected_name=selected_name, factory=factory)
+                      options=options, selected_name=selected_name, factory=factory,
+                      recipe=recipe)
     result = CaseResult(entry.group, entry.name, Status.PASSED, doc=entry.doc)
     started = time.perf_counter()
     try:
@@ -147,6 +148,8 @@ def run_conformance(
     options: ConformanceOptions | None = None,
     prefix: str | None = None,
     target: str = "",
+    recipe: Any = None,
+    known_failures: Any = None,
 ) -> ConformanceReport:
     """Certify an adapter.
 
@@ -154,8 +157,15 @@ def run_conformance(
     adapter instance (then ``contract.close_is_idempotent`` is not applicable and the
     adapter is not closed). ``selected_name`` is the name it was selected by (checked by
     ``contract.name_matches_selection``); ``only`` restricts the run to groups or
-    ``group.case`` ids; ``on_result`` is called after each case.
+    ``group.case`` ids; ``on_result`` is called after each case. ``recipe`` (a
+    ``children.AdapterRecipe``; default: the one the factory carries) is how child
+    processes rebuild the adapter for the cross-process cases, which are not applicable
+    without one. ``known_failures`` (``known.KnownFailures``) lists the published
+    divergences: a listed case that fails is an expected failure, one that passes fails.
     """
+    from backends.conformance.children import recipe_of
+
+    recipe = recipe if recipe is not None else recipe_of(adapter_factory)
     options = options or ConformanceOptions()
     cases = select_cases(only)
     prefix = prefix or new_run_prefix()
@@ -211,7 +221,10 @@ def run_conformance(
                                         message=reason, doc=entry.doc)
                 else:
                     result = run_case(adapter, entry, prefix=prefix, options=options,
-                                      selected_name=selected_name, factory=factory)
+                                      selected_name=selected_name, factory=factory,
+                                      recipe=recipe)
+                if known_failures is not None:
+                    result = known_failures.judge(result)
                 results.append(result)
                 if on_result is not None:
                     on_result(result)
@@ -227,6 +240,7 @@ def run_conformance(
         selection=selection,
         target=target,
         capabilities=capabilities,
+        known_failures=None if known_failures is None else known_failures.source,
     )
 
 

@@ -14,7 +14,9 @@
 A failing case fails the test named after it (``test_state__insert_never_overwrites``)
 with the expected-vs-actual message; a case the adapter cannot have is skipped as
 "not applicable", never passed. An optional ``conformance_factory`` fixture (a
-zero-argument callable) enables ``contract.close_is_idempotent``.
+zero-argument callable) enables ``contract.close_is_idempotent``; a
+``conformance_recipe`` class attribute (``backends.conformance.children.AdapterRecipe``)
+lets the cross-process cases rebuild the adapter in child processes.
 """
 
 from __future__ import annotations
@@ -32,14 +34,19 @@ MARKER = "semvec_conformance"
 
 
 def check_case(adapter: Any, entry: Case, *, selected_name: str | None = None,
-               options: ConformanceOptions | None = None, factory: Any = None) -> None:
-    """Run one case the pytest way: fail with its message, skip when not applicable."""
+               options: ConformanceOptions | None = None, factory: Any = None,
+               recipe: Any = None) -> None:
+    """Run one case the pytest way: fail with its message, skip when not applicable.
+    ``recipe`` (default: the one ``factory`` carries) lets the cross-process cases run."""
+    from backends.conformance.children import recipe_of
+
     reason = group_applies(entry.group, adapter)
     if reason is not None:
         pytest.skip(f"not applicable: {reason}")
     result = run_case(adapter, entry, prefix=new_run_prefix(),
                       options=options or ConformanceOptions(),
-                      selected_name=selected_name, factory=factory)
+                      selected_name=selected_name, factory=factory,
+                      recipe=recipe if recipe is not None else recipe_of(factory))
     if result.status == Status.NOT_APPLICABLE:
         pytest.skip(f"not applicable: {result.message}")
     if result.status == Status.FAILED:
@@ -61,7 +68,8 @@ def _make_test(entry: Case):
         except pytest.FixtureLookupError:
             factory = None
         check_case(adapter, entry, selected_name=getattr(self, "conformance_name", None),
-                   options=getattr(self, "conformance_options", None), factory=factory)
+                   options=getattr(self, "conformance_options", None), factory=factory,
+                   recipe=getattr(self, "conformance_recipe", None))
 
     test.__name__ = f"test_{entry.group}__{entry.name}"
     test.__doc__ = entry.doc
@@ -75,6 +83,9 @@ class ConformanceSuite:
     conformance_name: str | None = None
     #: Restrict to groups / ``group.case`` ids (same syntax as ``--only``).
     conformance_only: Any = None
+    #: How child processes rebuild the adapter (None: the cross-process cases are not
+    #: applicable, unless the factory carries a recipe).
+    conformance_recipe: Any = None
     #: Knobs (writers, health timeout, provisioning ...).
     conformance_options: ConformanceOptions | None = None
 

@@ -16,7 +16,7 @@ import typer
 from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, NamedBackend, Output, Overwrite, Uri
+from semvecctl.options import AdapterFactory, KnownFailures, NamedBackend, Output, Overwrite, Uri
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
@@ -25,7 +25,7 @@ HELP = help_of(NAME)
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
 _MARKS = {"passed": "ok", "failed": "FAIL", "error": "ERROR", "not-applicable": "n/a",
-          "skipped": "skip", "advisory": "advisory"}
+          "skipped": "skip", "advisory": "advisory", "expected-failure": "known"}
 
 
 def _split_only(only: Optional[list[str]]) -> Optional[list[str]]:
@@ -65,6 +65,29 @@ def _factory_for(spec: Any):
     if spec.adapter_factory:
         return adapter_factory(spec)
     return lambda: build_adapter(spec)
+
+
+def _recipe_for(spec: Any) -> Any:
+    """How child processes rebuild the adapter (the cross-process cases): the same
+    registry name and URI, or the same ``--adapter`` target with the same arguments."""
+    from backends.conformance.children import registry_recipe, target_recipe
+
+    if spec.adapter_factory:
+        from semvecctl.connection import adapter_factory_kwargs
+
+        return target_recipe(spec.adapter_factory, adapter_factory_kwargs(spec))
+    return registry_recipe(spec.backend, spec.uri, dict(spec.options))
+
+
+def _known_failures(path: Optional[str]) -> Any:
+    if path is None:
+        return None
+    from backends.conformance.known import KnownFailuresError, load_known_failures
+
+    try:
+        return load_known_failures(path)
+    except KnownFailuresError as exc:
+        current().abort(f"--known-failures: {exc}", ExitCode.USAGE, cause=None)
 
 
 def _preflight(adapter: Any, spec: Any, timeout: float) -> None:
@@ -158,7 +181,11 @@ def _render_table(out: Any, report: Any) -> None:
                   f"retrieval_backend={caps.get('retrieval_backend') or 'none (in-process)'} "
                   f"seams={', '.join(caps.get('seams') or []) or 'none'}")
     out.write("")
-    out.write(f"level: {report.level}")
+    if report.known_failures is not None:
+        out.write(f"level: {report.level} with known divergences accepted "
+                  f"(strict level: {report.strict_level})")
+    else:
+        out.write(f"level: {report.level}")
 
 
 @app.command("run")
@@ -184,9 +211,13 @@ def run(
         help="Embedding width for the retrieval and indexes groups (default: the backend's)."),
     report_file: ReportFile = None,
     overwrite: Overwrite = False,
+    known_failures: KnownFailures = None,
     output: Output = OutputFormat.table,
 ) -> None:
-    """Run the conformance cases against one backend; exit 1 if any case fails or none applies."""
+    """Run the conformance cases against one backend; exit 1 if any case fails or none applies.
+
+    With --known-failures, listed cases that fail are expected failures (exit 0 if nothing
+    else fails) and listed cases that pass fail the run."""
     from backends.conformance import ConformanceOptions, plan, run_conformance, write_junit_xml
     from backends.conformance.context import redis_url_of
 
@@ -201,6 +232,7 @@ def run(
         cases = plan(only_list)
     except ValueError as exc:
         current().abort(str(exc), ExitCode.USAGE, cause=None)
+    known = _known_failures(known_failures)
     conn = Connection(backend, uri, adapter)
     spec = conn.spec
     if spec.origin == "default":
@@ -220,7 +252,8 @@ def run(
                                  allow_provisioning=allow_provisioning,
                                  retrieval_dimensions=dimensions, index_dimensions=dimensions)
     kwargs = dict(selected_name=_selected_name(spec, backend), only=only_list,
-                  options=options, target=spec.display_uri if spec.uri else "")
+                  options=options, target=spec.display_uri if spec.uri else "",
+                  recipe=_recipe_for(spec), known_failures=known)
     if _stderr_is_tty() and output == OutputFormat.table:
         with _LiveTable(out, cases) as live:
             report = run_conformance(adapters, on_result=live.update, **kwargs)

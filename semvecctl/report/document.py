@@ -198,9 +198,13 @@ def build_conformance(data: Mapping[str, Any]) -> Document:
     backend = data.get("backend")
     counts = {k: v for k, v in (data.get("counts") or {}).items() if v}
     passed = bool(data.get("ok"))
+    known = data.get("known_failures")
     headline = (f"conformance level {data.get('level')} for backend {backend!r}: "
                 + (", ".join(f"{v} {k}" for k, v in counts.items()) or "nothing ran")
                 + f" in {cell(float(data.get('duration') or 0.0))}s")
+    if known is not None:
+        headline += (f" · strict level {data.get('strict_level')} (known divergences from "
+                     f"{known.get('origin')} accepted)")
     title = f"conformance of backend {backend!r}"
     if data.get("target"):
         title += f" at {data['target']}"
@@ -214,16 +218,27 @@ def build_conformance(data: Mapping[str, Any]) -> Document:
             [[f"{c.get('group')}.{c.get('case')}", c.get("status"), c.get("expected"),
               c.get("actual"), c.get("message")] for c in failures],
             ["bad"] * len(failures)))
+    if known is not None:
+        divergent = [c for c in cases if c.get("known_reason")]
+        doc.blocks.append(Table(
+            "Known divergences", ["case", "status", "strict status", "reason", "link"],
+            [[f"{c.get('group')}.{c.get('case')}", c.get("status"),
+              c.get("strict_status") or c.get("status"), c.get("known_reason"),
+              c.get("known_link") or "–"] for c in divergent],
+            [{"expected-failure": "", "failed": "bad"}.get(str(c.get("status")), "")
+             for c in divergent]))
     caps = data.get("capabilities") or {}
     doc.blocks.append(Facts("Run", [("backend", backend), ("target", data.get("target") or "–"),
                                     ("level", data.get("level")),
+                                    ("strict level", data.get("strict_level")),
+                                    ("known failures", (known or {}).get("origin") or "–"),
                                     ("selection", data.get("selection")),
                                     ("started", data.get("started_at")),
                                     *[(f"capability {k}", v) for k, v in caps.items()]]))
     doc.blocks.append(Table(
-        "Groups", ["group", "status", "cases", "time (s)", "note"],
-        [[g.get("name"), g.get("status"), len(g.get("cases") or []), g.get("duration"),
-          g.get("reason")] for g in groups],
+        "Groups", ["group", "status", "strict", "cases", "time (s)", "note"],
+        [[g.get("name"), g.get("status"), g.get("strict_status") or g.get("status"),
+          len(g.get("cases") or []), g.get("duration"), g.get("reason")] for g in groups],
         [_status_mark(g.get("status")) for g in groups]))
     doc.blocks.append(Table(
         "Cases", ["case", "status", "time (s)", "detail"],

@@ -188,8 +188,8 @@ def test_live_table_on_a_tty(monkeypatch):
     result = invoke("run", "--backend", "memory", "--only", "health,concurrency")
     assert result.exit_code == 0, result.output
     assert seen == ["concurrency.racing_saves", "concurrency.racing_commit_turns",
-                    "concurrency.racing_inserts", "health.answers_bool_promptly",
-                    "health.reports_up"]
+                    "concurrency.racing_inserts", "concurrency.processes",
+                    "health.answers_bool_promptly", "health.reports_up"]
     assert "level: FULL" in result.stdout
 
 

@@ -142,6 +142,8 @@ def _seed(redis_url: str, pg_url: str, workdir: Path) -> None:
         "from backends.memory import MemoryBackendAdapter\n"
         "class MyStore(MemoryBackendAdapter):\n    name = 'mystore'\n"
         "def make_adapter(uri=None):\n    return MyStore()\n")
+    # the --known-failures example's list (an empty list: nothing is known to fail)
+    (workdir / "known.yaml").write_text("known_failures: []\n")
     home = workdir / "home"
     (home / ".local/share/bash-completion/completions").mkdir(parents=True)
 

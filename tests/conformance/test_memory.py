@@ -30,11 +30,18 @@ def test_memory_backend_is_full_with_events_not_applicable():
         "durability": Status.NOT_APPLICABLE,
         "events": Status.NOT_APPLICABLE,
         "concurrency": Status.PASSED,
+        "faults": Status.NOT_APPLICABLE,
+        "isolation": Status.PASSED,
         "health": Status.PASSED,
         "retrieval": Status.NOT_APPLICABLE,
         "indexes": Status.NOT_APPLICABLE,
     }
     assert "keeps no event log" in report.group("events").reason
+    # issue 25: the process, kill and connection cases are not applicable to memory, with
+    # the reason (not persistent), even when a child could rebuild it
+    for case_id in ("concurrency.processes", "durability.sigkill", "faults.connection"):
+        case = report.case(case_id)
+        assert case.status == Status.NOT_APPLICABLE and "is_persistent" in case.message, case
     assert report.case("commit_turn.refuses_events_without_event_store").status == Status.PASSED
     # a case that needs an event store is not applicable, never passed
     assert report.case("commit_turn.state_and_events_land_together").status == \

@@ -116,10 +116,13 @@ def test_redis_adapter_conforms_and_leaves_other_data_untouched(adapter_factory,
     before = _dump(raw, foreign)
     assert len(foreign) == 17 and all(before.values())
 
+    from backends.conformance.children import registry_recipe
+
     started = time.perf_counter()
     with _Monitor(durable_redis.client()) as monitor:
         report = run_conformance(adapter_factory, selected_name="redis",
-                                 options=ConformanceOptions(redis_url=durable_redis_url))
+                                 options=ConformanceOptions(redis_url=durable_redis_url),
+                                 recipe=registry_recipe("redis", durable_redis_url))
     wall = time.perf_counter() - started
     print(f"\nconformance wall time against local Redis: {wall:.2f}s "
           f"({len(report.cases)} cases, level {report.level})")
@@ -135,6 +138,10 @@ def test_redis_adapter_conforms_and_leaves_other_data_untouched(adapter_factory,
     assert report.case("durability.survives_reopen").status == Status.PASSED
     assert report.case("durability.connection_cut_mid_turn").status == Status.PASSED
     assert report.case("durability.server_is_durable").status == Status.PASSED
+    # issue 25: processes, SIGKILLs, a proxied connection and owner probes, all applied
+    for case_id in ("concurrency.processes", "durability.sigkill", "faults.connection",
+                    "isolation.empty_values", "isolation.owner_variants"):
+        assert report.case(case_id).status == Status.PASSED, report.case(case_id)
     assert wall < WALL_TIME_GOAL_S
 
     after = _dump(raw, foreign)

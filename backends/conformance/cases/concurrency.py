@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from typing import Callable
+from typing import Any, Callable
 
 from backends.conformance.catalogue import case
 from backends.conformance.context import CaseContext, describe_exception
@@ -127,3 +127,76 @@ def racing_inserts(ctx: CaseContext) -> None:
     final = ctx.call("load_full", lambda: ctx.store.load_full(sid))
     ctx.expect_equal((final.version, bytes(final.blob)) if final else None,
                      (1, wins[0][1]), "row against the one winning insert")
+
+
+# -- processes, not threads ----------------------------------------------------------------
+
+
+def _process_race(ctx: CaseContext, zygote, mode: str) -> None:
+    """``ctx.options.processes`` workers, each with its own adapter, race ``mode``
+    (``save`` or ``turn``) on one session; check one winner per version, visible
+    refusals, the last winner's blob stored, and only winning turns' events."""
+    import os
+    import tempfile
+
+    from backends.conformance.children import read_json, turn_event_id, wait_for
+
+    sid, user = ctx.session(f"proc-{mode}"), ctx.user(f"proc-{mode}")
+    owner = ctx.owner("tenant-proc")
+    processes, attempts = ctx.options.processes, ctx.options.process_attempts
+    for index in range(processes):  # every id a worker may write, for cleanup
+        for attempt in range(attempts):
+            ctx.event_ids.append(str(turn_event_id(sid, f"p{index} a{attempt}")))
+    ctx.call("insert", lambda: ctx.store.save(sid, b"start", expected_version=None,
+                                              owner_subject=owner))
+    with tempfile.TemporaryDirectory(prefix="semvec-conf-race-") as tmp:
+        go = os.path.join(tmp, "go")
+        jobs: list[dict[str, Any]] = [{"kind": "race", "mode": mode, "session": sid, "user": user, "owner": owner,
+                 "index": i, "attempts": attempts,
+                 "ready_path": os.path.join(tmp, f"ready-{i}"), "go_path": go,
+                 "result_path": os.path.join(tmp, f"result-{i}.json"),
+                 "error_path": os.path.join(tmp, f"error-{i}.json")} for i in range(processes)]
+        pids = [zygote.fork(job) for job in jobs]
+        ready = wait_for(lambda: all(os.path.exists(j["ready_path"]) for j in jobs), 60,
+                         interval=0.005)
+        open(go, "w").close()
+        statuses = [zygote.wait(pid, _JOIN_TIMEOUT) for pid in pids]
+        failures = [read_json(j["error_path"]) for j in jobs]
+        broken = [f["error"] for f in failures if f]
+        ctx.expect(not broken, f"{processes} child processes racing {mode}s",
+                   "each child builds its adapter and races", "; ".join(broken[:3]))
+        ctx.expect(ready and all(s == 0 for s in statuses), f"child processes racing {mode}s",
+                   f"all {processes} finish within {_JOIN_TIMEOUT:.0f}s", f"exit statuses {statuses}")
+        results = [read_json(j["result_path"]) or {} for j in jobs]
+    errors = [e for r in results for e in r.get("errors", [])]
+    ctx.expect(not errors, f"racing {mode}s across processes",
+               "only successes and StateVersionConflict", "; ".join(sorted(set(errors))[:3]))
+    wins = [(int(v), label) for r in results for v, label in r.get("wins", [])]
+    lost = [label for r in results for label in r.get("conflicts", [])]
+    what = f"{mode}s racing in {processes} processes"
+    ctx.expect(len(wins) + len(lost) == processes * attempts, what,
+               f"{processes * attempts} attempts answered", f"{len(wins) + len(lost)}")
+    ctx.expect(bool(wins), what, "at least one winner", "none")
+    _check_winners(ctx, sid, [(v, f"{sid} {label}".encode()) for v, label in wins], what)
+    if mode != "turn":
+        return
+    events = ctx.require_events()
+    listed = ctx.call(f"events of {user!r}", lambda: events.list_events(user))
+    landed = sorted(e.content for e in listed)
+    ctx.expect_equal(landed, sorted(label for _v, label in wins),
+                     "events after the race (exactly those of the winning turns, once each)")
+
+
+@case("concurrency", needs_event_turns=True)
+def processes(ctx: CaseContext) -> None:
+    """Child processes, each with its own adapter, race saves and turns: one winner per
+    version, the losers refused, losing turns' events never land."""
+    from backends.conformance.children import Zygote, require_children
+
+    recipe = require_children(ctx)
+    with Zygote(recipe) as zygote:
+        _process_race(ctx, zygote, "save")
+        if ctx.events is None:
+            ctx.notes.append("turns with events: not applicable (event_store() is None)")
+            return
+        _process_race(ctx, zygote, "turn")

@@ -264,3 +264,138 @@ def server_is_durable(ctx: CaseContext) -> None:
     ctx.expect(durable, f"the server's own durability, {source}", _DURABLE_REDIS,
                f"not durable: {reason}; set appendonly yes and maxmemory-policy noeviction "
                "(CONFIG SET or redis.conf)")
+
+
+# -- SIGKILL mid-turn ----------------------------------------------------------------------
+
+#: Events each killed child writes per turn (a turn whose events are partly there is torn).
+_EVENTS_PER_TURN = 2
+
+
+def _after_kill(ctx: CaseContext, fresh, sid: str, user: str, owner: str, acked: int,
+                kill: int, since: int) -> int:
+    """What a fresh adapter finds after a kill: the stored version's own blob, every
+    acknowledged turn, and the events of exactly the turns stored (the child's turns
+    after version ``since``, written for ``user``, this round's user id); its version."""
+    from backends.conformance.children import turn_blob, turn_labels
+    from backends.conformance.drive import EventsDriver, StoreDriver
+
+    where = f"after SIGKILL {kill}"
+    row = ctx.call(f"load_full {where}", lambda: StoreDriver(fresh.state_store()).load_full(sid))
+    ctx.expect(row is not None, f"session {where}", "the session", "None")
+    version = row.version
+    ctx.expect(version >= acked, f"version {where}",
+               f"at least {acked} (the last turn the child was told was committed)",
+               f"{version} (an acknowledged turn was lost)")
+    ctx.expect_equal(bytes(row.blob), turn_blob(sid, version),
+                     f"blob stored with version {version} {where} (the one written with it)")
+    ctx.expect_equal(row.owner_subject, owner, f"owner {where}")
+    raw = fresh.event_store()
+    if raw is None:
+        return version
+    listed = ctx.call(f"events {where}", lambda: EventsDriver(raw).list_events(user))
+    found = sorted(e.content for e in listed)
+    wanted = sorted(label for v in range(since + 1, version + 1)
+                    for label in turn_labels(v, _EVENTS_PER_TURN))
+    if found != wanted:
+        missing = sorted(set(wanted) - set(found))
+        extra = sorted(set(found) - set(wanted))
+        ctx.fail(f"events {where} (state at version {version})",
+                 f"every event of the child's turns {since + 1}..{version}, once, and none "
+                 "of a later turn",
+                 f"missing {missing[:4]}, extra {extra[:4]}, {len(found)} listed")
+    return version
+
+
+@case("durability", needs_event_turns=True)
+def sigkill(ctx: CaseContext) -> None:
+    """A child committing turns is SIGKILLed at random moments (20+ times): a fresh adapter
+    finds every turn whole or absent, acknowledged turns kept, and the session goes on."""
+    import os
+    import random
+    import tempfile
+    import time
+
+    from backends.conformance.children import (
+        Zygote,
+        require_children,
+        turn_blob,
+        turn_event,
+        turn_event_id,
+        turn_labels,
+        wait_for,
+        read_json,
+    )
+
+    recipe = require_children(ctx)
+    options = ctx.options
+    seed = options.kill_seed if options.kill_seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    sid, owner = ctx.session("killed"), ctx.owner("tenant-kill")
+    user = ctx.user("killed")  # each round's turns get a user id of their own (a short log)
+    has_events = ctx.events is not None
+    per_turn = _EVENTS_PER_TURN if has_events else 0
+    version = 0
+    fresh_adapter = ctx.factory or recipe.build
+
+    def commit(adapter, v: int, user: str) -> int:
+        events = ([turn_event(user, sid, owner, label) for label in turn_labels(v, per_turn)]
+                  if has_events else None)
+        return ctx.commit_turn(sid, turn_blob(sid, v), expected_version=v - 1 or None,
+                               owner_subject=owner, events=events, adapter=adapter)
+
+    kills, started = 0, time.monotonic()
+    try:
+        ctx.expect_int_version(ctx.call("first turn", lambda: commit(ctx.adapter, 1, user)), 1,
+                               "first turn")
+        version = 1
+        with tempfile.TemporaryDirectory(prefix="semvec-conf-kill-") as tmp, \
+                Zygote(recipe) as zygote:
+            while kills < options.kills and time.monotonic() - started < options.kill_budget:
+                user, since = ctx.user(f"k{kills}"), version
+                ack_path = os.path.join(tmp, f"acks-{kills}")
+                error_path = os.path.join(tmp, f"error-{kills}.json")
+                pid = zygote.fork({"kind": "turns", "session": sid, "user": user,
+                                   "owner": owner, "version": version,
+                                   "events_per_turn": per_turn, "ack_path": ack_path,
+                                   "error_path": error_path})
+
+                def acked() -> int:
+                    try:
+                        with open(ack_path, "rb") as handle:
+                            lines = handle.read().split(b"\n")[:-1]
+                    except OSError:
+                        return version
+                    return int(lines[-1]) if lines else version
+
+                if not wait_for(lambda: acked() > version or os.path.exists(error_path), 30,
+                                interval=0.001):
+                    ctx.fail("a child committing turns", "a first turn within 30s",
+                             "none (the child hung)")
+                time.sleep(rng.uniform(0.0, 0.03))
+                status = zygote.kill(pid)
+                failure = read_json(error_path)
+                ctx.expect(failure is None, "the child committing turns",
+                           "turns until it is killed",
+                           f"it stopped: {(failure or {}).get('error')}")
+                ctx.expect(status is not None, "the killed child", "reaped", "still running")
+                kills += 1
+                last_ack = acked()
+                fresh = ctx.call("a fresh adapter after the kill", fresh_adapter)
+                try:
+                    version = _after_kill(ctx, fresh, sid, user, owner, last_ack, kills,
+                                          since)
+                    got = ctx.call(f"the next turn after SIGKILL {kills}",
+                                   lambda: commit(fresh, version + 1, user))
+                    ctx.expect_int_version(got, version + 1,
+                                           f"the next turn after SIGKILL {kills}")
+                    version += 1
+                finally:
+                    _close(fresh)
+    finally:
+        for v in range(1, version + 3):  # every id a child may have written, for cleanup
+            for label in turn_labels(v, per_turn):
+                ctx.event_ids.append(str(turn_event_id(sid, label)))
+    ctx.expect(kills >= options.kills, f"SIGKILLs within {options.kill_budget:g}s",
+               f"{options.kills}", f"{kills}")
+    ctx.notes.append(f"{kills} kills, {version} turns, seed {seed}")
