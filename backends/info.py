@@ -53,6 +53,8 @@ class BackendInfo:
     #: URL convention): redaction hides it (``backends.redaction`` is a leaf, so it keeps
     #: these schemes itself and a test holds its copy to this flag)
     bare_userinfo_is_password: bool = False
+    #: the TCP port a URI without one means (the server's default)
+    default_port: int | None = None
     #: the variable holding the idle TTL the engine applies to this store's sessions
     ttl_env: str | None = None
 
@@ -100,12 +102,12 @@ SHIPPED_INFO: tuple[BackendInfo, ...] = (
     BackendInfo("redis", "backends.redis:RedisBackendAdapter",
                 schemes=("redis", "rediss", "unix"), uri_env=("REDIS_URL",),
                 extra="redis", drivers=("redis",), audit="backends.redis.audit:audit",
-                path_schemes=("unix",), ttl_env="SEMVEC_REDIS_SESSION_TTL_S",
+                path_schemes=("unix",), ttl_env="SEMVEC_REDIS_SESSION_TTL_S", default_port=6379,
                 bare_userinfo_is_password=True),
     BackendInfo("mongo", "backends.mongo:MongoBackendAdapter",
                 schemes=("mongodb", "mongodb+srv"), uri_env=("MONGODB_URI",),
                 extra="mongo", drivers=("pymongo",), audit="backends.mongo.audit:audit",
-                ttl_env="SEMVEC_MONGO_SESSION_TTL_S"),
+                ttl_env="SEMVEC_MONGO_SESSION_TTL_S", default_port=27017),
 )
 ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
     BackendInfo("pgvector", "backends.pgvector:PgVectorAdapter",
@@ -114,12 +116,12 @@ ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
                 extra="pgvector", drivers=("psycopg", "psycopg_pool", "pgvector"),
                 audit="backends.pgvector.audit:audit",
                 detect="backends.pgvector.detect:DETECTOR",
-                host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S"),
+                host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S", default_port=5432),
     BackendInfo("postgres", "backends.postgres:PostgresAdapter",
                 schemes=("postgresql", "postgres"), uri_env=("DATABASE_URL",),
                 extra="pgvector", drivers=("psycopg", "psycopg_pool"),
                 audit="backends.sql.audit:audit",
-                host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S"),
+                host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S", default_port=5432),
 )
 KNOWN_INFO: tuple[BackendInfo, ...] = SHIPPED_INFO + ENTRY_POINT_INFO
 

@@ -47,16 +47,22 @@ def _proxied(ctx: CaseContext) -> tuple[Any, str, int]:
         host, port = parts.hostname, parts.port
     except ValueError:
         host, port = None, None
-    if not host or not port and parts.scheme.split("+")[0] not in _DEFAULT_PORTS:
+    port = port or _default_port(parts.scheme.lower())
+    if not host or not port:
         raise NotApplicable(f"the run's URI ({parts.scheme}://...) names no TCP host and "
                             "port to proxy")
     if "," in (parts.netloc or ""):
         raise NotApplicable("the run's URI names several hosts; the proxy stands for one")
-    return recipe, host, port or _DEFAULT_PORTS[parts.scheme.split("+")[0]]
+    return recipe, host, port
 
 
-_DEFAULT_PORTS = {"redis": 6379, "rediss": 6380, "postgresql": 5432, "postgres": 5432,
-                  "mongodb": 27017}
+def _default_port(scheme: str) -> int | None:
+    """The port a URI of ``scheme`` without one means (BackendInfo.default_port)."""
+    from backends.info import known
+    from backends.selection import SCHEME_BACKENDS
+
+    info = known(SCHEME_BACKENDS.get(scheme, ""))
+    return info.default_port if info else None
 
 
 def _through(uri: str, port: int) -> str:
