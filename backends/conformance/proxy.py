@@ -78,9 +78,11 @@ class _Link:
                 if self.closed:
                     break
                 fault = self.proxy._next_request()
+                if fault is not None:
+                    # before the request leaves: a fast reply must not slip through
+                    self.drop_replies = True
                 self.upstream.sendall(data)
                 if fault is not None:
-                    self.drop_replies = True
                     self.reply_dropped.wait(_REPLY_WAIT)
                     self.end(fault)
                     return
