@@ -77,6 +77,14 @@ WaitTimeout = Annotated[
     float,
     typer.Option("--timeout", "-t", min=0.0, help="Seconds --wait waits at most."),
 ]
+#: ``--metrics-file`` (health, doctor, conformance run, prune, erase, load run, transfers)
+MetricsFile = Annotated[
+    Optional[str],
+    typer.Option("--metrics-file", metavar="PATH", show_default=False,
+                 help="Also write this run's metrics to PATH in the Prometheus text format "
+                      "(replaced atomically, for node_exporter's textfile collector; needs "
+                      "the metrics extra: pip install 'semvecctl[metrics]')."),
+]
 
 
 def _owner(help_text: str) -> Any:

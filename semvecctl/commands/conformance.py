@@ -16,7 +16,8 @@ import typer
 from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, NamedBackend, Output, Uri
+from semvecctl.metrics import recorder
+from semvecctl.options import AdapterFactory, MetricsFile, NamedBackend, Output, Uri
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
@@ -184,6 +185,7 @@ def run(
         help="Embedding width for the retrieval and indexes groups (default: the backend's)."),
     report_file: ReportFile = None,
     output: Output = OutputFormat.table,
+    metrics_file: MetricsFile = None,
 ) -> None:
     """Run the conformance cases against one backend; exit 1 if any case fails or none applies."""
     from backends.conformance import ConformanceOptions, plan, run_conformance, write_junit_xml
@@ -193,6 +195,7 @@ def run(
     from semvecctl.report import write_report
 
     out = current().output
+    metrics = recorder(metrics_file, "conformance run")
     only_list = _split_only(only)
     try:
         cases = plan(only_list)
@@ -223,6 +226,7 @@ def run(
             report = run_conformance(adapters, on_result=live.update, **kwargs)
     else:
         report = run_conformance(adapters, **kwargs)
+    metrics.track(report)
 
     if junit is not None:
         write_junit_xml(report, junit)

@@ -14,7 +14,8 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, Timeout, Uri
+from semvecctl.metrics import recorder
+from semvecctl.options import AdapterFactory, Backend, MetricsFile, Output, Timeout, Uri
 from semvecctl.output import Column, OutputFormat
 
 NAME = "health"
@@ -74,6 +75,7 @@ def app(
     require_persistent: bool = typer.Option(False, "--require-persistent", help="Exit 1 unless the backend keeps state across restarts."),
     require_durable: bool = typer.Option(False, "--require-durable", help="Exit 1 unless the server is configured not to lose writes (e.g. Redis AOF on, no eviction)."),
     output: Output = OutputFormat.table,
+    metrics_file: MetricsFile = None,
 ) -> None:
     """Probe a backend (check_health, bounded by a timeout); exit 0/1/3/4 for CI gates."""
     from backends.contract import Capability, offers
@@ -82,6 +84,7 @@ def app(
     from backends.registry import accepts_keyword
 
     out = current().output
+    metrics = recorder(metrics_file, NAME)
     conn = Connection(backend, uri, adapter, timeout=timeout)
     spec = conn.spec
     with conn.open() as adapter_obj:
@@ -145,6 +148,7 @@ def app(
         if cause is not None:
             report["cause"] = cause["category"]
             report["cause_detail"] = cause["message"]
+        metrics.track(report)
 
     rows = [{"field": k, "value": v} for k, v in report.items()
             if k not in ("gates", "details") and v not in (None, "")]

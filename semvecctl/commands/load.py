@@ -18,7 +18,8 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, Uri, Yes
+from semvecctl.metrics import recorder
+from semvecctl.options import AdapterFactory, Backend, MetricsFile, Output, Uri, Yes
 from semvecctl.output import Column, OutputFormat
 
 NAME = "load"
@@ -66,12 +67,14 @@ def run(
                                     help="Stop after this many acknowledged commits."),
     yes: Yes = False,
     output: Output = OutputFormat.table,
+    metrics_file: MetricsFile = None,
 ) -> None:
     """Write load-test turns to a live store under a unique prefix, audit, remove them."""
     from backends.ops.loadtest import LoadPlan, new_load_prefix
     from backends.probe import call_with_timeout
 
     out = current().output
+    metrics = recorder(metrics_file, "load run")
     conn = Connection(backend, uri, adapter)
     spec = conn.spec
     current().confirm(f"write load-test sessions and events to {spec.display_uri} "
@@ -86,6 +89,7 @@ def run(
                             "nothing was written", ExitCode.UNREACHABLE)
         out.info(f"writing under prefix {prefix} for up to {duration:g}s")
         report = _run_interruptible(adapter_obj, plan, spec, out)
+        metrics.track(report, backend=adapter_obj.name)
     data = {"uri": spec.display_uri, **report.to_dict()}
     out.emit(data, output, columns=[Column("CHECK", "field", style="bold"),
                                     Column("RESULT", "value")],

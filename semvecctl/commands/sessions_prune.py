@@ -21,7 +21,8 @@ from semvecctl.application import current
 from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import Connection, require_seam
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
+from semvecctl.metrics import recorder
+from semvecctl.options import AdapterFactory, Backend, MetricsFile, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
 from semvecctl.output import Column, StreamFormat
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -116,6 +117,7 @@ def prune_sessions(
                                    help="Sessions read per round trip."),
     output: StreamOutput = StreamFormat.table,
     yes: Yes = False,
+    metrics_file: MetricsFile = None,
 ) -> None:
     """Delete sessions not written for longer than --idle-for (preview unless --apply)."""
     import os
@@ -125,6 +127,7 @@ def prune_sessions(
     from backends.ops.prune import (PruneResult, archive_idle, archived_sessions, check_assumed_ttl,
                                 delete_idle, discard_partials, find_idle, write_clock)
 
+    metrics = recorder(metrics_file, "sessions prune")
     idle_for_td = parse_duration(idle_for)
     ttl = _parse_ttl(assume_ttl) if assume_ttl is not None else None
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
@@ -139,6 +142,7 @@ def prune_sessions(
     out = app_.output
     spec = conn.spec
     result = PruneResult()
+    metrics.track(result, backend=spec.backend)
     with conn.open() as adapter_obj:
         require_seam(adapter_obj, Capability.SESSIONS, "session listing")
         if ttl is not None and offers(adapter_obj.state_store(), Capability.WRITE_TIME):

@@ -38,7 +38,9 @@ from semvecctl.application import current
 from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, ArchiveOverwrite, Backend, ExportYes, SessionOwner, SessionUnowned, StreamOutput, Uri
+from semvecctl.metrics import recorder
+from semvecctl.options import (AdapterFactory, ArchiveOverwrite, Backend, ExportYes, MetricsFile, SessionOwner,
+                               SessionUnowned, StreamOutput, Uri)
 from semvecctl.output import Column, StreamFormat
 
 MatchOpt = typer.Option(None, "--match", "-m", help="Only session ids matching this glob (*, ?, [..]).",
@@ -124,6 +126,7 @@ def export_sessions(
              "(id and reason, on stderr); the export then exits 1 (incomplete). Without it, "
              "one damaged session fails the export (exit 1), naming it, and no file is written."),
     yes: ExportYes = False,
+    metrics_file: MetricsFile = None,
 ) -> None:
     """Write sessions to a versioned, checksummed archive (JSON Lines).
 
@@ -135,6 +138,7 @@ def export_sessions(
 
     app = current()
     out = app.output
+    metrics = recorder(metrics_file, "sessions export")
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     to_stdout = archive_target(out_path, out, overwrite=overwrite)
@@ -152,6 +156,7 @@ def export_sessions(
             result = export_to_stream(source, sys.stdout.buffer, **options)
         else:
             result = export_to_path(source, out_path, **options)
+        metrics.track(result, backend=source.name)
     where = "stdout" if to_stdout else out_path
     items = f", {result.items} item(s)" if with_items and not result.warnings else ""
     events = (f", {result.events} event(s)" + (f" and {result.users} user log(s)" if users else "")
@@ -351,6 +356,7 @@ def import_sessions(
     keep_versions: bool = KeepVersionsOpt,
     allow_loss: bool = AllowLossOpt,
     output: StreamOutput = StreamFormat.table,
+    metrics_file: MetricsFile = None,
 ) -> None:
     """Import an archive into a backend: preview by default, --apply to write.
 
@@ -360,12 +366,14 @@ def import_sessions(
     """
     from backends.migrate import SessionImporter
 
+    metrics = recorder(metrics_file, "sessions import")
     policy = _on_conflict(on_conflict)
     conn = Connection(backend, uri, adapter)
     conn.resolve()
     with _archive_source(archive) as source, conn.open() as target:
         importer = SessionImporter(target, source, on_conflict=policy, keep_versions=keep_versions,
                                    allow_loss=allow_loss)
+        metrics.track(importer, backend=target.name)
         _run_import(importer, apply=apply, output=output, verb="import")
 
 
@@ -398,6 +406,7 @@ def copy_sessions(
     keep_versions: bool = KeepVersionsOpt,
     batch_size: int = BatchOpt,
     output: StreamOutput = StreamFormat.table,
+    metrics_file: MetricsFile = None,
 ) -> None:
     """Copy sessions from one backend to another (export piped into import, no file).
 
@@ -412,6 +421,7 @@ def copy_sessions(
     from backends.migrate import SessionImporter, check_exportable, staged_copy, verify_copy
 
     out = current().output
+    metrics = recorder(metrics_file, "sessions copy")
     if not (from_uri or from_adapter):
         current().abort("name the source with --from URI (or --from-adapter module:factory)", ExitCode.USAGE)
     if not (to_uri or to_adapter):
@@ -439,6 +449,7 @@ def copy_sessions(
             allow_loss=allow_loss, batch_size=batch_size,
             progress=_progress("reading source"), on_conflict=policy, keep_versions=keep_versions,
         ) as (importer, exported):
+            metrics.track(importer, backend=target.name)
             for warning in exported.left_behind:
                 out.warn(warning)
             if exported.vanished:
