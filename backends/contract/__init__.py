@@ -45,6 +45,7 @@ from backends.contract.values import (
     Reranker,
     RetrievalContext,
     SessionSummary,
+    LogShape,
     as_utc,
     coerce_event,
 )
@@ -66,6 +67,7 @@ from backends.contract.protocols import (
 )
 from backends.contract.seams import (
     DriftStatus,
+    EventLogShapes,
     WriteCheck,
     BatchStateReader,
     Closeable,
@@ -196,4 +198,6 @@ __all__ = [
     "ItemEraser",
     "DriftStatus",
     "WriteCheck",
+    "EventLogShapes",
+    "LogShape",
 ]

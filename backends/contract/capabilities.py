@@ -16,7 +16,7 @@ from backends.contract.seams import (BatchStateReader, Closeable, DriftExemption
                                      ItemMirror, ItemPurger, LiveItemSource, PagedEventReader,
                                      RetryDeclaration, SearchIndexWaiter, SequenceDeclaration,
                                      ServerRetrieval, SessionEnumerator, SessionRestorer,
-                                     SessionSubjects, SubjectsBySession, WriteCheck,
+                                     SessionSubjects, SubjectsBySession, WriteCheck, EventLogShapes,
                                      WriteTimeDeclaration)
 
 
@@ -56,6 +56,7 @@ class Capability(str, Enum):
     PAGED_EVENTS = "paged-events"
     DRIFT_STATUS = "drift-status"
     WRITE_CHECK = "write-check"
+    EVENT_LOG_SHAPES = "event-log-shapes"
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.PAGED_EVENTS: CapabilitySpec(_E, PagedEventReader),
     Capability.DRIFT_STATUS: CapabilitySpec(_S, DriftStatus),
     Capability.WRITE_CHECK: CapabilitySpec(_S, WriteCheck),
+    Capability.EVENT_LOG_SHAPES: CapabilitySpec(_E, EventLogShapes),
 }
 
 
