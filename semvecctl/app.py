@@ -70,7 +70,9 @@ class RootGroup(TyperGroup):
         self.commands = LazyCommands(self.commands)
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, hoist_global_flags(args))
+        from semvecctl.watch import optional_values
+
+        return super().parse_args(ctx, optional_values(hoist_global_flags(args)))
 
     def list_commands(self, ctx: typer.Context) -> list[str]:
         return list(self.commands)  # the names only: TyperGroup's .items() would load each

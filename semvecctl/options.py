@@ -85,6 +85,21 @@ MetricsFile = Annotated[
                       "(replaced atomically, for node_exporter's textfile collector; needs "
                       "the metrics extra: pip install 'semvecctl[metrics]')."),
 ]
+#: ``--watch [SECONDS]`` (health, stats, indexes validate): refresh until done or Ctrl-C
+Watch = Annotated[
+    Optional[float],
+    typer.Option("--watch", metavar="[SECONDS]", min=0.1, max=86400.0, show_default=False,
+                 help="Refresh every SECONDS (2 when left out): redrawn in place on a "
+                      "terminal, one line per refresh on a pipe; Ctrl-C stops (exit 130)."),
+]
+#: ``stats --assume-ttl``: the same rule as ``sessions prune --assume-ttl``
+AssumeTtl = Annotated[
+    Optional[str],
+    typer.Option("--assume-ttl", metavar="DURATION", show_default=False,
+                 help="Redis only (it stores no write time): the idle TTL the engine applies "
+                      "on every write, so idle ages are now - (TTL - TTL left), as "
+                      "'sessions prune --assume-ttl' reads them."),
+]
 
 
 def _owner(help_text: str) -> Any:
