@@ -92,6 +92,12 @@ Watch = Annotated[
                  help="Refresh every SECONDS (2 when left out): redrawn in place on a "
                       "terminal, one line per refresh on a pipe; Ctrl-C stops (exit 130)."),
 ]
+#: ``indexes validate --watch``: how long to wait for every required index to match
+WatchTimeout = Annotated[
+    float,
+    typer.Option("--timeout", "-t", min=0.0, help="With --watch: seconds to wait for every "
+                                                  "required index to match (then exit 1)."),
+]
 #: ``stats --assume-ttl``: the same rule as ``sessions prune --assume-ttl``
 AssumeTtl = Annotated[
     Optional[str],

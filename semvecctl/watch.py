@@ -11,10 +11,11 @@ optionally a ``render`` (a rich renderable) of a sample, and ``done`` for views 
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Optional, Sequence, TypeVar
+from typing import Any, Callable, Generic, Iterator, Optional, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -59,54 +60,55 @@ class Outcome(Generic[T]):
     refreshes: int
 
 
-def watch(sample: Callable[[], T], line: Callable[[T], str], *, every: float,
-          render: Callable[[T], Any] | None = None, done: Callable[[T], bool] | None = None,
-          timeout: float | None = None, refreshes: int | None = None,
-          clock: Callable[[], float] = time.monotonic,
-          sleep: Callable[[float], None] = time.sleep) -> Outcome[T]:
-    """Refresh every ``every`` seconds until ``done(sample)``, ``timeout`` seconds or
-    ``refreshes`` refreshes (None: until interrupted)."""
+@contextlib.contextmanager
+def live(line: Callable[[T], str], render: Callable[[T], Any] | None = None, *,
+         stream: Any = None) -> Iterator[Callable[[T], None]]:
+    """``show(value)``: redraws ``render(value)`` in place on a terminal (rich ``Live``),
+    else writes ``line(value)`` as one line (data on stdout; ``stream=sys.stderr`` for
+    progress around a command's own output)."""
     from semvecctl.application import current
 
     out = current().output
+    stream = sys.stdout if stream is None else stream
+    if not _tty(stream):
+        def plain(value: T) -> None:
+            text = line(value)
+            if stream is sys.stdout:
+                out.write(text)
+            else:
+                out.info(text)
+        yield plain
+        return
+    from rich.live import Live
+    from rich.text import Text
+
+    view = render if render is not None else (lambda v: Text(line(v)))
+    with Live(Text("…"), console=out.console(stream), auto_refresh=False) as shown:
+        yield lambda value: shown.update(view(value), refresh=True)
+
+
+def watch(sample: Callable[[], T], line: Callable[[T], str], *, every: float,
+          render: Callable[[T], Any] | None = None, done: Callable[[T], bool] | None = None,
+          timeout: float | None = None, refreshes: int | None = None, stream: Any = None,
+          clock: Callable[[], float] = time.monotonic,
+          sleep: Callable[[float], None] = time.sleep) -> Outcome[T]:
+    """Refresh every ``every`` seconds until ``done(sample)``, ``timeout`` seconds or
+    ``refreshes`` refreshes (None: until interrupted). ``stream``: stdout (the view is
+    the output) or stderr (progress before the command's own output)."""
     started = clock()
-    tty = _tty(sys.stdout)
     count = 0
-    last: Optional[T] = None
-
-    def finished(value: T) -> bool:
-        return bool(done and done(value))
-
-    def over() -> bool:
-        if refreshes is not None and count >= refreshes:
-            return True
-        return timeout is not None and clock() - started >= timeout
-
-    if tty:
-        from rich.live import Live
-        from rich.text import Text
-
-        console = out.console(sys.stdout)
-        view = (lambda v: render(v)) if render is not None else (lambda v: Text(line(v)))
-        with Live(Text("…"), console=console, auto_refresh=False, transient=False) as live:
-            while True:
-                last = sample()
-                count += 1
-                live.update(view(last), refresh=True)
-                if finished(last):
-                    return Outcome(last, True, False, count)
-                if over():
-                    return Outcome(last, False, timeout is not None, count)
-                sleep(_pause(every, timeout, started, clock))
-    while True:
-        last = sample()
-        count += 1
-        out.write(line(last))
-        if finished(last):
-            return Outcome(last, True, False, count)
-        if over():
-            return Outcome(last, False, timeout is not None, count)
-        sleep(_pause(every, timeout, started, clock))
+    with live(line, render, stream=stream) as show:
+        while True:
+            last = sample()
+            count += 1
+            show(last)
+            if done is not None and done(last):
+                return Outcome(last, True, False, count)
+            if refreshes is not None and count >= refreshes:
+                return Outcome(last, False, False, count)
+            if timeout is not None and clock() - started >= timeout:
+                return Outcome(last, False, True, count)
+            sleep(_pause(every, timeout, started, clock))
 
 
 def _tty(stream: Any) -> bool:
