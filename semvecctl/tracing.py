@@ -127,19 +127,37 @@ def _provider(trace: Any) -> Any:
 
 def _exporters() -> list[Any]:
     """The span exporters named by ``OTEL_TRACES_EXPORTER`` (default ``otlp``), found
-    through the ``opentelemetry_traces_exporter`` entry points as the SDK does."""
+    through the ``opentelemetry_traces_exporter`` entry points as the SDK does; ``otlp``
+    is the OTLP exporter installed (the extra brings the HTTP one; gRPC when
+    ``OTEL_EXPORTER_OTLP_PROTOCOL=grpc`` and it is installed). A name nothing provides is
+    said once on stderr rather than dropped in silence."""
     from importlib.metadata import entry_points
 
     names = [n.strip().lower() for n in
              (os.environ.get("OTEL_TRACES_EXPORTER") or "otlp").split(",") if n.strip()]
+    grpc = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip().lower() == "grpc"
     found = []
     for name in names:
         if name == "none":
             continue
-        points = entry_points(group="opentelemetry_traces_exporter", name=name)
-        for point in points:
-            found.append(point.load()())
-            break
+        candidates = [name]
+        if name == "otlp":
+            candidates += ["otlp_proto_grpc", "otlp_proto_http"] if grpc else ["otlp_proto_http", "otlp_proto_grpc"]
+        point = next((p for c in candidates
+                      for p in entry_points(group="opentelemetry_traces_exporter", name=c)), None)
+        if point is None:
+            from semvecctl.application import current
+
+            current().output.warn(f"OTEL_TRACES_EXPORTER names {name!r}, which no installed "
+                                  "package provides: its spans are not exported")
+            continue
+        exporter = point.load()
+        if name == "console":  # stdout is the command's data: spans go to stderr
+            import sys
+
+            found.append(exporter(out=sys.stderr))
+        else:
+            found.append(exporter())
     return found
 
 
