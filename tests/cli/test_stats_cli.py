@@ -166,3 +166,31 @@ def test_watch_prints_a_line_per_refresh_and_ctrl_c_exits_130(redis_url, seeded)
     assert proc.returncode == 130, err
     assert all("sampled 5 session(s)" in line for line in lines), lines
     assert "interrupted by SIGINT" in err and "Traceback" not in err
+
+
+@pytest.mark.postgres
+def test_stats_on_postgres_reads_write_times_and_event_logs(postgres_adapter_factory, pgvector_url):
+    """The SQL layout stores a write time (idle ages without --assume-ttl) and lists its
+    users' logs a page at a time (iter_log_shapes)."""
+    from backends.contract import MemoryEvent
+
+    adapter = postgres_adapter_factory()
+    for i in range(6):
+        events = [MemoryEvent(event_id=str(uuid.uuid4()), user_id=f"user-{i % 2}",
+                              content="hi", created_at=datetime(2026, 10, 1 + n, 9, tzinfo=timezone.utc),
+                              embedding=(0.1, 0.2), meta={}, owner_subject="acme",
+                              session_id=f"s-{i}") for n in range(i + 1)]
+        adapter.commit_turn(f"s-{i}", b"y" * (100 * (i + 1)), expected_version=None,
+                            owner_subject="acme", events=events)
+    result = run("stats", "--backend", "postgres", "--uri", pgvector_url, "--idle-for", "1s",
+                 "--batch-size", "1", "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["sessions"] == 6 and data["blob_bytes"]["sum"] == 100 * 21
+    assert data["idle_seconds"]["count"] == 6 and data["idle_unknown"] == 0
+    assert data["prune_preview"]["idle_for_s"] == 1
+    events = data["events"]
+    assert (events["users"], events["events"]) == (2, 21)  # user-0: 1+3+5, user-1: 2+4+6
+    assert events["longest_logs"] == [{"user_id": "user-1", "events": 12},
+                                      {"user_id": "user-0", "events": 9}]
+    assert events["per_day"]["2026-10-01"] == 6 and events["per_day"]["2026-10-06"] == 1
