@@ -27,7 +27,7 @@ sys.stderr.write("HEAVY=" + json.dumps(heavy) + "\\n")
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["backends", "list"], ["backends", "list", "-o", "json"],
-                                  ["health"], ["completions", "show", "bash"]])
+                                  ["health"], ["completions", "show", "bash"], ["stats", "--help"]])
 def test_no_heavy_imports(argv):
     assert _heavy(argv) == []
 
