@@ -61,7 +61,8 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
         ("blob bytes", f"total {_size(data['blob_bytes']['sum'])}; "
                        + _spread(data["blob_bytes"], _size)),
         ("idle age", _spread(data["idle_seconds"], _age) if data["idle_seconds"]["count"]
-         else data.get("idle_note") or "–"),
+         else "unknown: this store keeps no write time (on Redis: --assume-ttl)"
+         if data.get("idle_note") else "–"),
         ("TTL left", _spread(data["ttl_seconds"], _age)),
         ("without expiry", f"{data['no_expiry']:,}"),
         ("damaged", data["damaged"]),

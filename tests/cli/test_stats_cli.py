@@ -194,3 +194,29 @@ def test_stats_on_postgres_reads_write_times_and_event_logs(postgres_adapter_fac
     assert events["longest_logs"] == [{"user_id": "user-1", "events": 12},
                                       {"user_id": "user-0", "events": 9}]
     assert events["per_day"]["2026-10-01"] == 6 and events["per_day"]["2026-10-06"] == 1
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))
+                 if p), None)
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no headless Chromium on this machine")
+def test_html_report_renders_in_headless_chromium(redis_url, seeded, tmp_path):
+    """The page as a browser draws it: Chromium renders it (no script to run, nothing to
+    fetch) to a screenshot that is not blank, and its DOM holds the four charts."""
+    page = tmp_path / "shape.html"
+    assert run("stats", "--uri", redis_url, "--match", f"{seeded}-*", "--assume-ttl", "1h",
+               "--report", str(page)).exit_code == 0
+    shot = tmp_path / "shape.png"
+    base = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}"]
+    subprocess.run([*base, f"--screenshot={shot}", "--window-size=1000,2400", page.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000  # a drawn page, not a blank one
+    dom = subprocess.run([*base, "--dump-dom", page.as_uri()], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert dom.count('class="histogram"') == 4 and "<script" not in dom
