@@ -163,3 +163,33 @@ def test_a_reader_never_sees_a_partial_file(tmp_path):
     assert not broken, broken[:1]
     assert len(seen) > 10
     assert sorted(p.name for p in tmp_path.iterdir()) == ["loop.prom"]
+
+
+@pytest.mark.redis
+def test_prune_counts_what_it_deleted(tmp_path, redis_url, redis_server):
+    from backends.redis import RedisBackendAdapter
+
+    tag = uuid.uuid4().hex[:12]
+    with RedisBackendAdapter(redis_url) as adapter:
+        for i in range(3):
+            adapter.state_store().save(f"{tag}-{i}", b"{}", expected_version=None)
+            redis_server.run_cli("EXPIRE", f"semvec:state:{tag}-{i}", "100")  # written 3500s ago
+    path = tmp_path / "prune.prom"
+    result = run("sessions", "prune", "--uri", redis_url, "--match", f"{tag}-*", "--idle-for",
+                 "1000s", "--assume-ttl", "1h", "--apply", "--yes", "--metrics-file", str(path))
+    assert result.exit_code == 0, result.stderr
+    found = samples(path)
+    assert value(found, "semvecctl_sessions_examined", command="sessions prune", backend="redis") == 3
+    assert value(found, "semvecctl_sessions_pruned", command="sessions prune") == 3
+    assert value(found, "semvecctl_run_success", command="sessions prune") == 1
+
+
+def test_load_run_counts_commits(tmp_path):
+    path = tmp_path / "load.prom"
+    result = run("load", "run", "--backend", "memory", "--duration", "0.2", "--max-commits", "50",
+                 "--yes", "--metrics-file", str(path), "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    found = samples(path)
+    assert value(found, "semvecctl_load_commits", command="load run", backend="memory") \
+        == report["commits"] > 0
