@@ -40,7 +40,7 @@ TTL = 7 * 86400
 
 def fill(client: "redis.Redis", count: int, start: int = 0) -> None:
     """Sessions with known spreads: blobs 64 B..4 KiB (log-uniform), 50 owners, TTL left
-    under a 7-day idle TTL, one in ten without expiry."""
+    between 1 and 7 days under a 7-day idle TTL, one in ten without expiry."""
     rng = random.Random(start)
     pipe = client.pipeline(transaction=False)
     for i in range(start, count):
@@ -50,7 +50,7 @@ def fill(client: "redis.Redis", count: int, start: int = 0) -> None:
                                 "owner": f"tenant-{i % 50}" if i % 7 else "",
                                 "drift_exempt": "0", "pending": ""})
         if i % 10:
-            pipe.expire(key, rng.randint(60, TTL))
+            pipe.expire(key, rng.randint(86400, TTL))  # none expires during the run
         if i % 2000 == 1999:
             pipe.execute()
     pipe.execute()
@@ -132,7 +132,7 @@ def main() -> None:
                 peak = peak_kib(lambda: stats_pass(adapter, args.batch))
                 print(f"{size:,} sessions (batch {args.batch}, best of {args.repeats}, alternated)")
                 for name, (seconds, count) in best.items():
-                    assert count == size, (name, count, size)
+                    assert count >= size, (name, count, size)  # SCAN may repeat, never skip
                     print(f"  {name:30s} {count / seconds:9.0f} sessions/s ({seconds:.2f}s)")
                 ours = best["stats (collect)"][0]
                 print(f"  stats / floor (a): {ours / best['floor (a) HMGET+PTTL'][0]:.2f}x the time "
