@@ -68,6 +68,7 @@ from backends.contract.protocols import (
 from backends.contract.seams import (
     DriftStatus,
     EventLogShapes,
+    ItemMirrorSize,
     WriteCheck,
     BatchStateReader,
     Closeable,
@@ -199,5 +200,6 @@ __all__ = [
     "DriftStatus",
     "WriteCheck",
     "EventLogShapes",
+    "ItemMirrorSize",
     "LogShape",
 ]

@@ -16,7 +16,7 @@ from backends.contract.seams import (BatchStateReader, Closeable, DriftExemption
                                      ItemMirror, ItemPurger, LiveItemSource, PagedEventReader,
                                      RetryDeclaration, SearchIndexWaiter, SequenceDeclaration,
                                      ServerRetrieval, SessionEnumerator, SessionRestorer,
-                                     SessionSubjects, SubjectsBySession, WriteCheck, EventLogShapes,
+                                     SessionSubjects, SubjectsBySession, WriteCheck, EventLogShapes, ItemMirrorSize,
                                      WriteTimeDeclaration)
 
 
@@ -57,6 +57,7 @@ class Capability(str, Enum):
     DRIFT_STATUS = "drift-status"
     WRITE_CHECK = "write-check"
     EVENT_LOG_SHAPES = "event-log-shapes"
+    ITEM_MIRROR_SIZE = "item-mirror-size"
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.DRIFT_STATUS: CapabilitySpec(_S, DriftStatus),
     Capability.WRITE_CHECK: CapabilitySpec(_S, WriteCheck),
     Capability.EVENT_LOG_SHAPES: CapabilitySpec(_E, EventLogShapes),
+    Capability.ITEM_MIRROR_SIZE: CapabilitySpec(_A, ItemMirrorSize),
 }
 
 

@@ -310,3 +310,11 @@ class EventLogShapes(Protocol):
     streaming pass, memory bounded by a batch of users (what ``semvecctl stats`` reads)."""
 
     def iter_log_shapes(self, *, batch_size: int = 500) -> Iterator[LogShape]: ...
+
+
+@runtime_checkable
+class ItemMirrorSize(Protocol):
+    """Optional on an adapter with an item mirror: how big it is (rows, evicted rows and,
+    where the store can say cheaply, bytes; ``None`` when it cannot), for ``stats``."""
+
+    def item_mirror_size(self) -> dict[str, int | None]: ...

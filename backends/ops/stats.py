@@ -173,6 +173,8 @@ class StoreStats:
     event_counts: Histogram = field(default_factory=Histogram)
     longest_logs: _Top = field(init=False)
     events_per_day: dict[str, int] = field(default_factory=dict)
+    #: the item mirror's rows, evicted rows and bytes (None: the backend has no mirror)
+    item_mirror: dict[str, Any] | None = None
     # prune preview
     idle_for_s: int | None = None
     reclaim_sessions: int = 0
@@ -231,6 +233,7 @@ class StoreStats:
                                         for n, uid, _ in self.longest_logs.items()],
                        "per_day": dict(sorted(self.events_per_day.items()))},
         }
+        data["item_mirror"] = self.item_mirror
         if self.idle_note:
             data["idle_note"] = self.idle_note
         if self.events_note:
@@ -307,6 +310,8 @@ def collect(adapter: Any, *, owner_subject: OwnerFilter = UNSCOPED, match: str |
         for summary in limited(adapter.iter_sessions(**options)):
             observe(summary)
     stats.sampled = sample is not None
+    if sample is None and offers(adapter, Capability.ITEM_MIRROR_SIZE):  # a scan: not per refresh
+        stats.item_mirror = dict(adapter.item_mirror_size())
     if with_events:
         _collect_events(adapter, stats, batch_size, sample)
     return stats

@@ -70,6 +70,10 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
         ("event logs", events.get("note") or f"{events['users']:,} user(s), {events['events']:,} event(s)"),
         ("longest logs", ", ".join(f"{u['user_id']} {u['events']:,}" for u in events["longest_logs"][:5]) or "–"),
     ]
+    mirror = data.get("item_mirror")
+    if mirror:
+        rows.append(("item mirror", f"{mirror['items']:,} item(s), {mirror['evicted']:,} evicted"
+                     + (f", {_size(mirror['bytes'])}" if mirror.get("bytes") is not None else "")))
     per_day = events.get("per_day") or {}
     if per_day:
         last = list(per_day.items())[-3:]

@@ -344,7 +344,12 @@ def build_stats(data: Mapping[str, Any]) -> Document:
         ("sessions", sessions), ("owners", owners.get("distinct") if not owners.get("approximate")
                                  else "more than counted (approximate)"),
         ("blob bytes", _bytes(blob.get("sum"))), ("without expiry", data.get("no_expiry")),
-        ("idle age unknown", data.get("idle_unknown")), ("damaged", damaged)]))
+        ("idle age unknown", data.get("idle_unknown")), ("damaged", damaged)]
+        + ([("item mirror rows", (data.get("item_mirror") or {}).get("items")),
+            ("item mirror evicted", (data.get("item_mirror") or {}).get("evicted")),
+            ("item mirror bytes", _bytes((data.get("item_mirror") or {}).get("bytes"))
+             if (data.get("item_mirror") or {}).get("bytes") is not None else None)]
+           if data.get("item_mirror") else [])))
     idle = data.get("idle_seconds") or {}
     ttl = data.get("ttl_seconds") or {}
     doc.blocks.append(Table("Distributions", ["figure", "count", "min", "p50", "p90", "p99", "max"], [

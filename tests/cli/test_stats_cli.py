@@ -220,3 +220,20 @@ def test_html_report_renders_in_headless_chromium(redis_url, seeded, tmp_path):
     dom = subprocess.run([*base, "--dump-dom", page.as_uri()], capture_output=True, text=True,
                          timeout=120, check=True).stdout
     assert dom.count('class="histogram"') == 4 and "<script" not in dom
+
+
+@pytest.mark.postgres
+def test_stats_reports_the_item_mirror_size(pgvector_adapter_factory, pgvector_url):
+    from backends.contract import MemoryItem
+
+    adapter = pgvector_adapter_factory()
+    adapter.state_store().save("s-items", b"{}", expected_version=None)
+    items = [MemoryItem(item_id=f"m{k}", text=f"memory {k}", embedding=tuple([0.1 * k] * 8),
+                        updated_at=datetime(2026, 10, 1, tzinfo=timezone.utc)) for k in range(5)]
+    adapter.sync_items("s-items", items)
+    adapter.sync_items("s-items", items[:3])  # two evicted (soft)
+    result = run("stats", "--uri", pgvector_url, "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    mirror = json.loads(result.stdout)["item_mirror"]
+    assert (mirror["items"], mirror["evicted"]) == (5, 2) and mirror["bytes"] > 5 * 8 * 4
+
