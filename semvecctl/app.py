@@ -71,7 +71,9 @@ class RootGroup(TyperGroup):
         self.commands = LazyCommands(self.commands)
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, hoist_global_flags(args))
+        from semvecctl.watch import optional_values
+
+        return super().parse_args(ctx, optional_values(hoist_global_flags(args)))
 
     def list_commands(self, ctx: typer.Context) -> list[str]:
         return list(self.commands)  # the names only: TyperGroup's .items() would load each
@@ -96,14 +98,33 @@ class RootGroup(TyperGroup):
              complete_var: Optional[str] = None, standalone_mode: bool = True,
              **extra: Any) -> Any:
         code = self._run(args, prog_name or "semvecctl", complete_var, **extra)
+        code = self._observed(code)
         if standalone_mode:
             sys.exit(int(code))
         return int(code)
 
+    def _observed(self, code: int) -> int:
+        """After the command: its ``--metrics-file`` written and its trace span ended,
+        both with the exit code (a metrics file that cannot be written fails a run that
+        would have passed: the job's monitoring depends on it)."""
+        from semvecctl import metrics, tracing
+
+        try:
+            metrics.finish(code)
+        except OSError as exc:
+            _report(f"--metrics-file could not be written: {exc}", exc)
+            code = code or ExitCode.ENVIRONMENT
+        tracing.finish(code)
+        return code
+
     def _run(self, args, prog_name, complete_var, **extra) -> int:
+        from semvecctl import tracing
         from semvecctl.interrupts import Interrupted, interruption_of, signals_raise
 
         enable_runtime_completion()
+        if tracing.wanted():  # reads variables only: nothing is imported when it is off
+            argv = sys.argv[1:] if args is None else list(args)
+            tracing.start(tracing.command_path(self, hoist_global_flags(argv), GLOBAL_FLAGS))
         try:
             with signals_raise():
                 rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var,

@@ -108,6 +108,35 @@ WaitTimeout = Annotated[
     float,
     typer.Option("--timeout", "-t", min=0.0, help="Seconds --wait waits at most."),
 ]
+#: ``--metrics-file`` (health, doctor, conformance run, prune, erase, load run, transfers)
+MetricsFile = Annotated[
+    Optional[str],
+    typer.Option("--metrics-file", metavar="PATH", show_default=False,
+                 help="Also write this run's metrics to PATH in the Prometheus text format "
+                      "(replaced atomically, for node_exporter's textfile collector; needs "
+                      "the metrics extra: pip install 'semvecctl[metrics]')."),
+]
+#: ``--watch [SECONDS]`` (health, stats, indexes validate): refresh until done or Ctrl-C
+Watch = Annotated[
+    Optional[float],
+    typer.Option("--watch", metavar="[SECONDS]", min=0.1, max=86400.0, show_default=False,
+                 help="Refresh every SECONDS (2 when left out): redrawn in place on a "
+                      "terminal, one line per refresh on a pipe; Ctrl-C stops (exit 130)."),
+]
+#: ``indexes validate --watch``: how long to wait for every required index to match
+WatchTimeout = Annotated[
+    float,
+    typer.Option("--timeout", "-t", min=0.0, help="With --watch: seconds to wait for every "
+                                                  "required index to match (then exit 1)."),
+]
+#: ``stats --assume-ttl``: the same rule as ``sessions prune --assume-ttl``
+AssumeTtl = Annotated[
+    Optional[str],
+    typer.Option("--assume-ttl", metavar="DURATION", show_default=False,
+                 help="Redis only (it stores no write time): the idle TTL the engine applies "
+                      "on every write, so idle ages are now - (TTL - TTL left), as "
+                      "'sessions prune --assume-ttl' reads them."),
+]
 
 
 def _owner(help_text: str) -> Any:

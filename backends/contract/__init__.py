@@ -45,6 +45,7 @@ from backends.contract.values import (
     Reranker,
     RetrievalContext,
     SessionSummary,
+    LogShape,
     as_utc,
     coerce_event,
 )
@@ -66,6 +67,8 @@ from backends.contract.protocols import (
 )
 from backends.contract.seams import (
     DriftStatus,
+    EventLogShapes,
+    ItemMirrorSize,
     WriteCheck,
     BatchStateReader,
     Closeable,
@@ -198,4 +201,7 @@ __all__ = [
     "ItemEraser",
     "DriftStatus",
     "WriteCheck",
+    "EventLogShapes",
+    "ItemMirrorSize",
+    "LogShape",
 ]

@@ -17,7 +17,8 @@ from backends.contract.seams import (BatchStateReader, Closeable, DriftExemption
                                      RetryDeclaration, SearchIndexWaiter, SequenceDeclaration,
                                      ServerRetrieval, SessionEnumerator, SessionRestorer,
                                      SessionCounter, SessionSubjects, SubjectsBySession,
-                                     WriteCheck, WriteTimeDeclaration)
+                                     WriteCheck, EventLogShapes, ItemMirrorSize,
+                                     WriteTimeDeclaration)
 
 
 class Capability(str, Enum):
@@ -57,6 +58,8 @@ class Capability(str, Enum):
     DRIFT_STATUS = "drift-status"
     WRITE_CHECK = "write-check"
     SESSION_COUNT = "session-count"
+    EVENT_LOG_SHAPES = "event-log-shapes"
+    ITEM_MIRROR_SIZE = "item-mirror-size"
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,8 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.DRIFT_STATUS: CapabilitySpec(_S, DriftStatus),
     Capability.WRITE_CHECK: CapabilitySpec(_S, WriteCheck),
     Capability.SESSION_COUNT: CapabilitySpec(_S, SessionCounter),
+    Capability.EVENT_LOG_SHAPES: CapabilitySpec(_E, EventLogShapes),
+    Capability.ITEM_MIRROR_SIZE: CapabilitySpec(_A, ItemMirrorSize),
 }
 
 

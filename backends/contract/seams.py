@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, ContextManager, Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 from backends.contract.protocols import RetrievalBackend
-from backends.contract.values import (IndexAction, IndexReport, IndexSpec, ItemSyncResult,
+from backends.contract.values import (IndexAction, IndexReport, IndexSpec, ItemSyncResult, LogShape,
                                       LoadedState, MemoryEvent, MemoryItem, SessionSummary)
 from backends.owner import UNSCOPED, OwnerFilter
 
@@ -313,3 +313,19 @@ class WriteCheck(Protocol):
     def check_write(self, session_id: str, blob: bytes, *, version: int | None,
                     owner_subject: str | None = None,
                     pending_message: str | None = None) -> None: ...
+
+
+@runtime_checkable
+class EventLogShapes(Protocol):
+    """Optional on an event store: every user's log shape (count, events per day) in one
+    streaming pass, memory bounded by a batch of users (what ``semvecctl stats`` reads)."""
+
+    def iter_log_shapes(self, *, batch_size: int = 500) -> Iterator[LogShape]: ...
+
+
+@runtime_checkable
+class ItemMirrorSize(Protocol):
+    """Optional on an adapter with an item mirror: how big it is (rows, evicted rows and,
+    where the store can say cheaply, bytes; ``None`` when it cannot), for ``stats``."""
+
+    def item_mirror_size(self) -> dict[str, int | None]: ...

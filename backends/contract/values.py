@@ -221,6 +221,16 @@ class SessionSummary:
 
 
 @dataclass(frozen=True)
+class LogShape:
+    """One user's event log as ``semvecctl stats`` sees it: how many events, and how many
+    were created on each UTC day (``YYYY-MM-DD`` -> count); never the events themselves."""
+
+    user_id: str
+    events: int
+    per_day: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class IndexSpec:
     """One index a backend needs. ``definition`` is backend-native (keys, options)."""
 

@@ -314,6 +314,9 @@ class MongoBackendAdapter(ClosesOnce, StateStoreSeams):
         """Remove a session's mirrored items outright (cleanup, not eviction)."""
         return self._items.delete_session_items(session_id)
 
+    def item_mirror_size(self) -> dict[str, int | None]:
+        return self._items.mirror_size()
+
     def iter_live_items(self, session_id: str, *,
                         owner_subject: OwnerFilter = UNSCOPED) -> Iterator[MemoryItem]:
         return self._items.iter_live_items(session_id, owner_subject=owner_subject)

@@ -198,6 +198,18 @@ class MongoItemMirror:
                     stored[doc["item_id"]] = doc
         return stored
 
+    def mirror_size(self) -> dict[str, int | None]:
+        """Documents and evicted documents (two counts); bytes from ``collStats`` where
+        the server answers it, else None."""
+        size: int | None
+        try:
+            size = int(self._collection.database.command("collStats", self._collection.name)["size"])
+        except Exception:  # noqa: BLE001 - an optional figure: not every server answers
+            size = None
+        return {"items": int(self._collection.count_documents({})),
+                "evicted": int(self._collection.count_documents({"evicted": True})),
+                "bytes": size}
+
     def sync_items(self, session_id: str, items: Sequence[MemoryItem], *,
                    owner_subject: str | None = None) -> ItemSyncResult:
         ops, result = self.plan_sync(session_id, items, owner_subject=owner_subject)

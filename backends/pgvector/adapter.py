@@ -112,6 +112,9 @@ class PgVectorAdapter(PostgresAdapter):
         """Hard-delete a session's mirrored items (sync only ever soft-evicts)."""
         return self._items.purge_items(session_id)
 
+    def item_mirror_size(self) -> dict[str, int | None]:
+        return self._items.mirror_size()
+
     def erasure_backend(self):
         """The engine's optional erasure seam (ENGINE-WIRE §6): an object whose
         ``erase_sessions(session_ids, *, user_id, scope) -> int`` removes those sessions'

@@ -227,6 +227,18 @@ class PgVectorItemMirror:
 
         return iter(self._db.read(work, list, vector=True))
 
+    def mirror_size(self) -> dict[str, int | None]:
+        """Rows, evicted rows and their stored bytes (``pg_column_size`` of each row: one
+        scan of the table)."""
+
+        def work(conn: Any) -> dict[str, int | None]:
+            rows, evicted, size = conn.execute(
+                f"SELECT count(*), count(*) FILTER (WHERE evicted), "
+                f"coalesce(sum(pg_column_size(t.*)), 0) FROM {self._table} t").fetchone()
+            return {"items": int(rows), "evicted": int(evicted), "bytes": int(size)}
+
+        return self._db.read(work, lambda: {"items": 0, "evicted": 0, "bytes": 0}, vector=True)
+
     def purge_items(self, session_id: str) -> int:
         """Hard-delete every mirrored item of a session (evicted ones too); returns the
         number of rows removed. For session deletion and test cleanup, not for sync."""

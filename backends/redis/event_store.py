@@ -15,6 +15,7 @@ from typing import Any, Iterator, Sequence
 
 from backends.contract import (
     UNSCOPED,
+    LogShape,
     EngineEventSurface,
     MemoryEvent,
     OwnerFilter,
@@ -311,6 +312,37 @@ class RedisEventStore(EngineEventSurface):
             pipe.zrem(keys.user_seq_index_key(user_id), *event_ids)
             pipe.zrem(keys.user_time_index_key(user_id), *event_ids)
             return sum(int(n) for n in pipe.execute())
+
+    def iter_log_shapes(self, *, batch_size: int = 500) -> Iterator[LogShape]:
+        """Every user's event count and events per UTC day: a SCAN of the time indexes
+        (one per user), then per batch of users one pipelined ZCARD each and their
+        scores (the events' creation times) read a page at a time."""
+        from collections import Counter
+
+        prefix = keys.USER_TIME_INDEX_PREFIX
+        pattern = keys.escape_glob(prefix) + "*"
+        cursor = 0
+        while True:
+            with redis_errors(self._where):
+                cursor, names = self._client.scan(cursor, match=pattern, count=batch_size)
+            for name in names:
+                user = (name.decode("utf-8", "replace") if isinstance(name, bytes)
+                        else str(name))[len(prefix):]
+                per_day: Counter[str] = Counter()
+                start = 0
+                while True:
+                    with redis_errors(self._where):
+                        page = self._client.zrange(name, start, start + PAGE_SIZE * 5 - 1,
+                                                   withscores=True)
+                    for _member, score in page:
+                        day = datetime.fromtimestamp(float(score), timezone.utc).date()
+                        per_day[day.isoformat()] += 1
+                    if len(page) < PAGE_SIZE * 5:
+                        break
+                    start += len(page)
+                yield LogShape(user, sum(per_day.values()), dict(per_day))
+            if int(cursor) == 0:
+                return
 
     def _users_with_events(self) -> Iterator[str]:
         prefix = keys.USER_TIME_INDEX_PREFIX

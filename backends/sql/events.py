@@ -18,6 +18,7 @@ from backends.contract import (
     speaks_both_conventions,
     UNSCOPED,
     EngineEventSurface,
+    LogShape,
     MemoryEvent,
     meta_json,
     OwnerFilter,
@@ -210,6 +211,35 @@ class SqlEventStore(EngineEventSurface):
                                     (user_id,)).fetchone()[0])
 
         return self._db.read(work, lambda: 0)
+
+    def iter_log_shapes(self, *, batch_size: int = 500) -> Iterator[LogShape]:
+        """Every user's event count and events per UTC day, a page of users at a time
+        (keyset by user id: memory is one page whatever the table's size)."""
+        after = ""
+        while True:
+            def work(conn: Any, after: str = after) -> list[Any]:
+                users = [r[0] for r in conn.execute(
+                    f"SELECT DISTINCT user_id FROM {self._table} WHERE user_id > %s "
+                    "ORDER BY user_id LIMIT %s", (after, batch_size)).fetchall()]
+                if not users:
+                    return []
+                return [(users, conn.execute(
+                    f"SELECT user_id, created_at::date, count(*) FROM {self._table} "
+                    "WHERE user_id = ANY(%s) GROUP BY 1, 2 ORDER BY 1, 2", (users,)).fetchall())]
+
+            page = self._db.read(work, list)
+            if not page:
+                return
+            users, rows = page[0]
+            per_user: dict[str, dict[str, int]] = {u: {} for u in users}
+            for user, day, count in rows:
+                per_user[user][day.isoformat()] = int(count)
+            for user in users:
+                days = per_user[user]
+                yield LogShape(user, sum(days.values()), days)
+            if len(users) < batch_size:
+                return
+            after = users[-1]
 
     def session_subjects(self, session_id: str) -> list[str]:
         """The users with events in ``session_id`` (the engine's optional member)."""

@@ -37,6 +37,8 @@ COMMANDS: dict[str, Entry] = {
                                         "capability, a level, JUnit XML."),
     "load": Entry("load", "Run concurrent writers against a store, then audit that nothing "
                           "acknowledged was lost."),
+    "stats": Entry("stats", "Show a store's shape in one streaming pass (owners, blob sizes, idle "
+                            "ages, TTL, largest sessions, event logs); --idle-for previews a prune."),
     "doctor": Entry("doctor", "Audit a store for damage (read-only); --fix shows repairs, --fix "
                               "--apply makes the safe ones."),
     "erase": Entry("erase", "Erase a data subject as the engine does: its events, the state and "

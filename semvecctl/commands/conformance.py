@@ -16,7 +16,9 @@ import typer
 from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, KnownFailures, NamedBackend, Output, Overwrite, Uri
+from semvecctl.metrics import recorder
+from semvecctl.options import (AdapterFactory, KnownFailures, MetricsFile, NamedBackend,
+                               Output, Overwrite, Uri)
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
@@ -213,6 +215,7 @@ def run(
     overwrite: Overwrite = False,
     known_failures: KnownFailures = None,
     output: Output = OutputFormat.table,
+    metrics_file: MetricsFile = None,
 ) -> None:
     """Run the conformance cases against one backend; exit 1 if any case fails or none applies.
 
@@ -227,6 +230,7 @@ def run(
     out = current().output
     current().may_replace(junit, overwrite=overwrite, option="--junit")
     current().may_replace(report_file, overwrite=overwrite, option="--report")
+    metrics = recorder(metrics_file, "conformance run")
     only_list = _split_only(only)
     try:
         cases = plan(only_list)
@@ -259,6 +263,7 @@ def run(
             report = run_conformance(adapters, on_result=live.update, **kwargs)
     else:
         report = run_conformance(adapters, **kwargs)
+    metrics.track(report)
 
     if junit is not None:
         write_junit_xml(report, junit)

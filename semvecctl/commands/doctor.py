@@ -17,7 +17,9 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, StreamOutput, Timeout, Uri, Yes
+from semvecctl.metrics import recorder
+from semvecctl.options import (AdapterFactory, Backend, MetricsFile, StreamOutput, Timeout,
+                               Uri, Yes)
 from semvecctl.output import Column, StreamFormat
 
 NAME = "doctor"
@@ -43,6 +45,7 @@ def app(
     timeout: Timeout = 5.0,
     output: StreamOutput = StreamFormat.table,
     yes: Yes = False,
+    metrics_file: MetricsFile = None,
 ) -> None:
     """Audit a store for damage (read-only); --fix shows repairs, --fix --apply makes the safe ones."""
     from backends.ops.doctor import apply_repair, audit, blocking, plan
@@ -52,11 +55,14 @@ def app(
         current().abort("--apply only goes with --fix (see the plan first)", ExitCode.USAGE)
     apply = current().wants_apply(apply=apply, yes=yes, option="--fix --apply")
     out = current().output
+    metrics = recorder(metrics_file, NAME)
     conn = Connection(backend, uri, adapter, timeout=timeout)
     spec = conn.spec
     if apply:
         current().confirm(f"make the safe repairs doctor finds in {spec.display_uri}", yes=yes)
     counts = {"error": 0, "warning": 0, "info": 0, "repaired": 0, "blocking": 0}
+    checks: dict[tuple[str, str], int] = {}  # findings by (check, severity), for the metrics
+    metrics.track(counts, backend=spec.backend).track(checks)
     reaudit: dict[str, int] | None = None
     with conn.open() as adapter_obj, out.progress_task("auditing", unit=" keys") as task:
         findings = audit(adapter_obj, batch=batch_size, timeout=timeout, progress=task.set)
@@ -71,6 +77,8 @@ def app(
                     (apply_repair if apply else plan)(finding)
                 attempted += apply and finding.safe
                 counts[finding.severity.value] += 1
+                key = (finding.check, finding.severity.value)
+                checks[key] = checks.get(key, 0) + 1
                 if finding.outcome == "repaired":
                     counts["repaired"] += 1
                     claimed.add((finding.check, finding.where))

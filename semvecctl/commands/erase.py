@@ -23,7 +23,9 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Apply, Backend, Output, Overwrite, SubjectOwner, SubjectUnowned, Uri, Yes
+from semvecctl.metrics import recorder
+from semvecctl.options import (AdapterFactory, Apply, Backend, MetricsFile, Output,
+                               Overwrite, SubjectOwner, SubjectUnowned, Uri, Yes)
 from semvecctl.output import Column, OutputFormat
 
 NAME = "erase"
@@ -59,6 +61,7 @@ def app(
     adapter: AdapterFactory = None,
     output: Output = OutputFormat.table,
     yes: Yes = False,
+    metrics_file: MetricsFile = None,
 ) -> None:
     """Preview or erase one data subject; --apply verifies and writes a receipt."""
     from backends.archive import atomic_output
@@ -66,6 +69,7 @@ def app(
     from backends.ops.journal import Journal, JournalMismatch, journal_path
 
     apply = current().wants_apply(apply=apply, yes=yes)
+    metrics = recorder(metrics_file, "erase")
     if not user.strip():
         current().abort("--user needs a non-empty user id", ExitCode.USAGE)
     if (owner is None) == (not unowned):
@@ -140,6 +144,7 @@ def app(
             out.info(f"continuing the interrupted erasure journalled in {journal.path}")
         try:
             result = apply_erasure(adapter_obj, plan, journal)
+            metrics.track(result, backend=plan.backend)
         except BaseException:  # a signal too: the journal keeps what was done
             out.warn(f"the erasure of {subject} did not finish and wrote no receipt yet; "
                      f"{journal.path} records what it did: run the same command again to "

@@ -14,7 +14,8 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, Timeout, Uri
+from semvecctl.metrics import recorder
+from semvecctl.options import AdapterFactory, Backend, MetricsFile, Output, Timeout, Uri, Watch
 from semvecctl.output import Column, OutputFormat
 
 NAME = "health"
@@ -66,6 +67,92 @@ def diagnose(adapter_obj: Any, error: BaseException | None, budget: float) -> di
     return categorise(error)
 
 
+def probe(adapter_obj: Any, spec: Any, timeout: float, require_persistent: bool = False,
+          require_durable: bool = False) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """One probe of an open adapter: the report ``-o json`` prints, and why it is
+    unhealthy (None when healthy)."""
+    from backends.contract import Capability, offers
+    from backends.errors import Category
+    from backends.probe import call_with_timeout
+    from backends.registry import accepts_keyword
+
+    started = time.monotonic()
+    # the timeout is passed to adapters that take one, and bounds the call either way
+    takes_timeout = accepts_keyword(adapter_obj.check_health, "timeout")
+    if takes_timeout:
+        outcome = call_with_timeout(lambda: adapter_obj.check_health(timeout=timeout), timeout)
+    else:
+        outcome = call_with_timeout(adapter_obj.check_health, timeout)
+    latency_ms = round((time.monotonic() - started) * 1000, 1)
+    healthy = outcome.value is True
+    cause: dict[str, Any] | None = None
+    if outcome.timed_out:
+        state = "timed out"
+        cause = _cause(Category.UNREACHABLE, f"no answer within {timeout:g}s")
+    elif not healthy:
+        state = "error" if outcome.error is not None else "unreachable"
+        remaining = max(timeout - (time.monotonic() - started), 0.1)
+        cause = diagnose(adapter_obj, outcome.error, remaining)
+        if cause["category"] != "unreachable":
+            state = cause["category"]
+    else:
+        state = "healthy"
+    persistent = bool(getattr(type(adapter_obj), "is_persistent", False))
+    details: dict[str, Any] = {}
+    if healthy and offers(adapter_obj, Capability.HEALTH_DETAILS):
+        remaining = max(timeout - (time.monotonic() - started), 0.05)
+        got = call_with_timeout(adapter_obj.health_details, remaining, remaining)
+        if isinstance(got.value, dict):
+            details = got.value
+        elif got.timed_out:
+            details = {"error": "health details timed out"}
+        elif got.error is not None:
+            details = {"error": f"{type(got.error).__name__}: {got.error}"}
+    gates = []
+    if require_persistent:
+        gates.append({"gate": "persistent", "passed": persistent,
+                      "reason": "" if persistent else f"backend {adapter_obj.name!r} keeps state only in this process"})
+    if require_durable:
+        durable = bool(details.get("durable")) and persistent
+        reason = "" if durable else (
+            details.get("durability_reason") or details.get("reason")
+            or ("backend is not persistent" if not persistent else "durability unknown: the backend reports no durability facts")
+        )
+        gates.append({"gate": "durable", "passed": durable, "reason": reason})
+    report = {
+        "backend": adapter_obj.name,
+        "uri": spec.display_uri,
+        "status": state,
+        "healthy": healthy,
+        "persistent": persistent,
+        "latency_ms": latency_ms,
+        "timeout_s": timeout,
+        "timeout_passed_to_adapter": takes_timeout,
+        "gates": gates,
+        "details": details,
+    }
+    if outcome.error is not None:
+        report["error"] = f"{type(outcome.error).__name__}: {outcome.error}"
+    if cause is not None:
+        report["cause"] = cause["category"]
+        report["cause_detail"] = cause["message"]
+    return report, cause
+
+
+def _watch(adapter_obj: Any, spec: Any, timeout: float, every: float) -> None:
+    """Probe every ``every`` seconds until Ctrl-C: a line per probe on a pipe."""
+    from semvecctl.watch import stamp, watch
+
+    def line(report: dict[str, Any]) -> str:
+        text = (f"{stamp()} {report['backend']} {report['status']} "
+                f"{report['latency_ms']:g} ms")
+        if report.get("cause_detail"):
+            text += f": {report['cause_detail']}"
+        return text
+
+    watch(lambda: probe(adapter_obj, spec, timeout)[0], line, every=every)
+
+
 def app(
     backend: Backend = None,
     uri: Uri = None,
@@ -74,77 +161,21 @@ def app(
     require_persistent: bool = typer.Option(False, "--require-persistent", help="Exit 1 unless the backend keeps state across restarts."),
     require_durable: bool = typer.Option(False, "--require-durable", help="Exit 1 unless the server is configured not to lose writes (e.g. Redis AOF on, no eviction)."),
     output: Output = OutputFormat.table,
+    metrics_file: MetricsFile = None,
+    watch: Watch = None,
 ) -> None:
     """Probe a backend (check_health, bounded by a timeout); exit 0/1/3/4 for CI gates."""
-    from backends.contract import Capability, offers
-    from backends.errors import Category
-    from backends.probe import call_with_timeout
-    from backends.registry import accepts_keyword
-
     out = current().output
+    metrics = recorder(metrics_file, NAME)
     conn = Connection(backend, uri, adapter, timeout=timeout)
     spec = conn.spec
     with conn.open() as adapter_obj:
-        started = time.monotonic()
-        # the timeout is passed to adapters that take one, and bounds the call either way
-        takes_timeout = accepts_keyword(adapter_obj.check_health, "timeout")
-        if takes_timeout:
-            outcome = call_with_timeout(lambda: adapter_obj.check_health(timeout=timeout), timeout)
-        else:
-            outcome = call_with_timeout(adapter_obj.check_health, timeout)
-        latency_ms = round((time.monotonic() - started) * 1000, 1)
-        healthy = outcome.value is True
-        cause: dict[str, Any] | None = None
-        if outcome.timed_out:
-            state = "timed out"
-            cause = _cause(Category.UNREACHABLE, f"no answer within {timeout:g}s")
-        elif not healthy:
-            state = "error" if outcome.error is not None else "unreachable"
-            remaining = max(timeout - (time.monotonic() - started), 0.1)
-            cause = diagnose(adapter_obj, outcome.error, remaining)
-            if cause["category"] != "unreachable":
-                state = cause["category"]
-        else:
-            state = "healthy"
-        persistent = bool(getattr(type(adapter_obj), "is_persistent", False))
-        details: dict[str, Any] = {}
-        if healthy and offers(adapter_obj, Capability.HEALTH_DETAILS):
-            remaining = max(timeout - (time.monotonic() - started), 0.05)
-            got = call_with_timeout(adapter_obj.health_details, remaining, remaining)
-            if isinstance(got.value, dict):
-                details = got.value
-            elif got.timed_out:
-                details = {"error": "health details timed out"}
-            elif got.error is not None:
-                details = {"error": f"{type(got.error).__name__}: {got.error}"}
-        gates = []
-        if require_persistent:
-            gates.append({"gate": "persistent", "passed": persistent,
-                          "reason": "" if persistent else f"backend {adapter_obj.name!r} keeps state only in this process"})
-        if require_durable:
-            durable = bool(details.get("durable")) and persistent
-            reason = "" if durable else (
-                details.get("durability_reason") or details.get("reason")
-                or ("backend is not persistent" if not persistent else "durability unknown: the backend reports no durability facts")
-            )
-            gates.append({"gate": "durable", "passed": durable, "reason": reason})
-        report = {
-            "backend": adapter_obj.name,
-            "uri": spec.display_uri,
-            "status": state,
-            "healthy": healthy,
-            "persistent": persistent,
-            "latency_ms": latency_ms,
-            "timeout_s": timeout,
-            "timeout_passed_to_adapter": takes_timeout,
-            "gates": gates,
-            "details": details,
-        }
-        if outcome.error is not None:
-            report["error"] = f"{type(outcome.error).__name__}: {outcome.error}"
-        if cause is not None:
-            report["cause"] = cause["category"]
-            report["cause_detail"] = cause["message"]
+        if watch is not None:
+            _watch(adapter_obj, spec, timeout, watch)
+        report, cause = probe(adapter_obj, spec, timeout, require_persistent, require_durable)
+        metrics.track(report)
+    healthy, state = report["healthy"], report["status"]
+    gates, details = report["gates"], report["details"]
 
     rows = [{"field": k, "value": v} for k, v in report.items()
             if k not in ("gates", "details") and v not in (None, "")]

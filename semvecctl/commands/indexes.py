@@ -19,7 +19,8 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Apply, Backend, Output, Overwrite, Uri, WaitTimeout, Yes
+from semvecctl.options import (AdapterFactory, Apply, Backend, Output, Overwrite, Uri,
+                               WaitTimeout, Watch, WatchTimeout, Yes)
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
@@ -192,15 +193,34 @@ def _wait(adapter_obj: Any, dimensions: int | None, timeout: float,
     if not offers(adapter_obj, Capability.SEARCH_INDEX_WAIT):
         out.info(f"backend {adapter_obj.name} builds its indexes synchronously: nothing to wait for")
         return True, {}
+    import sys
+
+    from semvecctl.watch import live
+
     last: dict[str, str] = {}
 
-    def progress(states: dict[str, str]) -> None:
-        nonlocal last
-        if states != last:
-            out.info("search indexes: " + ", ".join(f"{n} {s}" for n, s in sorted(states.items())))
-            last = dict(states)
+    def line(states: dict[str, str]) -> str:
+        return "search indexes: " + ", ".join(f"{n} {s}" for n, s in sorted(states.items()))
 
-    result = adapter_obj.wait_for_search_indexes(timeout, poll, progress, dimensions=dimensions)
+    def render(states: dict[str, str]) -> Any:
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(title=f"waiting up to {timeout:g}s for the search indexes")
+        table.add_column("INDEX")
+        table.add_column("STATE")
+        for name, state in sorted(states.items()):
+            table.add_row(Text(name), Text(state, style="green" if state == "ready" else "yellow"))
+        return table
+
+    with live(line, render, stream=sys.stderr) as show:  # redrawn on a TTY, a line per change else
+        def progress(states: dict[str, str]) -> None:
+            nonlocal last
+            if states != last:
+                show(dict(states))
+                last = dict(states)
+
+        result = adapter_obj.wait_for_search_indexes(timeout, poll, progress, dimensions=dimensions)
     if getattr(result, "unsupported", False):
         out.warn("cannot wait: this deployment has no Atlas Search")
         return False, dict(result.states)
@@ -249,6 +269,8 @@ def validate(
     report_file: ReportFile = None,
     overwrite: Overwrite = False,
     output: Output = OutputFormat.table,
+    watch: Watch = None,
+    timeout: WatchTimeout = 600.0,
 ) -> None:
     """Compare the server's indexes with the plan, option by option. Read-only.
     Indexes the engine itself needs are required; the rest are semvecctl's
@@ -270,6 +292,8 @@ def validate(
             return
         required = {(s.target, s.name): bool(getattr(s, "required", True))
                     for s in adapter_obj.index_plan(dimensions=dimensions)}
+        if watch is not None:  # until every required index matches (queryable) or timeout
+            _watch_validate(adapter_obj, dimensions, required, strict, watch, timeout)
         reports = adapter_obj.validate_indexes(dimensions=dimensions)
         rows = [_report_row(r, required.get((r.target, r.name), True)) for r in reports]
         failing = [r for r in rows if not r["ok"] and (r["required"] or strict)]
@@ -297,3 +321,40 @@ def validate(
                     "missing or different)")
     else:
         out.success(f"all {len(rows)} index(es) match")
+
+
+def _watch_validate(adapter_obj: Any, dimensions: int | None, required: dict[Any, bool],
+                    strict: bool, every: float, timeout: float) -> None:
+    """Validate every ``every`` seconds until nothing required drifts or ``timeout``; the
+    command then reports the final state as a plain ``validate`` does."""
+    import sys
+
+    from semvecctl.watch import stamp, watch
+
+    def sample() -> list[dict[str, Any]]:
+        return [_report_row(r, required.get((r.target, r.name), True))
+                for r in adapter_obj.validate_indexes(dimensions=dimensions)]
+
+    def failing(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [r for r in rows if not r["ok"] and (r["required"] or strict)]
+
+    def line(rows: list[dict[str, Any]]) -> str:
+        bad = failing(rows)
+        return (f"{stamp()} {len(rows) - len(bad)}/{len(rows)} index(es) match"
+                + (": waiting for " + ", ".join(f"{r['name']} {r['state']}" for r in bad)
+                   if bad else ""))
+
+    def render(rows: list[dict[str, Any]]) -> Any:
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(title=line(rows))
+        for column in ("INDEX", "TARGET", "STATE"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(Text(str(row["name"])), Text(str(row["target"])),
+                          Text(str(row["state"]), style="green" if row["ok"] else "yellow"))
+        return table
+
+    watch(sample, line, every=every, render=render, timeout=timeout, stream=sys.stderr,
+          done=lambda rows: not failing(rows))

@@ -18,7 +18,8 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Apply, Backend, Output, Uri, Yes
+from semvecctl.metrics import recorder
+from semvecctl.options import (AdapterFactory, Apply, Backend, MetricsFile, Output, Uri, Yes)
 from semvecctl.output import Column, OutputFormat
 
 NAME = "load"
@@ -67,6 +68,7 @@ def run(
     apply: Apply = False,
     yes: Yes = False,
     output: Output = OutputFormat.table,
+    metrics_file: MetricsFile = None,
 ) -> None:
     """Write load-test turns to a live store under a unique prefix, audit, remove them
     (a preview unless --apply)."""
@@ -75,6 +77,7 @@ def run(
 
     out = current().output
     apply = current().wants_apply(apply=apply, yes=yes)
+    metrics = recorder(metrics_file, "load run")
     conn = Connection(backend, uri, adapter)
     spec = conn.spec
     if not apply:
@@ -94,6 +97,7 @@ def run(
                             "nothing was written", ExitCode.UNREACHABLE)
         out.info(f"writing under prefix {prefix} for up to {duration:g}s")
         report = _run_interruptible(adapter_obj, plan, spec, out)
+        metrics.track(report, backend=adapter_obj.name)
     data = {"uri": spec.display_uri, **report.to_dict()}
     out.emit(data, output, columns=[Column("CHECK", "field", style="bold"),
                                     Column("RESULT", "value")],

@@ -21,7 +21,9 @@ from semvecctl.connection import Connection, require_seam
 from semvecctl.durations import duration_seconds as _duration_seconds
 from semvecctl.durations import parse_duration  # the name the prune tests import
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Apply, Backend, Overwrite, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
+from semvecctl.metrics import recorder
+from semvecctl.options import (AdapterFactory, Apply, Backend, MetricsFile, Overwrite,
+                               SessionOwner, SessionUnowned, StreamOutput, Uri, Yes)
 from semvecctl.output import Column, StreamFormat
 
 _COLUMNS = [
@@ -90,6 +92,7 @@ def prune_sessions(
                                    help="Sessions read per round trip."),
     output: StreamOutput = StreamFormat.table,
     yes: Yes = False,
+    metrics_file: MetricsFile = None,
 ) -> None:
     """Delete sessions not written for longer than --idle-for (preview unless --apply)."""
     import os
@@ -100,6 +103,7 @@ def prune_sessions(
                                 delete_idle, discard_partials, find_idle, write_clock)
 
     apply = current().wants_apply(apply=apply, yes=yes)
+    metrics = recorder(metrics_file, "sessions prune")
     idle_for_td = parse_duration(idle_for)
     ttl = _parse_ttl(assume_ttl) if assume_ttl is not None else None
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
@@ -114,6 +118,7 @@ def prune_sessions(
     out = app_.output
     spec = conn.spec
     result = PruneResult()
+    metrics.track(result, backend=spec.backend)
     with conn.open() as adapter_obj:
         require_seam(adapter_obj, Capability.SESSIONS, "session listing")
         if ttl is not None and offers(adapter_obj.state_store(), Capability.WRITE_TIME):

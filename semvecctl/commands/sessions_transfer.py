@@ -38,7 +38,10 @@ from semvecctl.application import current
 from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Apply, ArchiveOverwrite, Backend, ExportYes, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
+from semvecctl.metrics import recorder
+from semvecctl.options import (AdapterFactory, Apply, ArchiveOverwrite, Backend, ExportYes,
+                               MetricsFile, SessionOwner, SessionUnowned, StreamOutput, Uri,
+                               Yes)
 from semvecctl.output import Column, StreamFormat
 
 MatchOpt = typer.Option(None, "--match", "-m", help="Only session ids matching this glob (*, ?, [..]).",
@@ -134,6 +137,7 @@ def export_sessions(
              "(id and reason, on stderr); the export then exits 1 (incomplete). Without it, "
              "one damaged session fails the export (exit 1), naming it, and no file is written."),
     yes: ExportYes = False,
+    metrics_file: MetricsFile = None,
 ) -> None:
     """Write sessions to a versioned, checksummed archive (JSON Lines).
 
@@ -151,6 +155,7 @@ def export_sessions(
     out = app.output
     updated_since = (None if since is None
                      else datetime.now(timezone.utc) - parse_duration(since, "--since"))
+    metrics = recorder(metrics_file, "sessions export")
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     to_stdout = archive_target(out_path, out, overwrite=overwrite)
@@ -172,6 +177,7 @@ def export_sessions(
             result = export_to_stream(source, sys.stdout.buffer, **options)
         else:
             result = export_to_path(source, out_path, **options)
+        metrics.track(result, backend=source.name)
     where = "stdout" if to_stdout else out_path
     items = f", {result.items} item(s)" if with_items and not result.warnings else ""
     events = (f", {result.events} event(s)" + (f" and {result.users} user log(s)" if users else "")
@@ -376,6 +382,7 @@ def import_sessions(
     allow_loss: bool = AllowLossOpt,
     output: StreamOutput = StreamFormat.table,
     yes: Yes = False,
+    metrics_file: MetricsFile = None,
 ) -> None:
     """Import an archive into a backend: preview by default, --apply to write.
 
@@ -386,12 +393,14 @@ def import_sessions(
     from backends.migrate import SessionImporter
 
     apply = current().wants_apply(apply=apply, yes=yes)
+    metrics = recorder(metrics_file, "sessions import")
     policy = _on_conflict(on_conflict)
     conn = Connection(backend, uri, adapter)
     spec = conn.resolve()
     with _archive_source(archive) as source, conn.open() as target:
         importer = SessionImporter(target, source, on_conflict=policy, keep_versions=keep_versions,
                                    allow_loss=allow_loss, phases=current().output.phase)
+        metrics.track(importer, backend=target.name)
         _run_import(importer, apply=apply, output=output, verb="import", yes=yes,
                     target=spec.display_uri)
 
@@ -426,6 +435,7 @@ def copy_sessions(
     batch_size: int = BatchOpt,
     output: StreamOutput = StreamFormat.table,
     yes: Yes = False,
+    metrics_file: MetricsFile = None,
 ) -> None:
     """Copy sessions from one backend to another (export piped into import, no file).
 
@@ -440,6 +450,7 @@ def copy_sessions(
     from backends.migrate import SessionImporter, check_exportable, staged_copy, verify_copy
 
     out = current().output
+    metrics = recorder(metrics_file, "sessions copy")
     if not (from_uri or from_adapter):
         current().abort("name the source with --from URI (or --from-adapter module:factory)", ExitCode.USAGE)
     if not (to_uri or to_adapter):
@@ -469,6 +480,7 @@ def copy_sessions(
             keep_versions=keep_versions, phases=out.phase,
             refuse_conflicts_early=apply and policy == "error",
         ) as (importer, exported):
+            metrics.track(importer, backend=target.name)
             for warning in exported.left_behind:
                 out.warn(warning)
             if exported.vanished:

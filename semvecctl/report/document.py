@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["Document", "Facts", "Table", "RankChart", "Notes", "build", "cell"]
+__all__ = ["Document", "Facts", "Table", "RankChart", "BarChart", "Notes", "build", "cell"]
 
 
 @dataclass
@@ -43,6 +43,16 @@ class RankChart:
 
 
 @dataclass
+class BarChart:
+    """A distribution: one bar per bin (its label and count), left to right."""
+
+    title: str
+    bars: list[tuple[str, int]]
+    #: what a bar counts, shown on the axis ("sessions", "users")
+    counts: str = "sessions"
+
+
+@dataclass
 class Notes:
     title: str
     lines: list[str]
@@ -54,9 +64,13 @@ class Document:
     passed: bool
     headline: str
     blocks: list[Any] = field(default_factory=list)
+    #: the badge's word when not a pass/fail verdict (a stats report says what it shows)
+    label: str | None = None
 
     @property
     def verdict(self) -> str:
+        if self.label:
+            return self.label
         return "PASS" if self.passed else "FAIL"
 
 
@@ -296,8 +310,92 @@ def _differences(row: Mapping[str, Any]) -> str:
     return "; ".join(parts) or "–"
 
 
+# -- stats -------------------------------------------------------------------------------
+
+
+def _bytes(number: Any) -> str:
+    value = float(number or 0)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
+
+
+def _seconds(number: Any) -> str:
+    value = int(number or 0)
+    for unit, width in (("d", 86400), ("h", 3600), ("m", 60)):
+        if value >= width:
+            return f"{value / width:.1f}{unit}"
+    return f"{value}s"
+
+
+def _bins(hist: Mapping[str, Any], fmt: Callable[[Any], str]) -> list[tuple[str, int]]:
+    return [(f"{fmt(b['low'])}–{fmt(b['high'])}" if b["high"] - b["low"] > 1 else fmt(b["low"]),
+             int(b["count"])) for b in hist.get("histogram") or []]
+
+
+def _quantiles(name: str, hist: Mapping[str, Any], fmt: Callable[[Any], str]) -> list[Any]:
+    return [name, hist.get("count"), *(fmt(hist[k]) if hist.get(k) is not None else None
+                                       for k in ("min", "p50", "p90", "p99", "max"))]
+
+
+def build_stats(data: Mapping[str, Any]) -> Document:
+    sessions = int(data.get("sessions") or 0)
+    blob = data.get("blob_bytes") or {}
+    damaged = int(data.get("damaged") or 0)
+    headline = (f"{sessions:,} session(s){' (sampled)' if data.get('sampled') else ''}, "
+                f"{_bytes(blob.get('sum'))} of blobs, {int(data.get('no_expiry') or 0):,} "
+                "without expiry" + (f", {damaged:,} damaged" if damaged else ""))
+    preview = data.get("prune_preview")
+    if preview:
+        headline += (f" · prune --idle-for {_seconds(preview['idle_for_s'])} would delete "
+                     f"{preview['sessions']:,} session(s), {_bytes(preview['bytes'])}")
+    doc = Document(f"shape of backend {data.get('backend')!r}"
+                   + (f" at {data['uri']}" if data.get("uri") else ""),
+                   passed=not damaged, headline=headline, label="DAMAGED" if damaged else "STATS")
+    owners = data.get("owners") or {}
+    doc.blocks.append(Facts("Store", [
+        ("sessions", sessions), ("owners", owners.get("distinct") if not owners.get("approximate")
+                                 else "more than counted (approximate)"),
+        ("blob bytes", _bytes(blob.get("sum"))), ("without expiry", data.get("no_expiry")),
+        ("idle age unknown", data.get("idle_unknown")), ("damaged", damaged)]
+        + ([("item mirror rows", (data.get("item_mirror") or {}).get("items")),
+            ("item mirror evicted", (data.get("item_mirror") or {}).get("evicted")),
+            ("item mirror bytes", _bytes((data.get("item_mirror") or {}).get("bytes"))
+             if (data.get("item_mirror") or {}).get("bytes") is not None else None)]
+           if data.get("item_mirror") else [])))
+    idle = data.get("idle_seconds") or {}
+    ttl = data.get("ttl_seconds") or {}
+    doc.blocks.append(Table("Distributions", ["figure", "count", "min", "p50", "p90", "p99", "max"], [
+        _quantiles("blob size", blob, _bytes), _quantiles("idle age", idle, _seconds),
+        _quantiles("TTL left", ttl, _seconds)]))
+    doc.blocks.append(BarChart("Blob sizes", _bins(blob, _bytes)))
+    if idle.get("count"):
+        doc.blocks.append(BarChart("Idle ages (since the last write)", _bins(idle, _seconds)))
+    if ttl.get("count"):
+        doc.blocks.append(BarChart("TTL left", _bins(ttl, _seconds)))
+    doc.blocks.append(Table("Sessions per owner (top)", ["owner", "sessions"],
+                            [[o["owner"], o["sessions"]] for o in owners.get("top") or []]))
+    doc.blocks.append(Table("Largest sessions", ["session", "owner", "bytes"],
+                            [[s["session_id"], s["owner_subject"], s["bytes"]]
+                             for s in data.get("largest") or []]))
+    events = data.get("events") or {}
+    if events.get("users"):
+        doc.blocks.append(Table("Longest event logs", ["user", "events"],
+                                [[u["user_id"], u["events"]] for u in events.get("longest_logs") or []]))
+        per_day = events.get("per_day") or {}
+        doc.blocks.append(BarChart("Events created per day (UTC)",
+                                   [(day, int(n)) for day, n in per_day.items()], counts="events"))
+    notes = [line for line in (data.get("idle_note"), events.get("note")) if line]
+    if notes:
+        doc.blocks.append(Notes("Not shown", notes))
+    return doc
+
+
 BUILDERS: dict[str, Callable[[Mapping[str, Any]], Document]] = {
-    "diff": build_diff, "conformance": build_conformance, "indexes": build_indexes}
+    "diff": build_diff, "conformance": build_conformance, "indexes": build_indexes,
+    "stats": build_stats}
 
 
 def build(kind: str, data: Mapping[str, Any]) -> Document:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
-from semvecctl.report.document import Document, Facts, Notes, RankChart, Table, cell
+from semvecctl.report.document import BarChart, Document, Facts, Notes, RankChart, Table, cell
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;
@@ -97,6 +97,40 @@ def rank_chart_svg(chart: RankChart) -> str:
     return "".join(parts)
 
 
+def bar_chart_svg(chart: BarChart) -> str:
+    """One bar per bin, its height the bin's share of the tallest; the count above each
+    bar, the bin's label below (rotated when there are many)."""
+    bars = chart.bars or [("(none)", 0)]
+    width, height, top, bottom, left = 860, 300, 28, 90, 48
+    plot_h = height - top - bottom
+    slot = (width - left - 12) / len(bars)
+    tallest = max(n for _, n in bars) or 1
+    parts = [f'<svg class="histogram" role="img" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" font-family="system-ui,sans-serif" font-size="11">',
+             f"<title>{escape(chart.title)}</title>",
+             f'<line x1="{left}" y1="{top + plot_h}" x2="{width - 8}" y2="{top + plot_h}" '
+             'stroke="#57606a" stroke-width="1"/>',
+             f'<text x="8" y="{top - 10}" fill="#57606a">{escape(chart.counts)}</text>']
+    rotate = len(bars) > 12
+    for i, (label, count) in enumerate(bars):
+        h = round(plot_h * count / tallest, 1)
+        x = round(left + i * slot + slot * 0.1, 1)
+        w = round(max(slot * 0.8, 1), 1)
+        y = round(top + plot_h - h, 1)
+        parts.append(f'<rect class="bar" x="{x}" y="{y}" width="{w}" height="{h}" fill="#0969da">'
+                     f"<title>{escape(label)}: {count:,} {escape(chart.counts)}</title></rect>")
+        cx = round(x + w / 2, 1)
+        parts.append(f'<text x="{cx}" y="{round(y - 3, 1)}" text-anchor="middle">{count:,}</text>')
+        ly = top + plot_h + 14
+        if rotate:
+            parts.append(f'<text x="{cx}" y="{ly}" text-anchor="end" '
+                         f'transform="rotate(-45 {cx} {ly})">{escape(_label(label))}</text>')
+        else:
+            parts.append(f'<text x="{cx}" y="{ly}" text-anchor="middle">{escape(_label(label))}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def render_html(doc: Document) -> str:
     cls = "pass" if doc.passed else "fail"
     body = [f'<h1><span class="verdict {cls}">{doc.verdict}</span> {escape(doc.title)}</h1>',
@@ -116,6 +150,9 @@ def render_html(doc: Document) -> str:
                         '<b style="color:#1a7f37">green</b> the right side ranks it higher, '
                         '<b style="color:#cf222e">red</b> lower, grey the same; a hollow dot '
                         'is an item ranked on one side only.</p>')
+        elif isinstance(block, BarChart):
+            body.append(f"<h2>{escape(block.title)}</h2>")
+            body.append(bar_chart_svg(block))
         elif isinstance(block, Notes):
             body.append(f"<h2>{escape(block.title)}</h2>")
             body.append('<ul class="notes">' + "".join(f"<li>{escape(line)}</li>"

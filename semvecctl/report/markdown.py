@@ -3,7 +3,7 @@ summary or a PR comment shows first), then one table per block."""
 
 from __future__ import annotations
 
-from semvecctl.report.document import Document, Facts, Notes, RankChart, Table, cell
+from semvecctl.report.document import BarChart, Document, Facts, Notes, RankChart, Table, cell
 
 _MARKS = {"good": "✅ ", "bad": "❌ ", "": ""}
 
@@ -41,6 +41,12 @@ def render_markdown(doc: Document) -> str:
                           "</details>"]
             else:
                 lines += [f"### {block.title}", "", *table]
+        elif isinstance(block, BarChart):
+            tallest = max((n for _, n in block.bars), default=0) or 1
+            lines += [f"### {block.title}", ""]
+            lines += _table(["bin", block.counts, ""],
+                            [[label, n, "█" * max(round(30 * n / tallest), 1 if n else 0)]
+                             for label, n in block.bars])
         elif isinstance(block, RankChart):
             continue  # the Markdown shows the rankings table that follows each chart
         elif isinstance(block, Notes):

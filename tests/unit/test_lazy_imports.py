@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-HEAVY = ("redis", "pymongo", "psycopg", "numpy", "bson", "pgvector")
+HEAVY = ("redis", "pymongo", "psycopg", "numpy", "bson", "pgvector",
+         # the metrics and otel extras: imported only when --metrics-file / OTEL_* ask
+         "prometheus_client", "opentelemetry")
 
 PROBE = """
 import json, sys
@@ -25,9 +27,32 @@ sys.stderr.write("HEAVY=" + json.dumps(heavy) + "\\n")
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["backends", "list"], ["backends", "list", "-o", "json"],
-                                  ["health"], ["completions", "show", "bash"]])
+                                  ["health"], ["completions", "show", "bash"], ["stats", "--help"]])
 def test_no_heavy_imports(argv):
+    assert _heavy(argv) == []
+
+
+def _heavy(argv, env=None):
+    import os
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv)],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, env={**clean, **(env or {})})
     line = [l for l in proc.stderr.splitlines() if l.startswith("HEAVY=")][-1]
-    assert json.loads(line[len("HEAVY="):]) == [], proc.stderr
+    return json.loads(line[len("HEAVY="):])
+
+
+def test_observability_is_imported_only_when_asked(tmp_path):
+    """A command without --metrics-file and without OTEL_* variables imports neither
+    extra (even installed); each flag brings its own only."""
+    assert _heavy(["health", "--backend", "memory"]) == []
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        return
+    path = tmp_path / "m.prom"
+    assert _heavy(["health", "--backend", "memory", "--metrics-file", str(path)]) \
+        == ["prometheus_client"]
+    assert path.exists()
+    assert "opentelemetry" not in _heavy(["health", "--backend", "memory"],
+                                         env={"OTEL_TRACES_EXPORTER": "none"})
