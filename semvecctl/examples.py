@@ -92,6 +92,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "semvecctl conformance run --backend memory --only state",
         "semvecctl conformance run --uri redis://cache:6379/0 --only state --junit conformance.xml",
     ),
+    "stats": (
+        "semvecctl stats --uri redis://cache:6379/0",
+        "semvecctl stats --uri postgresql://db/semvec --idle-for 30d --report stats.html -o json",
+    ),
     "load run": (
         "semvecctl load run --uri redis://cache:6379/0 --duration 1   # a preview",
         "semvecctl load run --uri redis://cache:6379/0 --writers 4 --duration 1 --apply --yes",

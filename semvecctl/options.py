@@ -133,9 +133,9 @@ WatchTimeout = Annotated[
 AssumeTtl = Annotated[
     Optional[str],
     typer.Option("--assume-ttl", metavar="DURATION", show_default=False,
-                 help="Redis only (it stores no write time): the idle TTL the engine applies "
-                      "on every write, so idle ages are now - (TTL - TTL left), as "
-                      "'sessions prune --assume-ttl' reads them."),
+                 help="Redis only (it stores no write time): the idle TTL the engine applies on "
+                      "every write; last write = now - (TTL - TTL left). A key with more TTL "
+                      "left stops the run before any delete (exit 3)."),
 ]
 
 

@@ -22,7 +22,7 @@ from semvecctl.durations import duration_seconds as _duration_seconds
 from semvecctl.durations import parse_duration  # the name the prune tests import
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (AdapterFactory, Apply, Backend, MetricsFile, Overwrite,
+from semvecctl.options import (AdapterFactory, Apply, AssumeTtl, Backend, MetricsFile, Overwrite,
                                SessionOwner, SessionUnowned, StreamOutput, Uri, Yes)
 from semvecctl.output import Column, StreamFormat
 
@@ -83,11 +83,7 @@ def prune_sessions(
                                                "interrupted --apply is journalled in FILE.journal "
                                                "and continued by the same command."),
     overwrite: Overwrite = False,
-    assume_ttl: Optional[str] = typer.Option(
-        None, "--assume-ttl", metavar="DURATION", show_default=False,
-        help="Redis only (it stores no write time): the idle TTL the engine applies on every "
-             "write; last write = now - (TTL - TTL left). A key with more TTL left stops the "
-             "run before any delete (exit 3)."),
+    assume_ttl: AssumeTtl = None,
     batch_size: int = typer.Option(500, "--batch-size", min=1, max=10000,
                                    help="Sessions read per round trip."),
     output: StreamOutput = StreamFormat.table,

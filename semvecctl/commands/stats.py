@@ -13,7 +13,7 @@ import typer
 from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection, require_seam
-from semvecctl.options import (AdapterFactory, AssumeTtl, Backend, Output, SessionOwner,
+from semvecctl.options import (AdapterFactory, AssumeTtl, Backend, Output, Overwrite, SessionOwner,
                                SessionUnowned, Uri, Watch)
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
@@ -107,18 +107,21 @@ def app(
     sample: int = typer.Option(1000, "--sample", min=1, max=1_000_000,
                                help="With --watch: sessions (and users) read per refresh."),
     report_file: ReportFile = None,
+    overwrite: Overwrite = False,
     output: Output = OutputFormat.table,
 ) -> None:
     """Show a store's shape in one streaming pass; --idle-for previews a prune."""
     from backends.contract import Capability
     from backends.ops.stats import collect
 
-    from semvecctl.commands.sessions_prune import parse_duration
+    from semvecctl.durations import parse_duration
     from semvecctl.report import write_report
 
     out = current().output
+    current().may_replace(report_file, overwrite=overwrite, option="--report")
     idle_td = parse_duration(idle_for) if idle_for is not None else None
-    ttl = int(parse_duration(assume_ttl).total_seconds()) if assume_ttl is not None else None
+    ttl = (int(parse_duration(assume_ttl, "--assume-ttl").total_seconds())
+           if assume_ttl is not None else None)
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     options = dict(owner_subject=scope, match=match, batch_size=batch_size, idle_for=idle_td,

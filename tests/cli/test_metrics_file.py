@@ -187,7 +187,7 @@ def test_prune_counts_what_it_deleted(tmp_path, redis_url, redis_server):
 def test_load_run_counts_commits(tmp_path):
     path = tmp_path / "load.prom"
     result = run("load", "run", "--backend", "memory", "--duration", "0.2", "--max-commits", "50",
-                 "--yes", "--metrics-file", str(path), "-o", "json")
+                 "--apply", "--yes", "--metrics-file", str(path), "-o", "json")
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
     found = samples(path)

@@ -71,7 +71,7 @@ def test_indexes_validate_watch_waits_until_queryable_or_timeout(pgvector_url):
     waiting = [l for l in result.stderr.splitlines() if "index(es) match: waiting for" in l]
     assert len(waiting) >= 2, result.stderr
     assert run("indexes", "ensure", "--backend", "postgres", "--uri", pgvector_url,
-               "--yes").exit_code == 0
+               "--apply", "--yes").exit_code == 0
     result = run("indexes", "validate", "--backend", "postgres", "--uri", pgvector_url,
                  "--watch", "0.1", "--timeout", "30")
     assert result.exit_code == 0, result.stderr
