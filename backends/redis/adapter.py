@@ -50,6 +50,7 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
         from backends.redis.event_store import RedisEventStore
         from backends.redis.state_store import RedisStateStore
         from backends.redis.scripts import use_for_scripts
+        from backends.redis.turns import commit_turn
         from backends.redis.uris import make_client
 
         self.settings = RedisSettings.resolve(uri, options)
@@ -66,6 +67,7 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
         self._events = RedisEventStore(self._client, where=self._where)
         self._closed = False
         self._armed_fault: str | None = None
+        self._commit_turn = commit_turn  # bound once: commit_turn is the hot path
 
     def __repr__(self) -> str:
         return f"RedisBackendAdapter({self._where!r})"
@@ -102,8 +104,6 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
     ) -> int:
         """State and events in one Lua script (events: ours or the engine's objects,
         validated before anything is sent); the owner check of ``save`` applies."""
-        from backends.redis.turns import commit_turn
-
         if self.settings.cluster and events:
             raise UnsupportedOperation(
                 f"Redis at {self._where} is a cluster: a turn's events hash to other slots "
@@ -111,8 +111,10 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
                 "nothing was written (commit without events here, or use a standalone "
                 "or replicated Redis for the event log)"
             )
-        cut, self._armed_fault = self._armed_fault == "turn.cut_connection", None
-        return commit_turn(
+        cut = False
+        if self._armed_fault is not None:
+            cut, self._armed_fault = self._armed_fault == "turn.cut_connection", None
+        return self._commit_turn(
             self._client,
             self._where,
             self.settings.ttl_seconds,
@@ -123,6 +125,7 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
             pending_message=pending_message,
             events=events,
             cut_connection=cut,
+            script_client=self._script_client,
         )
 
     @property

@@ -99,7 +99,8 @@ _NO_SCRIPT: list[type[BaseException]] = []
 
 def _no_script_error() -> type[BaseException]:
     """redis-py's NoScriptError, imported on first use (an import statement on every
-    call costs a measurable share of a loopback round trip)."""
+    call costs a measurable share of a loopback round trip). Called only in ``except``
+    clauses, which Python evaluates only once an exception is raised."""
     if not _NO_SCRIPT:
         from redis.exceptions import NoScriptError
 
@@ -131,19 +132,23 @@ class LuaScript:
         """Run the script; ``cut_connection`` (the conformance fault seam only) drops the
         connection right after the call is sent, so the caller sees a connection error
         while the server runs the script whole or not at all."""
-        NoScriptError = _no_script_error()  # noqa: N806 - the driver's class, imported once
-
         if getattr(client, "is_cluster", False):
             try:
                 return client.evalsha(self.sha, len(keys), *keys, *args)
-            except NoScriptError:  # EVAL runs it and caches it on that node
+            except _no_script_error():  # EVAL runs it and caches it on that node
                 return client.eval(self.source, len(keys), *keys, *args)
         target = script_client(client)
         if cut_connection:
             return self._send_and_cut(target, keys, args)
+        return self.run(target, keys, args)
+
+    def run(self, target: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """Run the script on ``target``, a standalone client used as given (a caller that
+        holds the script client already skips the lookups of ``__call__``): EVALSHA, and
+        when the server does not know the SHA, one SCRIPT LOAD and the call again."""
         try:
             return target.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:  # first call on this server, a restart, a SCRIPT FLUSH
+        except _no_script_error():  # first call on this server, a restart, a SCRIPT FLUSH
             target.script_load(self.source)
             return target.evalsha(self.sha, len(keys), *keys, *args)
 

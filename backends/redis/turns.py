@@ -21,10 +21,12 @@ from backends.contract import MemoryEvent, normalise_pending, validate_turn_even
 from backends.errors import InvalidEvent
 from backends.redis import keys
 from backends.redis.event_codec import event_args, event_keys
-from backends.redis.failures import redis_errors
+from backends.redis.failures import mapped_error, redis_errors
 from backends.redis.scripts import script
 from backends.contract import validate_save_args
 from backends.redis.state_store import ALREADY_STORED, EVENT_EXISTS, WRITTEN, conflict_for
+
+_COMMIT_TURN = script("commit_turn")
 
 
 def _run(client: Any, where: str, mode: str, state_key: str, state_args: list,
@@ -53,25 +55,46 @@ def commit_turn(
     pending_message: str | None,
     events: Sequence[MemoryEvent] | None,
     cut_connection: bool = False,
+    script_client: Any = None,
 ) -> int:
+    """``script_client``: the standalone client the adapter keeps for its scripts, called
+    as it is; None (a cluster, or a caller without one) looks it up from ``client``.
+
+    A turn with no events is the hot path (one per engine turn, with a loopback round
+    trip of a few tens of microseconds as its whole budget): it builds the script's
+    arguments in place and catches driver errors itself instead of through helpers."""
     validate_save_args(session_id, blob, expected_version, owner_subject)
-    checked = validate_turn_events(events)
+    checked = validate_turn_events(events) if events else []
     if expected_version is None:
         mode, expected, new_version = "insert", "", 1
     else:
         mode, expected, new_version = "update", str(expected_version), expected_version + 1
-    state_args = [
+    script_keys: list[Any] = [keys.state_key(session_id)]
+    script_args: list[Any] = [
+        mode,
         expected,
         str(new_version),
-        bytes(blob),
+        blob if blob.__class__ is bytes else bytes(blob),
         owner_subject or "",
         normalise_pending(pending_message) or "",
         str(ttl_seconds),
+        str(len(checked)),
     ]
-    reply = _run(client, where, mode, keys.state_key(session_id), state_args, checked,
-                 session_id=session_id, cut_connection=cut_connection)
+    for event in checked:
+        script_keys.extend(event_keys(event))
+        script_args.extend(event_args(event))
+    try:
+        if script_client is not None and not cut_connection:
+            reply = _COMMIT_TURN.run(script_client, script_keys, script_args)
+        else:
+            reply = _COMMIT_TURN(client, script_keys, script_args, cut_connection=cut_connection)
+    except Exception as exc:
+        mapped = mapped_error(exc, where, session_id)
+        if mapped is None:
+            raise
+        raise mapped from exc
     code = reply[0]
-    if code in (WRITTEN, ALREADY_STORED):  # ALREADY_STORED: a retry whose reply was lost
+    if code == WRITTEN or code == ALREADY_STORED:  # ALREADY_STORED: a lost reply's retry
         return new_version
     if code == EVENT_EXISTS:
         duplicate = checked[int(reply[1]) - 1].event_id
