@@ -18,7 +18,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
-from backends.contract import ClosesOnce, speaks_both_conventions, UNSCOPED, OwnerFilter, SessionSummary, StateStoreSeams
+from backends.contract import ClosesOnce, owner_of_scope, speaks_both_conventions, UNSCOPED, OwnerFilter, SessionSummary, StateStoreSeams
 from backends.errors import MissingDriver, UnsupportedOperation
 from backends.redis.uris import RedisSettings
 
@@ -50,7 +50,7 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
         from backends.redis.event_store import RedisEventStore
         from backends.redis.state_store import RedisStateStore
         from backends.redis.scripts import use_for_scripts
-        from backends.redis.turns import commit_turn
+        from backends.redis.turns import TurnWriter
         from backends.redis.uris import make_client
 
         self.settings = RedisSettings.resolve(uri, options)
@@ -67,7 +67,8 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
         self._events = RedisEventStore(self._client, where=self._where)
         self._closed = False
         self._armed_fault: str | None = None
-        self._commit_turn = commit_turn  # bound once: commit_turn is the hot path
+        self._commit_turn = TurnWriter(self._client, self._script_client, self._where,
+                                       self.settings.ttl_seconds)
 
     def __repr__(self) -> str:
         return f"RedisBackendAdapter({self._where!r})"
@@ -101,9 +102,18 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
         owner_subject: str | None = None,
         pending_message: str | None = None,
         events: Sequence[Any] | None = None,
+        scope: Any = None,
     ) -> int:
         """State and events in one Lua script (events: ours or the engine's objects,
-        validated before anything is sent); the owner check of ``save`` applies."""
+        validated before anything is sent); the owner check of ``save`` applies.
+
+        ``scope=`` is the engine's spelling of ``owner_subject=`` (either, not both), read
+        here as ``takes_scope`` reads it for the other methods: this is the hot path, and
+        that wrapper's extra call is a measurable share of a turn on loopback."""
+        if scope is not None:
+            if owner_subject is not None:
+                raise TypeError("commit_turn() takes owner_subject= or scope=, not both")
+            owner_subject = owner_of_scope(scope)
         if self.settings.cluster and events:
             raise UnsupportedOperation(
                 f"Redis at {self._where} is a cluster: a turn's events hash to other slots "
@@ -114,19 +124,8 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
         cut = False
         if self._armed_fault is not None:
             cut, self._armed_fault = self._armed_fault == "turn.cut_connection", None
-        return self._commit_turn(
-            self._client,
-            self._where,
-            self.settings.ttl_seconds,
-            session_id,
-            blob,
-            expected_version=expected_version,
-            owner_subject=owner_subject,
-            pending_message=pending_message,
-            events=events,
-            cut_connection=cut,
-            script_client=self._script_client,
-        )
+        return self._commit_turn(session_id, blob, expected_version, owner_subject,
+                                 pending_message, events, cut)
 
     @property
     def fault_points(self) -> frozenset[str]:
