@@ -1,6 +1,7 @@
 """Redis backend benchmarks against the raw redis-py floor, on a private redis-server.
 
-    python bench/bench_redis.py [--part commit|sessions|all] [--seconds 3] [--sessions 100000]
+    python bench/bench_redis.py [--part commit|sessions|instructions|all] [--seconds 3]
+                                [--sessions 100000]
 
 commit:   commit_turn throughput (with and without events) vs redis-py's public EVALSHA
           of a trivial script on the same server, through the same client the scripts use
@@ -8,6 +9,15 @@ commit:   commit_turn throughput (with and without events) vs redis-py's public 
           384-dimension event (its JSON text is json.dumps's exact bytes, written by
           orjson: json.dumps alone costs more than a floor call). The redis-py version
           and parser are printed: run it on the lowest and the newest supported.
+          A second floor, redis-py's evalsha of the commit_turn script itself with the
+          arguments a turn without events sends, isolates what the adapter adds: the
+          'return 1' floor sends no arguments and runs no script, and that difference
+          alone (sending a key, a 512-byte blob and seven more arguments; the script's
+          HMGET and HSET) is more than a tenth of a loopback round trip.
+instructions: client instructions per call under valgrind's callgrind (the 'return 1'
+          floor, the same-script floor, commit_turn without events): the noise-free
+          view of the adapter's own share, since wall-clock ratios on a shared machine
+          swing by a third from run to run.
 sessions: streaming 100,000 sessions through iter_sessions vs a raw SCAN + pipelined
           HMGET loop. Goal: >= 0.8x, with peak Python memory (tracemalloc) flat between
           10,000 and 100,000 sessions.
@@ -296,16 +306,85 @@ def bench_sessions(url: str, total: int, batch: int) -> None:
     adapter.close()
 
 
+def instruction_case(url: str, case: str, calls: int) -> None:
+    """One case ``calls`` times after a warm-up (run under callgrind by
+    :func:`bench_instructions`): floor, script (the same-script floor) or plain."""
+    from backends.redis.scripts import script, script_client
+
+    adapter = RedisBackendAdapter(url)
+    client = script_client(adapter.client)
+    trivial_sha = client.script_load("return 1")
+    commit_sha = client.script_load(script("commit_turn").source)
+    blob, ttl = b"x" * 512, str(adapter.settings.ttl_seconds)
+    session = f"b-{case}-{uuid.uuid4().hex}"
+    key = f"semvec:state:{session}"
+    version = adapter.commit_turn(session, blob, expected_version=None)
+    for _ in range(200):
+        client.evalsha(trivial_sha, 0)
+    if case == "floor":
+        for _ in range(calls):
+            client.evalsha(trivial_sha, 0)
+    elif case == "script":
+        for _ in range(calls):
+            reply = client.evalsha(commit_sha, 1, key, "update", str(version),
+                                   str(version + 1), blob, "", "", ttl, "0")
+            if reply[0] != 1:
+                raise AssertionError(reply)
+            version += 1
+    else:
+        for _ in range(calls):
+            version = adapter.commit_turn(session, blob, expected_version=version)
+    adapter.close()
+
+
+def bench_instructions(url: str) -> None:
+    """Client instructions per call (valgrind's callgrind, the difference between 2,500
+    and 500 calls): unlike time on a shared machine, the same on every run, so it shows
+    what the adapter adds to redis-py's own evalsha of the same script exactly."""
+    import re
+    import shutil
+    import subprocess
+
+    if shutil.which("valgrind") is None:
+        print("client instructions per call: valgrind is not installed, skipped")
+        return
+
+    def collected(case: str, calls: int) -> int:
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+             __file__, "--case", case, "--calls", str(calls), "--url", url],
+            capture_output=True, text=True, check=True)
+        return int(re.search(r"Collected : (\d+)", done.stderr).group(1))
+
+    per_call = {case: (collected(case, 2500) - collected(case, 500)) / 2000
+                for case in ("floor", "script", "plain")}
+    print(f"client instructions per call (callgrind, redis-py {redis.__version__}): "
+          f"EVALSHA 'return 1' {per_call['floor']:,.0f}; same script, same args "
+          f"{per_call['script']:,.0f}; commit_turn without events {per_call['plain']:,.0f} "
+          f"(+{per_call['plain'] - per_call['script']:,.0f}, "
+          f"{per_call['script'] / per_call['plain']:.3f}x of the same-script floor)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("commit", "sessions", "all"), default="all")
+    parser.add_argument("--part", choices=("commit", "sessions", "instructions", "all"),
+                        default="all")
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--sessions", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=500)
+    # internal: one case of --part instructions, run under callgrind
+    parser.add_argument("--case", choices=("floor", "script", "plain"), help=argparse.SUPPRESS)
+    parser.add_argument("--calls", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.case:
+        instruction_case(args.url, args.case, args.calls)
+        return
     with throwaway_redis("semvec-bench-redis-") as url:
         if args.part in ("commit", "all"):
             bench_commit(url, args.seconds)
+        if args.part == "instructions":
+            bench_instructions(url)
         if args.part in ("sessions", "all"):
             bench_sessions(url, args.sessions, args.batch)
 

@@ -93,7 +93,7 @@ class TurnWriter:
             try:
                 reply = target.evalsha(_COMMIT_TURN.sha, 1, state_key, mode, expected,
                                        new_text, blob, owner, pending, self.ttl_text, "0")
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - NOSCRIPT, mapped, or re-raised
                 reply = self._after_failure(exc, session_id, (
                     1, state_key, mode, expected, new_text, blob, owner, pending,
                     self.ttl_text, "0"))
