@@ -338,7 +338,7 @@ def instruction_case(url: str, case: str, calls: int) -> None:
 
 
 def bench_instructions(url: str) -> None:
-    """Client instructions per call (valgrind's callgrind, the difference between 2,500
+    """Client instructions per call (valgrind's callgrind, the difference between 4,500
     and 500 calls): unlike time on a shared machine, the same on every run, so it shows
     what the adapter adds to redis-py's own evalsha of the same script exactly."""
     import re
@@ -349,14 +349,17 @@ def bench_instructions(url: str) -> None:
         print("client instructions per call: valgrind is not installed, skipped")
         return
 
+    import os
+
     def collected(case: str, calls: int) -> int:
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
              __file__, "--case", case, "--calls", str(calls), "--url", url],
-            capture_output=True, text=True, check=True)
+            capture_output=True, text=True, check=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"})  # the same dict layouts every run
         return int(re.search(r"Collected : (\d+)", done.stderr).group(1))
 
-    per_call = {case: (collected(case, 2500) - collected(case, 500)) / 2000
+    per_call = {case: (collected(case, 4500) - collected(case, 500)) / 4000
                 for case in ("floor", "script", "plain")}
     print(f"client instructions per call (callgrind, redis-py {redis.__version__}): "
           f"EVALSHA 'return 1' {per_call['floor']:,.0f}; same script, same args "

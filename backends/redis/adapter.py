@@ -68,7 +68,7 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
         self._closed = False
         self._armed_fault: str | None = None
         self._commit_turn = TurnWriter(self._client, self._script_client, self._where,
-                                       self.settings.ttl_seconds)
+                                       self.settings.ttl_seconds).commit
 
     def __repr__(self) -> str:
         return f"RedisBackendAdapter({self._where!r})"

@@ -64,9 +64,11 @@ class TurnWriter:
         self.where = where
         self.ttl_text = str(ttl_seconds)
 
-    def __call__(self, session_id: str, blob: bytes, expected_version: int | None,
-                 owner_subject: str | None, pending_message: str | None,
-                 events: Sequence[MemoryEvent] | None, cut_connection: bool = False) -> int:
+    def commit(self, session_id: str, blob: bytes, expected_version: int | None,
+               owner_subject: str | None, pending_message: str | None,
+               events: Sequence[MemoryEvent] | None, cut_connection: bool = False) -> int:
+        """One turn (the adapter's commit_turn, arguments checked there for the cluster
+        and the fault seam); a bound method, which Python calls faster than ``__call__``."""
         # the common case of validate_save_args inline (a subset of what it accepts)
         if not (session_id.__class__ is str and session_id and blob.__class__ is bytes
                 and (expected_version is None
