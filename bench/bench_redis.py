@@ -1,6 +1,7 @@
 """Redis backend benchmarks against the raw redis-py floor, on a private redis-server.
 
-    python bench/bench_redis.py [--part commit|sessions|all] [--seconds 3] [--sessions 100000]
+    python bench/bench_redis.py [--part commit|sessions|instructions|all] [--seconds 3]
+                                [--sessions 100000]
 
 commit:   commit_turn throughput (with and without events) vs redis-py's public EVALSHA
           of a trivial script on the same server, through the same client the scripts use
@@ -8,6 +9,15 @@ commit:   commit_turn throughput (with and without events) vs redis-py's public 
           384-dimension event (its JSON text is json.dumps's exact bytes, written by
           orjson: json.dumps alone costs more than a floor call). The redis-py version
           and parser are printed: run it on the lowest and the newest supported.
+          A second floor, redis-py's evalsha of the commit_turn script itself with the
+          arguments a turn without events sends, isolates what the adapter adds: the
+          'return 1' floor sends no arguments and runs no script, and that difference
+          alone (sending a key, a 512-byte blob and seven more arguments; the script's
+          HMGET and HSET) is more than a tenth of a loopback round trip.
+instructions: client instructions per call under valgrind's callgrind (the 'return 1'
+          floor, the same-script floor, commit_turn without events): the noise-free
+          view of the adapter's own share, since wall-clock ratios on a shared machine
+          swing by a third from run to run.
 sessions: streaming 100,000 sessions through iter_sessions vs a raw SCAN + pipelined
           HMGET loop. Goal: >= 0.8x, with peak Python memory (tracemalloc) flat between
           10,000 and 100,000 sessions. Also ``ordered=True`` (sessions list's id order):
@@ -23,6 +33,7 @@ round trip dominates and the ratio rises.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 import tracemalloc
@@ -39,40 +50,55 @@ from backends.redis import RedisBackendAdapter  # noqa: E402
 from tests.support.dedicated_redis import throwaway_redis  # noqa: E402
 
 
-def best_rates(cases: dict[str, Callable[[], None]], seconds: float, rounds: int = 3) -> dict[str, float]:
-    """Best calls/s of each case; cases take turns in short windows so that a noisy
-    neighbour on a shared machine penalises all of them alike."""
-    best = {name: 0.0 for name in cases}
-    window = seconds / rounds
+def windowed_rates(cases: dict[str, Callable[[], None]], seconds: float,
+                   window: float = 0.1) -> dict[str, list[float]]:
+    """Calls/s of each case in every round of short windows taken in turn (so a noisy
+    neighbour on a shared machine hits the cases of one round alike): ``seconds`` per
+    case in all, one rate per round and case."""
+    rates: dict[str, list[float]] = {name: [] for name in cases}
     for fn in cases.values():  # warm-up: scripts loaded, connections open
-        for _ in range(50):
+        for _ in range(200):
             fn()
-    for _ in range(rounds):
+    for _ in range(max(3, round(seconds / window))):
         for name, fn in cases.items():
             calls, started = 0, time.perf_counter()
             while True:
-                for _ in range(50):
+                for _ in range(25):
                     fn()
-                calls += 50
+                calls += 25
                 elapsed = time.perf_counter() - started
                 if elapsed >= window:
                     break
-            best[name] = max(best[name], calls / elapsed)
-    return best
+            rates[name].append(calls / elapsed)
+    return rates
+
+
+def ratio_text(rates: dict[str, list[float]], case: str, floor: str) -> str:
+    """``case`` over ``floor``: the median of the per-round ratios (each round's windows
+    are next to each other in time: the noise-robust figure), their spread (10th-90th
+    percentile), and the best window of each."""
+    ratios = sorted(c / f for c, f in zip(rates[case], rates[floor]))
+    low, high = ratios[len(ratios) // 10], ratios[-1 - len(ratios) // 10]
+    best = max(rates[case]) / max(rates[floor])
+    return f"{statistics.median(ratios):5.2f}x (rounds {low:.2f}-{high:.2f}, best windows {best:.2f}x)"
 
 
 def bench_commit(url: str, seconds: float) -> None:
-    from backends.redis.scripts import script_client
+    from backends.redis.scripts import script, script_client
 
     adapter = RedisBackendAdapter(url)
     client = script_client(adapter.client)  # the client (and pool) the scripts go through
     trivial_sha = client.script_load("return 1")
+    commit_sha = client.script_load(script("commit_turn").source)
     blob = b"x" * 512
+    ttl = str(adapter.settings.ttl_seconds)
     user = f"bench-{uuid.uuid4().hex}"
     embedding = tuple(i / 384 for i in range(384))
-    sessions = {kind: f"b-{kind}-{uuid.uuid4().hex}" for kind in ("plain", "event", "embedded")}
+    sessions = {kind: f"b-{kind}-{uuid.uuid4().hex}"
+                for kind in ("plain", "event", "embedded", "script")}
     versions = {kind: adapter.commit_turn(sid, blob, expected_version=None)
                 for kind, sid in sessions.items()}
+    script_key = f"semvec:state:{sessions['script']}"
 
     def events(embedded: bool) -> Iterator[MemoryEvent]:
         # built ahead of time: the benchmark times commit_turn, not the caller's event
@@ -88,6 +114,17 @@ def bench_commit(url: str, seconds: float) -> None:
     def floor() -> None:
         client.evalsha(trivial_sha, 0)
 
+    def script_floor() -> None:
+        """redis-py's evalsha of the commit_turn script itself, with exactly the key and
+        arguments commit_turn sends for a turn without events, on the same client: what
+        a caller writing the call by hand pays (the adapter's share is the rest)."""
+        version = versions["script"]
+        reply = client.evalsha(commit_sha, 1, script_key, "update", str(version),
+                               str(version + 1), blob, "", "", ttl, "0")
+        if reply[0] != 1:
+            raise AssertionError(reply)
+        versions["script"] = version + 1
+
     def turn(kind: str, source: Iterator[MemoryEvent] | None) -> Callable[[], None]:
         def run() -> None:
             batch = [next(source)] if source is not None else None
@@ -95,13 +132,14 @@ def bench_commit(url: str, seconds: float) -> None:
                                                  expected_version=versions[kind], events=batch)
         return run
 
-    rates = best_rates({
+    rates = windowed_rates({
         "floor": floor,
+        "script": script_floor,
         "plain": turn("plain", None),
         "event": turn("event", plain_events),
         "embedded": turn("embedded", embedded_events),
     }, seconds)
-    f = rates["floor"]
+    median = {name: statistics.median(values) for name, values in rates.items()}
 
     def server_usec(fn: Callable[[], None], calls: int = 500) -> float:
         """Server-side time per EVALSHA (nested commands included), from INFO."""
@@ -110,22 +148,32 @@ def bench_commit(url: str, seconds: float) -> None:
             fn()
         return float(client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
 
-    server = {"floor": server_usec(floor), "event": server_usec(turn("event", plain_events))}
+    server = {"floor": server_usec(floor), "plain": server_usec(turn("plain", None)),
+              "event": server_usec(turn("event", plain_events))}
     try:
         import hiredis
         parser = f"hiredis {hiredis.__version__}"
     except ImportError:
         parser = "pure-Python parser"
+    rounds = len(rates["floor"])
     print(f"commit_turn throughput (redis-py {redis.__version__}, {parser}; single client, "
-          "loopback, best window of 3, alternated)")
-    print(f"  EVALSHA 'return 1' floor              {f:9.0f} calls/s")
-    print(f"  commit_turn, no events                {rates['plain']:9.0f} turns/s  {rates['plain'] / f:5.2f}x"
-          "   goal >= 0.90x")
-    print(f"  commit_turn, 1 event                  {rates['event']:9.0f} turns/s  {rates['event'] / f:5.2f}x")
-    print(f"  commit_turn, 1 event + 384-dim vector {rates['embedded']:9.0f} turns/s  "
-          f"{rates['embedded'] / f:5.2f}x   goal >= 0.25x")
+          f"loopback, {rounds} rounds of 0.1 s windows taken in turn; ratio = median of "
+          "the rounds' ratios)")
+    print(f"  EVALSHA 'return 1' floor              {median['floor']:9.0f} calls/s")
+    print(f"  EVALSHA commit_turn script, same args {median['script']:9.0f} calls/s  "
+          f"{ratio_text(rates, 'script', 'floor')}  (no adapter code at all)")
+    print(f"  commit_turn, no events                {median['plain']:9.0f} turns/s  "
+          f"{ratio_text(rates, 'plain', 'floor')}  goal >= 0.90x")
+    print(f"      over the same-script floor                         "
+          f"{ratio_text(rates, 'plain', 'script')}")
+    print(f"  commit_turn, 1 event                  {median['event']:9.0f} turns/s  "
+          f"{ratio_text(rates, 'event', 'floor')}")
+    print(f"  commit_turn, 1 event + 384-dim vector {median['embedded']:9.0f} turns/s  "
+          f"{ratio_text(rates, 'embedded', 'floor')}  goal >= 0.25x")
     print(f"  server time per call: trivial script {server['floor']:.1f} us, "
-          f"commit_turn with 1 event {server['event']:.1f} us")
+          f"commit_turn without events {server['plain']:.1f} us, with 1 event "
+          f"{server['event']:.1f} us")
+
     def cpu_usec(fn: Callable[[], None], calls: int = 3000) -> float:
         """Client plus server CPU per call (user + system, from the process and from INFO):
         a single client on loopback is one sequential chain, so this is its cost without
@@ -143,18 +191,21 @@ def bench_commit(url: str, seconds: float) -> None:
             best = min(best, (c1 - c0 + s1 - s0) / calls * 1e6)
         return best
 
-    cpu = {"floor": cpu_usec(floor), "plain": cpu_usec(turn("plain", None)),
+    cpu = {"floor": cpu_usec(floor), "script": cpu_usec(script_floor),
+           "plain": cpu_usec(turn("plain", None)),
            "event": cpu_usec(turn("event", plain_events)),
            "embedded": cpu_usec(turn("embedded", embedded_events))}
     print("  CPU per call (client + server), the noise-robust view: floor "
-          f"{cpu['floor']:.0f} us; no events {cpu['floor'] / cpu['plain']:.2f}x, 1 event "
+          f"{cpu['floor']:.0f} us; same-script floor {cpu['floor'] / cpu['script']:.2f}x; "
+          f"no events {cpu['floor'] / cpu['plain']:.2f}x "
+          f"({cpu['script'] / cpu['plain']:.2f}x of the same-script floor); 1 event "
           f"{cpu['floor'] / cpu['event']:.2f}x, 1 event + 384-dim vector "
           f"{cpu['floor'] / cpu['embedded']:.2f}x")
-    client = client_side_usec(embedding, user)
-    print(f"  client CPU per 384-dim event: validate {client['validate']:.1f} us, encode "
-          f"{client['encode']:.1f} us, of which the embedding's JSON text "
-          f"{client['embedding']:.1f} us (json.dumps of the same floats: {client['json']:.1f} us); "
-          f"one floor call is {1e6 / f:.1f} us")
+    steps = client_side_usec(embedding, user)
+    print(f"  client CPU per 384-dim event: validate {steps['validate']:.1f} us, encode "
+          f"{steps['encode']:.1f} us, of which the embedding's JSON text "
+          f"{steps['embedding']:.1f} us (json.dumps of the same floats: {steps['json']:.1f} us); "
+          f"one floor call is {1e6 / median['floor']:.1f} us")
     adapter.close()
 
 
@@ -263,16 +314,88 @@ def bench_sessions(url: str, total: int, batch: int) -> None:
     adapter.close()
 
 
+def instruction_case(url: str, case: str, calls: int) -> None:
+    """One case ``calls`` times after a warm-up (run under callgrind by
+    :func:`bench_instructions`): floor, script (the same-script floor) or plain."""
+    from backends.redis.scripts import script, script_client
+
+    adapter = RedisBackendAdapter(url)
+    client = script_client(adapter.client)
+    trivial_sha = client.script_load("return 1")
+    commit_sha = client.script_load(script("commit_turn").source)
+    blob, ttl = b"x" * 512, str(adapter.settings.ttl_seconds)
+    session = f"b-{case}-{uuid.uuid4().hex}"
+    key = f"semvec:state:{session}"
+    version = adapter.commit_turn(session, blob, expected_version=None)
+    for _ in range(200):
+        client.evalsha(trivial_sha, 0)
+    if case == "floor":
+        for _ in range(calls):
+            client.evalsha(trivial_sha, 0)
+    elif case == "script":
+        for _ in range(calls):
+            reply = client.evalsha(commit_sha, 1, key, "update", str(version),
+                                   str(version + 1), blob, "", "", ttl, "0")
+            if reply[0] != 1:
+                raise AssertionError(reply)
+            version += 1
+    else:
+        for _ in range(calls):
+            version = adapter.commit_turn(session, blob, expected_version=version)
+    adapter.close()
+
+
+def bench_instructions(url: str) -> None:
+    """Client instructions per call (valgrind's callgrind, the difference between 4,500
+    and 500 calls): unlike time on a shared machine, the same on every run, so it shows
+    what the adapter adds to redis-py's own evalsha of the same script exactly."""
+    import re
+    import shutil
+    import subprocess
+
+    if shutil.which("valgrind") is None:
+        print("client instructions per call: valgrind is not installed, skipped")
+        return
+
+    import os
+
+    def collected(case: str, calls: int) -> int:
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+             __file__, "--case", case, "--calls", str(calls), "--url", url],
+            capture_output=True, text=True, check=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"})  # the same dict layouts every run
+        return int(re.search(r"Collected : (\d+)", done.stderr).group(1))
+
+    per_call = {case: (collected(case, 4500) - collected(case, 500)) / 4000
+                for case in ("floor", "script", "plain")}
+    print(f"client instructions per call (callgrind, redis-py {redis.__version__}): "
+          f"EVALSHA 'return 1' {per_call['floor']:,.0f}; same script, same args "
+          f"{per_call['script']:,.0f}; commit_turn without events {per_call['plain']:,.0f} "
+          f"(+{per_call['plain'] - per_call['script']:,.0f}, "
+          f"{per_call['script'] / per_call['plain']:.3f}x of the same-script floor)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("commit", "sessions", "all"), default="all")
+    parser.add_argument("--part", choices=("commit", "sessions", "instructions", "all"),
+                        default="all")
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--sessions", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=500)
+    # internal: one case of --part instructions, run under callgrind
+    parser.add_argument("--case", choices=("floor", "script", "plain"), help=argparse.SUPPRESS)
+    parser.add_argument("--calls", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.case:
+        instruction_case(args.url, args.case, args.calls)
+        return
     with throwaway_redis("semvec-bench-redis-") as url:
         if args.part in ("commit", "all"):
             bench_commit(url, args.seconds)
+        if args.part == "instructions":
+            bench_instructions(url)
         if args.part in ("sessions", "all"):
             bench_sessions(url, args.sessions, args.batch)
 

@@ -107,12 +107,27 @@ def is_wrong_type(exc: BaseException) -> bool:
     return seen is not None and str(seen).startswith("WRONGTYPE")
 
 
-class redis_errors:  # noqa: N801 - used as ``with redis_errors(...)``, like a function
-    """Re-raise driver errors as categorised backend errors (the original as cause).
+def mapped_error(exc: BaseException, where: str,
+                 session_id: str | None = None) -> BaseException | None:
+    """The categorised error to raise (from ``exc``) for a failed Redis call, or None
+    when ``exc`` is to propagate as it is (not the driver's, or nothing to map).
 
     With ``session_id``, a WRONGTYPE reply means the session's own key holds another
-    type: that is :class:`CorruptState` naming the session. A class, not a generator:
-    it wraps every Redis call, and commit_turn's whole budget is a few round trips."""
+    type: that is :class:`CorruptState` naming the session. For hot paths that catch
+    themselves (commit_turn); everything else uses :class:`redis_errors`."""
+    from redis.exceptions import RedisClusterException, RedisError
+
+    if not isinstance(exc, (RedisError, RedisClusterException, OSError)):
+        return None
+    if session_id is not None and is_wrong_type(exc):
+        return CorruptState(session_id, "key", "holds another type than a hash")
+    mapped = translate_error(exc, where)
+    return None if mapped is exc else mapped
+
+
+class redis_errors:  # noqa: N801 - used as ``with redis_errors(...)``, like a function
+    """Re-raise driver errors as categorised backend errors (the original as cause), as
+    :func:`mapped_error` says. A class, not a generator: it wraps every Redis call."""
 
     __slots__ = ("where", "session_id")
 
@@ -127,13 +142,7 @@ class redis_errors:  # noqa: N801 - used as ``with redis_errors(...)``, like a f
                  traceback: object) -> Literal[False]:
         if exc is None:
             return False
-        from redis.exceptions import RedisClusterException, RedisError
-
-        if not isinstance(exc, (RedisError, RedisClusterException, OSError)):
-            return False
-        if self.session_id is not None and is_wrong_type(exc):
-            raise CorruptState(self.session_id, "key", "holds another type than a hash") from exc
-        mapped = translate_error(exc, self.where)
-        if mapped is exc:
+        mapped = mapped_error(exc, self.where, self.session_id)
+        if mapped is None:
             return False
         raise mapped from exc

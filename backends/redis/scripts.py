@@ -97,9 +97,10 @@ def checkout(pool: Any) -> Any:
 _NO_SCRIPT: list[type[BaseException]] = []
 
 
-def _no_script_error() -> type[BaseException]:
+def no_script_error() -> type[BaseException]:
     """redis-py's NoScriptError, imported on first use (an import statement on every
-    call costs a measurable share of a loopback round trip)."""
+    call costs a measurable share of a loopback round trip). Called only in ``except``
+    clauses, which Python evaluates only once an exception is raised."""
     if not _NO_SCRIPT:
         from redis.exceptions import NoScriptError
 
@@ -131,21 +132,31 @@ class LuaScript:
         """Run the script; ``cut_connection`` (the conformance fault seam only) drops the
         connection right after the call is sent, so the caller sees a connection error
         while the server runs the script whole or not at all."""
-        NoScriptError = _no_script_error()  # noqa: N806 - the driver's class, imported once
-
         if getattr(client, "is_cluster", False):
             try:
                 return client.evalsha(self.sha, len(keys), *keys, *args)
-            except NoScriptError:  # EVAL runs it and caches it on that node
+            except no_script_error():  # EVAL runs it and caches it on that node
                 return client.eval(self.source, len(keys), *keys, *args)
         target = script_client(client)
         if cut_connection:
             return self._send_and_cut(target, keys, args)
+        return self.run(target, len(keys), *keys, *args)
+
+    def run(self, target: Any, numkeys: int, *keys_and_args: Any) -> Any:
+        """Run the script on ``target``, a standalone client used as given (a caller that
+        holds the script client already skips the lookups of ``__call__``), with
+        redis-py's ``evalsha`` arguments: EVALSHA, and when the server does not know the
+        SHA, :meth:`load_and_run`."""
         try:
-            return target.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:  # first call on this server, a restart, a SCRIPT FLUSH
-            target.script_load(self.source)
-            return target.evalsha(self.sha, len(keys), *keys, *args)
+            return target.evalsha(self.sha, numkeys, *keys_and_args)
+        except no_script_error():  # first call on this server, a restart, a SCRIPT FLUSH
+            return self.load_and_run(target, numkeys, *keys_and_args)
+
+    def load_and_run(self, target: Any, numkeys: int, *keys_and_args: Any) -> Any:
+        """After a NOSCRIPT reply: SCRIPT LOAD, then the call again (one extra round trip
+        per script and server, as redis-py's own ``Script`` does)."""
+        target.script_load(self.source)
+        return target.evalsha(self.sha, numkeys, *keys_and_args)
 
     def _send_and_cut(self, client: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """The fault seam: load the script, send the call on a pooled connection with the

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from backends.contract import MemoryEvent, normalise_pending, validate_turn_events
+from backends.contract import MemoryEvent, validate_turn_events
 from backends.errors import InvalidEvent
 from backends.redis import keys
 from backends.redis.event_codec import event_args, event_keys
-from backends.redis.failures import redis_errors
-from backends.redis.scripts import script
+from backends.redis.failures import mapped_error, redis_errors
+from backends.redis.scripts import no_script_error, script
 from backends.contract import validate_save_args
 from backends.redis.state_store import ALREADY_STORED, EVENT_EXISTS, WRITTEN, conflict_for
+
+_COMMIT_TURN = script("commit_turn")
 
 
 def _run(client: Any, where: str, mode: str, state_key: str, state_args: list,
@@ -41,42 +43,103 @@ def _run(client: Any, where: str, mode: str, state_key: str, state_args: list,
     return reply
 
 
-def commit_turn(
-    client: Any,
-    where: str,
-    ttl_seconds: int,
-    session_id: str,
-    blob: bytes,
-    *,
-    expected_version: int | None,
-    owner_subject: str | None,
-    pending_message: str | None,
-    events: Sequence[MemoryEvent] | None,
-    cut_connection: bool = False,
-) -> int:
-    validate_save_args(session_id, blob, expected_version, owner_subject)
-    checked = validate_turn_events(events)
-    if expected_version is None:
-        mode, expected, new_version = "insert", "", 1
-    else:
-        mode, expected, new_version = "update", str(expected_version), expected_version + 1
-    state_args = [
-        expected,
-        str(new_version),
-        bytes(blob),
-        owner_subject or "",
-        normalise_pending(pending_message) or "",
-        str(ttl_seconds),
-    ]
-    reply = _run(client, where, mode, keys.state_key(session_id), state_args, checked,
-                 session_id=session_id, cut_connection=cut_connection)
-    code = reply[0]
-    if code in (WRITTEN, ALREADY_STORED):  # ALREADY_STORED: a retry whose reply was lost
-        return new_version
-    if code == EVENT_EXISTS:
-        duplicate = checked[int(reply[1]) - 1].event_id
-        raise InvalidEvent(f"event id {duplicate!r} already exists; nothing of the turn was written")
-    raise conflict_for(code, session_id, expected_version, reply[1])
+class TurnWriter:
+    """commit_turn for one adapter: its clients, its redacted URI and its TTL bound once.
+
+    A turn without events is the hot path: one per engine turn, and on loopback its whole
+    budget is a round trip of a few tens of microseconds, of which each Python call or
+    check here takes a measurable share (see bench/bench_redis.py). So that turn is
+    checked inline for the common argument types (anything else goes through the shared
+    ``validate_save_args``, which gives the refusal), and its EVALSHA goes straight to the
+    adapter's script client with the arguments written out; a NOSCRIPT reply loads the
+    script and sends the call again, as :meth:`LuaScript.run` does for every other call."""
+
+    __slots__ = ("client", "script_client", "where", "ttl_text")
+
+    def __init__(self, client: Any, script_client: Any, where: str, ttl_seconds: int) -> None:
+        self.client = client
+        #: the standalone client kept for scripts (no command retry); None on a cluster,
+        #: whose client routes each script to the node owning its key
+        self.script_client = script_client
+        self.where = where
+        self.ttl_text = str(ttl_seconds)
+
+    def commit(self, session_id: str, blob: bytes, expected_version: int | None,
+               owner_subject: str | None, pending_message: str | None,
+               events: Sequence[MemoryEvent] | None, cut_connection: bool = False) -> int:
+        """One turn (the adapter's commit_turn, arguments checked there for the cluster
+        and the fault seam); a bound method, which Python calls faster than ``__call__``."""
+        # the common case of validate_save_args inline (a subset of what it accepts)
+        if not (session_id.__class__ is str and session_id and blob.__class__ is bytes
+                and (expected_version is None
+                     or (expected_version.__class__ is int and expected_version > 0))
+                and (owner_subject is None or (owner_subject.__class__ is str and owner_subject))):
+            validate_save_args(session_id, blob, expected_version, owner_subject)
+            blob = bytes(blob)
+        if expected_version is None:
+            mode, expected, new_text, new_version = "insert", "", "1", 1
+        else:
+            new_version = expected_version + 1
+            mode, expected, new_text = "update", str(expected_version), str(new_version)
+        owner = owner_subject or ""
+        pending = pending_message or ""  # normalise_pending's rule: an empty one is none
+        state_key = keys.STATE_PREFIX + session_id  # keys.state_key, without the call
+        target = self.script_client
+        if events or cut_connection or target is None:
+            checked = validate_turn_events(events)
+            reply = self._general(session_id, cut_connection, checked, state_key,
+                                  [mode, expected, new_text, blob, owner, pending,
+                                   self.ttl_text, str(len(checked))])
+        else:
+            checked = []
+            try:
+                reply = target.evalsha(_COMMIT_TURN.sha, 1, state_key, mode, expected,
+                                       new_text, blob, owner, pending, self.ttl_text, "0")
+            except Exception as exc:  # noqa: BLE001 - NOSCRIPT, mapped, or re-raised
+                reply = self._after_failure(exc, session_id, (
+                    1, state_key, mode, expected, new_text, blob, owner, pending,
+                    self.ttl_text, "0"))
+        code = reply[0]
+        if code == WRITTEN or code == ALREADY_STORED:  # ALREADY_STORED: a lost reply's retry
+            return new_version
+        if code == EVENT_EXISTS:
+            duplicate = checked[int(reply[1]) - 1].event_id
+            raise InvalidEvent(f"event id {duplicate!r} already exists; "
+                               "nothing of the turn was written")
+        raise conflict_for(code, session_id, expected_version, reply[1])
+
+    def _general(self, session_id: str, cut_connection: bool, checked: list[MemoryEvent],
+                 state_key: str, script_args: list[Any]) -> Any:
+        """A turn with events, on a cluster, or through the conformance fault seam."""
+        script_keys: list[Any] = [state_key]
+        for event in checked:
+            script_keys.extend(event_keys(event))
+            script_args.extend(event_args(event))
+        try:
+            if self.script_client is None or cut_connection:
+                return _COMMIT_TURN(self.client, script_keys, script_args,
+                                    cut_connection=cut_connection)
+            return _COMMIT_TURN.run(self.script_client, len(script_keys),
+                                    *script_keys, *script_args)
+        except Exception as exc:
+            mapped = mapped_error(exc, self.where, session_id)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+    def _after_failure(self, exc: Exception, session_id: str,
+                       keys_and_args: tuple[Any, ...]) -> Any:
+        """The hot path's call failed: NOSCRIPT loads the script and sends the call again;
+        a driver error is raised categorised, anything else as it is."""
+        if isinstance(exc, no_script_error()):
+            try:
+                return _COMMIT_TURN.load_and_run(self.script_client, *keys_and_args)
+            except Exception as again:  # noqa: BLE001 - mapped below, or re-raised
+                exc = again
+        mapped = mapped_error(exc, self.where, session_id)
+        if mapped is None:
+            raise exc
+        raise mapped from exc
 
 
 def append_events(client: Any, where: str, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:

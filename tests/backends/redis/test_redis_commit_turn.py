@@ -427,3 +427,69 @@ def test_fault_seam_cut_connection_leaves_the_whole_turn_or_nothing(adapter, raw
     # armed for one turn only; the pool reconnects by itself
     version = adapter.state_store().current_version(s)
     assert adapter.commit_turn(s, b"v3", expected_version=version) == version + 1
+
+
+# -- the hot path (a turn without events): its inline argument check and NOSCRIPT -------
+
+
+class OwnerText(str):
+    """A str subclass: outside the inline check's common case, still a valid owner."""
+
+
+@pytest.mark.parametrize("blob", [b"plain bytes", bytearray(b"a bytearray"),
+                                  memoryview(b"a memoryview")])
+def test_a_turn_without_events_stores_any_bytes_like_blob_exactly(adapter, raw, blob):
+    s = uid("s")
+    assert adapter.commit_turn(s, blob, expected_version=None,
+                               owner_subject=OwnerText("acme")) == 1
+    assert adapter.commit_turn(s, blob, expected_version=1, owner_subject="acme") == 2
+    assert raw.hmget(f"semvec:state:{s}", "blob", "version", "owner") == [
+        bytes(blob), b"2", b"acme"]
+
+
+@pytest.mark.parametrize("args, error", [
+    (("", b"x", None, None), ValueError),
+    ((7, b"x", None, None), ValueError),
+    (("s", "text, not bytes", None, None), TypeError),
+    (("s", b"x", True, None), ValueError),
+    (("s", b"x", 0, None), ValueError),
+    (("s", b"x", 1.0, None), ValueError),
+    (("s", b"x", None, ""), ValueError),
+    (("s", b"x", None, 3), ValueError),
+])
+def test_a_turn_without_events_refuses_malformed_arguments_before_any_io(args, error):
+    session_id, blob, expected_version, owner = args
+    # a port nothing listens on: a refusal that reached the network would be unreachable
+    with RedisBackendAdapter("redis://127.0.0.1:9/0", timeout=0.2) as adapter:
+        with pytest.raises(error):
+            adapter.commit_turn(session_id, blob, expected_version=expected_version,
+                                owner_subject=owner)
+
+
+def test_a_turn_without_events_reloads_the_script_after_a_flush(adapter, raw):
+    s = uid("s")
+    assert adapter.commit_turn(s, b"v1", expected_version=None) == 1
+    raw.script_flush()
+    assert adapter.commit_turn(s, b"v2", expected_version=1) == 2
+    raw.script_flush()
+    with pytest.raises(StateVersionConflict):
+        adapter.commit_turn(s, b"stale", expected_version=1)
+    assert raw.hmget(f"semvec:state:{s}", "blob", "version") == [b"v2", b"2"]
+
+
+def test_scope_none_leaves_the_owner_as_given(adapter, raw):
+    s = uid("s")
+    assert adapter.commit_turn(s, b"v1", expected_version=None, scope=None) == 1
+    assert raw.hget(f"semvec:state:{s}", "owner") == b""
+
+
+@pytest.mark.parametrize("both", [dict(owner_subject=None, scope="acme"),
+                                  dict(owner_subject="acme", scope=None),
+                                  dict(owner_subject=None, scope=None)])
+def test_commit_turn_refuses_both_spellings_even_when_one_is_none(adapter, raw, both):
+    """As every other store method (takes_scope): naming both is an error whatever the
+    values, because owner_subject=None (unowned) and scope=None (no owner) differ."""
+    s = uid("s")
+    with pytest.raises(TypeError, match="not both"):
+        adapter.commit_turn(s, b"v1", expected_version=None, **both)
+    assert not raw.exists(f"semvec:state:{s}")
