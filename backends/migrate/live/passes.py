@@ -1,0 +1,367 @@
+"""The passes of a live migration: bulk, catch-up and final, all one algorithm.
+
+A pass enumerates the source (the version scan: ``iter_sessions``, whose summaries carry
+each session's version and blob digest), compares each session with the state file, and
+copies only what moved: a session never copied, or whose version or digest changed. The
+state file says what this migration last wrote on the target; every target write is
+checked against it:
+
+- a session we never wrote must be absent on the target (else someone else wrote it: a
+  conflict, reported and never overwritten, unless it is exactly the row our own
+  interrupted write left, which the state's ``intent`` row names);
+- a session we wrote must still be at the version we wrote (then it is replaced: a
+  version-checked delete, then a restore at the source's version), else a conflict.
+
+Sessions deleted on the source after we copied them are deleted on the target (again
+only while the target row is still ours). Events: the users of the sessions that moved
+(every known user in a bulk or final pass) have their source log compared with what the
+state says was copied; what is new is restored with its sequence number (appended where
+the target keeps none), each event's id recorded as an intent first, so an interrupted
+run neither loses nor duplicates one. The user's counter is raised to the source's.
+
+What the target cannot keep was settled before the first write (:mod:`.checks`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+from backends.archive.format import sha256_hex
+from backends.contract import Capability, OwnerFilter, UNSCOPED, offers
+from backends.errors import is_state_version_conflict
+from backends.migrate.batch_reads import batch_loader, chunks
+from backends.migrate.live.state import MigrationState, SessionRow
+from backends.migrate.loss import (
+    counter_reader,
+    event_restorer,
+    keeps_expiry,
+    keeps_sequences,
+    session_event_source,
+    state_store_member,
+    write_time_restorer,
+)
+from backends.migrate.verify import event_difference
+
+#: sessions compared with the state file per step (one SQLite transaction per step)
+STEP = 256
+
+
+@dataclass
+class PassResult:
+    kind: str
+    n: int = 0
+    scanned: int = 0
+    changed: int = 0
+    copied: int = 0
+    deleted: int = 0
+    conflicts: int = 0
+    events: int = 0
+    event_conflicts: int = 0
+    seconds: float = 0.0
+    #: the way changes were found ("version scan", or a change feed)
+    method: str = "version scan"
+    new_conflicts: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "new_conflicts"} | {
+            "new_conflicts": [{"session_id": s, "why": w} for s, w in self.new_conflicts]}
+
+
+class LiveMigration:
+    """Passes from ``source`` to ``target`` recorded in ``state`` (see module)."""
+
+    def __init__(self, source: Any, target: Any, state: MigrationState, *,
+                 owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
+                 batch_size: int = 500, with_items: bool = True,
+                 progress: Callable[[int], None] | None = None) -> None:
+        self.source, self.target, self.state = source, target, state
+        self.scope, self.match, self.batch_size = owner_subject, match, batch_size
+        self.progress = progress
+        self._read_source = batch_loader(source)
+        self._read_target = batch_loader(target)
+        self._target_store = target.state_store()
+        self.with_items = (with_items and offers(source, Capability.LIVE_ITEMS)
+                           and offers(target, Capability.ITEM_MIRROR))
+        self._restore_clock = write_time_restorer(target)
+        self._keeps_ttl = keeps_expiry(target)
+        self._drift_read = state_store_member(source, Capability.DRIFT_STATUS)
+        self._drift_write = state_store_member(target, Capability.DRIFT_EXEMPT)
+        self._events_src = session_event_source(source)
+        self._events_dst = event_restorer(target) if self._events_src is not None else None
+        self._source_counter = counter_reader(source)
+        self._subjects_cache: dict[str, list[str]] | None = None
+
+    # -- one pass ------------------------------------------------------------------------
+
+    def run_pass(self, kind: str = "catch-up", *, all_users: bool = False) -> PassResult:
+        started = time.monotonic()
+        result = PassResult(kind=kind, n=self.state.begin_pass(kind))
+        self.state.begin_seen()
+        self._subjects_cache = None
+        moved_users: set[str] = set()
+        summaries = self.source.iter_sessions(owner_subject=self.scope, match=self.match,
+                                              batch_size=self.batch_size)
+        for step in chunks(summaries, STEP):
+            self.state.add_seen(s.session_id for s in step)
+            result.scanned += len(step)
+            moved = self._copy_step(step, result)
+            moved_users.update(self._subjects(moved))
+            if self.progress is not None:
+                self.progress(len(step))
+        self._settle_deletions(result)
+        users = set(moved_users)
+        if all_users or kind != "catch-up":
+            users.update(self.state.users())
+        self.state.add_users(moved_users)
+        self._copy_events(sorted(users), result)
+        result.seconds = time.monotonic() - started
+        self.state.end_pass(result.n, scanned=result.scanned, changed=result.changed,
+                            copied=result.copied, events=result.events, deleted=result.deleted,
+                            conflicts=result.conflicts)
+        return result
+
+    # -- sessions ----------------------------------------------------------------------
+
+    def _copy_step(self, step: list[Any], result: PassResult) -> list[str]:
+        known = self.state.sessions([s.session_id for s in step])
+        todo = []
+        for summary in step:
+            row = known.get(summary.session_id)
+            if row is not None and row.state == "conflict":
+                continue  # reported once; never overwritten
+            if (row is not None and row.state == "copied" and row.src_version == summary.version
+                    and row.digest == summary.blob_sha256):
+                continue
+            todo.append(summary)
+        if not todo:
+            return []
+        result.changed += len(todo)
+        moved: list[str] = []
+        for part in chunks(todo, 64):
+            moved.extend(self._copy_sessions(part, known, result))
+        return moved
+
+    def _copy_sessions(self, part: list[Any], known: dict[str, SessionRow],
+                       result: PassResult) -> list[str]:
+        ids = [s.session_id for s in part]
+        loaded = self._read_source(ids, self.scope)
+        live = [(s, st) for s, st in zip(part, loaded) if st is not None]  # gone since the scan:
+        if not live:                                                       # the deletion step sees it
+            return []
+        with self.state.transaction() as db:
+            self.state.mark_intent(db, [(s.session_id, st.version, sha256_hex(st.blob))
+                                        for s, st in live])
+        on_target = dict(zip([s.session_id for s, _ in live],
+                             self._read_target([s.session_id for s, _ in live], UNSCOPED)))
+        copied, conflicts = [], []
+        for summary, st in live:
+            sid, digest = summary.session_id, sha256_hex(st.blob)
+            why = self._write_session(summary, st, digest, known.get(sid), on_target[sid])
+            if why is None:
+                copied.append((sid, st.version, digest))
+            else:
+                conflicts.append((sid, why))
+        with self.state.transaction() as db:
+            self.state.mark_copied(db, copied)
+            for sid, why in conflicts:
+                self.state.mark_conflict(db, sid, why)
+        result.copied += len(copied)
+        result.conflicts += len(conflicts)
+        result.new_conflicts.extend(conflicts)
+        return [sid for sid, _, _ in copied]
+
+    def _write_session(self, summary: Any, st: Any, digest: str, row: SessionRow | None,
+                       have: Any) -> str | None:
+        """Write one session; None when done, else why it is a conflict."""
+        sid = summary.session_id
+        ours = row.tgt_version if row is not None else None
+        if have is not None:
+            if have.version == st.version and sha256_hex(have.blob) == digest and \
+                    have.owner_subject == st.owner_subject:
+                self._extras(summary)  # our own write, interrupted after it landed
+                return None
+            if ours is None or have.version != ours:
+                return (f"written on the target by someone else (version {have.version} there, "
+                        f"{'none' if ours is None else ours} written by this migration); kept")
+            try:  # still what we wrote: replace it, version-checked
+                self._target_store.delete(sid, expected_version=ours)
+            except Exception as exc:
+                if not is_state_version_conflict(exc):
+                    raise
+                return "changed on the target while being replaced; kept"
+        ttl = summary.ttl_seconds if self._keeps_ttl else None
+        try:
+            if self._restore_clock is not None and summary.updated_at is not None:
+                self._restore_clock(sid, st.blob, version=st.version, owner_subject=st.owner_subject,
+                                    pending_message=st.pending_message, ttl_seconds=ttl,
+                                    updated_at=summary.updated_at)
+            else:
+                self.target.restore_session(sid, st.blob, version=st.version,
+                                            owner_subject=st.owner_subject,
+                                            pending_message=st.pending_message, ttl_seconds=ttl)
+        except Exception as exc:
+            if not is_state_version_conflict(exc):
+                raise
+            return "written on the target by someone else while being copied; kept"
+        self._extras(summary)
+        return None
+
+    def _extras(self, summary: Any) -> None:
+        """What travels beside the row: the drift flag and the live items."""
+        sid = summary.session_id
+        if self._drift_write is not None:
+            reported = (summary.extra or {}).get("drift_exempt")
+            exempt = reported if isinstance(reported, bool) else (
+                bool(self._drift_read(sid)) if self._drift_read is not None else False)
+            self._drift_write(sid, exempt)
+        if self.with_items:
+            items = list(self.source.iter_live_items(sid, owner_subject=self.scope))
+            self.target.sync_items(sid, items, owner_subject=summary.owner_subject)
+
+    def _settle_deletions(self, result: PassResult) -> None:
+        """Sessions we copied that the source no longer holds: deleted on the target while
+        the row there is still ours. (A session that left the filters but still exists on
+        the source is left where it is.)"""
+        source_store = self.source.state_store()
+        while True:
+            rows = self.state.unseen_copied()
+            if not rows:
+                return
+            for row in rows:
+                if source_store.current_version(row.sid, owner_subject=UNSCOPED) is not None:
+                    self.state.add_seen([row.sid])  # still there, out of scope or just missed
+                    continue
+                current = self._target_store.current_version(row.sid, owner_subject=UNSCOPED)
+                note = None
+                if current is not None:
+                    if current in (row.tgt_version, row.want_version):
+                        try:
+                            self._target_store.delete(row.sid, expected_version=current)
+                        except Exception as exc:
+                            if not is_state_version_conflict(exc):
+                                raise
+                            note = "deleted on the source, changed on the target; kept"
+                    else:
+                        note = "deleted on the source, rewritten on the target by someone else; kept"
+                with self.state.transaction() as db:
+                    if note is None:
+                        self.state.mark_deleted(db, row.sid)
+                        result.deleted += 1
+                    else:
+                        self.state.mark_conflict(db, row.sid, note)
+                        result.conflicts += 1
+                        result.new_conflicts.append((row.sid, note))
+                self.state.add_seen([row.sid])
+
+    # -- events --------------------------------------------------------------------------
+
+    def _subjects(self, sids: list[str]) -> set[str]:
+        if self._events_src is None or not sids:
+            return set()
+        if offers(self._events_src, Capability.SUBJECTS_BY_SESSION):
+            if self._subjects_cache is None:  # one scan of the log per pass (Redis)
+                self._subjects_cache = self._events_src.subjects_by_session()
+            return {u for sid in sids for u in self._subjects_cache.get(sid, ())}
+        return {u for sid in sids for u in self._events_src.session_subjects(sid)}
+
+    def _copy_events(self, users: Iterable[str], result: PassResult) -> None:
+        if self._events_src is None or self._events_dst is None:
+            return
+        for user in users:
+            self._copy_user(user, result)
+
+    def _copy_user(self, user: str, result: PassResult) -> None:
+        source_log = self._events_src.list_events(user, owner_subject=self.scope)
+        recorded = self.state.events_of(user)
+        new = [e for e in source_log if recorded.get(e.event_id) not in ("copied", "conflict")]
+        top = max((e.sequence for e in source_log), default=0)
+        if new:
+            with self.state.transaction() as db:
+                self.state.mark_events(db, "intent", [(e.event_id, user, e.sequence) for e in new])
+            getter = self._events_dst.get_event
+            sequences = keeps_sequences(self._events_dst)
+            write, done, clashes = [], [], []
+            for event in new:
+                have = getter(event.event_id)
+                if have is None:
+                    write.append(event)
+                elif event_difference(event, have, sequences=sequences) is None:
+                    done.append(event)  # ours, written before an interruption
+                else:
+                    clashes.append(event)
+            for event, ok in self._restore(write, sequences):
+                (done if ok else clashes).append(event)
+            with self.state.transaction() as db:
+                self.state.mark_events(db, "copied", [(e.event_id, user, e.sequence) for e in done])
+                self.state.mark_events(db, "conflict", [(e.event_id, user, e.sequence) for e in clashes])
+                self.state.raise_high_water(db, user, max((e.sequence for e in done), default=0))
+            result.events += len(done)
+            result.event_conflicts += len(clashes)
+        if sequences_kept := keeps_sequences(self._events_dst):
+            counter = int(self._source_counter(user)) if self._source_counter is not None else 0
+            if max(counter, top) and sequences_kept:
+                self._events_dst.raise_counter(user, max(counter, top))
+
+    def _restore(self, events: list[Any], sequences: bool) -> Iterator[tuple[Any, bool]]:
+        """Restore events (numbered ones with their numbers, the rest appended in log
+        order); one by one when the batch is refused, to tell the clashing ones apart."""
+        from backends.archive.format import log_order
+
+        if not events:
+            return
+        numbered = [e for e in events if e.sequence] if sequences else []
+        rest = sorted((e for e in events if e not in numbered), key=log_order)
+        try:  # all or nothing on every store that restores numbers
+            if numbered:
+                self._events_dst.restore_events(numbered)
+            for e in numbered:
+                yield e, True
+        except Exception as exc:
+            if not is_state_version_conflict(exc):
+                raise
+            for e in numbered:  # which ones clash (nothing of the batch was written)
+                try:
+                    self._events_dst.restore_events([e])
+                    yield e, True
+                except Exception as one:
+                    if not is_state_version_conflict(one):
+                        raise
+                    yield e, False
+        for e in rest:
+            if sequences:
+                self._events_dst.append(e)
+            else:
+                self._events_dst.restore_events([e])
+            yield e, True
+
+
+def run_migration(mig: LiveMigration, *, follow: bool = False, interval: float = 1.0,
+                  max_passes: int | None = None, should_stop: Callable[[], bool] | None = None,
+                  on_pass: Callable[[PassResult], None] | None = None) -> list[PassResult]:
+    """The bulk pass (or, when the state says it finished, a catch-up pass: a resumed run
+    settles its intents there), then with ``follow`` catch-up passes every ``interval``
+    seconds until ``should_stop()`` says so or ``max_passes`` passes ran."""
+    results: list[PassResult] = []
+    state = mig.state
+    bulk_done = state.meta("bulk_done") == "1"
+    state.set_meta(phase="bulk" if not bulk_done else "following")
+    first = mig.run_pass("bulk" if not bulk_done else "catch-up", all_users=True)
+    if not bulk_done:
+        state.set_meta(bulk_done="1")
+    state.set_meta(phase="following" if follow else "bulk-done")
+    results.append(first)
+    if on_pass is not None:
+        on_pass(first)
+    while follow:
+        if max_passes is not None and len(results) >= max_passes:
+            break
+        if should_stop is not None and should_stop():
+            break
+        time.sleep(interval)
+        result = mig.run_pass("catch-up")
+        results.append(result)
+        if on_pass is not None:
+            on_pass(result)
+    return results
