@@ -20,6 +20,7 @@ from backends.migrate.live.finish import (
     abort_plan,
     apply_abort,
     cutover,
+    switch_settings,
     write_receipt,
 )
 from backends.migrate.live.passes import LiveMigration, PassResult, run_migration
@@ -31,5 +32,5 @@ __all__ = [
     "AbortPlan", "CutoverResult", "LiveMigration", "LiveVerifyReport", "MigrationState",
     "MigrationStatus", "PassResult", "StateMismatch", "abort_plan", "apply_abort",
     "check_losses", "count_source", "cutover", "fingerprint", "migration_status", "plan",
-    "run_migration", "verify_live", "write_receipt",
+    "run_migration", "switch_settings", "verify_live", "write_receipt",
 ]

@@ -174,3 +174,14 @@ def apply_abort(target: Any, state: MigrationState, plan: AbortPlan) -> AbortPla
             plan.removed_events += 1
     state.set_meta(phase="aborted")
     return plan
+
+
+def switch_settings(backend: str, display_uri: str, *, adapter: str | None = None) -> dict[str, str]:
+    """The settings that point the engine at the target (the URI already redacted)."""
+    from backends.info import known
+
+    settings = {"SEMVEC_SESSION_BACKEND": backend}
+    info = known(backend)
+    if adapter is None and info is not None and info.uri_env and display_uri != "-":
+        settings[info.uri_env[0]] = display_uri
+    return settings
