@@ -45,14 +45,14 @@ app = typer.Typer(no_args_is_help=True, help=HELP)
 
 FollowOpt = typer.Option(False, "--follow", help="After the bulk pass, keep copying what changes "
                                                  "on the source (catch-up passes) until interrupted.")
-IntervalOpt = typer.Option(1.0, "--interval", min=0.0, help="Seconds between catch-up passes.")
-MaxPassesOpt = typer.Option(None, "--max-passes", min=1, show_default=False,
+IntervalOpt = typer.Option(1.0, "--interval", min=0.0, max=3600.0, help="Seconds between catch-up passes.")
+MaxPassesOpt = typer.Option(None, "--max-passes", min=1, max=1_000_000, show_default=False,
                             help="With --follow: stop after this many passes (default: until interrupted).")
-SampleOpt = typer.Option(None, "--sample", min=1, show_default=False,
+SampleOpt = typer.Option(None, "--sample", min=1, max=100_000_000, show_default=False,
                          help="Compare only the first N sessions (and their users' events): a quick check.")
-TtlToleranceOpt = typer.Option(60.0, "--ttl-tolerance", min=0.0,
+TtlToleranceOpt = typer.Option(60.0, "--ttl-tolerance", min=0.0, max=86400.0,
                                help="Seconds two expiry times may differ and still match.")
-QuietOpt = typer.Option(2.0, "--quiet-window", min=0.0,
+QuietOpt = typer.Option(2.0, "--quiet-window", min=0.0, max=3600.0,
                         help="Seconds the source must stay unchanged after the final pass.")
 ReceiptOpt = typer.Option(None, "--receipt", show_default=False,
                           help="Where the JSON receipt goes (default: the state file's name + .receipt.json).")

@@ -88,8 +88,8 @@ class LiveMigration:
         self._keeps_ttl = keeps_expiry(target)
         self._drift_read = state_store_member(source, Capability.DRIFT_STATUS)
         self._drift_write = state_store_member(target, Capability.DRIFT_EXEMPT)
-        self._events_src = session_event_source(source)
-        self._events_dst = event_restorer(target) if self._events_src is not None else None
+        self._events_src: Any = session_event_source(source)
+        self._events_dst: Any = event_restorer(target) if self._events_src is not None else None
         self._source_counter = counter_reader(source)
         self._subjects_cache: dict[str, list[str]] | None = None
 

@@ -302,7 +302,7 @@ class MigrationState:
     def begin_pass(self, kind: str) -> int:
         with self.transaction() as db:
             cur = db.execute("INSERT INTO passes (kind, started) VALUES (?, ?)", (kind, time.time()))
-            return int(cur.lastrowid)
+            return int(cur.lastrowid or 0)
 
     def end_pass(self, n: int, **counts: Any) -> None:
         with self.transaction() as db:
