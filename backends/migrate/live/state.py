@@ -128,11 +128,11 @@ class MigrationState:
             return state
         state._check_format()
         if state.meta("source") != source or state.meta("target") != target:
+            labels_were = (state.meta("label.source") or "?", state.meta("label.target") or "?")
             state.close()
             raise StateMismatch(
-                f"state file {path} belongs to another pair of stores (from "
-                f"{state.meta('label.source') or '?'} to {state.meta('label.target') or '?'}); "
-                "use that pair, or a new --state file for this one")
+                f"state file {path} belongs to another pair of stores (from {labels_were[0]} "
+                f"to {labels_were[1]}); use that pair, or a new --state file for this one")
         stored = json.loads(state.meta("settings") or "{}")
         if settings is not None and stored != settings:
             state.close()
@@ -146,14 +146,18 @@ class MigrationState:
         if not os.path.exists(path):
             raise StateMismatch(f"no state file {path}: start the migration with "
                                 "'semvecctl migrate run ... --state FILE'")
-        state = cls(path, cls._connect(path))
+        try:
+            state = cls(path, cls._connect(path))
+        except sqlite3.DatabaseError:
+            raise StateMismatch(f"{path} is not a migration state file; name the file "
+                                "'migrate run --state' wrote") from None
         state._check_format()
         return state
 
     def _check_format(self) -> None:
         try:
             found = self.meta("format")
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError:  # not SQLite at all, or not ours
             found = None
         if found != FORMAT:
             self.close()
