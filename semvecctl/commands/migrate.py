@@ -247,10 +247,11 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
                                         labels={"source": src_label, "target": dst_label,
                                                 "source_backend": source.name,
                                                 "target_backend": target.name})
-        if state.phase in ("cut-over", "aborted"):
+        phase = state.phase
+        if phase in ("cut-over", "aborted"):
             state.close()
-            current().abort(f"this migration is {state.phase}; start another with a new --state "
-                            "file", ExitCode.USAGE)
+            current().abort(f"this migration is {phase}; start another with a new --state file",
+                            ExitCode.USAGE)
         try:
             results = _run_passes(run, _migration(source, target, state), follow, interval,
                                   max_passes, output)

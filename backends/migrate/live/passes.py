@@ -24,6 +24,7 @@ What the target cannot keep was settled before the first write (:mod:`.checks`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
@@ -67,6 +68,15 @@ class PassResult:
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "new_conflicts"} | {
             "new_conflicts": [{"session_id": s, "why": w} for s, w in self.new_conflicts]}
+
+
+def _ours(row: SessionRow | None, version: int, digest: str) -> bool:
+    """Is this target row one this migration wrote: the last copy it recorded, or the
+    write it had announced (``intent``) when it was interrupted?"""
+    if row is None:
+        return False
+    return ((row.tgt_version == version and row.digest == digest)
+            or (row.want_version == version and row.want_digest == digest))
 
 
 class LiveMigration:
@@ -150,11 +160,12 @@ class LiveMigration:
         live = [(s, st) for s, st in zip(part, loaded) if st is not None]  # gone since the scan:
         if not live:                                                       # the deletion step sees it
             return []
+        on_target = dict(zip([s.session_id for s, _ in live],
+                             self._read_target([s.session_id for s, _ in live], UNSCOPED)))
+        self._settle_intents(known, on_target)
         with self.state.transaction() as db:
             self.state.mark_intent(db, [(s.session_id, st.version, sha256_hex(st.blob))
                                         for s, st in live])
-        on_target = dict(zip([s.session_id for s, _ in live],
-                             self._read_target([s.session_id for s, _ in live], UNSCOPED)))
         copied, conflicts = [], []
         for summary, st in live:
             sid, digest = summary.session_id, sha256_hex(st.blob)
@@ -172,21 +183,39 @@ class LiveMigration:
         result.new_conflicts.extend(conflicts)
         return [sid for sid, _, _ in copied]
 
+    def _settle_intents(self, known: dict[str, SessionRow], on_target: dict[str, Any]) -> None:
+        """An announced write the target holds landed before an interruption: record it
+        as copied before a newer intent replaces the announcement."""
+        landed = []
+        for sid, have in on_target.items():
+            row = known.get(sid)
+            if row is None or row.state != "intent" or have is None:
+                continue
+            if row.want_version == have.version and row.want_digest == sha256_hex(have.blob):
+                landed.append((sid, have.version, row.want_digest))
+                known[sid] = dataclasses.replace(row, state="copied", src_version=have.version,
+                                                 tgt_version=have.version, digest=row.want_digest)
+        if landed:
+            with self.state.transaction() as db:
+                self.state.mark_copied(db, landed)
+
     def _write_session(self, summary: Any, st: Any, digest: str, row: SessionRow | None,
                        have: Any) -> str | None:
         """Write one session; None when done, else why it is a conflict."""
         sid = summary.session_id
-        ours = row.tgt_version if row is not None else None
         if have is not None:
-            if have.version == st.version and sha256_hex(have.blob) == digest and \
+            there = sha256_hex(have.blob)
+            if have.version == st.version and there == digest and \
                     have.owner_subject == st.owner_subject:
-                self._extras(summary)  # our own write, interrupted after it landed
+                self._extras(summary)  # already what the source holds (our interrupted write)
                 return None
-            if ours is None or have.version != ours:
+            if not _ours(row, have.version, there):
+                wrote = "nothing" if row is None or row.tgt_version is None else \
+                    f"version {row.tgt_version}"
                 return (f"written on the target by someone else (version {have.version} there, "
-                        f"{'none' if ours is None else ours} written by this migration); kept")
+                        f"this migration wrote {wrote}); kept")
             try:  # still what we wrote: replace it, version-checked
-                self._target_store.delete(sid, expected_version=ours)
+                self._target_store.delete(sid, expected_version=have.version)
             except Exception as exc:
                 if not is_state_version_conflict(exc):
                     raise

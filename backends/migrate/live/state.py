@@ -112,20 +112,9 @@ class MigrationState:
              ) -> "MigrationState":
         """Create (mode 0600) or resume. A resumed file must name the same two stores and
         the same settings (filters), else :class:`StateMismatch`."""
-        fresh = not os.path.exists(path)
-        if fresh:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-            os.close(fd)
+        if not os.path.exists(path):
+            cls._create(path, source, target, labels or {}, settings or {})
         state = cls(path, cls._connect(path))
-        if fresh:
-            state._db.executescript(_SCHEMA)
-            with state.transaction():
-                values = {"format": FORMAT, "source": source, "target": target,
-                          "created_at": str(time.time()), "phase": "new",
-                          "settings": json.dumps(settings or {}, sort_keys=True),
-                          **{f"label.{k}": v for k, v in (labels or {}).items()}}
-                state._db.executemany("INSERT INTO meta VALUES (?, ?)", values.items())
-            return state
         state._check_format()
         if state.meta("source") != source or state.meta("target") != target:
             labels_were = (state.meta("label.source") or "?", state.meta("label.target") or "?")
@@ -139,6 +128,34 @@ class MigrationState:
             raise StateMismatch(f"state file {path} was made with other filters ({stored}); "
                                 "rerun with the same filters or use a new --state file")
         return state
+
+    @classmethod
+    def _create(cls, path: str, source: str, target: str, labels: dict[str, str],
+                settings: dict[str, Any]) -> None:
+        """Build the file under a temporary name, then link it into place: a kill while
+        creating leaves no half-made state file (and two runs racing, one winner)."""
+        tmp = f"{path}.{os.getpid()}.partial"
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        os.close(fd)
+        try:
+            db = cls._connect(tmp)
+            try:
+                db.executescript(_SCHEMA)
+                values = {"format": FORMAT, "source": source, "target": target,
+                          "created_at": str(time.time()), "phase": "new",
+                          "settings": json.dumps(settings, sort_keys=True),
+                          **{f"label.{k}": v for k, v in labels.items()}}
+                db.execute("BEGIN IMMEDIATE")
+                db.executemany("INSERT INTO meta VALUES (?, ?)", values.items())
+                db.execute("COMMIT")
+            finally:
+                db.close()
+            try:
+                os.link(tmp, path)  # fails if another run created it first: that one is used
+            except FileExistsError:
+                pass
+        finally:
+            os.unlink(tmp)
 
     @classmethod
     def read(cls, path: str) -> "MigrationState":
