@@ -9,7 +9,7 @@ from enum import Enum
 from typing import Any
 
 from backends.contract.protocols import protocol_members
-from backends.contract.seams import (BatchStateReader, Closeable, DriftExemption, DriftStatus,
+from backends.contract.seams import (BatchSessionRestorer, BatchStateReader, Closeable, DriftExemption, DriftStatus,
                                      ErasureOffer, EventDeleter, EventPurger, EventRefReader,
                                      EventRestorer, ExpiryDeclaration, FaultSeam, HealthDetails,
                                      IndexEntryDropper, IndexEntryReader, IndexManager,
@@ -56,6 +56,7 @@ class Capability(str, Enum):
     PAGED_EVENTS = "paged-events"
     DRIFT_STATUS = "drift-status"
     WRITE_CHECK = "write-check"
+    BATCH_RESTORE = "batch-restore"
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.PAGED_EVENTS: CapabilitySpec(_E, PagedEventReader),
     Capability.DRIFT_STATUS: CapabilitySpec(_S, DriftStatus),
     Capability.WRITE_CHECK: CapabilitySpec(_S, WriteCheck),
+    Capability.BATCH_RESTORE: CapabilitySpec(_S, BatchSessionRestorer),
 }
 
 

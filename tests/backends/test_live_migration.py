@@ -71,11 +71,13 @@ def stores(request, redis_url, postgres_server, pgvector_url):
         elif kind in ("postgres", "pgvector"):
             url = sql_url(side)
             if kind == "postgres":
-                from backends.postgres import PostgresAdapter as cls
-                pair = cls(url), cls(url)
+                from backends.postgres import PostgresAdapter
+
+                pair = PostgresAdapter(url), PostgresAdapter(url)
             else:
-                from backends.pgvector import PgVectorAdapter as cls
-                pair = cls(url, dimensions=8), cls(url, dimensions=8)
+                from backends.pgvector import PgVectorAdapter
+
+                pair = PgVectorAdapter(url, dimensions=8), PgVectorAdapter(url, dimensions=8)
         else:
             from backends.mongo import MongoBackendAdapter
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from backends.archive.format import sha256_hex
-from backends.contract import Capability, OwnerFilter, UNSCOPED, offers
+from backends.contract import Capability, OwnerFilter, RestoreRow, UNSCOPED, offers
 from backends.errors import is_state_version_conflict
 from backends.migrate.batch_reads import batch_loader, chunks
 from backends.migrate.live.state import MigrationState, SessionRow
@@ -45,8 +45,12 @@ from backends.migrate.loss import (
 )
 from backends.migrate.verify import event_difference
 
-#: sessions compared with the state file per step (one SQLite transaction per step)
+#: sessions compared with the state file per step
 STEP = 256
+#: sessions read, announced and written per batch (two SQLite transactions per batch)
+WRITE_BATCH = 256
+#: outcomes of :meth:`LiveMigration._prepare` besides a conflict's reason
+_DONE, _WRITE = object(), object()
 
 
 @dataclass
@@ -102,6 +106,8 @@ class LiveMigration:
         self._events_dst: Any = event_restorer(target) if self._events_src is not None else None
         self._source_counter = counter_reader(source)
         self._subjects_cache: dict[str, list[str]] | None = None
+        self._batch_restore = (self._target_store.restore_sessions
+                               if offers(self._target_store, Capability.BATCH_RESTORE) else None)
 
     # -- one pass ------------------------------------------------------------------------
 
@@ -149,12 +155,13 @@ class LiveMigration:
             return []
         result.changed += len(todo)
         moved: list[str] = []
-        for part in chunks(todo, 64):
+        for part in chunks(todo, WRITE_BATCH):
             moved.extend(self._copy_sessions(part, known, result))
         return moved
 
     def _copy_sessions(self, part: list[Any], known: dict[str, SessionRow],
                        result: PassResult) -> list[str]:
+        part = list({s.session_id: s for s in part}.values())  # SCAN may repeat a key
         ids = [s.session_id for s in part]
         loaded = self._read_source(ids, self.scope)
         live = [(s, st) for s, st in zip(part, loaded) if st is not None]  # gone since the scan:
@@ -166,14 +173,24 @@ class LiveMigration:
         with self.state.transaction() as db:
             self.state.mark_intent(db, [(s.session_id, st.version, sha256_hex(st.blob))
                                         for s, st in live])
-        copied, conflicts = [], []
+        copied, conflicts, fresh = [], [], []
         for summary, st in live:
             sid, digest = summary.session_id, sha256_hex(st.blob)
-            why = self._write_session(summary, st, digest, known.get(sid), on_target[sid])
-            if why is None:
+            outcome = self._prepare(summary, st, digest, known.get(sid), on_target[sid])
+            if outcome is _DONE:
                 copied.append((sid, st.version, digest))
+            elif outcome is _WRITE:
+                fresh.append((summary, st, digest))
             else:
-                conflicts.append((sid, why))
+                conflicts.append((sid, str(outcome)))
+        existed = self._restore_all(fresh)
+        for summary, st, digest in fresh:
+            if summary.session_id in existed:
+                conflicts.append((summary.session_id, "written on the target by someone else "
+                                                      "while being copied; kept"))
+            else:
+                self._extras(summary, fresh_row=True)
+                copied.append((summary.session_id, st.version, digest))
         with self.state.transaction() as db:
             self.state.mark_copied(db, copied)
             for sid, why in conflicts:
@@ -199,52 +216,76 @@ class LiveMigration:
             with self.state.transaction() as db:
                 self.state.mark_copied(db, landed)
 
-    def _write_session(self, summary: Any, st: Any, digest: str, row: SessionRow | None,
-                       have: Any) -> str | None:
-        """Write one session; None when done, else why it is a conflict."""
-        sid = summary.session_id
-        if have is not None:
-            there = sha256_hex(have.blob)
-            if have.version == st.version and there == digest and \
-                    have.owner_subject == st.owner_subject:
-                self._extras(summary)  # already what the source holds (our interrupted write)
-                return None
-            if not _ours(row, have.version, there):
-                wrote = "nothing" if row is None or row.tgt_version is None else \
-                    f"version {row.tgt_version}"
-                return (f"written on the target by someone else (version {have.version} there, "
-                        f"this migration wrote {wrote}); kept")
-            try:  # still what we wrote: replace it, version-checked
-                self._target_store.delete(sid, expected_version=have.version)
-            except Exception as exc:
-                if not is_state_version_conflict(exc):
-                    raise
-                return "changed on the target while being replaced; kept"
-        ttl = summary.ttl_seconds if self._keeps_ttl else None
-        try:
-            if self._restore_clock is not None and summary.updated_at is not None:
-                self._restore_clock(sid, st.blob, version=st.version, owner_subject=st.owner_subject,
-                                    pending_message=st.pending_message, ttl_seconds=ttl,
-                                    updated_at=summary.updated_at)
-            else:
-                self.target.restore_session(sid, st.blob, version=st.version,
-                                            owner_subject=st.owner_subject,
-                                            pending_message=st.pending_message, ttl_seconds=ttl)
+    def _prepare(self, summary: Any, st: Any, digest: str, row: SessionRow | None,
+                 have: Any) -> Any:
+        """Decide one session: ``_DONE`` (the target already holds it), ``_WRITE`` (absent,
+        or ours and now deleted, version-checked, to be written anew), or why it is a
+        conflict."""
+        if have is None:
+            return _WRITE
+        there = sha256_hex(have.blob)
+        if have.version == st.version and there == digest and have.owner_subject == st.owner_subject:
+            self._extras(summary, fresh_row=False)  # our interrupted write, or an identical copy
+            return _DONE
+        if not _ours(row, have.version, there):
+            wrote = "nothing" if row is None or row.tgt_version is None else \
+                f"version {row.tgt_version}"
+            return (f"written on the target by someone else (version {have.version} there, "
+                    f"this migration wrote {wrote}); kept")
+        try:  # still what we wrote: replace it, version-checked
+            self._target_store.delete(summary.session_id, expected_version=have.version)
         except Exception as exc:
             if not is_state_version_conflict(exc):
                 raise
-            return "written on the target by someone else while being copied; kept"
-        self._extras(summary)
-        return None
+            return "changed on the target while being replaced; kept"
+        return _WRITE
 
-    def _extras(self, summary: Any) -> None:
-        """What travels beside the row: the drift flag and the live items."""
+    def _restore_all(self, fresh: list[tuple[Any, Any, str]]) -> set[str]:
+        """Write the sessions (in one round trip where the target batches restores);
+        returns the ids that someone else created first."""
+        if not fresh:
+            return set()
+        if self._batch_restore is not None:
+            return set(self._batch_restore([RestoreRow(
+                summary.session_id, st.blob, st.version, st.owner_subject, st.pending_message,
+                summary.ttl_seconds if self._keeps_ttl else None, self._exempt(summary),
+                summary.updated_at if self._restore_clock is not None else None)
+                for summary, st, _ in fresh]))
+        existed = set()
+        for summary, st, _ in fresh:
+            sid = summary.session_id
+            ttl = summary.ttl_seconds if self._keeps_ttl else None
+            try:
+                if self._restore_clock is not None and summary.updated_at is not None:
+                    self._restore_clock(sid, st.blob, version=st.version,
+                                        owner_subject=st.owner_subject,
+                                        pending_message=st.pending_message, ttl_seconds=ttl,
+                                        updated_at=summary.updated_at)
+                else:
+                    self.target.restore_session(sid, st.blob, version=st.version,
+                                                owner_subject=st.owner_subject,
+                                                pending_message=st.pending_message,
+                                                ttl_seconds=ttl)
+            except Exception as exc:
+                if not is_state_version_conflict(exc):
+                    raise
+                existed.add(sid)
+        return existed
+
+    def _exempt(self, summary: Any) -> bool:
+        reported = (summary.extra or {}).get("drift_exempt")
+        if isinstance(reported, bool):
+            return reported
+        return bool(self._drift_read(summary.session_id)) if self._drift_read is not None else False
+
+    def _extras(self, summary: Any, *, fresh_row: bool) -> None:
+        """What travels beside the row: the drift flag (a freshly written row is not
+        exempt, or was written with its flag by a batch restore) and the live items."""
         sid = summary.session_id
         if self._drift_write is not None:
-            reported = (summary.extra or {}).get("drift_exempt")
-            exempt = reported if isinstance(reported, bool) else (
-                bool(self._drift_read(sid)) if self._drift_read is not None else False)
-            self._drift_write(sid, exempt)
+            exempt = self._exempt(summary)
+            if not fresh_row or (exempt and self._batch_restore is None):
+                self._drift_write(sid, exempt)
         if self.with_items:
             items = list(self.source.iter_live_items(sid, owner_subject=self.scope))
             self.target.sync_items(sid, items, owner_subject=summary.owner_subject)
