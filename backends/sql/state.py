@@ -243,6 +243,32 @@ class SqlStateStore(DerivedReads):
         return LoadedState(strict_blob(session_id, row[0]), strict_version(session_id, row[1]),
                            row[2] or None, row[3])
 
+    def load_full_many(self, session_ids: Any, *,
+                       owner_subject: OwnerFilter = UNSCOPED) -> list[LoadedState | None]:
+        """``load_full`` for many sessions in one query (exports, verification, a live
+        migration's target reads), in order, None where missing or filtered out; a
+        damaged row raises as ``load_full`` would."""
+        ids = list(session_ids)
+        clause, params = owner_clause(owner_subject)
+        wanted = [sid for sid in ids if not has_nul(sid, owner_subject)]
+        if not wanted:
+            return [None] * len(ids)
+
+        def work(conn: Any) -> list[Any]:
+            return conn.execute(
+                "SELECT session_id, state_blob, version, owner_subject, pending_message"
+                f" FROM {self._table} WHERE session_id = ANY(%s) AND {clause}",
+                (wanted, *params),
+            ).fetchall()
+
+        rows = {r[0]: r for r in self._db.read(work, lambda: [])}
+        found: list[LoadedState | None] = []
+        for sid in ids:
+            row = rows.get(sid)
+            found.append(None if row is None else LoadedState(
+                strict_blob(sid, row[1]), strict_version(sid, row[2]), row[3] or None, row[4]))
+        return found
+
     def load_owner(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> str | None:
         row = self._select("owner_subject", session_id, owner_subject)
         return (row[0] or None) if row else None

@@ -99,6 +99,7 @@ class MigrationState:
     @staticmethod
     def _connect(path: str) -> sqlite3.Connection:
         db = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+        db.execute("PRAGMA journal_mode=WAL")  # one fsync per commit, readers never blocked
         db.execute("PRAGMA synchronous=FULL")
         return db
 
