@@ -393,31 +393,37 @@ class SqlStateStore(DerivedReads):
         self._db.write(STATE_GROUP, work)
 
     def restore_sessions(self, rows: Any) -> set[str]:
-        """``restore_session`` for many rows: one statement (``unnest`` of the columns),
-        one transaction; rows whose id exists are left as they are and their ids returned."""
+        """``restore_session`` for many rows in one transaction: COPY into a temporary
+        table (emptied at commit), then one INSERT ... ON CONFLICT DO NOTHING; rows whose
+        id exists are left as they are and their ids returned."""
         rows = list(rows)
         if not rows:
             return set()
-        columns: list[list[Any]] = [[] for _ in range(7)]
+        values = []
         for row in rows:
             validate_pg_save_args(row.session_id, row.blob, row.version, row.owner_subject,
                                   row.pending_message)
             if row.updated_at is not None and not isinstance(row.updated_at, datetime):
                 raise ValueError("updated_at must be a datetime")
-            values = (row.session_id, bytes(row.blob), row.version, bool(row.drift_exempt),
-                      row.owner_subject, normalise_pending(row.pending_message),
-                      as_utc(row.updated_at).replace(tzinfo=None) if row.updated_at else None)
-            for column, value in zip(columns, values):
-                column.append(value)
+            values.append((row.session_id, bytes(row.blob), row.version, bool(row.drift_exempt),
+                           row.owner_subject, normalise_pending(row.pending_message),
+                           as_utc(row.updated_at).replace(tzinfo=None) if row.updated_at else None))
+        columns = "session_id, state_blob, version, drift_exempt, owner_subject, pending_message"
 
         def work(conn: Any) -> set[str]:
-            written = conn.execute(
-                f"INSERT INTO {self._table} (session_id, state_blob, version, drift_exempt,"
-                " owner_subject, pending_message, updated_at) SELECT s, b, v, d, o, p,"
-                f" coalesce(u, {_utc_now_sql()}) FROM unnest(%s::varchar[], %s::bytea[],"
-                " %s::int[], %s::bool[], %s::varchar[], %s::text[], %s::timestamp[])"
-                " AS r(s, b, v, d, o, p, u) ON CONFLICT (session_id) DO NOTHING"
-                " RETURNING session_id", columns).fetchall()
+            with conn.transaction():
+                conn.execute(
+                    "CREATE TEMP TABLE IF NOT EXISTS semvec_restore_rows (session_id text,"
+                    " state_blob bytea, version integer, drift_exempt boolean, owner_subject"
+                    " text, pending_message text, updated_at timestamp) ON COMMIT DELETE ROWS")
+                with conn.cursor().copy(f"COPY semvec_restore_rows ({columns}, updated_at)"
+                                        " FROM STDIN") as copy:
+                    for value in values:
+                        copy.write_row(value)
+                written = conn.execute(
+                    f"INSERT INTO {self._table} ({columns}, updated_at) SELECT {columns},"
+                    f" coalesce(updated_at, {_utc_now_sql()}) FROM semvec_restore_rows"
+                    " ON CONFLICT (session_id) DO NOTHING RETURNING session_id").fetchall()
             return {r[0] for r in written}
 
         written = self._db.write(STATE_GROUP, work)
