@@ -9,7 +9,7 @@ from enum import Enum
 from typing import Any
 
 from backends.contract.protocols import protocol_members
-from backends.contract.seams import (BatchSessionRestorer, BatchStateReader, Closeable, DriftExemption, DriftStatus,
+from backends.contract.seams import (BatchSessionRestorer, BatchStateReader, ChangeFeedSource, Closeable, DriftExemption, DriftStatus,
                                      ErasureOffer, EventDeleter, EventPurger, EventRefReader,
                                      EventRestorer, ExpiryDeclaration, FaultSeam, HealthDetails,
                                      IndexEntryDropper, IndexEntryReader, IndexManager,
@@ -57,6 +57,7 @@ class Capability(str, Enum):
     DRIFT_STATUS = "drift-status"
     WRITE_CHECK = "write-check"
     BATCH_RESTORE = "batch-restore"
+    CHANGE_FEED = "change-feed"
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.DRIFT_STATUS: CapabilitySpec(_S, DriftStatus),
     Capability.WRITE_CHECK: CapabilitySpec(_S, WriteCheck),
     Capability.BATCH_RESTORE: CapabilitySpec(_S, BatchSessionRestorer),
+    Capability.CHANGE_FEED: CapabilitySpec(_A, ChangeFeedSource),
 }
 
 

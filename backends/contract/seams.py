@@ -153,6 +153,16 @@ class BatchSessionRestorer(Protocol):
 
 
 @runtime_checkable
+class ChangeFeedSource(Protocol):
+    """Optional on an adapter: a feed of what changed (Redis keyspace notifications), or
+    None when the store has it off. The feed's ``drain()`` gives ``(session ids, user
+    ids)`` touched since the last drain, or None when it may have lost messages; a
+    live migration's catch-up passes read only those instead of scanning everything."""
+
+    def change_feed(self) -> Any: ...
+
+
+@runtime_checkable
 class EventRestorer(Protocol):
     """Optional on an event store: lossless import of a compliance log.
 

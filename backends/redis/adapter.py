@@ -176,6 +176,17 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
         return iter_sessions(self._client, self._where, owner_subject=owner_subject,
                              match=match, batch_size=batch_size)
 
+    def change_feed(self) -> Any:
+        """Keyspace notifications as a change feed (``backends.redis.feed``), or None
+        when the server does not publish them (or on a cluster, where each node
+        publishes its own keys)."""
+        if self.settings.cluster:
+            return None
+        from backends.redis.feed import keyspace_feed
+
+        db = int(self._client.connection_pool.connection_kwargs.get("db", 0) or 0)
+        return keyspace_feed(self._client, db)
+
     def describe_session(
         self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED
     ) -> SessionSummary | None:

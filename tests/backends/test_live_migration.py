@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
+import time
 import uuid
 
 import pytest
@@ -321,3 +322,73 @@ def test_a_state_file_refuses_another_pair(stores, tmp_path):
     (tmp_path / "junk").write_bytes(b"not sqlite at all" * 100)
     with pytest.raises(StateMismatch, match="not a migration state"):
         MigrationState.read(str(tmp_path / "junk"))
+
+
+@pytest.fixture
+def keyspace_notifications(redis_server):
+    """The suite's Redis with keyspace notifications on for this test (then off again)."""
+    with redis_server.client() as client:
+        before = client.config_get("notify-keyspace-events")["notify-keyspace-events"]
+        client.config_set("notify-keyspace-events", "KA")
+        try:
+            yield
+        finally:
+            client.config_set("notify-keyspace-events", before)
+
+
+def test_notifications_cover_only_full_settings():
+    from backends.redis.feed import notifications_on
+
+    assert notifications_on("KA") and notifications_on("Khgx$") and notifications_on("AKE")
+    assert not notifications_on("") and not notifications_on("EA") and not notifications_on("Kh")
+
+
+def test_follow_uses_keyspace_notifications_when_on(stores, tmp_path, keyspace_notifications):
+    source, writer_side = stores("redis", "a")
+    target, _ = stores("postgres", "b")
+    versions = seed(source)
+    mig = LiveMigration(source, target, open_state(tmp_path, source, target))
+    writer = Writer(writer_side, versions)
+    started = []
+
+    def go(result):
+        if not started:
+            started.append(1)
+            writer.start()  # after the full pass: what it writes reaches us through the feed
+
+    passes_after = []
+
+    def counted(result):
+        go(result)
+        if passes_after or (started and not writer.is_alive()):
+            passes_after.append(result)
+
+    results = run_migration(mig, follow=True, interval=0.02, on_pass=counted,
+                            should_stop=lambda: len(passes_after) >= 2)
+    writer.join(30)
+    assert writer.error is None
+    assert results[0].method == "version scan"  # the first pass is always a full one
+    fed = [r for r in results[1:] if r.method == "keyspace notifications"]
+    assert fed and sum(r.copied for r in fed) > 0 and sum(r.deleted for r in fed) == 1
+    assert all(r.scanned < len(writer.versions) for r in fed if r.copied == 0)
+    result = cutover(mig, quiet_seconds=0.05)
+    assert result.ok, (result.reason, result.report.differences)
+    assert_identical(source, target)
+
+
+def test_a_dropped_subscription_falls_back_to_the_scan(stores, tmp_path, keyspace_notifications):
+    source, _ = stores("redis", "a")
+    target, _ = stores("redis", "b")
+    seed(source, 3)
+    mig = LiveMigration(source, target, open_state(tmp_path, source, target))
+    assert mig.start_feed() == "keyspace notifications"
+    mig.run_pass("bulk", all_users=True)
+    mig.feed._pubsub.connection.disconnect()  # messages published now are lost
+    turn(source, "live-1", b"while we were away", 1)
+    fell_back = mig.run_pass(use_feed=True)
+    assert fell_back.method.startswith("version scan") and fell_back.copied == 1
+    turn(source, "live-2", b"back on the feed", 1)
+    time.sleep(0.05)
+    fed = mig.run_pass(use_feed=True)
+    assert fed.method == "keyspace notifications" and fed.copied == 1 and fed.scanned == 1
+    mig.close()

@@ -106,16 +106,48 @@ class LiveMigration:
         self._events_dst: Any = event_restorer(target) if self._events_src is not None else None
         self._source_counter = counter_reader(source)
         self._subjects_cache: dict[str, list[str]] | None = None
+        self.feed: Any = None
         self._batch_restore = (self._target_store.restore_sessions
                                if offers(self._target_store, Capability.BATCH_RESTORE) else None)
 
     # -- one pass ------------------------------------------------------------------------
 
-    def run_pass(self, kind: str = "catch-up", *, all_users: bool = False) -> PassResult:
+    def start_feed(self) -> str:
+        """Subscribe to the source's change feed where it has one and it is on (before
+        the full scan it will extend); says which way changes will be found."""
+        if self.feed is None and offers(self.source, Capability.CHANGE_FEED):
+            self.feed = self.source.change_feed()
+        return self.feed.method if self.feed is not None else "version scan"
+
+    def close(self) -> None:
+        if self.feed is not None:
+            self.feed.close()
+            self.feed = None
+
+    def run_pass(self, kind: str = "catch-up", *, all_users: bool = False,
+                 use_feed: bool = False) -> PassResult:
+        """One pass. With ``use_feed`` (a catch-up pass after a full one) and a feed that
+        lost nothing, only the sessions and users it names are read; else the version
+        scan of every session."""
         started = time.monotonic()
         result = PassResult(kind=kind, n=self.state.begin_pass(kind))
-        self.state.begin_seen()
         self._subjects_cache = None
+        drained = self.feed.drain() if (use_feed and self.feed is not None) else None
+        if drained is not None:
+            users = self._feed_pass(result, *drained)
+        else:
+            if use_feed and self.feed is not None:
+                result.method = "version scan (the change feed may have lost messages)"
+            users = self._scan_pass(result, all_users or kind != "catch-up")
+        self._copy_events(sorted(users), result)
+        result.seconds = time.monotonic() - started
+        self.state.end_pass(result.n, scanned=result.scanned, changed=result.changed,
+                            copied=result.copied, events=result.events, deleted=result.deleted,
+                            conflicts=result.conflicts)
+        return result
+
+    def _scan_pass(self, result: PassResult, all_users: bool) -> set[str]:
+        self.state.begin_seen()
         moved_users: set[str] = set()
         summaries = self.source.iter_sessions(owner_subject=self.scope, match=self.match,
                                               batch_size=self.batch_size)
@@ -128,15 +160,36 @@ class LiveMigration:
                 self.progress(len(step))
         self._settle_deletions(result)
         users = set(moved_users)
-        if all_users or kind != "catch-up":
+        if all_users:
             users.update(self.state.users())
         self.state.add_users(moved_users)
-        self._copy_events(sorted(users), result)
-        result.seconds = time.monotonic() - started
-        self.state.end_pass(result.n, scanned=result.scanned, changed=result.changed,
-                            copied=result.copied, events=result.events, deleted=result.deleted,
-                            conflicts=result.conflicts)
-        return result
+        return users
+
+    def _feed_pass(self, result: PassResult, sids: set[str], feed_users: set[str]) -> set[str]:
+        """Read only what the feed named: each session's summary (gone = deleted), and
+        the users whose log grew."""
+        import fnmatch
+
+        result.method = self.feed.method if self.feed is not None else "change feed"
+        summaries, gone = [], []
+        for sid in sorted(sids):
+            if self.match is not None and not fnmatch.fnmatchcase(sid, self.match):
+                continue
+            summary = self.source.describe_session(sid, owner_subject=self.scope)
+            (gone.append(sid) if summary is None else summaries.append(summary))
+        moved: list[str] = []
+        for step in chunks(summaries, STEP):
+            result.scanned += len(step)
+            moved.extend(self._copy_step(step, result))
+        for row in self.state.sessions(gone).values():
+            if row.state in ("copied", "intent"):
+                self._delete_row(row, result)
+        if self.scope is UNSCOPED and self.match is None:
+            users = set(feed_users)  # every user's log moves with the store
+        else:
+            users = feed_users & (set(self.state.users()) | self._subjects(moved))
+        self.state.add_users(users)
+        return users
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -294,36 +347,38 @@ class LiveMigration:
         """Sessions we copied that the source no longer holds: deleted on the target while
         the row there is still ours. (A session that left the filters but still exists on
         the source is left where it is.)"""
-        source_store = self.source.state_store()
         while True:
             rows = self.state.unseen_copied()
             if not rows:
                 return
             for row in rows:
-                if source_store.current_version(row.sid, owner_subject=UNSCOPED) is not None:
-                    self.state.add_seen([row.sid])  # still there, out of scope or just missed
-                    continue
-                current = self._target_store.current_version(row.sid, owner_subject=UNSCOPED)
-                note = None
-                if current is not None:
-                    if current in (row.tgt_version, row.want_version):
-                        try:
-                            self._target_store.delete(row.sid, expected_version=current)
-                        except Exception as exc:
-                            if not is_state_version_conflict(exc):
-                                raise
-                            note = "deleted on the source, changed on the target; kept"
-                    else:
-                        note = "deleted on the source, rewritten on the target by someone else; kept"
-                with self.state.transaction() as db:
-                    if note is None:
-                        self.state.mark_deleted(db, row.sid)
-                        result.deleted += 1
-                    else:
-                        self.state.mark_conflict(db, row.sid, note)
-                        result.conflicts += 1
-                        result.new_conflicts.append((row.sid, note))
+                self._delete_row(row, result)
                 self.state.add_seen([row.sid])
+
+    def _delete_row(self, row: SessionRow, result: PassResult) -> None:
+        """A session we copied that the source may no longer hold."""
+        if self.source.state_store().current_version(row.sid, owner_subject=UNSCOPED) is not None:
+            return  # still there (out of the filters, or the scan missed it): left alone
+        current = self._target_store.current_version(row.sid, owner_subject=UNSCOPED)
+        note = None
+        if current is not None:
+            if current in (row.tgt_version, row.want_version):
+                try:
+                    self._target_store.delete(row.sid, expected_version=current)
+                except Exception as exc:
+                    if not is_state_version_conflict(exc):
+                        raise
+                    note = "deleted on the source, changed on the target; kept"
+            else:
+                note = "deleted on the source, rewritten on the target by someone else; kept"
+        with self.state.transaction() as db:
+            if note is None:
+                self.state.mark_deleted(db, row.sid)
+                result.deleted += 1
+            else:
+                self.state.mark_conflict(db, row.sid, note)
+                result.conflicts += 1
+                result.new_conflicts.append((row.sid, note))
 
     # -- events --------------------------------------------------------------------------
 
@@ -417,21 +472,32 @@ def run_migration(mig: LiveMigration, *, follow: bool = False, interval: float =
     state = mig.state
     bulk_done = state.meta("bulk_done") == "1"
     state.set_meta(phase="bulk" if not bulk_done else "following")
-    first = mig.run_pass("bulk" if not bulk_done else "catch-up", all_users=True)
-    if not bulk_done:
-        state.set_meta(bulk_done="1")
-    state.set_meta(phase="following" if follow else "bulk-done")
-    results.append(first)
-    if on_pass is not None:
-        on_pass(first)
+    try:
+        if follow:
+            mig.start_feed()  # subscribed before the full pass, so nothing falls in between
+        first = mig.run_pass("bulk" if not bulk_done else "catch-up", all_users=True)
+        if not bulk_done:
+            state.set_meta(bulk_done="1")
+        state.set_meta(phase="following" if follow else "bulk-done")
+        results.append(first)
+        if on_pass is not None:
+            on_pass(first)
+        _follow(mig, follow, interval, max_passes, should_stop, on_pass, results)
+    finally:
+        mig.close()
+    return results
+
+
+def _follow(mig: LiveMigration, follow: bool, interval: float, max_passes: int | None,
+            should_stop: Callable[[], bool] | None,
+            on_pass: Callable[[PassResult], None] | None, results: list[PassResult]) -> None:
     while follow:
         if max_passes is not None and len(results) >= max_passes:
             break
         if should_stop is not None and should_stop():
             break
         time.sleep(interval)
-        result = mig.run_pass("catch-up")
+        result = mig.run_pass("catch-up", use_feed=True)
         results.append(result)
         if on_pass is not None:
             on_pass(result)
-    return results
