@@ -101,6 +101,7 @@ class MigrationState:
         db = sqlite3.connect(path, isolation_level=None, timeout=30.0)
         db.execute("PRAGMA journal_mode=WAL")  # one fsync per commit, readers never blocked
         db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA temp_store=MEMORY")  # the pass's seen set: never synced to disk
         return db
 
     @classmethod
@@ -277,7 +278,8 @@ class MigrationState:
         self._db.execute("DELETE FROM seen")
 
     def add_seen(self, sids: Iterable[str]) -> None:
-        self._db.executemany("INSERT OR IGNORE INTO seen VALUES (?)", [(s,) for s in sids])
+        with self.transaction() as db:  # one statement per call, not one commit per id
+            db.executemany("INSERT OR IGNORE INTO seen VALUES (?)", [(s,) for s in sids])
 
     def unseen_copied(self) -> list[SessionRow]:
         rows = self._db.execute("SELECT * FROM sessions WHERE state IN ('copied', 'intent') "
