@@ -392,3 +392,80 @@ def test_a_dropped_subscription_falls_back_to_the_scan(stores, tmp_path, keyspac
     fed = mig.run_pass(use_feed=True)
     assert fed.method == "keyspace notifications" and fed.copied == 1 and fed.scanned == 1
     mig.close()
+
+
+@pytest.fixture(scope="module")
+def redis_cluster(tmp_path_factory):
+    """Three masters on loopback ports (cluster-enabled redis-server + redis-cli
+    --cluster create), stopped afterwards; skipped where either binary is missing."""
+    import shutil
+    import subprocess
+
+    from tests.support.fixtures.redis_server import find_redis_binary, free_port
+
+    server, cli = find_redis_binary(), shutil.which("redis-cli")
+    if server is None or cli is None:
+        pytest.skip("redis-server and redis-cli are needed for a Redis Cluster")
+    root = tmp_path_factory.mktemp("cluster")
+    ports = [free_port() for _ in range(3)]
+    procs = []
+    try:
+        for port in ports:
+            workdir = root / str(port)
+            workdir.mkdir()
+            procs.append(subprocess.Popen(
+                [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                 # the bus port, named: port + 10000 may not exist for a high free port
+                 "--cluster-port", str(free_port()),
+                 "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no"],
+                cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        for port in ports:
+            deadline = time.monotonic() + 10
+            while subprocess.run([cli, "-p", str(port), "ping"], capture_output=True,
+                                 text=True).stdout.strip() != "PONG":
+                assert time.monotonic() < deadline, f"redis-server on {port} did not start"
+                time.sleep(0.05)
+        subprocess.run([cli, "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports],
+                        "--cluster-replicas", "0", "--cluster-yes"], check=True,
+                       capture_output=True, timeout=30)
+        deadline = time.monotonic() + 10
+        while "cluster_state:ok" not in subprocess.run(
+                [cli, "-p", str(ports[0]), "cluster", "info"], capture_output=True,
+                text=True).stdout:
+            assert time.monotonic() < deadline, "the cluster did not become ready"
+            time.sleep(0.05)
+        yield f"redis://127.0.0.1:{ports[0]}/0?cluster=true"
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(10)
+
+
+def test_a_redis_cluster_source_is_scanned_on_every_primary(redis_cluster, stores, tmp_path):
+    """A Redis Cluster keeps no events (each would span hash slots), so state only."""
+    from backends.redis import RedisBackendAdapter
+
+    source = RedisBackendAdapter(redis_cluster)
+    target, _ = stores("pgvector", "b")
+    try:
+        assert source.event_store() is None
+        for i in range(40):  # spread over the three primaries' slots
+            source.state_store().save(f"cl-{i}", b"state %d" % i, expected_version=None,
+                                      owner_subject=OWNER)
+        assert check_losses(source, target, allow_loss=False) == []
+        mig = LiveMigration(source, target, open_state(tmp_path, source, target))
+        assert mig.start_feed() == "version scan"  # no keyspace feed across nodes
+        (first,) = run_migration(mig)
+        assert first.copied == 40
+        source.state_store().save("cl-3", b"moved", expected_version=1, owner_subject=OWNER)
+        source.state_store().delete("cl-4")
+        again = mig.run_pass()
+        assert (again.copied, again.deleted) == (1, 1)
+        result = cutover(mig, quiet_seconds=0)
+        assert result.ok and result.report.sessions_matched == 39
+        assert target.state_store().load_full("cl-3").blob == b"moved"
+    finally:
+        for i in range(40):
+            source.state_store().delete(f"cl-{i}")
+        source.close()
