@@ -469,3 +469,20 @@ def test_a_redis_cluster_source_is_scanned_on_every_primary(redis_cluster, store
         for i in range(40):
             source.state_store().delete(f"cl-{i}")
         source.close()
+
+
+def test_plan_counts_what_moves_and_names_what_the_target_needs(stores):
+    from backends.migrate.live import plan
+
+    source, _ = stores("redis", "a")
+    target, _ = stores("redis", "b")
+    seed(source, 6)
+    report = plan(source, target)
+    assert report["sessions"] == 6 and report["owners"] == {OWNER: 6}
+    assert report["events"] == 6 and report["users"]["user-1"] == {"events": 2, "counter": 2}
+    assert report["losses"] == [] and report["sample_sessions"] == 6
+    durable = report["target"]["details"].get("durable")
+    assert any("not durable" in r for r in report["target_requirements"]) == (durable is False)
+    assert target.state_store().current_version("live-0") is None  # wrote nothing
+    lossy = plan(source, stores("postgres", "b")[0])
+    assert any("sequence" in loss for loss in lossy["losses"])

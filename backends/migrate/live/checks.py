@@ -182,6 +182,13 @@ def plan(source: Any, target: Any, *, owner_subject: OwnerFilter = UNSCOPED,
     took = time.monotonic() - started
     rate = len(sample) / took if sample and took > 0 else None
     requirements = _index_findings(target)
+    target_side = _side(target, timeout)
+    details = target_side.get("details") or {}
+    if details.get("durable") is False:  # the engine's requirement of a session store
+        requirements.append(f"the target is not durable: {details.get('reason', 'no reason given')}")
+    if details.get("can_evict_keys"):
+        requirements.append(f"the target may evict keys (maxmemory-policy "
+                            f"{details.get('maxmemory_policy')}): sessions could vanish")
     if not offers(target, Capability.RESTORE):
         requirements.append(f"backend {target.name!r} cannot restore sessions at a version")
     note = persistence_warning(target)
@@ -189,7 +196,7 @@ def plan(source: Any, target: Any, *, owner_subject: OwnerFilter = UNSCOPED,
         requirements.append(note)
     return {
         "source": _side(source, timeout),
-        "target": _side(target, timeout),
+        "target": target_side,
         "target_requirements": requirements,
         "privileges": "not probed: the plan writes nothing; 'migrate run' fails on its first "
                       "write (exit 3/4) if the target refuses writes",
