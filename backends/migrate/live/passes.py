@@ -46,9 +46,9 @@ from backends.migrate.loss import (
 from backends.migrate.verify import event_difference
 
 #: sessions compared with the state file per step
-STEP = 256
+STEP = 1000
 #: sessions read, announced and written per batch (two SQLite transactions per batch)
-WRITE_BATCH = 256
+WRITE_BATCH = 1000
 #: outcomes of :meth:`LiveMigration._prepare` besides a conflict's reason
 _DONE, _WRITE = object(), object()
 
