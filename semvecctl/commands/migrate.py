@@ -386,8 +386,9 @@ def cutover_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = No
     """After the writers stop: a final pass, a quiet window and a full verify.
 
     Exit 0 only when source and target are identical and the source did not change
-    during the final window (else exit 1: writers are still active); prints the
-    settings to switch (secrets redacted) and writes a JSON receipt. Preview unless --apply.
+    during the final window (else exit 1: writers are still active, and no receipt);
+    prints the settings to switch (secrets redacted) and writes a JSON receipt. Preview
+    unless --apply.
     """
     from backends.migrate.live import cutover, switch_settings, write_receipt
 
@@ -411,11 +412,10 @@ def cutover_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = No
                                  adapter=pair.target_conn.spec.adapter_factory)
         result = cutover(_migration(source, target, state), quiet_seconds=quiet_window,
                          ttl_tolerance=ttl_tolerance, switch=switch)
-    write_receipt(receipt, result.receipt)
     _render_verify(result.report, output)
-    if not result.ok:
-        current().abort(f"cutover refused: {result.reason}; receipt {receipt}",
-                        ExitCode.CHECK_FAILED)
+    if not result.ok:  # no receipt: nothing was cut over (rerun once the cause is fixed)
+        current().abort(f"cutover refused: {result.reason}", ExitCode.CHECK_FAILED)
+    write_receipt(receipt, result.receipt)
     out.success(f"cutover possible: source and target identical ({result.report.sessions_matched} "
                 f"session(s), {result.report.events_matched} event(s)); receipt {receipt}")
     out.info("switch the engine to the target:")
@@ -438,6 +438,10 @@ def abort_migration(state_file: MigrationStateFile, to_uri: MigrateTo = None,
     pair = _Pair(None, to_uri, None, to_adapter, need_source=False)
     out = current().output
     with _existing_state(state_file, pair) as state, pair.target_conn.open() as target:
+        if state.phase == "cut-over":
+            current().abort("this migration was cut over: the target is the live store now, "
+                            "so abort would delete live sessions; nothing was changed",
+                            ExitCode.USAGE)
         plan = abort_plan(target, state)
         what = (f"remove {len(plan.sessions)} session(s) and {len(plan.events)} event(s) this "
                 f"migration wrote to {target.name} ({pair.label(pair.target_conn)})")

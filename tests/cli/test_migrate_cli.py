@@ -232,3 +232,23 @@ def test_twenty_sigkills_of_run_follow_then_cutover_is_identical(source, target,
     assert len(on_target) == len(set(on_target))  # 0 duplicated
     assert set(on_target) == set(every)  # 0 lost (and nothing the source does not hold)
     assert data["events"] == len(every)
+
+
+def test_cutover_refuses_without_a_receipt_while_the_source_moves_and_abort_after_it(
+        source, redis_url, pgvector_url, tmp_path):
+    seed(source, 2)
+    state = str(tmp_path / "m.state")
+    receipt = tmp_path / "r.json"
+    assert cli("run", *pair(redis_url, pgvector_url), "--state", state, "--allow-loss",
+               "--apply", "--yes").exit_code == 0
+    preview = cli("cutover", *pair(redis_url, pgvector_url), "--state", state,
+                  "--receipt", str(receipt))
+    assert preview.exit_code == 0 and "preview" in preview.stderr and not receipt.exists()
+    done = cli("cutover", *pair(redis_url, pgvector_url), "--state", state, "--receipt",
+               str(receipt), "--quiet-window", "0", "--apply", "--yes")
+    assert done.exit_code == 0 and json.loads(receipt.read_text())["sessions"] == 2
+    again = cli("cutover", *pair(redis_url, pgvector_url), "--state", state, "--receipt",
+                str(receipt), "--apply", "--yes")
+    assert again.exit_code == 2 and "--overwrite" in again.stderr
+    refused = cli("abort", "--to", pgvector_url, "--state", state, "--apply", "--yes")
+    assert refused.exit_code == 2 and "cut over" in refused.stderr
