@@ -25,6 +25,12 @@ from typer.testing import CliRunner
 from backends.contract import MemoryEvent
 from semvecctl.app import app
 
+try:  # the Mongo case needs mongomock (a test extra); the others do not
+    from tests.support.fixtures.mongo import cli_mongo, db_name, mongo_client  # noqa: F401
+    HAS_MONGOMOCK = True
+except ImportError:  # pragma: no cover
+    HAS_MONGOMOCK = False
+
 ROOT = Path(__file__).resolve().parents[2]
 OWNER = "acme"
 runner = CliRunner()
@@ -252,3 +258,31 @@ def test_cutover_refuses_without_a_receipt_while_the_source_moves_and_abort_afte
     assert again.exit_code == 2 and "--overwrite" in again.stderr
     refused = cli("abort", "--to", pgvector_url, "--state", state, "--apply", "--yes")
     assert refused.exit_code == 2 and "cut over" in refused.stderr
+
+
+@pytest.mark.skipif(not HAS_MONGOMOCK, reason="mongomock is not installed")
+def test_a_mongo_source_through_the_adapter_hook(cli_mongo, source, redis_url, tmp_path):
+    """MongoDB via mongomock (the CLI's --from-adapter hook): no replica set, so state and
+    events are written apart here and the migration scans for changes."""
+    from tests.support.fixtures.mongo import cli_adapter
+
+    mongo = cli_adapter()
+    for i in range(4):
+        mongo.state_store().save(f"m-{i}", b"mongo %d" % i, expected_version=None,
+                                 owner_subject=OWNER)
+        mongo.event_store().append(_event("user-m", f"m-{i}", i))
+    hook = "tests.support.fixtures.mongo:cli_adapter"
+    state = str(tmp_path / "m.state")
+    args = ["--from-adapter", hook, "--to", redis_url, "--state", state]
+    done = cli("run", *args, "--apply", "--yes")
+    assert done.exit_code == 0, done.stderr
+    assert "scanned 4, copied 4" in done.stderr and "events 4" in done.stderr
+    mongo.state_store().save("m-1", b"moved", expected_version=1, owner_subject=OWNER)
+    behind = cli("verify", *args)
+    assert behind.exit_code == 1 and "m-1" in behind.stderr
+    cut = cli("cutover", *args, "--quiet-window", "0", "--receipt", str(tmp_path / "r.json"),
+              "--apply", "--yes")
+    assert cut.exit_code == 0, cut.stderr
+    assert source.state_store().load_full("m-1").blob == b"moved"
+    assert len(source.event_store().list_events("user-m")) == 4
+    mongo.close()
