@@ -9,7 +9,7 @@ from enum import Enum
 from typing import Any
 
 from backends.contract.protocols import protocol_members
-from backends.contract.seams import (BatchSessionRestorer, BatchStateReader, ChangeFeedSource, Closeable, DriftExemption, DriftStatus,
+from backends.contract.seams import (BatchSessionRestorer, BatchStateReader, ChangeFeedSource, Closeable, VersionLister, DriftExemption, DriftStatus,
                                      ErasureOffer, EventDeleter, EventPurger, EventRefReader,
                                      EventRestorer, ExpiryDeclaration, FaultSeam, HealthDetails,
                                      IndexEntryDropper, IndexEntryReader, IndexManager,
@@ -58,6 +58,7 @@ class Capability(str, Enum):
     WRITE_CHECK = "write-check"
     BATCH_RESTORE = "batch-restore"
     CHANGE_FEED = "change-feed"
+    VERSION_LIST = "version-list"
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.WRITE_CHECK: CapabilitySpec(_S, WriteCheck),
     Capability.BATCH_RESTORE: CapabilitySpec(_S, BatchSessionRestorer),
     Capability.CHANGE_FEED: CapabilitySpec(_A, ChangeFeedSource),
+    Capability.VERSION_LIST: CapabilitySpec(_A, VersionLister),
 }
 
 

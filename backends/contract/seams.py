@@ -153,6 +153,16 @@ class BatchSessionRestorer(Protocol):
 
 
 @runtime_checkable
+class VersionLister(Protocol):
+    """Optional on an adapter: ``(session id, version)`` of every session (under the
+    owner filter and glob) without reading blobs; a live migration's catch-up passes
+    use it to find what moved, the final pass still compares digests."""
+
+    def iter_versions(self, *, owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
+                      batch_size: int = 500) -> Iterator[tuple[str, int]]: ...
+
+
+@runtime_checkable
 class ChangeFeedSource(Protocol):
     """Optional on an adapter: a feed of what changed (Redis keyspace notifications), or
     None when the store has it off. The feed's ``drain()`` gives ``(session ids, user

@@ -486,3 +486,21 @@ def test_plan_counts_what_moves_and_names_what_the_target_needs(stores):
     assert target.state_store().current_version("live-0") is None  # wrote nothing
     lossy = plan(source, stores("postgres", "b")[0])
     assert any("sequence" in loss for loss in lossy["losses"])
+
+
+def test_catch_up_compares_versions_and_the_final_pass_digests(stores, tmp_path):
+    """On Redis a catch-up pass reads versions only: a session re-created at the same
+    version is not seen there, and the cutover's final pass (digests) copies it."""
+    source, _ = stores("redis", "a")
+    target, _ = stores("mongo", "b")
+    seed(source, 3)
+    mig = LiveMigration(source, target, open_state(tmp_path, source, target))
+    run_migration(mig)
+    source.state_store().delete("live-1")
+    source.state_store().save("live-1", b"same version, new content", expected_version=None,
+                              owner_subject=OWNER)
+    catch_up = mig.run_pass()
+    assert catch_up.method.startswith("version scan (versions only") and catch_up.copied == 0
+    result = cutover(mig, quiet_seconds=0)
+    assert result.ok and result.final_pass.copied == 1
+    assert target.state_store().load_full("live-1").blob == b"same version, new content"

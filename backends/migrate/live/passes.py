@@ -138,7 +138,8 @@ class LiveMigration:
         else:
             if use_feed and self.feed is not None:
                 result.method = "version scan (the change feed may have lost messages)"
-            users = self._scan_pass(result, all_users or kind != "catch-up")
+            users = self._scan_pass(result, all_users or kind != "catch-up",
+                                    versions_only=kind == "catch-up")
         self._copy_events(sorted(users), result)
         result.seconds = time.monotonic() - started
         self.state.end_pass(result.n, scanned=result.scanned, changed=result.changed,
@@ -146,14 +147,23 @@ class LiveMigration:
                             conflicts=result.conflicts)
         return result
 
-    def _scan_pass(self, result: PassResult, all_users: bool) -> set[str]:
+    def _scan_pass(self, result: PassResult, all_users: bool, *,
+                   versions_only: bool = False) -> set[str]:
+        """Every session: its summary (version and blob digest), or, in a catch-up pass
+        over a source that lists versions without blobs, its version (then only the
+        sessions whose version moved are described); the final pass compares digests."""
         self.state.begin_seen()
         moved_users: set[str] = set()
-        summaries = self.source.iter_sessions(owner_subject=self.scope, match=self.match,
-                                              batch_size=self.batch_size)
-        for step in chunks(summaries, STEP):
-            self.state.add_seen(s.session_id for s in step)
-            result.scanned += len(step)
+        steps: Iterator[list[Any]]
+        if versions_only and offers(self.source, Capability.VERSION_LIST):
+            if result.method == "version scan":
+                result.method = "version scan (versions only; digests in the final pass)"
+            steps = self._moved_by_version(result)
+        else:
+            summaries = self.source.iter_sessions(owner_subject=self.scope, match=self.match,
+                                                  batch_size=self.batch_size)
+            steps = self._counted(chunks(summaries, STEP), result)
+        for step in steps:
             moved = self._copy_step(step, result)
             moved_users.update(self._subjects(moved))
             if self.progress is not None:
@@ -164,6 +174,30 @@ class LiveMigration:
             users.update(self.state.users())
         self.state.add_users(moved_users)
         return users
+
+    def _counted(self, steps: Iterable[list[Any]], result: PassResult) -> Iterator[list[Any]]:
+        for step in steps:
+            self.state.add_seen(s.session_id for s in step)
+            result.scanned += len(step)
+            yield step
+
+    def _moved_by_version(self, result: PassResult) -> Iterator[list[Any]]:
+        """Steps of summaries of the sessions whose version differs from the state's."""
+        listing = self.source.iter_versions(owner_subject=self.scope, match=self.match,
+                                            batch_size=self.batch_size)
+        for step in chunks(listing, STEP):
+            ids = [sid for sid, _ in step]
+            self.state.add_seen(ids)
+            result.scanned += len(step)
+            known = self.state.versions(ids)
+            moved = []
+            for sid, version in step:
+                row = known.get(sid)
+                if row is None or (row[0] != "conflict" and (
+                        row[0] != "copied" or row[1] != version)):
+                    moved.append(sid)
+            found = (self.source.describe_session(sid, owner_subject=self.scope) for sid in moved)
+            yield [s for s in found if s is not None]
 
     def _feed_pass(self, result: PassResult, sids: set[str], feed_users: set[str]) -> set[str]:
         """Read only what the feed named: each session's summary (gone = deleted), and

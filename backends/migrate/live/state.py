@@ -234,6 +234,17 @@ class MigrationState:
                 found[r[0]] = SessionRow(*r)
         return found
 
+    def versions(self, sids: Sequence[str]) -> dict[str, tuple[str, int | None]]:
+        """sid -> (state, source version last copied), for a catch-up's version check."""
+        found: dict[str, tuple[str, int | None]] = {}
+        sids = list(sids)
+        for start in range(0, len(sids), 500):
+            part = sids[start:start + 500]
+            marks = ",".join("?" * len(part))
+            found.update((r[0], (r[1], r[2])) for r in self._db.execute(
+                f"SELECT sid, state, src_version FROM sessions WHERE sid IN ({marks})", part))
+        return found
+
     def rows(self, state: str | None = None) -> Iterator[SessionRow]:
         """Every session row (of one state), read in pages (memory stays flat)."""
         last = ""
