@@ -168,3 +168,52 @@ def owner_filter(owner: Optional[str], unowned: bool) -> Any:
     from semvecctl.connection import owner_filter as resolve
 
     return resolve(owner, unowned)
+
+
+# -- migrate (live migration between two stores) ---------------------------------------
+
+MigrateFrom = Annotated[
+    Optional[str],
+    typer.Option("--from", help="Source URI (its scheme implies the backend).", show_default=False),
+]
+MigrateTo = Annotated[
+    Optional[str],
+    typer.Option("--to", help="Target URI (its scheme implies the backend).", show_default=False),
+]
+MigrateFromAdapter = Annotated[
+    Optional[str],
+    typer.Option("--from-adapter", help="Source adapter from Python code: module:factory.",
+                 show_default=False, rich_help_panel="Backend authors"),
+]
+MigrateToAdapter = Annotated[
+    Optional[str],
+    typer.Option("--to-adapter", help="Target adapter from Python code: module:factory.",
+                 show_default=False, rich_help_panel="Backend authors"),
+]
+MigrationStateFile = Annotated[
+    str,
+    typer.Option("--state", help="The migration's state file (created by the first 'migrate run', "
+                                 "continued by every later one; bound to the two stores).",
+                 show_default=False),
+]
+Apply = Annotated[
+    bool,
+    typer.Option("--apply", help="Write to the target (default: preview only)."),
+]
+AllowLoss = Annotated[
+    bool,
+    typer.Option("--allow-loss", help="Accept losing what the target cannot keep (items, events, "
+                                      "sequences, expiry times, write times, drift flags); without it "
+                                      "such a migration is refused (exit 1) before anything is written."),
+]
+MatchSessions = Annotated[
+    Optional[str],
+    typer.Option("--match", "-m", help="Only session ids matching this glob (*, ?, [..]).",
+                 show_default=False),
+]
+#: ``migrate cutover``: the receipt file is replaced only with this
+ReceiptOverwrite = Annotated[
+    bool,
+    typer.Option("--overwrite", help="Replace an existing --receipt file (without it an existing "
+                                     "receipt is never touched: exit 2). --yes never allows this."),
+]

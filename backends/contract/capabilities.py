@@ -9,7 +9,7 @@ from enum import Enum
 from typing import Any
 
 from backends.contract.protocols import protocol_members
-from backends.contract.seams import (BatchStateReader, Closeable, DriftExemption, DriftStatus,
+from backends.contract.seams import (BatchSessionRestorer, BatchStateReader, ChangeFeedSource, Closeable, VersionLister, DriftExemption, DriftStatus,
                                      ErasureOffer, EventDeleter, EventPurger, EventRefReader,
                                      EventRestorer, ExpiryDeclaration, FaultSeam, HealthDetails,
                                      IndexEntryDropper, IndexEntryReader, IndexManager,
@@ -60,6 +60,9 @@ class Capability(str, Enum):
     SESSION_COUNT = "session-count"
     EVENT_LOG_SHAPES = "event-log-shapes"
     ITEM_MIRROR_SIZE = "item-mirror-size"
+    BATCH_RESTORE = "batch-restore"
+    CHANGE_FEED = "change-feed"
+    VERSION_LIST = "version-list"
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,9 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.SESSION_COUNT: CapabilitySpec(_S, SessionCounter),
     Capability.EVENT_LOG_SHAPES: CapabilitySpec(_E, EventLogShapes),
     Capability.ITEM_MIRROR_SIZE: CapabilitySpec(_A, ItemMirrorSize),
+    Capability.BATCH_RESTORE: CapabilitySpec(_S, BatchSessionRestorer),
+    Capability.CHANGE_FEED: CapabilitySpec(_A, ChangeFeedSource),
+    Capability.VERSION_LIST: CapabilitySpec(_A, VersionLister),
 }
 
 

@@ -6,7 +6,7 @@ backend X" otherwise)."""
 
 from __future__ import annotations
 
-from typing import Any, ContextManager, Iterable, Iterator, Protocol, Sequence, runtime_checkable
+from typing import Any, ContextManager, Iterable, Iterator, NamedTuple, Protocol, Sequence, runtime_checkable
 
 from backends.contract.protocols import RetrievalBackend
 from backends.contract.values import (IndexAction, IndexReport, IndexSpec, ItemSyncResult, LogShape,
@@ -128,6 +128,48 @@ class BatchStateReader(Protocol):
 
     def load_full_many(self, session_ids: Sequence[str], *,
                        owner_subject: OwnerFilter = UNSCOPED) -> list[LoadedState | None]: ...
+
+
+class RestoreRow(NamedTuple):
+    """One session for :class:`BatchSessionRestorer` (what ``restore_session`` takes)."""
+
+    session_id: str
+    blob: bytes
+    version: int
+    owner_subject: str | None = None
+    pending_message: str | None = None
+    ttl_seconds: int | None = None
+    drift_exempt: bool = False
+    updated_at: Any = None
+
+
+@runtime_checkable
+class BatchSessionRestorer(Protocol):
+    """Optional on a state store: ``restore_session`` for many rows in one round trip
+    and one transaction, never overwriting; returns the ids that already existed (those
+    rows were not written). A live migration's bulk pass uses it where present."""
+
+    def restore_sessions(self, rows: Sequence[RestoreRow]) -> set[str]: ...
+
+
+@runtime_checkable
+class VersionLister(Protocol):
+    """Optional on an adapter: ``(session id, version)`` of every session (under the
+    owner filter and glob) without reading blobs; a live migration's catch-up passes
+    use it to find what moved, the final pass still compares digests."""
+
+    def iter_versions(self, *, owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
+                      batch_size: int = 500) -> Iterator[tuple[str, int]]: ...
+
+
+@runtime_checkable
+class ChangeFeedSource(Protocol):
+    """Optional on an adapter: a feed of what changed (Redis keyspace notifications), or
+    None when the store has it off. The feed's ``drain()`` gives ``(session ids, user
+    ids)`` touched since the last drain, or None when it may have lost messages; a
+    live migration's catch-up passes read only those instead of scanning everything."""
+
+    def change_feed(self) -> Any: ...
 
 
 @runtime_checkable

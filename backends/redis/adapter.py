@@ -188,6 +188,28 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
         return iter_sessions(self._client, self._where, owner_subject=owner_subject,
                              match=match, batch_size=batch_size, ordered=ordered)
 
+    def iter_versions(self, *, owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
+                      batch_size: int = 500) -> Iterator[tuple[str, int]]:
+        """``(session id, version)`` of every session without reading blobs."""
+        from backends.redis.enumeration import iter_versions
+
+        if self.settings.cluster:
+            return ((s.session_id, s.version) for s in self.iter_sessions(
+                owner_subject=owner_subject, match=match, batch_size=batch_size))
+        return iter_versions(self._client, self._where, owner_subject=owner_subject,
+                             match=match, batch_size=batch_size)
+
+    def change_feed(self) -> Any:
+        """Keyspace notifications as a change feed (``backends.redis.feed``), or None
+        when the server does not publish them (or on a cluster, where each node
+        publishes its own keys)."""
+        if self.settings.cluster:
+            return None
+        from backends.redis.feed import keyspace_feed
+
+        db = int(self._client.connection_pool.connection_kwargs.get("db", 0) or 0)
+        return keyspace_feed(self._client, db)
+
     def describe_session(
         self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED
     ) -> SessionSummary | None:

@@ -242,3 +242,37 @@ def describe_session(
     if summary is None or not owner_matches(summary.owner_subject, owner_subject):
         return None
     return summary
+
+
+def iter_versions(client: Any, where: str, *, owner_subject: OwnerFilter = UNSCOPED,
+                  match: str | None = None, batch_size: int = 500) -> Iterator[tuple[str, int]]:
+    """``(session id, version)`` of every session, without reading blobs: SCAN and one
+    pipelined HMGET of version and owner per batch (a live migration's catch-up passes
+    over unchanged sessions). A version that is not a number is reported as 0."""
+    validate_owner_filter(owner_subject)
+    pattern = keys.escape_glob(keys.STATE_PREFIX) + (
+        keys.fnmatch_to_redis_prefilter(match) if match else "*")
+    cursor = 0
+    while True:
+        with redis_errors(where):
+            cursor, raw_keys = client.scan(cursor, match=pattern, count=batch_size)
+            pipe = client.pipeline(transaction=False)
+            for raw_key in raw_keys:
+                pipe.hmget(raw_key, keys.F_VERSION, keys.F_OWNER)
+            replies = pipe.execute(raise_on_error=False) if raw_keys else []
+        for raw_key, reply in zip(raw_keys, replies):
+            session_id = from_key(raw_key[len(_PREFIX):])
+            if match is not None and not fnmatch.fnmatchcase(session_id, match):
+                continue
+            if isinstance(reply, Exception) or reply is None or reply[0] is None:
+                yield session_id, 0  # a foreign key, or gone: the caller reads it strictly
+                continue
+            owner = reply[1].decode("utf-8", "surrogateescape") if reply[1] else None
+            if not owner_matches(owner, owner_subject):
+                continue
+            try:
+                yield session_id, int(reply[0])
+            except ValueError:
+                yield session_id, 0
+        if cursor == 0:
+            return

@@ -243,6 +243,32 @@ class SqlStateStore(DerivedReads):
         return LoadedState(strict_blob(session_id, row[0]), strict_version(session_id, row[1]),
                            row[2] or None, row[3])
 
+    def load_full_many(self, session_ids: Any, *,
+                       owner_subject: OwnerFilter = UNSCOPED) -> list[LoadedState | None]:
+        """``load_full`` for many sessions in one query (exports, verification, a live
+        migration's target reads), in order, None where missing or filtered out; a
+        damaged row raises as ``load_full`` would."""
+        ids = list(session_ids)
+        clause, params = owner_clause(owner_subject)
+        wanted = [sid for sid in ids if not has_nul(sid, owner_subject)]
+        if not wanted:
+            return [None] * len(ids)
+
+        def work(conn: Any) -> list[Any]:
+            return conn.execute(
+                "SELECT session_id, state_blob, version, owner_subject, pending_message"
+                f" FROM {self._table} WHERE session_id = ANY(%s) AND {clause}",
+                (wanted, *params),
+            ).fetchall()
+
+        rows = {r[0]: r for r in self._db.read(work, lambda: [])}
+        found: list[LoadedState | None] = []
+        for sid in ids:
+            row = rows.get(sid)
+            found.append(None if row is None else LoadedState(
+                strict_blob(sid, row[1]), strict_version(sid, row[2]), row[3] or None, row[4]))
+        return found
+
     def load_owner(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> str | None:
         row = self._select("owner_subject", session_id, owner_subject)
         return (row[0] or None) if row else None
@@ -367,6 +393,43 @@ class SqlStateStore(DerivedReads):
                 raise session_exists(session_id)
 
         self._db.write(STATE_GROUP, work)
+
+    def restore_sessions(self, rows: Any) -> set[str]:
+        """``restore_session`` for many rows in one transaction: COPY into a temporary
+        table (emptied at commit), then one INSERT ... ON CONFLICT DO NOTHING; rows whose
+        id exists are left as they are and their ids returned."""
+        rows = list(rows)
+        if not rows:
+            return set()
+        values = []
+        for row in rows:
+            validate_pg_save_args(row.session_id, row.blob, row.version, row.owner_subject,
+                                  row.pending_message)
+            if row.updated_at is not None and not isinstance(row.updated_at, datetime):
+                raise ValueError("updated_at must be a datetime")
+            values.append((row.session_id, bytes(row.blob), row.version, bool(row.drift_exempt),
+                           row.owner_subject, normalise_pending(row.pending_message),
+                           as_utc(row.updated_at).replace(tzinfo=None) if row.updated_at else None))
+        columns = "session_id, state_blob, version, drift_exempt, owner_subject, pending_message"
+
+        def work(conn: Any) -> set[str]:
+            with conn.transaction():
+                conn.execute(
+                    "CREATE TEMP TABLE IF NOT EXISTS semvec_restore_rows (session_id text,"
+                    " state_blob bytea, version integer, drift_exempt boolean, owner_subject"
+                    " text, pending_message text, updated_at timestamp) ON COMMIT DELETE ROWS")
+                with conn.cursor().copy(f"COPY semvec_restore_rows ({columns}, updated_at)"
+                                        " FROM STDIN") as copy:
+                    for value in values:
+                        copy.write_row(value)
+                written = conn.execute(
+                    f"INSERT INTO {self._table} ({columns}, updated_at) SELECT {columns},"
+                    f" coalesce(updated_at, {_utc_now_sql()}) FROM semvec_restore_rows"
+                    " ON CONFLICT (session_id) DO NOTHING RETURNING session_id").fetchall()
+            return {r[0] for r in written}
+
+        written = self._db.write(STATE_GROUP, work)
+        return {row.session_id for row in rows} - written
 
     _SUMMARY_COLUMNS = (
         "session_id, version, owner_subject, pending_message, octet_length(state_blob),"

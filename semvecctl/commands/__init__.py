@@ -30,6 +30,8 @@ COMMANDS: dict[str, Entry] = {
                                 "backend's indexes."),
     "sessions": Entry("sessions", "List, count, inspect, delete, export, import and copy stored sessions.",
                       extends=("sessions_transfer", "sessions_prune")),
+    "migrate": Entry("migrate", "Move a live deployment between backends: plan, run (resumable, "
+                                "--follow), status, verify by content, cutover, abort."),
     "events": Entry("events", "List, inspect, count and export a user's compliance events."),
     "retrieve": Entry("retrieve", "Rank a session's memory in-process or server-side, and diff "
                                   "the two rankings."),

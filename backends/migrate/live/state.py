@@ -1,0 +1,356 @@
+"""The state file of a live migration: what it copied, what it is about to write, and
+which two stores it belongs to.
+
+A SQLite database (stdlib, crash-safe): each step that records progress is one
+transaction, so a SIGKILL at any moment leaves the last committed state and never a
+half-written file. Memory stays flat whatever the number of sessions: rows live on disk.
+
+Before a batch is written to the target its rows are marked ``intent`` (with the version
+and digest about to be written) and committed; after the writes they become ``copied``.
+A resumed run that finds an ``intent`` row looks at the target: the row it meant to write
+is there (it was written before the kill) or it is not (write it now). That is how a
+resume neither loses nor duplicates anything.
+
+The fingerprints of both stores (backend name and redacted URI, hashed) are written when
+the file is created; a run against another pair is refused (:class:`StateMismatch`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
+
+from backends.errors import BackendConfigError
+
+FORMAT = "semvec-live-migration/1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    sid TEXT PRIMARY KEY,
+    state TEXT NOT NULL,             -- intent | copied | conflict | deleted
+    src_version INTEGER,             -- the source version last copied
+    tgt_version INTEGER,             -- what this migration last wrote on the target
+    digest TEXT,                     -- blob sha256 last copied
+    want_version INTEGER,            -- intent: the version about to be written
+    want_digest TEXT,
+    note TEXT
+);
+CREATE TABLE IF NOT EXISTS events (
+    event_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    state TEXT NOT NULL,             -- intent | copied | conflict
+    sequence INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS events_by_user ON events (user_id);
+CREATE TABLE IF NOT EXISTS users (user_id TEXT PRIMARY KEY, high_water INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS passes (
+    n INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,              -- bulk | catch-up | final
+    started REAL NOT NULL,
+    finished REAL,
+    scanned INTEGER NOT NULL DEFAULT 0,
+    changed INTEGER NOT NULL DEFAULT 0,
+    copied INTEGER NOT NULL DEFAULT 0,
+    events INTEGER NOT NULL DEFAULT 0,
+    deleted INTEGER NOT NULL DEFAULT 0,
+    conflicts INTEGER NOT NULL DEFAULT 0,
+    oldest_change REAL               -- when the oldest change this pass found was first seen
+);
+"""
+
+
+class StateMismatch(BackendConfigError):
+    """The state file belongs to another pair of stores (or is not a migration state)."""
+
+
+def fingerprint(backend_name: str, display_uri: str) -> str:
+    """A store's identity for the state file: its backend and redacted location."""
+    return hashlib.sha256(f"{backend_name}\x00{display_uri}".encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    sid: str
+    state: str
+    src_version: int | None
+    tgt_version: int | None
+    digest: str | None
+    want_version: int | None
+    want_digest: str | None
+    note: str | None
+
+
+class MigrationState:
+    """One state file. ``MigrationState.open(path, source=fp, target=fp)`` creates it or
+    resumes it (refusing another pair); ``MigrationState.read(path)`` only reads."""
+
+    def __init__(self, path: str, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self._db = conn
+
+    # -- opening ------------------------------------------------------------------------
+
+    @staticmethod
+    def _connect(path: str) -> sqlite3.Connection:
+        db = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+        db.execute("PRAGMA journal_mode=WAL")  # one fsync per commit, readers never blocked
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA temp_store=MEMORY")  # the pass's seen set: never synced to disk
+        return db
+
+    @classmethod
+    def exists(cls, path: str) -> bool:
+        return os.path.exists(path)
+
+    @classmethod
+    def open(cls, path: str, *, source: str, target: str,
+             labels: dict[str, str] | None = None, settings: dict[str, Any] | None = None
+             ) -> "MigrationState":
+        """Create (mode 0600) or resume. A resumed file must name the same two stores and
+        the same settings (filters), else :class:`StateMismatch`."""
+        if not os.path.exists(path):
+            cls._create(path, source, target, labels or {}, settings or {})
+        state = cls(path, cls._connect(path))
+        state._check_format()
+        if state.meta("source") != source or state.meta("target") != target:
+            labels_were = (state.meta("label.source") or "?", state.meta("label.target") or "?")
+            state.close()
+            raise StateMismatch(
+                f"state file {path} belongs to another pair of stores (from {labels_were[0]} "
+                f"to {labels_were[1]}); use that pair, or a new --state file for this one")
+        stored = json.loads(state.meta("settings") or "{}")
+        if settings is not None and stored != settings:
+            state.close()
+            raise StateMismatch(f"state file {path} was made with other filters ({stored}); "
+                                "rerun with the same filters or use a new --state file")
+        return state
+
+    @classmethod
+    def _create(cls, path: str, source: str, target: str, labels: dict[str, str],
+                settings: dict[str, Any]) -> None:
+        """Build the file under a temporary name, then link it into place: a kill while
+        creating leaves no half-made state file (and two runs racing, one winner)."""
+        tmp = f"{path}.{os.getpid()}.partial"
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        os.close(fd)
+        try:
+            db = cls._connect(tmp)
+            try:
+                db.executescript(_SCHEMA)
+                values = {"format": FORMAT, "source": source, "target": target,
+                          "created_at": str(time.time()), "phase": "new",
+                          "settings": json.dumps(settings, sort_keys=True),
+                          **{f"label.{k}": v for k, v in labels.items()}}
+                db.execute("BEGIN IMMEDIATE")
+                db.executemany("INSERT INTO meta VALUES (?, ?)", values.items())
+                db.execute("COMMIT")
+            finally:
+                db.close()
+            try:
+                os.link(tmp, path)  # fails if another run created it first: that one is used
+            except FileExistsError:
+                pass
+        finally:
+            os.unlink(tmp)
+
+    @classmethod
+    def read(cls, path: str) -> "MigrationState":
+        """Open an existing state file for reading (status, verify, abort)."""
+        if not os.path.exists(path):
+            raise StateMismatch(f"no state file {path}: start the migration with "
+                                "'semvecctl migrate run ... --state FILE'")
+        try:
+            state = cls(path, cls._connect(path))
+        except sqlite3.DatabaseError:
+            raise StateMismatch(f"{path} is not a migration state file; name the file "
+                                "'migrate run --state' wrote") from None
+        state._check_format()
+        return state
+
+    def _check_format(self) -> None:
+        try:
+            found = self.meta("format")
+        except sqlite3.DatabaseError:  # not SQLite at all, or not ours
+            found = None
+        if found != FORMAT:
+            self.close()
+            raise StateMismatch(f"{self.path} is not a migration state file; name the file "
+                                "'migrate run --state' wrote")
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- transactions and meta -------------------------------------------------------------
+
+    class _Tx:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.db.execute("BEGIN IMMEDIATE")
+            return self.db
+
+        def __exit__(self, kind: Any, *_: Any) -> None:
+            self.db.execute("ROLLBACK" if kind else "COMMIT")
+
+    def transaction(self) -> "_Tx":
+        """One atomic step (committed on exit, rolled back on an exception)."""
+        return self._Tx(self._db)
+
+    def meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta(self, **values: Any) -> None:
+        with self.transaction() as db:
+            db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                           [(k, str(v)) for k, v in values.items()])
+
+    @property
+    def phase(self) -> str:
+        return self.meta("phase") or "new"
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return json.loads(self.meta("settings") or "{}")
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def sessions(self, sids: Sequence[str]) -> dict[str, SessionRow]:
+        """The rows of ``sids`` (asked 500 at a time: SQLite before 3.32 takes at most 999
+        parameters per statement)."""
+        found: dict[str, SessionRow] = {}
+        sids = list(sids)
+        for start in range(0, len(sids), 500):
+            part = sids[start:start + 500]
+            marks = ",".join("?" * len(part))
+            for r in self._db.execute(f"SELECT * FROM sessions WHERE sid IN ({marks})", part):
+                found[r[0]] = SessionRow(*r)
+        return found
+
+    def versions(self, sids: Sequence[str]) -> dict[str, tuple[str, int | None]]:
+        """sid -> (state, source version last copied), for a catch-up's version check."""
+        found: dict[str, tuple[str, int | None]] = {}
+        sids = list(sids)
+        for start in range(0, len(sids), 500):
+            part = sids[start:start + 500]
+            marks = ",".join("?" * len(part))
+            found.update((r[0], (r[1], r[2])) for r in self._db.execute(
+                f"SELECT sid, state, src_version FROM sessions WHERE sid IN ({marks})", part))
+        return found
+
+    def rows(self, state: str | None = None) -> Iterator[SessionRow]:
+        """Every session row (of one state), read in pages (memory stays flat)."""
+        last = ""
+        while True:
+            query = "SELECT * FROM sessions WHERE sid > ?" + (" AND state=?" if state else "")
+            args: list[Any] = [last] + ([state] if state else [])
+            page = self._db.execute(query + " ORDER BY sid LIMIT 1000", args).fetchall()
+            if not page:
+                return
+            for r in page:
+                yield SessionRow(*r)
+            last = page[-1][0]
+
+    def mark_intent(self, db: sqlite3.Connection, items: Iterable[tuple[str, int, str]]) -> None:
+        """(sid, version, digest) about to be written; the last copied values are kept."""
+        db.executemany(
+            "INSERT INTO sessions (sid, state, want_version, want_digest) VALUES (?, 'intent', ?, ?) "
+            "ON CONFLICT(sid) DO UPDATE SET state='intent', want_version=excluded.want_version, "
+            "want_digest=excluded.want_digest", list(items))
+
+    def mark_copied(self, db: sqlite3.Connection, items: Iterable[tuple[str, int, str]]) -> None:
+        db.executemany(
+            "UPDATE sessions SET state='copied', src_version=?2, tgt_version=?2, digest=?3, "
+            "want_version=NULL, want_digest=NULL, note=NULL WHERE sid=?1", list(items))
+
+    def mark_conflict(self, db: sqlite3.Connection, sid: str, note: str) -> None:
+        db.execute("INSERT INTO sessions (sid, state, note) VALUES (?, 'conflict', ?) "
+                   "ON CONFLICT(sid) DO UPDATE SET state='conflict', note=excluded.note, "
+                   "want_version=NULL, want_digest=NULL", (sid, note))
+
+    def mark_deleted(self, db: sqlite3.Connection, sid: str) -> None:
+        db.execute("UPDATE sessions SET state='deleted', tgt_version=NULL, want_version=NULL, "
+                   "want_digest=NULL WHERE sid=?", (sid,))
+
+    def count(self, state: str) -> int:
+        return int(self._db.execute("SELECT count(*) FROM sessions WHERE state=?",
+                                    (state,)).fetchone()[0])
+
+    def conflicts(self) -> list[tuple[str, str]]:
+        return [(r[0], r[1] or "") for r in self._db.execute(
+            "SELECT sid, note FROM sessions WHERE state='conflict' ORDER BY sid")]
+
+    # -- the seen set of one pass (deletion detection without holding every id) ----------
+
+    def begin_seen(self) -> None:
+        self._db.execute("CREATE TEMP TABLE IF NOT EXISTS seen (sid TEXT PRIMARY KEY)")
+        self._db.execute("DELETE FROM seen")
+
+    def add_seen(self, sids: Iterable[str]) -> None:
+        with self.transaction() as db:  # one statement per call, not one commit per id
+            db.executemany("INSERT OR IGNORE INTO seen VALUES (?)", [(s,) for s in sids])
+
+    def unseen_copied(self) -> list[SessionRow]:
+        rows = self._db.execute("SELECT * FROM sessions WHERE state IN ('copied', 'intent') "
+                                "AND sid NOT IN (SELECT sid FROM seen) ORDER BY sid LIMIT 10000")
+        return [SessionRow(*r) for r in rows]
+
+    # -- events and users ----------------------------------------------------------------
+
+    def users(self) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT user_id FROM users ORDER BY user_id")]
+
+    def add_users(self, users: Iterable[str]) -> None:
+        with self.transaction() as db:
+            db.executemany("INSERT OR IGNORE INTO users (user_id) VALUES (?)", [(u,) for u in users])
+
+    def events_of(self, user: str) -> dict[str, str]:
+        """event id -> state, for one user."""
+        return dict(self._db.execute("SELECT event_id, state FROM events WHERE user_id=?", (user,)))
+
+    def mark_events(self, db: sqlite3.Connection, state: str,
+                    events: Iterable[tuple[str, str, int]]) -> None:
+        db.executemany("INSERT INTO events (event_id, user_id, state, sequence) VALUES (?, ?, ?, ?) "
+                       "ON CONFLICT(event_id) DO UPDATE SET state=excluded.state",
+                       [(e, u, state, s) for e, u, s in events])
+
+    def raise_high_water(self, db: sqlite3.Connection, user: str, sequence: int) -> None:
+        db.execute("INSERT INTO users (user_id, high_water) VALUES (?, ?) ON CONFLICT(user_id) "
+                   "DO UPDATE SET high_water=max(high_water, excluded.high_water)", (user, sequence))
+
+    def event_count(self, state: str = "copied") -> int:
+        return int(self._db.execute("SELECT count(*) FROM events WHERE state=?",
+                                    (state,)).fetchone()[0])
+
+    def event_rows(self) -> Iterator[tuple[str, str, str]]:
+        """(event_id, user_id, state) of every recorded event."""
+        yield from self._db.execute("SELECT event_id, user_id, state FROM events ORDER BY event_id")
+
+    def event_conflicts(self) -> list[str]:
+        return [r[0] for r in self._db.execute(
+            "SELECT event_id FROM events WHERE state='conflict' ORDER BY event_id")]
+
+    # -- passes ----------------------------------------------------------------------------
+
+    def begin_pass(self, kind: str) -> int:
+        with self.transaction() as db:
+            cur = db.execute("INSERT INTO passes (kind, started) VALUES (?, ?)", (kind, time.time()))
+            return int(cur.lastrowid or 0)
+
+    def end_pass(self, n: int, **counts: Any) -> None:
+        with self.transaction() as db:
+            sets = ", ".join(f"{k}=?" for k in counts)
+            db.execute(f"UPDATE passes SET finished=?, {sets} WHERE n=?",
+                       (time.time(), *counts.values(), n))
+
+    def passes(self, limit: int = 20) -> list[dict[str, Any]]:
+        cur = self._db.execute("SELECT * FROM passes ORDER BY n DESC LIMIT ?", (limit,))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]

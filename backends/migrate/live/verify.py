@@ -1,0 +1,218 @@
+"""Verify a live migration by content: is the target what the source holds now?
+
+Per session: blob sha256, version, owner, pending message, drift-exempt flag (where both
+stores keep one) and expiry (within ``ttl_tolerance`` seconds, where both keep one). Per
+user: every event (every field, the sequence where both keep sequences), the log's order,
+and the counter (the target's must have reached the source's). A difference is
+classified: the source moved since this migration last copied it (a writer is still
+active: the next pass copies it), or the target differs (a real difference). Sessions
+someone else wrote on the target under an id we copy are conflicts (kept, reported);
+sessions on the target that the source never had and we never wrote are listed as
+foreign (kept, never a difference).
+
+Digests are order-independent (a sum of per-row hashes), so source and target digests
+can be compared whatever order each store enumerates in; both go into the receipt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.archive.format import log_order, sha256_hex
+from backends.contract import Capability, OwnerFilter, UNSCOPED, offers
+from backends.migrate.batch_reads import batch_loader, chunks
+from backends.migrate.live.state import MigrationState
+from backends.migrate.loss import keeps_expiry, keeps_sequences, session_event_source, state_store_member
+from backends.migrate.verify import event_difference
+
+MAX_LISTED = 50
+_MOD = 1 << 256
+
+
+class _SetDigest:
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, *parts: Any) -> None:
+        h = hashlib.sha256("\x00".join(str(p) for p in parts).encode("utf-8", "surrogateescape"))
+        self.total = (self.total + int.from_bytes(h.digest(), "big")) % _MOD
+
+    def hexdigest(self) -> str:
+        return f"{self.total:064x}"
+
+
+@dataclass
+class LiveVerifyReport:
+    sessions_compared: int = 0
+    sessions_matched: int = 0
+    events_compared: int = 0
+    events_matched: int = 0
+    users: int = 0
+    #: differences because the source moved after the last pass (writers active)
+    source_moved: int = 0
+    differences: list[str] = field(default_factory=list)
+    different: int = 0
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)
+    sessions_digest: str = ""
+    events_digest: str = ""
+    sampled: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.different and not self.source_moved and not self.conflicts
+
+    def note(self, reason: str, *, moved: bool = False) -> None:
+        if moved:
+            self.source_moved += 1
+            reason += " (moved on the source since the last pass)"
+        else:
+            self.different += 1
+        if len(self.differences) < MAX_LISTED:
+            self.differences.append(reason)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dict(self.__dict__)
+        data["conflicts"] = [{"session_id": s, "why": w} for s, w in self.conflicts]
+        data["ok"] = self.ok
+        return data
+
+
+def verify_live(source: Any, target: Any, state: MigrationState, *,
+                owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
+                sample: int | None = None, ttl_tolerance: float = 60.0,
+                batch_size: int = 500) -> LiveVerifyReport:
+    report = LiveVerifyReport(sampled=sample is not None)
+    report.conflicts = state.conflicts()
+    conflicted = {sid for sid, _ in report.conflicts}
+    load_target = batch_loader(target)
+    both_ttl = keeps_expiry(target) and offers(source, Capability.KEEPS_SESSION_TTL)
+    drift_src = state_store_member(source, Capability.DRIFT_STATUS)
+    drift_dst = state_store_member(target, Capability.DRIFT_STATUS)
+    src_digest, dst_digest = _SetDigest(), _SetDigest()
+    summaries = source.iter_sessions(owner_subject=owner_subject, match=match, batch_size=batch_size)
+    seen_sids: list[str] = []
+    state.begin_seen()
+    for chunk in chunks(summaries, 64):
+        if sample is not None:
+            chunk = chunk[: max(0, sample - report.sessions_compared)]
+            if not chunk:
+                break
+        state.add_seen(s.session_id for s in chunk)
+        rows = state.sessions([s.session_id for s in chunk])
+        have = load_target([s.session_id for s in chunk], UNSCOPED)
+        for summary, st in zip(chunk, have):
+            sid = summary.session_id
+            seen_sids.append(sid)
+            report.sessions_compared += 1
+            src_digest.add(sid, summary.version, summary.blob_sha256, summary.owner_subject)
+            if st is not None:
+                dst_digest.add(sid, st.version, sha256_hex(st.blob), st.owner_subject)
+            if sid in conflicted:
+                continue
+            row = rows.get(sid)
+            moved = row is None or row.src_version != summary.version or row.digest != summary.blob_sha256
+            why = _session_difference(summary, st)
+            if why is None and drift_src is not None and drift_dst is not None:
+                if bool(drift_src(sid)) != bool(drift_dst(sid)):
+                    why = "drift_exempt differs"
+            if why is None and both_ttl and summary.ttl_seconds is not None:
+                there = target.describe_session(sid)
+                ttl = None if there is None else there.ttl_seconds
+                if ttl is None or abs(ttl - summary.ttl_seconds) > ttl_tolerance:
+                    why = f"expiry differs (source {summary.ttl_seconds}s, target {ttl}s)"
+            if why is None:
+                report.sessions_matched += 1
+            else:
+                report.note(f"session {sid!r}: {why}", moved=moved)
+    if sample is None:
+        for row in state.unseen_copied():  # we copied it, the source no longer has it
+            if target.state_store().current_version(row.sid, owner_subject=UNSCOPED) is not None:
+                report.note(f"session {row.sid!r}: on the target, deleted on the source", moved=True)
+        report.foreign = _foreign(source, target, state)
+    report.sessions_digest = src_digest.hexdigest()
+    if dst_digest.hexdigest() != src_digest.hexdigest() and report.ok:
+        report.note("the session digests of source and target differ")
+    _verify_events(source, target, state, report, owner_subject,
+                   seen_sids if sample is not None else None)
+    return report
+
+
+def _session_difference(summary: Any, st: Any) -> str | None:
+    if st is None:
+        return "missing on the target"
+    if sha256_hex(st.blob) != summary.blob_sha256:
+        return "blob sha256 differs"
+    if st.version != summary.version:
+        return f"version {st.version} on the target, {summary.version} on the source"
+    if st.owner_subject != summary.owner_subject:
+        return "owner differs"
+    if (st.pending_message or None) != (summary.pending_message or None):
+        return "pending message differs"
+    return None
+
+
+def _foreign(source: Any, target: Any, state: MigrationState) -> list[str]:
+    """Target sessions this migration never wrote and the source does not hold."""
+    found = []
+    source_store = source.state_store()
+    for chunk in chunks(target.iter_sessions(owner_subject=UNSCOPED), 256):
+        rows = state.sessions([s.session_id for s in chunk])
+        for summary in chunk:
+            row = rows.get(summary.session_id)
+            if row is not None and row.state != "deleted":
+                continue
+            if source_store.current_version(summary.session_id, owner_subject=UNSCOPED) is None:
+                found.append(summary.session_id)
+    return sorted(found)
+
+
+def _verify_events(source: Any, target: Any, state: MigrationState, report: LiveVerifyReport,
+                   owner_subject: OwnerFilter, sampled: list[str] | None) -> None:
+    src = session_event_source(source)
+    dst = target.event_store()
+    if src is None or dst is None:
+        return
+    sequences = keeps_sequences(dst) and keeps_sequences(src)
+    users = set(state.users())
+    if sampled is not None:
+        users = set()
+        for sid in sampled:
+            users.update(src.session_subjects(sid))
+    recorded_conflicts = set(state.event_conflicts())
+    digest = _SetDigest()
+    read_counter = src.read_counter if offers(src, Capability.RESTORE_EVENTS) else None
+    for user in sorted(users):
+        report.users += 1
+        log = src.list_events(user, owner_subject=owner_subject)
+        ours = state.events_of(user)
+        there = {e.event_id: e for e in dst.list_events(user)}
+        for event in log:
+            report.events_compared += 1
+            digest.add(event.event_id, event.user_id, event.session_id,
+                       hashlib.sha256(event.content.encode("utf-8", "surrogateescape")).hexdigest())
+            if event.event_id in recorded_conflicts:
+                continue
+            why = event_difference(event, there.get(event.event_id), sequences=sequences)
+            if why is None:
+                report.events_matched += 1
+            else:
+                report.note(why, moved=ours.get(event.event_id) != "copied")
+        source_ids = {e.event_id for e in log}
+        for event_id in sorted(set(there) - source_ids):
+            if ours.get(event_id) == "copied":
+                report.note(f"event {event_id}: on the target, not on the source", moved=True)
+        if sequences:  # the order of the log: the same ids in the same sequence order
+            mine = [e.event_id for e in sorted((there[i] for i in source_ids if i in there),
+                                               key=log_order)]
+            theirs = [e.event_id for e in sorted(log, key=log_order)]
+            if mine != theirs:
+                report.note(f"user {user!r}: the event log's order differs")
+            if read_counter is not None and offers(dst, Capability.RESTORE_EVENTS):
+                want, have = int(read_counter(user)), int(dst.read_counter(user))
+                if have < want:
+                    report.note(f"user {user!r}: counter {have} on the target, {want} on the source",
+                                moved=True)
+    report.events_digest = digest.hexdigest()

@@ -1,0 +1,462 @@
+"""``semvecctl migrate plan|run|status|verify|cutover|abort``: move a live deployment
+between backends while the engine keeps writing to the source.
+
+The work is done by :mod:`backends.migrate.live`; this module parses, confirms, renders.
+``plan``, ``status`` and ``verify`` only read; ``run``, ``cutover`` and ``abort`` preview
+unless ``--apply``, then ask (``--yes`` answers). Exit codes: 0 done (or the preview had
+nothing in the way); 1 a check failed (a loss refused without ``--allow-loss``, verify or
+cutover found differences or active writers, conflicts were found); 2 usage (bad flags,
+a state file of another pair, no state file); 3 a backend lacks what is needed; 4 a
+backend is unreachable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Iterator, Optional
+
+import typer
+
+from semvecctl.application import current
+from semvecctl.commands import help_of
+from semvecctl.connection import Connection
+from semvecctl.exit_codes import ExitCode
+from semvecctl.options import (
+    AllowLoss,
+    Apply,
+    MatchSessions,
+    MigrateFrom,
+    MigrateFromAdapter,
+    MigrateTo,
+    MigrateToAdapter,
+    MigrationStateFile,
+    Output,
+    ReceiptOverwrite,
+    SessionOwner,
+    SessionUnowned,
+    Yes,
+)
+from semvecctl.output import Column, OutputFormat
+
+NAME = "migrate"
+HELP = help_of(NAME)
+app = typer.Typer(no_args_is_help=True, help=HELP)
+
+FollowOpt = typer.Option(False, "--follow", help="After the bulk pass, keep copying what changes "
+                                                 "on the source (catch-up passes) until interrupted.")
+IntervalOpt = typer.Option(1.0, "--interval", min=0.0, max=3600.0, help="Seconds between catch-up passes.")
+MaxPassesOpt = typer.Option(None, "--max-passes", min=1, max=1_000_000, show_default=False,
+                            help="With --follow: stop after this many passes (default: until interrupted).")
+SampleOpt = typer.Option(None, "--sample", min=1, max=100_000_000, show_default=False,
+                         help="Compare only the first N sessions (and their users' events): a quick check.")
+TtlToleranceOpt = typer.Option(60.0, "--ttl-tolerance", min=0.0, max=86400.0,
+                               help="Seconds two expiry times may differ and still match.")
+QuietOpt = typer.Option(2.0, "--quiet-window", min=0.0, max=3600.0,
+                        help="Seconds the source must stay unchanged after the final pass.")
+ReceiptOpt = typer.Option(None, "--receipt", show_default=False,
+                          help="Where the JSON receipt goes (default: the state file's name + .receipt.json).")
+
+
+# -- the two stores and the state file -----------------------------------------------------
+
+
+class _Pair:
+    def __init__(self, from_uri: Optional[str], to_uri: Optional[str], from_adapter: Optional[str],
+                 to_adapter: Optional[str], owner: Optional[str] = None, unowned: bool = False,
+                 need_source: bool = True) -> None:
+        if need_source and not (from_uri or from_adapter):
+            current().abort("name the source with --from URI (or --from-adapter module:factory)",
+                            ExitCode.USAGE)
+        if not (to_uri or to_adapter):
+            current().abort("name the target with --to URI (or --to-adapter module:factory)",
+                            ExitCode.USAGE)
+        if from_uri and to_uri and from_uri == to_uri and not (from_adapter or to_adapter):
+            current().abort("--from and --to name the same store; nothing to migrate", ExitCode.USAGE)
+        self.source_conn = (Connection(None, from_uri, from_adapter, owner=owner, unowned=unowned)
+                            if (from_uri or from_adapter) else None)
+        self.target_conn = Connection(None, to_uri, to_adapter)
+        self.scope = self.source_conn.scope if self.source_conn is not None else None
+
+    @staticmethod
+    def label(conn: Connection) -> str:
+        spec = conn.spec
+        if spec.adapter_factory and not spec.uri:
+            return f"adapter {spec.adapter_factory}"
+        return spec.display_uri
+
+    def fingerprints(self) -> tuple[str | None, str]:
+        from backends.migrate.live import fingerprint
+
+        src = (None if self.source_conn is None else
+               fingerprint(self.source_conn.spec.backend, self.label(self.source_conn)))
+        return src, fingerprint(self.target_conn.spec.backend, self.label(self.target_conn))
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[tuple[Any, Any]]:
+        assert self.source_conn is not None
+        with self.source_conn.open() as source, self.target_conn.open() as target:
+            yield source, target
+
+
+def _settings(scope: Any, match: Optional[str]) -> dict[str, Any]:
+    from backends.contract import UNSCOPED
+
+    settings: dict[str, Any] = {}
+    if scope is not UNSCOPED:
+        settings["owner_subject"] = scope
+    if match is not None:
+        settings["match"] = match
+    return settings
+
+
+def _filters(state: Any) -> tuple[Any, Optional[str]]:
+    from backends.contract import UNSCOPED
+
+    stored = state.settings
+    return stored.get("owner_subject", UNSCOPED) if "owner_subject" in stored else UNSCOPED, \
+        stored.get("match")
+
+
+@contextlib.contextmanager
+def _existing_state(path: str, pair: _Pair) -> Iterator[Any]:
+    """The state file, refused (exit 2) when missing or bound to another pair."""
+    from backends.migrate.live import MigrationState, StateMismatch
+
+    try:
+        state = MigrationState.read(path)
+    except StateMismatch as exc:
+        current().abort(str(exc), ExitCode.USAGE, cause=None)
+    try:
+        source_fp, target_fp = pair.fingerprints()
+        if (source_fp is not None and state.meta("source") != source_fp) or \
+                state.meta("target") != target_fp:
+            current().abort(f"state file {path} belongs to another pair of stores (from "
+                            f"{state.meta('label.source')} to {state.meta('label.target')}); "
+                            "name that pair", ExitCode.USAGE)
+        yield state
+    finally:
+        state.close()
+
+
+def _migration(source: Any, target: Any, state: Any, progress: Any = None) -> Any:
+    from backends.migrate.live import LiveMigration
+
+    scope, match = _filters(state)
+    return LiveMigration(source, target, state, owner_subject=scope, match=match, progress=progress)
+
+
+# -- plan ----------------------------------------------------------------------------------
+
+
+@app.command("plan")
+def plan_migration(from_uri: MigrateFrom = None, to_uri: MigrateTo = None,
+                   from_adapter: MigrateFromAdapter = None, to_adapter: MigrateToAdapter = None,
+                   owner: SessionOwner = None, unowned: SessionUnowned = False,
+                   match: MatchSessions = None, output: Output = OutputFormat.table) -> None:
+    """Preflight both stores and count what would move (read-only).
+
+    Health of both sides, what the target needs (indexes, restore at a version), counts
+    (sessions per owner, events and counters per user, items), what the target cannot
+    keep (the loss rule of 'sessions copy'), and a bulk-pass estimate from a timed
+    sample of source reads. Writes nothing.
+    """
+    from backends.migrate.live import plan
+
+    pair = _Pair(from_uri, to_uri, from_adapter, to_adapter, owner, unowned)
+    out = current().output
+    with pair.open() as (source, target):
+        report = plan(source, target, owner_subject=pair.scope, match=match)
+    report["from"], report["to"] = pair.label(pair.source_conn), pair.label(pair.target_conn)
+    if output != OutputFormat.table:
+        out.emit(report, output)
+        return
+    rows = [
+        ("from", f"{report['source']['backend']} {report['from']} (healthy: "
+                 f"{'yes' if report['source']['healthy'] else 'no'})"),
+        ("to", f"{report['target']['backend']} {report['to']} (healthy: "
+               f"{'yes' if report['target']['healthy'] else 'no'})"),
+        ("sessions", report["sessions"]),
+        ("owners", ", ".join(f"{k}: {v}" for k, v in sorted(report["owners"].items())) or "-"),
+        ("events", f"{report['events']} of {len(report['users'])} user(s)"),
+        ("items", report["items"]),
+        ("cannot keep", "; ".join(report["losses"]) or "nothing"),
+        ("target needs", "; ".join(report["target_requirements"]) or "nothing missing"),
+        ("privileges", report["privileges"]),
+        ("estimate", "-" if report["estimate_bulk_seconds"] is None else
+         f"bulk pass ~{report['estimate_bulk_seconds']}s (source reads at "
+         f"~{report['estimate_read_rate_per_s']}/s over {report['sample_sessions']} sessions)"),
+    ]
+    out.table([Column("CHECK", lambda r: r[0]), Column("RESULT", lambda r: r[1])], rows)
+    for user, facts in report["users"].items():
+        out.info(f"user {user!r}: {facts['events']} event(s), counter {facts['counter']}")
+
+
+# -- run -----------------------------------------------------------------------------------
+
+
+@app.command("run")
+def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
+                  to_uri: MigrateTo = None, from_adapter: MigrateFromAdapter = None,
+                  to_adapter: MigrateToAdapter = None, owner: SessionOwner = None,
+                  unowned: SessionUnowned = False, match: MatchSessions = None,
+                  follow: bool = FollowOpt, interval: float = IntervalOpt,
+                  max_passes: Optional[int] = MaxPassesOpt, allow_loss: AllowLoss = False,
+                  apply: Apply = False, yes: Yes = False,
+                  output: Output = OutputFormat.table) -> None:
+    """Copy the source into the target: a bulk pass, then with --follow catch-up passes.
+
+    Preview unless --apply. The state file records every step (SQLite transactions), so
+    the same command continues after any interruption, SIGKILL included, with nothing
+    lost or duplicated. Changes are found by a version scan of the source, or with
+    --follow through Redis keyspace notifications where the server publishes them (each
+    pass line says which). A session someone else wrote on the target is a conflict:
+    reported (exit 1), never overwritten.
+    """
+    from backends.migrate.live import MigrationState, StateMismatch, check_losses, run_migration as run
+
+    pair = _Pair(from_uri, to_uri, from_adapter, to_adapter, owner, unowned)
+    out = current().output
+    settings = _settings(pair.scope, match)
+    source_fp, target_fp = pair.fingerprints()
+    resuming = os.path.exists(state_file)
+    if resuming:  # refuse another pair before touching either store
+        try:
+            MigrationState.open(state_file, source=source_fp, target=target_fp,
+                                settings=settings).close()
+        except StateMismatch as exc:
+            current().abort(str(exc), ExitCode.USAGE, cause=None)
+    elif os.path.isdir(os.path.dirname(os.path.abspath(state_file))) is False:
+        current().abort(f"the directory of --state {state_file} does not exist", ExitCode.USAGE)
+    with pair.open() as (source, target):
+        for warning in check_losses(source, target, allow_loss=allow_loss,
+                                    owner_subject=pair.scope, match=match):
+            out.warn(warning)
+        src_label, dst_label = pair.label(pair.source_conn), pair.label(pair.target_conn)
+        what = (f"copy sessions and events from {source.name} ({src_label}) into {target.name} "
+                f"({dst_label})" + (" and keep following" if follow else ""))
+        if not apply:
+            out.info(f"preview: would {what}; state file {state_file} "
+                     f"({'resumed' if resuming else 'created'}). Rerun with --apply to start")
+            return
+        current().confirm(what, yes=yes)
+        if resuming:
+            state = MigrationState.open(state_file, source=source_fp, target=target_fp,
+                                        settings=settings)
+        else:
+            state = MigrationState.open(state_file, source=source_fp, target=target_fp,
+                                        settings=settings,
+                                        labels={"source": src_label, "target": dst_label,
+                                                "source_backend": source.name,
+                                                "target_backend": target.name})
+        phase = state.phase
+        if phase in ("cut-over", "aborted"):
+            state.close()
+            current().abort(f"this migration is {phase}; start another with a new --state file",
+                            ExitCode.USAGE)
+        try:
+            results = _run_passes(run, _migration(source, target, state), follow, interval,
+                                  max_passes, output)
+        finally:
+            state.close()
+    conflicts = sum(r.conflicts + r.event_conflicts for r in results)
+    if conflicts:
+        current().abort(f"{conflicts} conflict(s): written on the target by someone else and "
+                        "kept; see 'semvecctl migrate status' and resolve them before cutover",
+                        ExitCode.CHECK_FAILED)
+
+
+def _run_passes(run: Any, mig: Any, follow: bool, interval: float, max_passes: Optional[int],
+                output: OutputFormat) -> list[Any]:
+    out = current().output
+    results: list[Any] = []
+
+    def said(result: Any) -> None:
+        results.append(result)
+        if output != OutputFormat.table:
+            out.emit(result.to_dict(), "jsonl" if output == OutputFormat.json else output)
+        else:
+            out.info(f"{result.kind} pass {result.n} ({result.method}): scanned {result.scanned}, "
+                     f"copied {result.copied}, deleted {result.deleted}, events {result.events}, "
+                     f"conflicts {result.conflicts + result.event_conflicts} "
+                     f"in {result.seconds:.2f}s")
+        for sid, why in result.new_conflicts:
+            out.warn(f"conflict: session {sid!r}: {why}")
+
+    run(mig, follow=follow, interval=interval, max_passes=max_passes, on_pass=said)
+    return results
+
+
+# -- status --------------------------------------------------------------------------------
+
+
+def status_of(state_file: str) -> Any:
+    """The status value of a state file (``to_row()`` / ``to_dict()``), for a watch view."""
+    from backends.migrate.live import MigrationState, migration_status
+
+    state = MigrationState.read(state_file)
+    try:
+        return migration_status(state)
+    finally:
+        state.close()
+
+
+STATUS_COLUMNS = [Column(h.upper(), h) for h in
+                  ("phase", "copied", "remaining", "conflicts", "events", "lag", "lag age", "rate",
+                   "eta", "cutover")]
+
+
+@app.command("status")
+def migration_status(state_file: MigrationStateFile, output: Output = OutputFormat.table) -> None:
+    """Phase, copied, remaining, lag, rate, ETA and whether cutover is possible (reads
+    the state file only)."""
+    from backends.migrate.live import StateMismatch
+
+    try:
+        status = status_of(state_file)
+    except StateMismatch as exc:
+        current().abort(str(exc), ExitCode.USAGE, cause=None)
+    out = current().output
+    if output != OutputFormat.table:
+        out.emit(status.to_dict(), output)
+    else:
+        out.table(STATUS_COLUMNS, [status.to_row()])
+
+
+# -- verify --------------------------------------------------------------------------------
+
+
+@app.command("verify")
+def verify_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
+                     to_uri: MigrateTo = None, from_adapter: MigrateFromAdapter = None,
+                     to_adapter: MigrateToAdapter = None, sample: Optional[int] = SampleOpt,
+                     ttl_tolerance: float = TtlToleranceOpt,
+                     output: Output = OutputFormat.table) -> None:
+    """Compare source and target by content (read-only); exit 1 with the differences
+    when convergence cannot be claimed.
+
+    Per session: blob digest, version, owner, pending message, drift flag, expiry
+    (within --ttl-tolerance). Per user: every event (ids, content, order) and the counter.
+    """
+    from backends.migrate.live import verify_live
+
+    pair = _Pair(from_uri, to_uri, from_adapter, to_adapter)
+    out = current().output
+    with _existing_state(state_file, pair) as state, pair.open() as (source, target):
+        scope, match = _filters(state)
+        report = verify_live(source, target, state, owner_subject=scope, match=match,
+                             sample=sample, ttl_tolerance=ttl_tolerance)
+    _render_verify(report, output)
+    if not report.ok:
+        current().abort(f"source and target differ: {report.different} difference(s), "
+                        f"{report.source_moved} change(s) not yet copied, "
+                        f"{len(report.conflicts)} conflict(s)", ExitCode.CHECK_FAILED)
+    out.success(f"identical: {report.sessions_matched} session(s), {report.events_matched} "
+                f"event(s) of {report.users} user(s)" + (" (sample)" if report.sampled else ""))
+
+
+def _render_verify(report: Any, output: OutputFormat) -> None:
+    out = current().output
+    if output != OutputFormat.table:
+        out.emit(report.to_dict(), output)
+        return
+    rows = [("sessions", f"{report.sessions_matched}/{report.sessions_compared} match"),
+            ("events", f"{report.events_matched}/{report.events_compared} match "
+                       f"({report.users} user(s))"),
+            ("not yet copied", report.source_moved), ("differences", report.different),
+            ("conflicts", len(report.conflicts)),
+            ("foreign (kept)", len(report.foreign))]
+    out.table([Column("CHECK", lambda r: r[0]), Column("RESULT", lambda r: r[1])], rows)
+    for line in report.differences:
+        out.warn(line)
+    for sid, why in report.conflicts:
+        out.warn(f"conflict: session {sid!r}: {why}")
+    for sid in report.foreign:
+        out.info(f"kept: session {sid!r} is on the target only, written by someone else")
+
+
+# -- cutover -------------------------------------------------------------------------------
+
+
+@app.command("cutover")
+def cutover_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
+                      to_uri: MigrateTo = None, from_adapter: MigrateFromAdapter = None,
+                      to_adapter: MigrateToAdapter = None, quiet_window: float = QuietOpt,
+                      ttl_tolerance: float = TtlToleranceOpt, receipt: Optional[str] = ReceiptOpt,
+                      overwrite: ReceiptOverwrite = False, apply: Apply = False,
+                      yes: Yes = False, output: Output = OutputFormat.table) -> None:
+    """After the writers stop: a final pass, a quiet window and a full verify.
+
+    Exit 0 only when source and target are identical and the source did not change
+    during the final window (else exit 1: writers are still active, and no receipt);
+    prints the settings to switch (secrets redacted) and writes a JSON receipt. Preview
+    unless --apply.
+    """
+    from backends.migrate.live import cutover, switch_settings, write_receipt
+
+    pair = _Pair(from_uri, to_uri, from_adapter, to_adapter)
+    out = current().output
+    receipt = receipt or f"{state_file}.receipt.json"
+    if os.path.exists(receipt) and not overwrite:
+        current().abort(f"receipt {receipt} exists; pass --overwrite to replace it or name "
+                        "another with --receipt", ExitCode.USAGE)
+    with _existing_state(state_file, pair) as state, pair.open() as (source, target):
+        if state.phase == "aborted":
+            current().abort("this migration was aborted; nothing to cut over", ExitCode.USAGE)
+        what = (f"run the final pass into {target.name} ({pair.label(pair.target_conn)}) and "
+                "verify it")
+        if not apply:
+            out.info(f"preview: would {what}, after a {quiet_window:g}s quiet window, and write "
+                     f"{receipt}. Stop the writers first, then rerun with --apply")
+            return
+        current().confirm(what, yes=yes)
+        switch = switch_settings(target.name, pair.label(pair.target_conn),
+                                 adapter=pair.target_conn.spec.adapter_factory)
+        result = cutover(_migration(source, target, state), quiet_seconds=quiet_window,
+                         ttl_tolerance=ttl_tolerance, switch=switch)
+    _render_verify(result.report, output)
+    if not result.ok:  # no receipt: nothing was cut over (rerun once the cause is fixed)
+        current().abort(f"cutover refused: {result.reason}", ExitCode.CHECK_FAILED)
+    write_receipt(receipt, result.receipt)
+    out.success(f"cutover possible: source and target identical ({result.report.sessions_matched} "
+                f"session(s), {result.report.events_matched} event(s)); receipt {receipt}")
+    out.info("switch the engine to the target:")
+    for key, value in switch.items():
+        out.info(f"  {key}={value}")
+
+
+# -- abort ---------------------------------------------------------------------------------
+
+
+@app.command("abort")
+def abort_migration(state_file: MigrationStateFile, to_uri: MigrateTo = None,
+                    to_adapter: MigrateToAdapter = None, apply: Apply = False, yes: Yes = False,
+                    output: Output = OutputFormat.table) -> None:
+    """Remove from the target what this migration wrote (and only that), using the state
+    file: each session still at the version we wrote, each event we wrote. Preview
+    unless --apply."""
+    from backends.migrate.live import abort_plan, apply_abort
+
+    pair = _Pair(None, to_uri, None, to_adapter, need_source=False)
+    out = current().output
+    with _existing_state(state_file, pair) as state, pair.target_conn.open() as target:
+        if state.phase == "cut-over":
+            current().abort("this migration was cut over: the target is the live store now, "
+                            "so abort would delete live sessions; nothing was changed",
+                            ExitCode.USAGE)
+        plan = abort_plan(target, state)
+        what = (f"remove {len(plan.sessions)} session(s) and {len(plan.events)} event(s) this "
+                f"migration wrote to {target.name} ({pair.label(pair.target_conn)})")
+        for thing, why in plan.kept:
+            out.warn(f"kept: {thing}: {why}")
+        if not apply:
+            if output != OutputFormat.table:
+                out.emit(plan.to_dict(), output)
+            out.info(f"preview: would {what}. Rerun with --apply")
+            return
+        current().confirm(what, yes=yes)
+        apply_abort(target, state, plan)
+    if output != OutputFormat.table:
+        out.emit(plan.to_dict(), output)
+    out.success(f"removed {plan.removed_sessions} session(s) and {plan.removed_events} event(s) "
+                "from the target; the migration is aborted")
