@@ -96,6 +96,17 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "semvecctl stats --uri redis://cache:6379/0",
         "semvecctl stats --uri postgresql://db/semvec --idle-for 30d --report stats.html -o json",
     ),
+    "migrate plan": ("semvecctl migrate plan --from redis://cache:6379/0 --to postgresql://db/semvec",),
+    "migrate run": (
+        "semvecctl migrate run --from redis://cache:6379/0 --to postgresql://db/semvec --state move.state --allow-loss   # a preview",
+        "semvecctl migrate run --from redis://cache:6379/0 --to postgresql://db/semvec --state move.state --allow-loss --follow --max-passes 2 --apply --yes",
+    ),
+    "migrate status": ("semvecctl migrate status --state move.state -o json",),
+    "migrate verify": ("semvecctl migrate verify --from redis://cache:6379/0 --to postgresql://db/semvec --state move.state --sample 100",),
+    "migrate cutover": (
+        "semvecctl migrate cutover --from redis://cache:6379/0 --to postgresql://db/semvec --state move.state --quiet-window 0.5   # a preview",
+    ),
+    "migrate abort": ("semvecctl migrate abort --to postgresql://db/semvec --state move.state   # a preview",),
     "load run": (
         "semvecctl load run --uri redis://cache:6379/0 --duration 1   # a preview",
         "semvecctl load run --uri redis://cache:6379/0 --writers 4 --duration 1 --apply --yes",

@@ -236,7 +236,13 @@ _TRANSLATORS: dict[str, Callable[[Any], Iterable[Row]]] = {
     "sessions export": _EXPORT,
     "sessions import": _IMPORT,
     "sessions copy": _IMPORT,
-    "migrate": _IMPORT,
+    "migrate run": _counts(
+        ("copied", "sessions_written", "Sessions copied to the target."),
+        ("deleted", "sessions_deleted", "Target sessions deleted because the source deleted them."),
+        ("events", "events_written", "Events copied to the target."),
+        ("conflicts", "migration_conflicts", "Target writes by someone else, reported and kept."),
+        ("passes", "migration_passes", "Passes run (bulk, catch-up)."),
+    ),
     "erase": _ERASE,
     "load run": _LOAD,
 }

@@ -212,8 +212,3 @@ MatchSessions = Annotated[
                  show_default=False),
 ]
 #: ``migrate cutover``: the receipt file is replaced only with this
-ReceiptOverwrite = Annotated[
-    bool,
-    typer.Option("--overwrite", help="Replace an existing --receipt file (without it an existing "
-                                     "receipt is never touched: exit 2). --yes never allows this."),
-]

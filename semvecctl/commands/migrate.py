@@ -32,7 +32,9 @@ from semvecctl.options import (
     MigrateToAdapter,
     MigrationStateFile,
     Output,
-    ReceiptOverwrite,
+    MetricsFile,
+    Overwrite,
+    Watch,
     SessionOwner,
     SessionUnowned,
     Yes,
@@ -202,7 +204,7 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
                   unowned: SessionUnowned = False, match: MatchSessions = None,
                   follow: bool = FollowOpt, interval: float = IntervalOpt,
                   max_passes: Optional[int] = MaxPassesOpt, allow_loss: AllowLoss = False,
-                  apply: Apply = False, yes: Yes = False,
+                  apply: Apply = False, yes: Yes = False, metrics_file: MetricsFile = None,
                   output: Output = OutputFormat.table) -> None:
     """Copy the source into the target: a bulk pass, then with --follow catch-up passes.
 
@@ -215,6 +217,10 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
     """
     from backends.migrate.live import MigrationState, StateMismatch, check_losses, run_migration as run
 
+    from semvecctl.metrics import recorder
+
+    apply = current().wants_apply(apply=apply, yes=yes)
+    metrics = recorder(metrics_file, "migrate run")
     pair = _Pair(from_uri, to_uri, from_adapter, to_adapter, owner, unowned)
     out = current().output
     settings = _settings(pair.scope, match)
@@ -254,9 +260,11 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
             state.close()
             current().abort(f"this migration is {phase}; start another with a new --state file",
                             ExitCode.USAGE)
+        totals = {"passes": 0, "copied": 0, "deleted": 0, "events": 0, "conflicts": 0}
+        metrics.track(totals, backend=target.name)
         try:
             results = _run_passes(run, _migration(source, target, state), follow, interval,
-                                  max_passes, output)
+                                  max_passes, output, totals)
         finally:
             state.close()
     conflicts = sum(r.conflicts + r.event_conflicts for r in results)
@@ -267,12 +275,17 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
 
 
 def _run_passes(run: Any, mig: Any, follow: bool, interval: float, max_passes: Optional[int],
-                output: OutputFormat) -> list[Any]:
+                output: OutputFormat, totals: dict[str, int]) -> list[Any]:
+    """Run the passes, saying each as it ends and adding it to ``totals`` (the metrics)."""
     out = current().output
     results: list[Any] = []
 
     def said(result: Any) -> None:
         results.append(result)
+        totals["passes"] += 1
+        for key in ("copied", "deleted", "events"):
+            totals[key] += getattr(result, key)
+        totals["conflicts"] += result.conflicts + result.event_conflicts
         if output != OutputFormat.table:
             out.emit(result.to_dict(), "jsonl" if output == OutputFormat.json else output)
         else:
@@ -306,10 +319,30 @@ STATUS_COLUMNS = [Column(h.upper(), h) for h in
                    "eta", "cutover")]
 
 
+def _status_line(status: Any) -> str:
+    from semvecctl.watch import stamp
+
+    return stamp() + " " + ", ".join(f"{key} {value}" for key, value in status.to_row().items())
+
+
+def _status_view(status: Any) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    from semvecctl.watch import stamp
+
+    table = Table(title=f"{stamp()} · migration status")
+    for column in STATUS_COLUMNS:
+        table.add_column(column.header)
+    table.add_row(*(Text(str(value)) for value in status.to_row().values()))  # never markup
+    return table
+
+
 @app.command("status")
-def migration_status(state_file: MigrationStateFile, output: Output = OutputFormat.table) -> None:
+def migration_status(state_file: MigrationStateFile, watch: Watch = None,
+                     output: Output = OutputFormat.table) -> None:
     """Phase, copied, remaining, lag, rate, ETA and whether cutover is possible (reads
-    the state file only)."""
+    the state file only); --watch follows it while a run works."""
     from backends.migrate.live import StateMismatch
 
     try:
@@ -317,6 +350,11 @@ def migration_status(state_file: MigrationStateFile, output: Output = OutputForm
     except StateMismatch as exc:
         current().abort(str(exc), ExitCode.USAGE, cause=None)
     out = current().output
+    if watch is not None:
+        from semvecctl.watch import watch as follow
+
+        follow(lambda: status_of(state_file), _status_line, every=watch, render=_status_view)
+        return
     if output != OutputFormat.table:
         out.emit(status.to_dict(), output)
     else:
@@ -383,7 +421,7 @@ def cutover_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = No
                       to_uri: MigrateTo = None, from_adapter: MigrateFromAdapter = None,
                       to_adapter: MigrateToAdapter = None, quiet_window: float = QuietOpt,
                       ttl_tolerance: float = TtlToleranceOpt, receipt: Optional[str] = ReceiptOpt,
-                      overwrite: ReceiptOverwrite = False, apply: Apply = False,
+                      overwrite: Overwrite = False, apply: Apply = False,
                       yes: Yes = False, output: Output = OutputFormat.table) -> None:
     """After the writers stop: a final pass, a quiet window and a full verify.
 
@@ -394,12 +432,11 @@ def cutover_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = No
     """
     from backends.migrate.live import cutover, switch_settings, write_receipt
 
+    apply = current().wants_apply(apply=apply, yes=yes)
     pair = _Pair(from_uri, to_uri, from_adapter, to_adapter)
     out = current().output
     receipt = receipt or f"{state_file}.receipt.json"
-    if os.path.exists(receipt) and not overwrite:
-        current().abort(f"receipt {receipt} exists; pass --overwrite to replace it or name "
-                        "another with --receipt", ExitCode.USAGE)
+    current().may_replace(receipt, overwrite=overwrite, option="--receipt")
     with _existing_state(state_file, pair) as state, pair.open() as (source, target):
         if state.phase == "aborted":
             current().abort("this migration was aborted; nothing to cut over", ExitCode.USAGE)
@@ -437,6 +474,7 @@ def abort_migration(state_file: MigrationStateFile, to_uri: MigrateTo = None,
     unless --apply."""
     from backends.migrate.live import abort_plan, apply_abort
 
+    apply = current().wants_apply(apply=apply, yes=yes)
     pair = _Pair(None, to_uri, None, to_adapter, need_source=False)
     out = current().output
     with _existing_state(state_file, pair) as state, pair.target_conn.open() as target:

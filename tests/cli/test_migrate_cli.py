@@ -286,3 +286,30 @@ def test_a_mongo_source_through_the_adapter_hook(cli_mongo, source, redis_url, t
     assert source.state_store().load_full("m-1").blob == b"moved"
     assert len(source.event_store().list_events("user-m")) == 4
     mongo.close()
+
+
+def test_run_writes_its_metrics_file_and_status_watch_follows_the_state(source, target, redis_url,
+                                                                        pgvector_url, tmp_path):
+    """``--metrics-file`` on ``migrate run`` (parsed by prometheus_client) and ``migrate
+    status --watch`` on a pipe: one line per refresh, Ctrl-C exits 130."""
+    parser = pytest.importorskip("prometheus_client.parser")
+    seed(source, 3)
+    state, prom = str(tmp_path / "m.state"), tmp_path / "migrate.prom"
+    done = cli("run", *pair(redis_url, pgvector_url), "--state", state, "--allow-loss", "--apply",
+               "--yes", "--metrics-file", str(prom))
+    assert done.exit_code == 0, done.stderr
+    found = {s.name: s.value for f in parser.text_string_to_metric_families(prom.read_text())
+             for s in f.samples}
+    assert found["semvecctl_sessions_written"] == 3 and found["semvecctl_events_written"] == 3
+    assert found["semvecctl_migration_passes"] == 1 and found["semvecctl_run_success"] == 1
+    assert "redis://" not in prom.read_text() and "chat-" not in prom.read_text()
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-m", "semvecctl", "migrate", "status", "--state",
+                             state, "--watch", "0.1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    lines = [proc.stdout.readline() for _ in range(2)]
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert all("phase " in line and "copied 3" in line for line in lines), lines

@@ -96,7 +96,8 @@ def durable(redis_server):
 @pytest.fixture
 def stores(redis_server, redis_url, tmp_path, durable):
     """Database 0 seeded (a session of owner acme with one event of user u-voc), database
-    1 empty, and an archive of one session that database 0 does not hold."""
+    1 holding only what a migration from database 2 copied (its state file is the one
+    ``migrate`` commands continue), and an archive of one session database 0 does not hold."""
     from backends.contract import MemoryEvent
     from backends.redis import RedisBackendAdapter
 
@@ -117,7 +118,12 @@ def stores(redis_server, redis_url, tmp_path, durable):
     archive = tmp_path / "in.jsonl"
     exported = CliRunner().invoke(app, ["sessions", "export", "--uri", urls[2], "--out", str(archive)])
     assert exported.exit_code == 0, exported.output
-    return {"urls": urls, "archive": archive, "tmp": tmp_path}
+    state = tmp_path / "move.state"
+    migrated = CliRunner().invoke(app, ["migrate", "run", "--from", urls[2], "--to", urls[1],
+                                        "--state", str(state), "--owner", "acme", "--apply",
+                                        "--yes"])
+    assert migrated.exit_code == 0, migrated.output
+    return {"urls": urls, "archive": archive, "tmp": tmp_path, "state": state}
 
 
 def snapshot(redis_server) -> dict:
@@ -141,7 +147,7 @@ def arguments(cmd: Any, stores: dict) -> list[str]:
     values = {
         "session_id": "voc-1", "archive": str(stores["archive"]), "shell": "bash",
         "user": "u-voc", "idle_for": "1s", "prefix": "semvec-load-0123abcd-",
-        "session": "voc-1", "event_id": "x",
+        "session": "voc-1", "event_id": "x", "state_file": str(stores["state"]),
     }
     args: list[str] = []
     for p in cmd.params:
@@ -152,7 +158,9 @@ def arguments(cmd: Any, stores: dict) -> list[str]:
     names = {o for p in cmd.params for o in getattr(p, "opts", ())}
     if "--uri" in names:
         args += ["--uri", urls[0]]
-    if "--from" in names:
+    if "--state" in names:  # a migration's state is bound to its pair: the fixture's
+        args += (["--from", urls[2]] if "--from" in names else []) + ["--to", urls[1]]
+    elif "--from" in names:
         args += ["--from", urls[0], "--to", urls[1]]
     if "--with-events" in names:
         args.append("--with-events")
