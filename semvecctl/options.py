@@ -70,6 +70,11 @@ Apply = Annotated[
     typer.Option("--apply", help="Write (without it: a preview, nothing changed, exit 0). Asks "
                                  "first: --yes answers, required without a terminal (else exit 2)."),
 ]
+#: how many a streaming read takes per round trip (listing, export, audit, prune, stats)
+BatchSize = Annotated[
+    int,
+    typer.Option("--batch-size", min=1, max=10000, help="Sessions (keys, rows) read per round trip."),
+]
 Yes = Annotated[
     bool,
     typer.Option("--yes", "-y", help="Answer yes to the confirmation --apply asks for (required "
@@ -202,13 +207,13 @@ Apply = Annotated[
 ]
 AllowLoss = Annotated[
     bool,
-    typer.Option("--allow-loss", help="Accept losing what the target cannot keep (items, events, "
-                                      "sequences, expiry times, write times, drift flags); without it "
-                                      "such a migration is refused (exit 1) before anything is written."),
+    typer.Option("--allow-loss", help="Accept losing what the source cannot provide or the target "
+                                      "cannot keep (items, events, sequences, expiry times, write "
+                                      "times, drift flags); without it such a transfer is refused "
+                                      "(exit 1) before anything is written."),
 ]
 MatchSessions = Annotated[
     Optional[str],
     typer.Option("--match", "-m", help="Only session ids matching this glob (*, ?, [..]).",
                  show_default=False),
 ]
-#: ``migrate cutover``: the receipt file is replaced only with this

@@ -18,7 +18,7 @@ from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (AdapterFactory, Backend, MetricsFile, StreamOutput, Timeout,
+from semvecctl.options import (AdapterFactory, BatchSize, Backend, MetricsFile, StreamOutput, Timeout,
                                Uri, Yes)
 from semvecctl.output import Column, StreamFormat
 
@@ -41,7 +41,7 @@ def app(
     adapter: AdapterFactory = None,
     fix: bool = typer.Option(False, "--fix", help="Show the repair plan (nothing is written without --apply)."),
     apply: bool = typer.Option(False, "--apply", help="With --fix: perform the repairs that cannot lose data, then audit the whole store again (exit 0 only when that re-audit finds no error). Asks first: --yes answers, required without a terminal (else exit 2)."),
-    batch_size: int = typer.Option(500, "--batch-size", min=1, max=10000, help="Keys or rows read per round trip."),
+    batch_size: BatchSize = 500,
     timeout: Timeout = 5.0,
     output: StreamOutput = StreamFormat.table,
     yes: Yes = False,

@@ -16,7 +16,7 @@ from semvecctl.completers import complete_session_id
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection, require_seam
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Apply, Backend, DeleteOwner, DeleteUnowned, Output, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
+from semvecctl.options import AdapterFactory, BatchSize, Apply, Backend, DeleteOwner, DeleteUnowned, MatchSessions, Output, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
 from semvecctl.output import Column, OutputFormat, StreamFormat
 
 NAME = "sessions"
@@ -43,7 +43,6 @@ class SortBy(str, Enum):
     version = "version"
 
 
-_MATCH_HELP = "Only session ids matching this glob (*, ?, [..])."
 
 
 def _short(text: Optional[str], width: int) -> Optional[str]:
@@ -83,7 +82,7 @@ def list_sessions(
     adapter: AdapterFactory = None,
     owner: SessionOwner = None,
     unowned: SessionUnowned = False,
-    match: Optional[str] = typer.Option(None, "--match", "-m", help=_MATCH_HELP),
+    match: MatchSessions = None,
     limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, max=1_000_000_000, help="Stop after this many sessions."),
     sort: Optional[SortBy] = typer.Option(
         None, "--sort", case_sensitive=False, show_default=False,
@@ -91,7 +90,7 @@ def list_sessions(
              "write times), size (largest blob first) or version (highest first). The whole "
              "listing is read before the first row: with --limit only that many summaries are "
              "kept, without it every summary is held in memory (about 0.6 KB each)."),
-    batch_size: int = typer.Option(500, "--batch-size", min=1, max=10000, help="Sessions read per round trip."),
+    batch_size: BatchSize = 500,
     output: StreamOutput = StreamFormat.table,
 ) -> None:
     """Stream the sessions a backend holds (blobs are summarised, never printed)."""
@@ -141,7 +140,7 @@ def count_sessions(
     adapter: AdapterFactory = None,
     owner: SessionOwner = None,
     unowned: SessionUnowned = False,
-    match: Optional[str] = typer.Option(None, "--match", "-m", help=_MATCH_HELP),
+    match: MatchSessions = None,
     output: Output = OutputFormat.table,
 ) -> None:
     """How many sessions 'sessions list' would show with the same filters: the store's

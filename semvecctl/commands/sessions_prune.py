@@ -22,7 +22,7 @@ from semvecctl.durations import duration_seconds as _duration_seconds
 from semvecctl.durations import parse_duration  # the name the prune tests import
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (AdapterFactory, Apply, AssumeTtl, Backend, MetricsFile, Overwrite,
+from semvecctl.options import (AdapterFactory, BatchSize, Apply, AssumeTtl, Backend, MatchSessions, MetricsFile, Overwrite,
                                SessionOwner, SessionUnowned, StreamOutput, Uri, Yes)
 from semvecctl.output import Column, StreamFormat
 
@@ -74,8 +74,7 @@ def prune_sessions(
     adapter: AdapterFactory = None,
     owner: SessionOwner = None,
     unowned: SessionUnowned = False,
-    match: Optional[str] = typer.Option(None, "--match", "-m", show_default=False,
-                                        help="Only session ids matching this glob (*, ?, [..])."),
+    match: MatchSessions = None,
     apply: Apply = False,
     archive: Optional[str] = typer.Option(None, "--archive", show_default=False,
                                           help="Write the idle sessions to this archive first "
@@ -84,8 +83,7 @@ def prune_sessions(
                                                "and continued by the same command."),
     overwrite: Overwrite = False,
     assume_ttl: AssumeTtl = None,
-    batch_size: int = typer.Option(500, "--batch-size", min=1, max=10000,
-                                   help="Sessions read per round trip."),
+    batch_size: BatchSize = 500,
     output: StreamOutput = StreamFormat.table,
     yes: Yes = False,
     metrics_file: MetricsFile = None,

@@ -39,13 +39,11 @@ from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (AdapterFactory, Apply, ArchiveOverwrite, Backend, ExportYes,
-                               MetricsFile, SessionOwner, SessionUnowned, StreamOutput, Uri,
+from semvecctl.options import (AdapterFactory, AllowLoss, Apply, BatchSize, ArchiveOverwrite, Backend, ExportYes,
+                               MatchSessions, MetricsFile, SessionOwner, SessionUnowned, StreamOutput, Uri,
                                Yes)
 from semvecctl.output import Column, StreamFormat
 
-MatchOpt = typer.Option(None, "--match", "-m", help="Only session ids matching this glob (*, ?, [..]).",
-                        show_default=False)
 WithItemsOpt = typer.Option(False, "--with-items",
                             help="Also carry each session's live memory items (needs an item mirror on the source).")
 WithEventsOpt = typer.Option(False, "--with-events",
@@ -56,10 +54,6 @@ UserOpt = typer.Option(None, "--user", show_default=False,
                        help="Whole-user export (repeatable): the sessions this user has events in, every "
                             "event of the user and the user's sequence counter, so an import continues "
                             "the sequence.")
-AllowLossOpt = typer.Option(False, "--allow-loss",
-                            help="Accept losing what the source cannot provide or the target cannot keep "
-                                 "(items, events, sequences, expiry times, drift flags); without it such a "
-                                 "transfer is refused (exit 1) before anything is written.")
 
 
 class OnConflict(str, Enum):
@@ -72,7 +66,6 @@ OnConflictOpt = typer.Option(OnConflict.error, "--on-conflict", case_sensitive=F
                                   "before any write, 'skip' leaves it as it is. Nothing is ever overwritten.")
 KeepVersionsOpt = typer.Option(False, "--keep-versions",
                                help="Require archived versions to be preserved (fail if the target cannot restore them).")
-BatchOpt = typer.Option(500, "--batch-size", min=1, max=10000, help="Sessions enumerated per round trip.")
 
 _PLAN_COLUMNS = [
     Column("SESSION", "session_id", style="bold"),
@@ -118,7 +111,7 @@ def export_sessions(
     adapter: AdapterFactory = None,
     owner: SessionOwner = None,
     unowned: SessionUnowned = False,
-    match: Optional[str] = MatchOpt,
+    match: MatchSessions = None,
     with_items: bool = WithItemsOpt,
     with_events: bool = WithEventsOpt,
     users: Optional[List[str]] = UserOpt,
@@ -127,9 +120,9 @@ def export_sessions(
         help="Only sessions written within this long before the export starts (30d, 12h, "
              "90m, 45s): an incremental export. Needs a store that records write times "
              "(PostgreSQL, MongoDB); elsewhere exit 3."),
-    allow_loss: bool = AllowLossOpt,
+    allow_loss: AllowLoss = False,
     out_path: str = typer.Option("-", "--out", "-O", help="Archive file (gzip when it ends in .gz), or - for stdout."),
-    batch_size: int = BatchOpt,
+    batch_size: BatchSize = 500,
     overwrite: ArchiveOverwrite = False,
     skip_damaged: bool = typer.Option(
         False, "--skip-damaged",
@@ -379,7 +372,7 @@ def import_sessions(
     apply: Apply = False,
     on_conflict: OnConflict = OnConflictOpt,
     keep_versions: bool = KeepVersionsOpt,
-    allow_loss: bool = AllowLossOpt,
+    allow_loss: AllowLoss = False,
     output: StreamOutput = StreamFormat.table,
     yes: Yes = False,
     metrics_file: MetricsFile = None,
@@ -424,15 +417,15 @@ def copy_sessions(
                                              rich_help_panel="Backend authors"),
     owner: SessionOwner = None,
     unowned: SessionUnowned = False,
-    match: Optional[str] = MatchOpt,
+    match: MatchSessions = None,
     with_items: bool = WithItemsOpt,
     with_events: bool = WithEventsOpt,
     users: Optional[List[str]] = UserOpt,
-    allow_loss: bool = AllowLossOpt,
+    allow_loss: AllowLoss = False,
     apply: Apply = False,
     on_conflict: OnConflict = OnConflictOpt,
     keep_versions: bool = KeepVersionsOpt,
-    batch_size: int = BatchOpt,
+    batch_size: BatchSize = 500,
     output: StreamOutput = StreamFormat.table,
     yes: Yes = False,
     metrics_file: MetricsFile = None,

@@ -13,7 +13,7 @@ import typer
 from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection, require_seam
-from semvecctl.options import (AdapterFactory, AssumeTtl, Backend, Output, Overwrite, SessionOwner,
+from semvecctl.options import (AdapterFactory, BatchSize, AssumeTtl, Backend, MatchSessions, Output, Overwrite, SessionOwner,
                                SessionUnowned, Uri, Watch)
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
@@ -91,8 +91,7 @@ def app(
     adapter: AdapterFactory = None,
     owner: SessionOwner = None,
     unowned: SessionUnowned = False,
-    match: Optional[str] = typer.Option(None, "--match", "-m", show_default=False,
-                                        help="Only session ids matching this glob (*, ?, [..])."),
+    match: MatchSessions = None,
     idle_for: Optional[str] = typer.Option(
         None, "--idle-for", metavar="DURATION", show_default=False,
         help="Also count what 'sessions prune --idle-for DURATION' would delete (sessions "
@@ -101,8 +100,7 @@ def app(
     top: int = typer.Option(10, "--top", min=1, max=1000, help="Largest sessions, owners and logs listed."),
     events: bool = typer.Option(True, "--events/--no-events",
                                 help="Also read every user's event log shape (count, per day)."),
-    batch_size: int = typer.Option(500, "--batch-size", min=1, max=10000,
-                                   help="Sessions read per round trip."),
+    batch_size: BatchSize = 500,
     watch: Watch = None,
     sample: int = typer.Option(1000, "--sample", min=1, max=1_000_000,
                                help="With --watch: sessions (and users) read per refresh."),
