@@ -154,17 +154,21 @@ class LiveMigration:
         sessions whose version moved are described); the final pass compares digests."""
         self.state.begin_seen()
         moved_users: set[str] = set()
-        steps: Iterator[list[Any]]
+        steps: Iterator[tuple[list[Any], dict[str, Any] | None]]
         if versions_only and offers(self.source, Capability.VERSION_LIST):
             if result.method == "version scan":
                 result.method = "version scan (versions only; digests in the final pass)"
             steps = self._moved_by_version(result)
+        elif offers(self.source, Capability.SESSION_STATES):  # each blob read once
+            pairs = self.source.iter_session_states(owner_subject=self.scope, match=self.match,
+                                                    batch_size=self.batch_size)
+            steps = self._counted_pairs(chunks(pairs, STEP), result)
         else:
             summaries = self.source.iter_sessions(owner_subject=self.scope, match=self.match,
                                                   batch_size=self.batch_size)
             steps = self._counted(chunks(summaries, STEP), result)
-        for step in steps:
-            moved = self._copy_step(step, result)
+        for step, states in steps:
+            moved = self._copy_step(step, result, states)
             moved_users.update(self._subjects(moved))
             if self.progress is not None:
                 self.progress(len(step))
@@ -175,13 +179,24 @@ class LiveMigration:
         self.state.add_users(moved_users)
         return users
 
-    def _counted(self, steps: Iterable[list[Any]], result: PassResult) -> Iterator[list[Any]]:
+    def _counted(self, steps: Iterable[list[Any]], result: PassResult
+                 ) -> Iterator[tuple[list[Any], None]]:
         for step in steps:
             self.state.add_seen(s.session_id for s in step)
             result.scanned += len(step)
-            yield step
+            yield step, None
 
-    def _moved_by_version(self, result: PassResult) -> Iterator[list[Any]]:
+    def _counted_pairs(self, steps: Iterable[list[tuple[Any, Any]]], result: PassResult
+                       ) -> Iterator[tuple[list[Any], dict[str, Any]]]:
+        """Steps of summaries with the rows read beside them (copied from those bytes)."""
+        for step in steps:
+            summaries = [summary for summary, _ in step]
+            self.state.add_seen(s.session_id for s in summaries)
+            result.scanned += len(step)
+            yield summaries, {summary.session_id: st for summary, st in step}
+
+    def _moved_by_version(self, result: PassResult
+                          ) -> Iterator[tuple[list[Any], None]]:
         """Steps of summaries of the sessions whose version differs from the state's."""
         listing = self.source.iter_versions(owner_subject=self.scope, match=self.match,
                                             batch_size=self.batch_size)
@@ -197,7 +212,7 @@ class LiveMigration:
                         row[0] != "copied" or row[1] != version)):
                     moved.append(sid)
             found = (self.source.describe_session(sid, owner_subject=self.scope) for sid in moved)
-            yield [s for s in found if s is not None]
+            yield [s for s in found if s is not None], None
 
     def _feed_pass(self, result: PassResult, sids: set[str], feed_users: set[str]) -> set[str]:
         """Read only what the feed named: each session's summary (gone = deleted), and
@@ -227,7 +242,10 @@ class LiveMigration:
 
     # -- sessions ----------------------------------------------------------------------
 
-    def _copy_step(self, step: list[Any], result: PassResult) -> list[str]:
+    def _copy_step(self, step: list[Any], result: PassResult,
+                   states: dict[str, Any] | None = None) -> list[str]:
+        """Copy what moved of ``step``; ``states``: the rows read with the summaries
+        (else they are read now)."""
         known = self.state.sessions([s.session_id for s in step])
         todo = []
         for summary in step:
@@ -243,26 +261,31 @@ class LiveMigration:
         result.changed += len(todo)
         moved: list[str] = []
         for part in chunks(todo, WRITE_BATCH):
-            moved.extend(self._copy_sessions(part, known, result))
+            moved.extend(self._copy_sessions(part, known, result, states))
         return moved
 
     def _copy_sessions(self, part: list[Any], known: dict[str, SessionRow],
-                       result: PassResult) -> list[str]:
+                       result: PassResult, states: dict[str, Any] | None) -> list[str]:
         part = list({s.session_id: s for s in part}.values())  # SCAN may repeat a key
         ids = [s.session_id for s in part]
-        loaded = self._read_source(ids, self.scope)
-        live = [(s, st) for s, st in zip(part, loaded) if st is not None]  # gone since the scan:
-        if not live:                                                       # the deletion step sees it
+        if states is not None:  # read with the summary: its digest is that of these bytes
+            live = [(s, states[s.session_id]) for s in part]
+            digests = {s.session_id: s.blob_sha256 for s in part}
+        else:
+            loaded = self._read_source(ids, self.scope)
+            live = [(s, st) for s, st in zip(part, loaded) if st is not None]  # gone since the
+            digests = {s.session_id: sha256_hex(st.blob) for s, st in live}  # scan: the deletion
+        if not live:                                                           # step sees it
             return []
         on_target = dict(zip([s.session_id for s, _ in live],
                              self._read_target([s.session_id for s, _ in live], UNSCOPED)))
         self._settle_intents(known, on_target)
         with self.state.transaction() as db:
-            self.state.mark_intent(db, [(s.session_id, st.version, sha256_hex(st.blob))
+            self.state.mark_intent(db, [(s.session_id, st.version, digests[s.session_id])
                                         for s, st in live])
         copied, conflicts, fresh = [], [], []
         for summary, st in live:
-            sid, digest = summary.session_id, sha256_hex(st.blob)
+            sid, digest = summary.session_id, digests[summary.session_id]
             outcome = self._prepare(summary, st, digest, known.get(sid), on_target[sid])
             if outcome is _DONE:
                 copied.append((sid, st.version, digest))
