@@ -395,9 +395,10 @@ class SqlStateStore(DerivedReads):
         self._db.write(STATE_GROUP, work)
 
     def restore_sessions(self, rows: Any) -> set[str]:
-        """``restore_session`` for many rows in one transaction: COPY into a temporary
-        table (emptied at commit), then one INSERT ... ON CONFLICT DO NOTHING; rows whose
-        id exists are left as they are and their ids returned."""
+        """``restore_session`` for many rows in one transaction: COPY straight into the
+        table; when an id exists (unique violation: nothing of the COPY is kept), COPY
+        into a temporary table (emptied at commit), then one INSERT ... ON CONFLICT DO
+        NOTHING. Rows whose id exists are left as they are and their ids returned."""
         rows = list(rows)
         if not rows:
             return set()
@@ -413,7 +414,19 @@ class SqlStateStore(DerivedReads):
         columns = "session_id, state_blob, version, drift_exempt, owner_subject, pending_message"
 
         def work(conn: Any) -> set[str]:
+            from psycopg.errors import UniqueViolation
+
             with conn.transaction():
+                # the stamp the fallback's coalesce would give (now(): the transaction's)
+                now = conn.execute(f"SELECT {_utc_now_sql()}").fetchone()[0]
+                try:
+                    with conn.transaction(), conn.cursor().copy(
+                            f"COPY {self._table} ({columns}, updated_at) FROM STDIN") as copy:
+                        for value in values:
+                            copy.write_row(value if value[6] is not None else (*value[:6], now))
+                    return {row[0] for row in values}
+                except UniqueViolation:
+                    pass  # the savepoint is rolled back: nothing of the COPY stays
                 conn.execute(
                     "CREATE TEMP TABLE IF NOT EXISTS semvec_restore_rows (session_id text,"
                     " state_blob bytea, version integer, drift_exempt boolean, owner_subject"
