@@ -547,3 +547,24 @@ def test_a_redis_listing_with_rows_matches_the_strict_reads(stores):
     source._client.hset("semvec:state:live-2", "version", "not a number")
     with pytest.raises(CorruptState):
         list(source.iter_session_states())
+
+
+@pytest.mark.parametrize("target_kind", ["postgres", "mongo"])
+def test_a_row_already_identical_on_the_target_counts_as_copied(stores, tmp_path, target_kind):
+    """A session the state file never recorded is written insert-if-absent without
+    reading the target first; when the target turns out to hold it already, it is
+    decided as before: identical (an interrupted write whose record was lost) is copied,
+    anything else a conflict, and neither is overwritten."""
+    source, _ = stores("redis", "a")
+    target, _ = stores(target_kind, "b")
+    seed(source, 4)
+    same = source.state_store().load_full("live-1")
+    target.restore_session("live-1", same.blob, version=same.version,
+                           owner_subject=same.owner_subject)
+    target.state_store().save("live-3", b"theirs", expected_version=None, owner_subject=OWNER)
+    mig = LiveMigration(source, target, open_state(tmp_path, source, target))
+    first = run_migration(mig)[0]
+    assert [c[0] for c in first.new_conflicts] == ["live-3"]
+    assert "someone else" in first.new_conflicts[0][1]
+    assert first.copied == 3 and target.state_store().load_full("live-3").blob == b"theirs"
+    assert target.state_store().load_full("live-1").blob == same.blob

@@ -24,15 +24,17 @@ What the target cannot keep was settled before the first write (:mod:`.checks`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Generator, Iterable, Iterator
 
 from backends.archive.format import sha256_hex
 from backends.contract import Capability, OwnerFilter, RestoreRow, UNSCOPED, offers
 from backends.errors import is_state_version_conflict
 from backends.migrate.batch_reads import batch_loader, chunks
+from backends.migrate.live.readahead import read_ahead
 from backends.migrate.live.state import MigrationState, SessionRow
 from backends.migrate.loss import (
     counter_reader,
@@ -154,7 +156,7 @@ class LiveMigration:
         sessions whose version moved are described); the final pass compares digests."""
         self.state.begin_seen()
         moved_users: set[str] = set()
-        steps: Iterator[tuple[list[Any], dict[str, Any] | None]]
+        steps: Generator[tuple[list[Any], dict[str, Any] | None], None, None]
         if versions_only and offers(self.source, Capability.VERSION_LIST):
             if result.method == "version scan":
                 result.method = "version scan (versions only; digests in the final pass)"
@@ -162,16 +164,17 @@ class LiveMigration:
         elif offers(self.source, Capability.SESSION_STATES):  # each blob read once
             pairs = self.source.iter_session_states(owner_subject=self.scope, match=self.match,
                                                     batch_size=self.batch_size)
-            steps = self._counted_pairs(chunks(pairs, STEP), result)
+            steps = self._counted_pairs(read_ahead(chunks(pairs, STEP)), result)
         else:
             summaries = self.source.iter_sessions(owner_subject=self.scope, match=self.match,
                                                   batch_size=self.batch_size)
             steps = self._counted(chunks(summaries, STEP), result)
-        for step, states in steps:
-            moved = self._copy_step(step, result, states)
-            moved_users.update(self._subjects(moved))
-            if self.progress is not None:
-                self.progress(len(step))
+        with contextlib.closing(steps):  # stops a read-ahead thread when a step fails
+            for step, states in steps:
+                moved = self._copy_step(step, result, states)
+                moved_users.update(self._subjects(moved))
+                if self.progress is not None:
+                    self.progress(len(step))
         self._settle_deletions(result)
         users = set(moved_users)
         if all_users:
@@ -180,14 +183,14 @@ class LiveMigration:
         return users
 
     def _counted(self, steps: Iterable[list[Any]], result: PassResult
-                 ) -> Iterator[tuple[list[Any], None]]:
+                 ) -> Generator[tuple[list[Any], None], None, None]:
         for step in steps:
             self.state.add_seen(s.session_id for s in step)
             result.scanned += len(step)
             yield step, None
 
     def _counted_pairs(self, steps: Iterable[list[tuple[Any, Any]]], result: PassResult
-                       ) -> Iterator[tuple[list[Any], dict[str, Any]]]:
+                       ) -> Generator[tuple[list[Any], dict[str, Any]], None, None]:
         """Steps of summaries with the rows read beside them (copied from those bytes)."""
         for step in steps:
             summaries = [summary for summary, _ in step]
@@ -196,7 +199,7 @@ class LiveMigration:
             yield summaries, {summary.session_id: st for summary, st in step}
 
     def _moved_by_version(self, result: PassResult
-                          ) -> Iterator[tuple[list[Any], None]]:
+                          ) -> Generator[tuple[list[Any], None], None, None]:
         """Steps of summaries of the sessions whose version differs from the state's."""
         listing = self.source.iter_versions(owner_subject=self.scope, match=self.match,
                                             batch_size=self.batch_size)
@@ -277,8 +280,10 @@ class LiveMigration:
             digests = {s.session_id: sha256_hex(st.blob) for s, st in live}  # scan: the deletion
         if not live:                                                           # step sees it
             return []
-        on_target = dict(zip([s.session_id for s, _ in live],
-                             self._read_target([s.session_id for s, _ in live], UNSCOPED)))
+        # the target is read first only where the state file knows the session; one it
+        # never recorded is written insert-if-absent and read only if that finds a row
+        asked = [s.session_id for s, _ in live if s.session_id in known]
+        on_target = dict(zip(asked, self._read_target(asked, UNSCOPED))) if asked else {}
         self._settle_intents(known, on_target)
         with self.state.transaction() as db:
             self.state.mark_intent(db, [(s.session_id, st.version, digests[s.session_id])
@@ -286,7 +291,7 @@ class LiveMigration:
         copied, conflicts, fresh = [], [], []
         for summary, st in live:
             sid, digest = summary.session_id, digests[summary.session_id]
-            outcome = self._prepare(summary, st, digest, known.get(sid), on_target[sid])
+            outcome = self._prepare(summary, st, digest, known.get(sid), on_target.get(sid))
             if outcome is _DONE:
                 copied.append((sid, st.version, digest))
             elif outcome is _WRITE:
@@ -294,10 +299,21 @@ class LiveMigration:
             else:
                 conflicts.append((sid, str(outcome)))
         existed = self._restore_all(fresh)
+        late = sorted(sid for sid in existed if sid not in on_target)
+        found = dict(zip(late, self._read_target(late, UNSCOPED))) if late else {}
         for summary, st, digest in fresh:
-            if summary.session_id in existed:
-                conflicts.append((summary.session_id, "written on the target by someone else "
-                                                      "while being copied; kept"))
+            sid = summary.session_id
+            if sid in existed:
+                have = found.get(sid)
+                if have is not None and sid not in on_target:  # decided as if read first
+                    outcome = self._prepare(summary, st, digest, None, have)
+                    if outcome is _DONE:
+                        copied.append((sid, st.version, digest))
+                    else:
+                        conflicts.append((sid, str(outcome)))
+                    continue
+                conflicts.append((sid, "written on the target by someone else "
+                                       "while being copied; kept"))
             else:
                 self._extras(summary, fresh_row=True)
                 copied.append((summary.session_id, st.version, digest))
