@@ -207,13 +207,7 @@ class LiveMigration:
             ids = [sid for sid, _ in step]
             self.state.add_seen(ids)
             result.scanned += len(step)
-            known = self.state.versions(ids)
-            moved = []
-            for sid, version in step:
-                row = known.get(sid)
-                if row is None or (row[0] != "conflict" and (
-                        row[0] != "copied" or row[1] != version)):
-                    moved.append(sid)
+            moved = self.state.moved(step)
             found = (self.source.describe_session(sid, owner_subject=self.scope) for sid in moved)
             yield [s for s in found if s is not None], None
 

@@ -244,15 +244,20 @@ class MigrationState:
                 found[r[0]] = SessionRow(*r)
         return found
 
-    def versions(self, sids: Sequence[str]) -> dict[str, tuple[str, int | None]]:
-        """sid -> (state, source version last copied), for a catch-up's version check."""
-        found: dict[str, tuple[str, int | None]] = {}
-        sids = list(sids)
-        for start in range(0, len(sids), 500):
-            part = sids[start:start + 500]
-            marks = ",".join("?" * len(part))
-            found.update((r[0], (r[1], r[2])) for r in self._db.execute(
-                f"SELECT sid, state, src_version FROM sessions WHERE sid IN ({marks})", part))
+    def moved(self, listed: Sequence[tuple[str, int]]) -> list[str]:
+        """Of ``(sid, source version)`` pairs, the sessions a catch-up must describe: never
+        recorded, or not recorded as copied at that version (a conflict stays as it is).
+        Compared in SQL, 400 pairs a statement (SQLite before 3.32 takes at most 999
+        parameters), so an unchanged session costs no Python object."""
+        found: list[str] = []
+        for start in range(0, len(listed), 400):
+            part = listed[start:start + 400]
+            rows = ",".join(["(?, ?)"] * len(part))
+            found.extend(r[0] for r in self._db.execute(
+                f"SELECT v.column1 FROM (VALUES {rows}) AS v LEFT JOIN sessions s "
+                "ON s.sid = v.column1 WHERE s.sid IS NULL OR (s.state <> 'conflict' "
+                "AND (s.state <> 'copied' OR s.src_version IS NOT v.column2))",
+                [x for pair in part for x in pair]))
         return found
 
     def rows(self, state: str | None = None) -> Iterator[SessionRow]:
@@ -273,12 +278,12 @@ class MigrationState:
         db.executemany(
             "INSERT INTO sessions (sid, state, want_version, want_digest) VALUES (?, 'intent', ?, ?) "
             "ON CONFLICT(sid) DO UPDATE SET state='intent', want_version=excluded.want_version, "
-            "want_digest=excluded.want_digest", list(items))
+            "want_digest=excluded.want_digest", sorted(items))  # sorted: B-tree locality
 
     def mark_copied(self, db: sqlite3.Connection, items: Iterable[tuple[str, int, str]]) -> None:
         db.executemany(
             "UPDATE sessions SET state='copied', src_version=?2, tgt_version=?2, digest=?3, "
-            "want_version=NULL, want_digest=NULL, note=NULL WHERE sid=?1", list(items))
+            "want_version=NULL, want_digest=NULL, note=NULL WHERE sid=?1", sorted(items))
 
     def mark_conflict(self, db: sqlite3.Connection, sid: str, note: str) -> None:
         db.execute("INSERT INTO sessions (sid, state, note) VALUES (?, 'conflict', ?) "
@@ -305,7 +310,7 @@ class MigrationState:
 
     def add_seen(self, sids: Iterable[str]) -> None:
         with self.transaction() as db:  # one statement per call, not one commit per id
-            db.executemany("INSERT OR IGNORE INTO seen VALUES (?)", [(s,) for s in sids])
+            db.executemany("INSERT OR IGNORE INTO seen VALUES (?)", [(s,) for s in sorted(sids)])
 
     def unseen_copied(self) -> list[SessionRow]:
         rows = self._db.execute("SELECT * FROM sessions WHERE state IN ('copied', 'intent') "
