@@ -568,3 +568,39 @@ def test_a_row_already_identical_on_the_target_counts_as_copied(stores, tmp_path
     assert "someone else" in first.new_conflicts[0][1]
     assert first.copied == 3 and target.state_store().load_full("live-3").blob == b"theirs"
     assert target.state_store().load_full("live-1").blob == same.blob
+
+
+def test_read_ahead_hands_over_every_step_its_error_and_stops_when_left():
+    """The full pass's read-ahead: the steps in order; a read's error at its place; a
+    caller that stops early leaves no reading thread behind (and closes the source)."""
+    from backends.migrate.live.readahead import read_ahead
+
+    assert list(read_ahead(iter(range(50)))) == list(range(50))
+
+    def failing():
+        yield 1
+        yield 2
+        raise ValueError("damaged row")
+
+    got = []
+    with pytest.raises(ValueError, match="damaged row"):
+        for step in read_ahead(failing()):
+            got.append(step)
+    assert got == [1, 2]
+
+    closed = threading.Event()
+
+    def endless():
+        try:
+            n = 0
+            while True:
+                n += 1
+                yield n
+        finally:
+            closed.set()
+
+    steps = read_ahead(endless())
+    assert next(steps) == 1
+    steps.close()
+    assert closed.is_set()
+    assert not [t for t in threading.enumerate() if t.name == "migrate-read-ahead"]

@@ -1,14 +1,18 @@
 """The passes of a live migration: bulk, catch-up and final, all one algorithm.
 
 A pass enumerates the source (the version scan: ``iter_sessions``, whose summaries carry
-each session's version and blob digest), compares each session with the state file, and
-copies only what moved: a session never copied, or whose version or digest changed. The
+each session's version and blob digest; ``iter_session_states`` where the source lists
+each row with its summary, so a blob is read once and the digest is that of the bytes
+copied; read one step ahead, :mod:`.readahead`), compares each session with the state
+file, and copies only what moved: a session never copied, or whose version or digest changed. The
 state file says what this migration last wrote on the target; every target write is
 checked against it:
 
 - a session we never wrote must be absent on the target (else someone else wrote it: a
   conflict, reported and never overwritten, unless it is exactly the row our own
-  interrupted write left, which the state's ``intent`` row names);
+  interrupted write left, which the state's ``intent`` row names, or identical to the
+  source's); it is written insert-if-absent, and the target is read only when a row
+  was there;
 - a session we wrote must still be at the version we wrote (then it is replaced: a
   version-checked delete, then a restore at the source's version), else a conflict.
 
