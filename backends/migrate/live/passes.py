@@ -158,7 +158,7 @@ class LiveMigration:
         """Every session: its summary (version and blob digest), or, in a catch-up pass
         over a source that lists versions without blobs, its version (then only the
         sessions whose version moved are described); the final pass compares digests."""
-        self.state.begin_seen()
+        self.state.begin_seen(needed_only=True)
         moved_users: set[str] = set()
         steps: Generator[tuple[list[Any], dict[str, Any] | None], None, None]
         if versions_only and offers(self.source, Capability.VERSION_LIST):

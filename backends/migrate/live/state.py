@@ -97,6 +97,7 @@ class MigrationState:
     def __init__(self, path: str, conn: sqlite3.Connection) -> None:
         self.path = path
         self._db = conn
+        self._keep_seen = True
 
     # -- opening ------------------------------------------------------------------------
 
@@ -304,15 +305,29 @@ class MigrationState:
 
     # -- the seen set of one pass (deletion detection without holding every id) ----------
 
-    def begin_seen(self) -> None:
-        self._db.execute("CREATE TEMP TABLE IF NOT EXISTS seen (sid TEXT PRIMARY KEY)")
-        self._db.execute("DELETE FROM seen")
+    def begin_seen(self, *, needed_only: bool = False) -> None:
+        """Start a pass's seen set. With ``needed_only`` (a scan that records only rows it
+        listed) and no row copied or announced yet, nothing can be unseen at the end, so
+        no set is kept (a first bulk pass): :meth:`add_seen` keeps nothing and
+        :meth:`unseen_copied` finds nothing."""
+        # kept as a heap (appends, in SCAN's random order, cost no B-tree page each);
+        # indexed once, by one sort, when the pass asks what it did not see
+        self._db.execute("DROP TABLE IF EXISTS temp.seen")
+        self._db.execute("CREATE TEMP TABLE seen (sid TEXT NOT NULL)")
+        self._keep_seen = not needed_only or self._db.execute(
+            "SELECT 1 FROM sessions WHERE state IN ('copied', 'intent') LIMIT 1"
+        ).fetchone() is not None
 
     def add_seen(self, sids: Iterable[str]) -> None:
+        if not self._keep_seen:
+            return
         with self.transaction() as db:  # one statement per call, not one commit per id
-            db.executemany("INSERT OR IGNORE INTO seen VALUES (?)", [(s,) for s in sorted(sids)])
+            db.executemany("INSERT INTO seen VALUES (?)", [(s,) for s in sids])
 
     def unseen_copied(self) -> list[SessionRow]:
+        if not self._keep_seen:
+            return []
+        self._db.execute("CREATE INDEX IF NOT EXISTS temp.seen_sid ON seen (sid)")
         rows = self._db.execute("SELECT * FROM sessions WHERE state IN ('copied', 'intent') "
                                 "AND sid NOT IN (SELECT sid FROM seen) ORDER BY sid LIMIT 10000")
         return [SessionRow(*r) for r in rows]
