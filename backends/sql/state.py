@@ -37,7 +37,10 @@ MAX_VERSION = 2**31 - 1
 
 def has_nul(*values: Any) -> bool:
     """PostgreSQL text cannot hold NUL: such a value can never be stored or matched."""
-    return any(isinstance(v, str) and "\x00" in v for v in values)
+    for value in values:  # a loop, not any(): checked for every field of every restored row
+        if isinstance(value, str) and "\x00" in value:
+            return True
+    return False
 
 
 def validate_pg_save_args(session_id: Any, blob: Any, expected_version: Any,
