@@ -26,9 +26,12 @@ from backends.errors import CorruptState
 _TOKEN = re.compile(r"\\(\\|x[89a-fA-F][0-9a-fA-F])")
 
 
+_LONE_SURROGATE = re.compile("[\udc80-\udcff]")
+
+
 def has_undecodable(session_id: str) -> bool:
     """True when the id holds bytes that are not UTF-8 (surrogate-escaped)."""
-    return any("\udc80" <= ch <= "\udcff" for ch in session_id)
+    return not session_id.isascii() and _LONE_SURROGATE.search(session_id) is not None
 
 
 def _canonical(session_id: str) -> str:

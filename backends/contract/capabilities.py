@@ -9,7 +9,8 @@ from enum import Enum
 from typing import Any
 
 from backends.contract.protocols import protocol_members
-from backends.contract.seams import (BatchSessionRestorer, BatchStateReader, ChangeFeedSource, Closeable, VersionLister, DriftExemption, DriftStatus,
+from backends.contract.seams import (BatchSessionRestorer, BatchStateReader, ChangeFeedSource, Closeable, VersionLister,
+                                     SessionStateLister, DriftExemption, DriftStatus,
                                      ErasureOffer, EventDeleter, EventPurger, EventRefReader,
                                      EventRestorer, ExpiryDeclaration, FaultSeam, HealthDetails,
                                      IndexEntryDropper, IndexEntryReader, IndexManager,
@@ -63,6 +64,7 @@ class Capability(str, Enum):
     BATCH_RESTORE = "batch-restore"
     CHANGE_FEED = "change-feed"
     VERSION_LIST = "version-list"
+    SESSION_STATES = "session-states"
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,7 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.BATCH_RESTORE: CapabilitySpec(_S, BatchSessionRestorer),
     Capability.CHANGE_FEED: CapabilitySpec(_A, ChangeFeedSource),
     Capability.VERSION_LIST: CapabilitySpec(_A, VersionLister),
+    Capability.SESSION_STATES: CapabilitySpec(_A, SessionStateLister),
 }
 
 

@@ -153,6 +153,18 @@ class BatchSessionRestorer(Protocol):
 
 
 @runtime_checkable
+class SessionStateLister(Protocol):
+    """Optional on an adapter: each session's summary with its row, both from one read
+    (under the owner filter and glob), so a live migration's full pass reads each blob
+    once: the digest it compares is the one of the bytes it copies. A damaged row raises
+    as ``load_full`` would."""
+
+    def iter_session_states(self, *, owner_subject: OwnerFilter = UNSCOPED,
+                            match: str | None = None, batch_size: int = 500
+                            ) -> Iterator[tuple[SessionSummary, LoadedState]]: ...
+
+
+@runtime_checkable
 class VersionLister(Protocol):
     """Optional on an adapter: ``(session id, version)`` of every session (under the
     owner filter and glob) without reading blobs; a live migration's catch-up passes

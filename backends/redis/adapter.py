@@ -18,7 +18,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
-from backends.contract import ClosesOnce, owner_of_scope, speaks_both_conventions, UNSCOPED, OwnerFilter, SessionSummary, StateStoreSeams
+from backends.contract import ClosesOnce, owner_of_scope, speaks_both_conventions, UNSCOPED, LoadedState, OwnerFilter, SessionSummary, StateStoreSeams
 from backends.errors import UnsupportedOperation
 from backends.info import declared
 from backends.redis.uris import RedisSettings
@@ -187,6 +187,18 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
                                          batch_size=batch_size, ordered=ordered)
         return iter_sessions(self._client, self._where, owner_subject=owner_subject,
                              match=match, batch_size=batch_size, ordered=ordered)
+
+    def iter_session_states(self, *, owner_subject: OwnerFilter = UNSCOPED,
+                            match: str | None = None, batch_size: int = 500
+                            ) -> Iterator[tuple[SessionSummary, LoadedState]]:
+        """Each session's summary with its row, from the listing's one read of it."""
+        from backends.redis.enumeration import iter_cluster_sessions, iter_session_states
+
+        if self.settings.cluster:
+            return iter_cluster_sessions(self._client, self._where, owner_subject=owner_subject,
+                                         match=match, batch_size=batch_size, states=True)
+        return iter_session_states(self._client, self._where, owner_subject=owner_subject,
+                                   match=match, batch_size=batch_size)
 
     def iter_versions(self, *, owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
                       batch_size: int = 500) -> Iterator[tuple[str, int]]:

@@ -29,11 +29,12 @@ import heapq
 import math
 from typing import Any, Iterator
 
-from backends.contract import UNSCOPED, OwnerFilter, SessionSummary, owner_matches, validate_owner_filter
+from backends.contract import (UNSCOPED, LoadedState, OwnerFilter, SessionSummary, owner_matches,
+                               validate_owner_filter)
 from backends.redis import keys
 from backends.redis.failures import redis_errors
 from backends.redis.scripts import bulk, checkout, script
-from backends.redis.state_store import damage_of, optional_text
+from backends.redis.state_store import RedisStateStore, damage_of, optional_text
 from backends.session_ids import from_key, to_key
 
 _FIELDS = (keys.F_BLOB, keys.F_VERSION, keys.F_OWNER, keys.F_PENDING, keys.F_DRIFT_EXEMPT)
@@ -143,6 +144,39 @@ def iter_sessions(
     per_key_ttl: bool = False,
     ordered: bool = False,
 ) -> Iterator[SessionSummary]:
+    for summary, _ in _rows(client, where, owner_subject, match, batch_size, per_key_ttl,
+                            ordered):
+        yield summary
+
+
+def iter_session_states(
+    client: Any,
+    where: str,
+    *,
+    owner_subject: OwnerFilter = UNSCOPED,
+    match: str | None = None,
+    batch_size: int = 500,
+    per_key_ttl: bool = False,
+    ordered: bool = False,
+) -> Iterator[tuple[SessionSummary, LoadedState]]:
+    """``iter_sessions`` with each session's row decoded from the same reply (the blob
+    read once); a damaged row raises as ``load_full`` would."""
+    for summary, values in _rows(client, where, owner_subject, match, batch_size,
+                                 per_key_ttl, ordered):
+        sid = summary.session_id
+        if isinstance(values, Exception):  # re-raised, categorised, naming the session
+            with redis_errors(where, sid):
+                raise values
+        blob, version, owner, pending, drift = values
+        state = RedisStateStore._decode(sid, (version, owner, pending, drift, blob),
+                                        owner_subject, True)
+        if state is not None:
+            yield summary, state
+
+
+def _rows(client: Any, where: str, owner_subject: OwnerFilter, match: str | None,
+          batch_size: int, per_key_ttl: bool, ordered: bool) -> Iterator[tuple[SessionSummary, Any]]:
+    """Each matching session's summary with the raw HMGET reply it was made from."""
     validate_owner_filter(owner_subject)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError("batch_size must be a positive int")
@@ -159,7 +193,7 @@ def iter_sessions(
         for i, raw_key in enumerate(raw_keys):
             summary = _summary(from_key(raw_key[len(_PREFIX):]), values[i], ttls[i])
             if summary is not None and owner_matches(summary.owner_subject, owner_subject):
-                yield summary
+                yield summary, values[i]
 
 
 def _pattern(match: str | None) -> str:
@@ -205,21 +239,27 @@ def iter_cluster_sessions(
     match: str | None = None,
     batch_size: int = 500,
     ordered: bool = False,
-) -> Iterator[SessionSummary]:
+    states: bool = False,
+) -> Iterator[Any]:
     """Every primary of a Redis Cluster in turn (SCAN sees one node's keys only); with
-    ``ordered``, the primaries' ordered streams merged into one id order."""
+    ``ordered``, the primaries' ordered streams merged into one id order; with
+    ``states``, ``(summary, row)`` pairs as :func:`iter_session_states` gives them."""
     validate_owner_filter(owner_subject)
     with redis_errors(where):
         primaries = list(cluster.get_primaries())
     streams = []
+    listing = iter_session_states if states else iter_sessions
     for node in primaries:
         with redis_errors(where):
             node_client = cluster.get_redis_connection(node)
-        streams.append(iter_sessions(node_client, where, owner_subject=owner_subject,
-                                     match=match, batch_size=batch_size, per_key_ttl=True,
-                                     ordered=ordered))
+        streams.append(listing(node_client, where, owner_subject=owner_subject,
+                               match=match, batch_size=batch_size, per_key_ttl=True,
+                               ordered=ordered))
     if ordered:
-        yield from heapq.merge(*streams, key=lambda summary: to_key(summary.session_id))
+        def order(item: Any) -> bytes:
+            return to_key((item[0] if states else item).session_id)
+
+        yield from heapq.merge(*streams, key=order)
     else:
         for stream in streams:
             yield from stream
@@ -244,11 +284,36 @@ def describe_session(
     return summary
 
 
+_VERSIONS_HEAD = b"*4\r\n" + bulk(b"HMGET")
+_VERSIONS_TAIL = bulk(keys.F_VERSION.encode("utf-8")) + bulk(keys.F_OWNER.encode("utf-8"))
+
+
+def _read_versions(client: Any, raw_keys: list[bytes]) -> list[Any]:
+    """One round trip: an HMGET of version and owner per key, hand-packed as
+    :func:`_pack_batch` is (an error reply, a key of another type, kept in its place)."""
+    from redis.exceptions import ResponseError
+
+    pool = client.connection_pool
+    connection = checkout(pool)
+    try:
+        connection.send_packed_command(
+            [b"".join(_VERSIONS_HEAD + bulk(key) + _VERSIONS_TAIL for key in raw_keys)])
+        replies: list[Any] = []
+        for _ in raw_keys:
+            try:
+                replies.append(connection.read_response())
+            except ResponseError as exc:
+                replies.append(exc)
+    finally:
+        pool.release(connection)
+    return replies
+
+
 def iter_versions(client: Any, where: str, *, owner_subject: OwnerFilter = UNSCOPED,
                   match: str | None = None, batch_size: int = 500) -> Iterator[tuple[str, int]]:
     """``(session id, version)`` of every session, without reading blobs: SCAN and one
-    pipelined HMGET of version and owner per batch (a live migration's catch-up passes
-    over unchanged sessions). A version that is not a number is reported as 0."""
+    hand-packed round trip of HMGETs of version and owner per batch (a live migration's
+    catch-up passes over unchanged sessions). A version that is not a number is reported as 0."""
     validate_owner_filter(owner_subject)
     pattern = keys.escape_glob(keys.STATE_PREFIX) + (
         keys.fnmatch_to_redis_prefilter(match) if match else "*")
@@ -256,10 +321,7 @@ def iter_versions(client: Any, where: str, *, owner_subject: OwnerFilter = UNSCO
     while True:
         with redis_errors(where):
             cursor, raw_keys = client.scan(cursor, match=pattern, count=batch_size)
-            pipe = client.pipeline(transaction=False)
-            for raw_key in raw_keys:
-                pipe.hmget(raw_key, keys.F_VERSION, keys.F_OWNER)
-            replies = pipe.execute(raise_on_error=False) if raw_keys else []
+            replies = _read_versions(client, raw_keys) if raw_keys else []
         for raw_key, reply in zip(raw_keys, replies):
             session_id = from_key(raw_key[len(_PREFIX):])
             if match is not None and not fnmatch.fnmatchcase(session_id, match):

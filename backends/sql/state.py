@@ -37,7 +37,10 @@ MAX_VERSION = 2**31 - 1
 
 def has_nul(*values: Any) -> bool:
     """PostgreSQL text cannot hold NUL: such a value can never be stored or matched."""
-    return any(isinstance(v, str) and "\x00" in v for v in values)
+    for value in values:  # a loop, not any(): checked for every field of every restored row
+        if isinstance(value, str) and "\x00" in value:
+            return True
+    return False
 
 
 def validate_pg_save_args(session_id: Any, blob: Any, expected_version: Any,
@@ -395,9 +398,10 @@ class SqlStateStore(DerivedReads):
         self._db.write(STATE_GROUP, work)
 
     def restore_sessions(self, rows: Any) -> set[str]:
-        """``restore_session`` for many rows in one transaction: COPY into a temporary
-        table (emptied at commit), then one INSERT ... ON CONFLICT DO NOTHING; rows whose
-        id exists are left as they are and their ids returned."""
+        """``restore_session`` for many rows in one transaction: COPY straight into the
+        table; when an id exists (unique violation: nothing of the COPY is kept), COPY
+        into a temporary table (emptied at commit), then one INSERT ... ON CONFLICT DO
+        NOTHING. Rows whose id exists are left as they are and their ids returned."""
         rows = list(rows)
         if not rows:
             return set()
@@ -413,7 +417,19 @@ class SqlStateStore(DerivedReads):
         columns = "session_id, state_blob, version, drift_exempt, owner_subject, pending_message"
 
         def work(conn: Any) -> set[str]:
+            from psycopg.errors import UniqueViolation
+
             with conn.transaction():
+                # the stamp the fallback's coalesce would give (now(): the transaction's)
+                now = conn.execute(f"SELECT {_utc_now_sql()}").fetchone()[0]
+                try:
+                    with conn.transaction(), conn.cursor().copy(
+                            f"COPY {self._table} ({columns}, updated_at) FROM STDIN") as copy:
+                        for value in values:
+                            copy.write_row(value if value[6] is not None else (*value[:6], now))
+                    return {row[0] for row in values}
+                except UniqueViolation:
+                    pass  # the savepoint is rolled back: nothing of the COPY stays
                 conn.execute(
                     "CREATE TEMP TABLE IF NOT EXISTS semvec_restore_rows (session_id text,"
                     " state_blob bytea, version integer, drift_exempt boolean, owner_subject"

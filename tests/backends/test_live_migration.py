@@ -504,3 +504,103 @@ def test_catch_up_compares_versions_and_the_final_pass_digests(stores, tmp_path)
     result = cutover(mig, quiet_seconds=0)
     assert result.ok and result.final_pass.copied == 1
     assert target.state_store().load_full("live-1").blob == b"same version, new content"
+
+
+@pytest.mark.parametrize("kind", ["postgres", "pgvector"])
+def test_a_batch_restore_keeps_the_rows_that_exist_and_writes_the_rest(stores, kind):
+    """The bulk pass's batch restore: straight COPY when every id is new; when one id
+    exists, nothing of that COPY stays, the rest is written and the existing row kept."""
+    from backends.contract import RestoreRow
+
+    target, _ = stores(kind, "b")
+    store = target.state_store()
+    assert store.restore_sessions([RestoreRow("fresh-1", b"a", 3, OWNER),
+                                   RestoreRow("fresh-2", b"b", 1, None, "q?")]) == set()
+    store.save("theirs", b"someone else's", expected_version=None, owner_subject=OWNER)
+    existed = store.restore_sessions([RestoreRow("fresh-3", b"c", 2, OWNER),
+                                      RestoreRow("theirs", b"ours", 7, OWNER),
+                                      RestoreRow("fresh-4", b"d", 5, OWNER)])
+    assert existed == {"theirs"}
+    assert store.load_full("theirs").blob == b"someone else's"
+    got = {sid: store.load_full(sid) for sid in ("fresh-1", "fresh-2", "fresh-3", "fresh-4")}
+    assert {sid: (st.blob, st.version) for sid, st in got.items()} == {
+        "fresh-1": (b"a", 3), "fresh-2": (b"b", 1), "fresh-3": (b"c", 2), "fresh-4": (b"d", 5)}
+    assert got["fresh-2"].pending_message == "q?" and got["fresh-2"].owner_subject is None
+    assert all(s.updated_at is not None for s in target.iter_sessions())
+
+
+def test_a_redis_listing_with_rows_matches_the_strict_reads(stores):
+    """``iter_session_states`` (the full pass reads each blob once): the same summaries
+    as ``iter_sessions``, each with the row ``load_full`` reads, digest of those bytes;
+    a damaged row raises as ``load_full`` does instead of being copied."""
+    from backends.archive.format import sha256_hex
+    from backends.errors import CorruptState
+
+    source, _ = stores("redis", "a")
+    seed(source, 5)
+    pairs = sorted(source.iter_session_states(), key=lambda p: p[0].session_id)
+    assert [s for s, _ in pairs] == sorted(source.iter_sessions(), key=lambda s: s.session_id)
+    for summary, st in pairs:
+        assert st == source.state_store().load_full(summary.session_id)
+        assert summary.blob_sha256 == sha256_hex(st.blob)
+    assert [s.session_id for s, _ in source.iter_session_states(match="live-3")] == ["live-3"]
+    source._client.hset("semvec:state:live-2", "version", "not a number")
+    with pytest.raises(CorruptState):
+        list(source.iter_session_states())
+
+
+@pytest.mark.parametrize("target_kind", ["postgres", "mongo"])
+def test_a_row_already_identical_on_the_target_counts_as_copied(stores, tmp_path, target_kind):
+    """A session the state file never recorded is written insert-if-absent without
+    reading the target first; when the target turns out to hold it already, it is
+    decided as before: identical (an interrupted write whose record was lost) is copied,
+    anything else a conflict, and neither is overwritten."""
+    source, _ = stores("redis", "a")
+    target, _ = stores(target_kind, "b")
+    seed(source, 4)
+    same = source.state_store().load_full("live-1")
+    target.restore_session("live-1", same.blob, version=same.version,
+                           owner_subject=same.owner_subject)
+    target.state_store().save("live-3", b"theirs", expected_version=None, owner_subject=OWNER)
+    mig = LiveMigration(source, target, open_state(tmp_path, source, target))
+    first = run_migration(mig)[0]
+    assert [c[0] for c in first.new_conflicts] == ["live-3"]
+    assert "someone else" in first.new_conflicts[0][1]
+    assert first.copied == 3 and target.state_store().load_full("live-3").blob == b"theirs"
+    assert target.state_store().load_full("live-1").blob == same.blob
+
+
+def test_read_ahead_hands_over_every_step_its_error_and_stops_when_left():
+    """The full pass's read-ahead: the steps in order; a read's error at its place; a
+    caller that stops early leaves no reading thread behind (and closes the source)."""
+    from backends.migrate.live.readahead import read_ahead
+
+    assert list(read_ahead(iter(range(50)))) == list(range(50))
+
+    def failing():
+        yield 1
+        yield 2
+        raise ValueError("damaged row")
+
+    got = []
+    with pytest.raises(ValueError, match="damaged row"):
+        for step in read_ahead(failing()):
+            got.append(step)
+    assert got == [1, 2]
+
+    closed = threading.Event()
+
+    def endless():
+        try:
+            n = 0
+            while True:
+                n += 1
+                yield n
+        finally:
+            closed.set()
+
+    steps = read_ahead(endless())
+    assert next(steps) == 1
+    steps.close()
+    assert closed.is_set()
+    assert not [t for t in threading.enumerate() if t.name == "migrate-read-ahead"]

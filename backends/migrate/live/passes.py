@@ -1,14 +1,18 @@
 """The passes of a live migration: bulk, catch-up and final, all one algorithm.
 
 A pass enumerates the source (the version scan: ``iter_sessions``, whose summaries carry
-each session's version and blob digest), compares each session with the state file, and
-copies only what moved: a session never copied, or whose version or digest changed. The
+each session's version and blob digest; ``iter_session_states`` where the source lists
+each row with its summary, so a blob is read once and the digest is that of the bytes
+copied; read one step ahead, :mod:`.readahead`), compares each session with the state
+file, and copies only what moved: a session never copied, or whose version or digest changed. The
 state file says what this migration last wrote on the target; every target write is
 checked against it:
 
 - a session we never wrote must be absent on the target (else someone else wrote it: a
   conflict, reported and never overwritten, unless it is exactly the row our own
-  interrupted write left, which the state's ``intent`` row names);
+  interrupted write left, which the state's ``intent`` row names, or identical to the
+  source's); it is written insert-if-absent, and the target is read only when a row
+  was there;
 - a session we wrote must still be at the version we wrote (then it is replaced: a
   version-checked delete, then a restore at the source's version), else a conflict.
 
@@ -24,15 +28,17 @@ What the target cannot keep was settled before the first write (:mod:`.checks`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Generator, Iterable, Iterator
 
 from backends.archive.format import sha256_hex
 from backends.contract import Capability, OwnerFilter, RestoreRow, UNSCOPED, offers
 from backends.errors import is_state_version_conflict
 from backends.migrate.batch_reads import batch_loader, chunks
+from backends.migrate.live.readahead import read_ahead
 from backends.migrate.live.state import MigrationState, SessionRow
 from backends.migrate.loss import (
     counter_reader,
@@ -152,22 +158,27 @@ class LiveMigration:
         """Every session: its summary (version and blob digest), or, in a catch-up pass
         over a source that lists versions without blobs, its version (then only the
         sessions whose version moved are described); the final pass compares digests."""
-        self.state.begin_seen()
+        self.state.begin_seen(needed_only=True)
         moved_users: set[str] = set()
-        steps: Iterator[list[Any]]
+        steps: Generator[tuple[list[Any], dict[str, Any] | None], None, None]
         if versions_only and offers(self.source, Capability.VERSION_LIST):
             if result.method == "version scan":
                 result.method = "version scan (versions only; digests in the final pass)"
             steps = self._moved_by_version(result)
+        elif offers(self.source, Capability.SESSION_STATES):  # each blob read once
+            pairs = self.source.iter_session_states(owner_subject=self.scope, match=self.match,
+                                                    batch_size=self.batch_size)
+            steps = self._counted_pairs(read_ahead(chunks(pairs, STEP)), result)
         else:
             summaries = self.source.iter_sessions(owner_subject=self.scope, match=self.match,
                                                   batch_size=self.batch_size)
             steps = self._counted(chunks(summaries, STEP), result)
-        for step in steps:
-            moved = self._copy_step(step, result)
-            moved_users.update(self._subjects(moved))
-            if self.progress is not None:
-                self.progress(len(step))
+        with contextlib.closing(steps):  # stops a read-ahead thread when a step fails
+            for step, states in steps:
+                moved = self._copy_step(step, result, states)
+                moved_users.update(self._subjects(moved))
+                if self.progress is not None:
+                    self.progress(len(step))
         self._settle_deletions(result)
         users = set(moved_users)
         if all_users:
@@ -175,13 +186,24 @@ class LiveMigration:
         self.state.add_users(moved_users)
         return users
 
-    def _counted(self, steps: Iterable[list[Any]], result: PassResult) -> Iterator[list[Any]]:
+    def _counted(self, steps: Iterable[list[Any]], result: PassResult
+                 ) -> Generator[tuple[list[Any], None], None, None]:
         for step in steps:
             self.state.add_seen(s.session_id for s in step)
             result.scanned += len(step)
-            yield step
+            yield step, None
 
-    def _moved_by_version(self, result: PassResult) -> Iterator[list[Any]]:
+    def _counted_pairs(self, steps: Iterable[list[tuple[Any, Any]]], result: PassResult
+                       ) -> Generator[tuple[list[Any], dict[str, Any]], None, None]:
+        """Steps of summaries with the rows read beside them (copied from those bytes)."""
+        for step in steps:
+            summaries = [summary for summary, _ in step]
+            self.state.add_seen(s.session_id for s in summaries)
+            result.scanned += len(step)
+            yield summaries, {summary.session_id: st for summary, st in step}
+
+    def _moved_by_version(self, result: PassResult
+                          ) -> Generator[tuple[list[Any], None], None, None]:
         """Steps of summaries of the sessions whose version differs from the state's."""
         listing = self.source.iter_versions(owner_subject=self.scope, match=self.match,
                                             batch_size=self.batch_size)
@@ -189,15 +211,9 @@ class LiveMigration:
             ids = [sid for sid, _ in step]
             self.state.add_seen(ids)
             result.scanned += len(step)
-            known = self.state.versions(ids)
-            moved = []
-            for sid, version in step:
-                row = known.get(sid)
-                if row is None or (row[0] != "conflict" and (
-                        row[0] != "copied" or row[1] != version)):
-                    moved.append(sid)
+            moved = self.state.moved(step)
             found = (self.source.describe_session(sid, owner_subject=self.scope) for sid in moved)
-            yield [s for s in found if s is not None]
+            yield [s for s in found if s is not None], None
 
     def _feed_pass(self, result: PassResult, sids: set[str], feed_users: set[str]) -> set[str]:
         """Read only what the feed named: each session's summary (gone = deleted), and
@@ -227,7 +243,10 @@ class LiveMigration:
 
     # -- sessions ----------------------------------------------------------------------
 
-    def _copy_step(self, step: list[Any], result: PassResult) -> list[str]:
+    def _copy_step(self, step: list[Any], result: PassResult,
+                   states: dict[str, Any] | None = None) -> list[str]:
+        """Copy what moved of ``step``; ``states``: the rows read with the summaries
+        (else they are read now)."""
         known = self.state.sessions([s.session_id for s in step])
         todo = []
         for summary in step:
@@ -243,27 +262,34 @@ class LiveMigration:
         result.changed += len(todo)
         moved: list[str] = []
         for part in chunks(todo, WRITE_BATCH):
-            moved.extend(self._copy_sessions(part, known, result))
+            moved.extend(self._copy_sessions(part, known, result, states))
         return moved
 
     def _copy_sessions(self, part: list[Any], known: dict[str, SessionRow],
-                       result: PassResult) -> list[str]:
+                       result: PassResult, states: dict[str, Any] | None) -> list[str]:
         part = list({s.session_id: s for s in part}.values())  # SCAN may repeat a key
         ids = [s.session_id for s in part]
-        loaded = self._read_source(ids, self.scope)
-        live = [(s, st) for s, st in zip(part, loaded) if st is not None]  # gone since the scan:
-        if not live:                                                       # the deletion step sees it
+        if states is not None:  # read with the summary: its digest is that of these bytes
+            live = [(s, states[s.session_id]) for s in part]
+            digests = {s.session_id: s.blob_sha256 for s in part}
+        else:
+            loaded = self._read_source(ids, self.scope)
+            live = [(s, st) for s, st in zip(part, loaded) if st is not None]  # gone since the
+            digests = {s.session_id: sha256_hex(st.blob) for s, st in live}  # scan: the deletion
+        if not live:                                                           # step sees it
             return []
-        on_target = dict(zip([s.session_id for s, _ in live],
-                             self._read_target([s.session_id for s, _ in live], UNSCOPED)))
+        # the target is read first only where the state file knows the session; one it
+        # never recorded is written insert-if-absent and read only if that finds a row
+        asked = [s.session_id for s, _ in live if s.session_id in known]
+        on_target = dict(zip(asked, self._read_target(asked, UNSCOPED))) if asked else {}
         self._settle_intents(known, on_target)
         with self.state.transaction() as db:
-            self.state.mark_intent(db, [(s.session_id, st.version, sha256_hex(st.blob))
+            self.state.mark_intent(db, [(s.session_id, st.version, digests[s.session_id])
                                         for s, st in live])
         copied, conflicts, fresh = [], [], []
         for summary, st in live:
-            sid, digest = summary.session_id, sha256_hex(st.blob)
-            outcome = self._prepare(summary, st, digest, known.get(sid), on_target[sid])
+            sid, digest = summary.session_id, digests[summary.session_id]
+            outcome = self._prepare(summary, st, digest, known.get(sid), on_target.get(sid))
             if outcome is _DONE:
                 copied.append((sid, st.version, digest))
             elif outcome is _WRITE:
@@ -271,10 +297,21 @@ class LiveMigration:
             else:
                 conflicts.append((sid, str(outcome)))
         existed = self._restore_all(fresh)
+        late = sorted(sid for sid in existed if sid not in on_target)
+        found = dict(zip(late, self._read_target(late, UNSCOPED))) if late else {}
         for summary, st, digest in fresh:
-            if summary.session_id in existed:
-                conflicts.append((summary.session_id, "written on the target by someone else "
-                                                      "while being copied; kept"))
+            sid = summary.session_id
+            if sid in existed:
+                have = found.get(sid)
+                if have is not None and sid not in on_target:  # decided as if read first
+                    outcome = self._prepare(summary, st, digest, None, have)
+                    if outcome is _DONE:
+                        copied.append((sid, st.version, digest))
+                    else:
+                        conflicts.append((sid, str(outcome)))
+                    continue
+                conflicts.append((sid, "written on the target by someone else "
+                                       "while being copied; kept"))
             else:
                 self._extras(summary, fresh_row=True)
                 copied.append((summary.session_id, st.version, digest))

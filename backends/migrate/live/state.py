@@ -11,6 +11,10 @@ A resumed run that finds an ``intent`` row looks at the target: the row it meant
 is there (it was written before the kill) or it is not (write it now). That is how a
 resume neither loses nor duplicates anything.
 
+Commits are not synced to disk one by one (WAL, ``synchronous=NORMAL``): a SIGKILL loses
+no committed step; an OS crash may lose the last few, which is the same as a run killed
+before it recorded them, and the checks above settle those rows from what the target holds.
+
 The fingerprints of both stores (backend name and redacted URI, hashed) are written when
 the file is created; a run against another pair is refused (:class:`StateMismatch`).
 """
@@ -93,14 +97,21 @@ class MigrationState:
     def __init__(self, path: str, conn: sqlite3.Connection) -> None:
         self.path = path
         self._db = conn
+        self._keep_seen = True
 
     # -- opening ------------------------------------------------------------------------
 
     @staticmethod
     def _connect(path: str) -> sqlite3.Connection:
         db = sqlite3.connect(path, isolation_level=None, timeout=30.0)
-        db.execute("PRAGMA journal_mode=WAL")  # one fsync per commit, readers never blocked
-        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA journal_mode=WAL")  # readers never blocked
+        # NORMAL: a commit is in the WAL (the OS's page cache) when it returns, so a killed
+        # process loses nothing; only an OS crash or power loss can drop the last commits
+        # (never corrupt the file), which a resume treats as steps not yet recorded: a
+        # target row identical to the source's is recognised as copied, one that differs
+        # is reported as a conflict and kept, an event already on the target counts as
+        # copied. See the module docstring.
+        db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA temp_store=MEMORY")  # the pass's seen set: never synced to disk
         return db
 
@@ -234,15 +245,20 @@ class MigrationState:
                 found[r[0]] = SessionRow(*r)
         return found
 
-    def versions(self, sids: Sequence[str]) -> dict[str, tuple[str, int | None]]:
-        """sid -> (state, source version last copied), for a catch-up's version check."""
-        found: dict[str, tuple[str, int | None]] = {}
-        sids = list(sids)
-        for start in range(0, len(sids), 500):
-            part = sids[start:start + 500]
-            marks = ",".join("?" * len(part))
-            found.update((r[0], (r[1], r[2])) for r in self._db.execute(
-                f"SELECT sid, state, src_version FROM sessions WHERE sid IN ({marks})", part))
+    def moved(self, listed: Sequence[tuple[str, int]]) -> list[str]:
+        """Of ``(sid, source version)`` pairs, the sessions a catch-up must describe: never
+        recorded, or not recorded as copied at that version (a conflict stays as it is).
+        Compared in SQL, 400 pairs a statement (SQLite before 3.32 takes at most 999
+        parameters), so an unchanged session costs no Python object."""
+        found: list[str] = []
+        for start in range(0, len(listed), 400):
+            part = listed[start:start + 400]
+            rows = ",".join(["(?, ?)"] * len(part))
+            found.extend(r[0] for r in self._db.execute(
+                f"SELECT v.column1 FROM (VALUES {rows}) AS v LEFT JOIN sessions s "
+                "ON s.sid = v.column1 WHERE s.sid IS NULL OR (s.state <> 'conflict' "
+                "AND (s.state <> 'copied' OR s.src_version IS NOT v.column2))",
+                [x for pair in part for x in pair]))
         return found
 
     def rows(self, state: str | None = None) -> Iterator[SessionRow]:
@@ -263,12 +279,12 @@ class MigrationState:
         db.executemany(
             "INSERT INTO sessions (sid, state, want_version, want_digest) VALUES (?, 'intent', ?, ?) "
             "ON CONFLICT(sid) DO UPDATE SET state='intent', want_version=excluded.want_version, "
-            "want_digest=excluded.want_digest", list(items))
+            "want_digest=excluded.want_digest", sorted(items))  # sorted: B-tree locality
 
     def mark_copied(self, db: sqlite3.Connection, items: Iterable[tuple[str, int, str]]) -> None:
         db.executemany(
             "UPDATE sessions SET state='copied', src_version=?2, tgt_version=?2, digest=?3, "
-            "want_version=NULL, want_digest=NULL, note=NULL WHERE sid=?1", list(items))
+            "want_version=NULL, want_digest=NULL, note=NULL WHERE sid=?1", sorted(items))
 
     def mark_conflict(self, db: sqlite3.Connection, sid: str, note: str) -> None:
         db.execute("INSERT INTO sessions (sid, state, note) VALUES (?, 'conflict', ?) "
@@ -289,15 +305,29 @@ class MigrationState:
 
     # -- the seen set of one pass (deletion detection without holding every id) ----------
 
-    def begin_seen(self) -> None:
-        self._db.execute("CREATE TEMP TABLE IF NOT EXISTS seen (sid TEXT PRIMARY KEY)")
-        self._db.execute("DELETE FROM seen")
+    def begin_seen(self, *, needed_only: bool = False) -> None:
+        """Start a pass's seen set. With ``needed_only`` (a scan that records only rows it
+        listed) and no row copied or announced yet, nothing can be unseen at the end, so
+        no set is kept (a first bulk pass): :meth:`add_seen` keeps nothing and
+        :meth:`unseen_copied` finds nothing."""
+        # kept as a heap (appends, in SCAN's random order, cost no B-tree page each);
+        # indexed once, by one sort, when the pass asks what it did not see
+        self._db.execute("DROP TABLE IF EXISTS temp.seen")
+        self._db.execute("CREATE TEMP TABLE seen (sid TEXT NOT NULL)")
+        self._keep_seen = not needed_only or self._db.execute(
+            "SELECT 1 FROM sessions WHERE state IN ('copied', 'intent') LIMIT 1"
+        ).fetchone() is not None
 
     def add_seen(self, sids: Iterable[str]) -> None:
+        if not self._keep_seen:
+            return
         with self.transaction() as db:  # one statement per call, not one commit per id
-            db.executemany("INSERT OR IGNORE INTO seen VALUES (?)", [(s,) for s in sids])
+            db.executemany("INSERT INTO seen VALUES (?)", [(s,) for s in sids])
 
     def unseen_copied(self) -> list[SessionRow]:
+        if not self._keep_seen:
+            return []
+        self._db.execute("CREATE INDEX IF NOT EXISTS temp.seen_sid ON seen (sid)")
         rows = self._db.execute("SELECT * FROM sessions WHERE state IN ('copied', 'intent') "
                                 "AND sid NOT IN (SELECT sid FROM seen) ORDER BY sid LIMIT 10000")
         return [SessionRow(*r) for r in rows]
