@@ -75,13 +75,11 @@ def complete_session_id(ctx: Any, incomplete: str) -> list[str]:
             with conn.open() as adapter:
                 if not offers(adapter, Capability.SESSIONS):
                     return []
-                from backends.registry import accepts_keyword
+                from backends.ops.inventory import sessions_in_id_order
 
                 glob = "".join("[" + c + "]" if c in "*?[]" else c for c in incomplete) + "*"
-                ordered = ({"ordered": True} if accepts_keyword(adapter.iter_sessions, "ordered")
-                           else {})  # the first ids in id order, as sessions list shows them
-                summaries = adapter.iter_sessions(match=glob, batch_size=MAX_SESSION_IDS,
-                                                  **ordered)
+                # the first ids in id order, as sessions list shows them
+                summaries = sessions_in_id_order(adapter, match=glob, batch_size=MAX_SESSION_IDS)
                 return [escape_id(s.session_id)
                         for s in itertools.islice(summaries, MAX_SESSION_IDS)]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from backends.contract import UNSCOPED, Capability, OwnerFilter, as_utc, offers
 from backends.errors import UnsupportedOperation
@@ -25,6 +25,18 @@ SORT_KEYS = {
 }
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def sessions_in_id_order(adapter: Any, *, owner_subject: OwnerFilter = UNSCOPED,
+                         match: str | None = None, batch_size: int = 500) -> Iterator[Any]:
+    """The listing in session-id order, as SQL, Mongo and memory list: a store whose
+    enumeration has no order of its own (Redis SCAN) takes ``ordered=True`` and pays for
+    it with the matching key names held (``sessions list``, completion)."""
+    from backends.registry import accepts_keyword
+
+    ordered = {"ordered": True} if accepts_keyword(adapter.iter_sessions, "ordered") else {}
+    return adapter.iter_sessions(owner_subject=owner_subject, match=match,
+                                 batch_size=batch_size, **ordered)
 
 
 def count_sessions(adapter: Any, *, owner_subject: OwnerFilter = UNSCOPED,

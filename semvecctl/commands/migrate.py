@@ -101,41 +101,17 @@ class _Pair:
             yield source, target
 
 
-def _settings(scope: Any, match: Optional[str]) -> dict[str, Any]:
-    from backends.contract import UNSCOPED
-
-    settings: dict[str, Any] = {}
-    if scope is not UNSCOPED:
-        settings["owner_subject"] = scope
-    if match is not None:
-        settings["match"] = match
-    return settings
-
-
-def _filters(state: Any) -> tuple[Any, Optional[str]]:
-    from backends.contract import UNSCOPED
-
-    stored = state.settings
-    return stored.get("owner_subject", UNSCOPED) if "owner_subject" in stored else UNSCOPED, \
-        stored.get("match")
-
-
 @contextlib.contextmanager
 def _existing_state(path: str, pair: _Pair) -> Iterator[Any]:
     """The state file, refused (exit 2) when missing or bound to another pair."""
     from backends.migrate.live import MigrationState, StateMismatch
 
+    source_fp, target_fp = pair.fingerprints()
     try:
-        state = MigrationState.read(path)
+        state = MigrationState.read(path, source=source_fp, target=target_fp)
     except StateMismatch as exc:
         current().abort(str(exc), ExitCode.USAGE, cause=None)
     try:
-        source_fp, target_fp = pair.fingerprints()
-        if (source_fp is not None and state.meta("source") != source_fp) or \
-                state.meta("target") != target_fp:
-            current().abort(f"state file {path} belongs to another pair of stores (from "
-                            f"{state.meta('label.source')} to {state.meta('label.target')}); "
-                            "name that pair", ExitCode.USAGE)
         yield state
     finally:
         state.close()
@@ -144,7 +120,7 @@ def _existing_state(path: str, pair: _Pair) -> Iterator[Any]:
 def _migration(source: Any, target: Any, state: Any, progress: Any = None) -> Any:
     from backends.migrate.live import LiveMigration
 
-    scope, match = _filters(state)
+    scope, match = state.filters
     return LiveMigration(source, target, state, owner_subject=scope, match=match, progress=progress)
 
 
@@ -223,7 +199,7 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
     metrics = recorder(metrics_file, "migrate run")
     pair = _Pair(from_uri, to_uri, from_adapter, to_adapter, owner, unowned)
     out = current().output
-    settings = _settings(pair.scope, match)
+    settings = MigrationState.settings_for(pair.scope, match)
     source_fp, target_fp = pair.fingerprints()
     resuming = os.path.exists(state_file)
     if resuming:  # refuse another pair before touching either store
@@ -381,7 +357,7 @@ def verify_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = Non
     pair = _Pair(from_uri, to_uri, from_adapter, to_adapter)
     out = current().output
     with _existing_state(state_file, pair) as state, pair.open() as (source, target):
-        scope, match = _filters(state)
+        scope, match = state.filters
         report = verify_live(source, target, state, owner_subject=scope, match=match,
                              sample=sample, ttl_tolerance=ttl_tolerance)
     _render_verify(report, output)

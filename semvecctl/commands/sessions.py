@@ -97,25 +97,23 @@ def list_sessions(
     import itertools
 
     from backends.contract import Capability
-    from backends.ops.inventory import sorted_sessions
+    from backends.ops.inventory import sessions_in_id_order, sorted_sessions
 
     out = current().output
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     with conn.open() as adapter_obj:
         require_seam(adapter_obj, Capability.SESSIONS, "session listing")
-        from backends.registry import accepts_keyword
-
-        # a deterministic default order: session id, as SQL, Mongo and memory list; a
-        # store whose enumeration has no order of its own (Redis SCAN) is asked for it
-        ordered = ({"ordered": True} if sort is None
-                   and accepts_keyword(adapter_obj.iter_sessions, "ordered") else {})
-        summaries = adapter_obj.iter_sessions(owner_subject=scope, match=match,
-                                              batch_size=batch_size, **ordered)
         if sort is not None:
-            summaries = iter(sorted_sessions(adapter_obj, summaries, sort.value, limit))
-        elif limit is not None:
-            summaries = itertools.islice(summaries, limit)
+            summaries = iter(sorted_sessions(
+                adapter_obj, adapter_obj.iter_sessions(owner_subject=scope, match=match,
+                                                       batch_size=batch_size),
+                sort.value, limit))
+        else:
+            summaries = sessions_in_id_order(adapter_obj, owner_subject=scope, match=match,
+                                             batch_size=batch_size)
+            if limit is not None:
+                summaries = itertools.islice(summaries, limit)
         damaged: list[str] = []
 
         def rows() -> Any:

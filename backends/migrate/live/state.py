@@ -129,12 +129,7 @@ class MigrationState:
             cls._create(path, source, target, labels or {}, settings or {})
         state = cls(path, cls._connect(path))
         state._check_format()
-        if state.meta("source") != source or state.meta("target") != target:
-            labels_were = (state.meta("label.source") or "?", state.meta("label.target") or "?")
-            state.close()
-            raise StateMismatch(
-                f"state file {path} belongs to another pair of stores (from {labels_were[0]} "
-                f"to {labels_were[1]}); use that pair, or a new --state file for this one")
+        state._check_pair(source, target)
         stored = json.loads(state.meta("settings") or "{}")
         if settings is not None and stored != settings:
             state.close()
@@ -171,8 +166,10 @@ class MigrationState:
             os.unlink(tmp)
 
     @classmethod
-    def read(cls, path: str) -> "MigrationState":
-        """Open an existing state file for reading (status, verify, abort)."""
+    def read(cls, path: str, *, source: str | None = None,
+             target: str | None = None) -> "MigrationState":
+        """Open an existing state file (status, verify, cutover, abort); with ``source``
+        and/or ``target`` fingerprints, refuse one bound to other stores."""
         if not os.path.exists(path):
             raise StateMismatch(f"no state file {path}: start the migration with "
                                 "'semvecctl migrate run ... --state FILE'")
@@ -182,7 +179,20 @@ class MigrationState:
             raise StateMismatch(f"{path} is not a migration state file; name the file "
                                 "'migrate run --state' wrote") from None
         state._check_format()
+        state._check_pair(source, target)
         return state
+
+    def _check_pair(self, source: str | None, target: str | None) -> None:
+        """:class:`StateMismatch` (and the file closed) when a given fingerprint is not the
+        one the file was made for."""
+        if (source is None or self.meta("source") == source) and \
+                (target is None or self.meta("target") == target):
+            return
+        labels = (self.meta("label.source") or "?", self.meta("label.target") or "?")
+        self.close()
+        raise StateMismatch(
+            f"state file {self.path} belongs to another pair of stores (from {labels[0]} "
+            f"to {labels[1]}); use that pair, or a new --state file for this one")
 
     def _check_format(self) -> None:
         try:
@@ -230,6 +240,27 @@ class MigrationState:
     @property
     def settings(self) -> dict[str, Any]:
         return json.loads(self.meta("settings") or "{}")
+
+    @staticmethod
+    def settings_for(owner_subject: Any, match: str | None) -> dict[str, Any]:
+        """The filters a migration is made with, as the file keeps them (unscoped and no
+        glob are absent)."""
+        from backends.contract import UNSCOPED
+
+        settings: dict[str, Any] = {}
+        if owner_subject is not UNSCOPED:
+            settings["owner_subject"] = owner_subject
+        if match is not None:
+            settings["match"] = match
+        return settings
+
+    @property
+    def filters(self) -> tuple[Any, str | None]:
+        """``(owner_subject, match)`` the migration was made with."""
+        from backends.contract import UNSCOPED
+
+        stored = self.settings
+        return stored.get("owner_subject", UNSCOPED), stored.get("match")
 
     # -- sessions --------------------------------------------------------------------------
 
