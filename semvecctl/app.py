@@ -11,6 +11,7 @@ Every failure leaves through :meth:`RootGroup.main`: one line on stderr, the exi
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any, Optional, Sequence
@@ -71,9 +72,12 @@ class RootGroup(TyperGroup):
         self.commands = LazyCommands(self.commands)
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
-        from semvecctl.watch import optional_values
+        args = hoist_global_flags(args)
+        if "--watch" in args:  # its value may be left out (semvecctl.watch fills it in)
+            from semvecctl.watch import optional_values
 
-        return super().parse_args(ctx, optional_values(hoist_global_flags(args)))
+            args = optional_values(args)
+        return super().parse_args(ctx, args)
 
     def list_commands(self, ctx: typer.Context) -> list[str]:
         return list(self.commands)  # the names only: TyperGroup's .items() would load each
@@ -107,24 +111,29 @@ class RootGroup(TyperGroup):
         """After the command: its ``--metrics-file`` written and its trace span ended,
         both with the exit code (a metrics file that cannot be written fails a run that
         would have passed: the job's monitoring depends on it)."""
-        from semvecctl import metrics, tracing
-
+        # a module never imported holds nothing to finish: only a command that takes
+        # --metrics-file imports semvecctl.metrics, and only OTEL_* variables semvecctl.tracing
+        metrics, tracing = sys.modules.get("semvecctl.metrics"), sys.modules.get("semvecctl.tracing")
         try:
-            metrics.finish(code)
+            if metrics is not None:
+                metrics.finish(code)
         except OSError as exc:
             _report(f"--metrics-file could not be written: {exc}", exc)
             code = code or ExitCode.ENVIRONMENT
-        tracing.finish(code)
+        if tracing is not None:
+            tracing.finish(code)
         return code
 
     def _run(self, args, prog_name, complete_var, **extra) -> int:
-        from semvecctl import tracing
         from semvecctl.interrupts import Interrupted, interruption_of, signals_raise
 
         enable_runtime_completion()
-        if tracing.wanted():  # reads variables only: nothing is imported when it is off
-            argv = sys.argv[1:] if args is None else list(args)
-            tracing.start(tracing.command_path(self, hoist_global_flags(argv), GLOBAL_FLAGS))
+        if any(name.startswith("OTEL_") for name in os.environ):  # traces need one of them
+            from semvecctl import tracing
+
+            if tracing.wanted():  # reads variables only: nothing is imported when it is off
+                argv = sys.argv[1:] if args is None else list(args)
+                tracing.start(tracing.command_path(self, hoist_global_flags(argv), GLOBAL_FLAGS))
         try:
             with signals_raise():
                 rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
