@@ -151,3 +151,34 @@ def test_the_engine_resolves_our_pgvector_plugin_and_runs_a_turn(engine, pgvecto
     # and the engine's own postgres backend sees what the plugin wrote
     assert engine.state_store().load("plug-1", scope=scope) == (b"p", 1)
     assert [e.content for e in engine.event_store().list_by_user("carol")] == ["via plugin"]
+
+
+def test_the_engine_reads_and_continues_sessions_a_live_migration_batch_restored(engine,
+                                                                                  pgvector_url):
+    """``restore_sessions`` (the bulk pass of ``semvecctl migrate``) writes the engine's own
+    rows: COPY straight into the table, and the fallback when an id already exists. The
+    engine loads each at its version, with its owner, and commits the next turn."""
+    from semvec.api.owner_scope import OwnerScope as EngineScope
+
+    from backends.contract import RestoreRow
+    from backends.postgres import PostgresAdapter
+
+    tag = uuid.uuid4().hex[:8]
+    first = [RestoreRow(f"mig-{tag}-a", b"\x00blob a\xff", 4, owner_subject="acme/bot"),
+             RestoreRow(f"mig-{tag}-b", b"blob b", 1, pending_message="hi",
+                        updated_at=datetime.now(timezone.utc) - timedelta(hours=1))]
+    ours = PostgresAdapter(pgvector_url)
+    try:
+        store = ours.state_store()
+        assert store.restore_sessions(first) == set()  # the straight COPY
+        again = [RestoreRow(f"mig-{tag}-a", b"other", 9, owner_subject="acme/bot"),
+                 RestoreRow(f"mig-{tag}-c", b"blob c", 2)]
+        assert store.restore_sessions(again) == {f"mig-{tag}-a"}  # the fallback keeps a
+    finally:
+        ours.close()
+    states = engine.state_store()
+    assert states.load(f"mig-{tag}-a", scope=EngineScope("acme", "bot")) == (b"\x00blob a\xff", 4)
+    assert states.load(f"mig-{tag}-b") == (b"blob b", 1)
+    assert states.load(f"mig-{tag}-c") == (b"blob c", 2)
+    assert engine.commit_turn(f"mig-{tag}-a", b"engine next", expected_version=4,
+                              scope=EngineScope("acme", "bot"), events=[]) == 5
