@@ -168,6 +168,19 @@ class MongoBackendAdapter(ClosesOnce, StateStoreSeams):
                     self._topology = probe_topology(self._client)
             return self._topology
 
+    def change_feed(self) -> Any:
+        """Change streams as a change feed (``backends.mongo.feed``) on a replica set or
+        mongos, or None: a standalone (mongomock answers as one) has no change streams,
+        and a server that refuses to open one has the feed off."""
+        try:
+            if not self.topology().change_streams:
+                return None
+        except Exception:  # noqa: BLE001 - unanswered: the feed is off, the scan reports it
+            return None
+        from backends.mongo.feed import change_stream_feed
+
+        return change_stream_feed(self._db)
+
     def _transaction_runner(self) -> Callable[[Callable[[Any], Any]], Any] | None:
         if not self.topology().transactions:
             return None

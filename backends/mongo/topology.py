@@ -21,6 +21,11 @@ class Topology:
     transactions: bool
     detail: str = ""
 
+    @property
+    def change_streams(self) -> bool:
+        """A replica set or mongos streams changes from its oplog; a standalone has none."""
+        return self.kind in (REPLICA_SET, SHARDED)
+
 
 def topology_from_hello(hello: Mapping[str, Any]) -> Topology:
     """Classify a ``hello`` (or legacy ``isMaster``) reply."""

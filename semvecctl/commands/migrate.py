@@ -187,8 +187,8 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
     Preview unless --apply. The state file records every step (SQLite transactions), so
     the same command continues after any interruption, SIGKILL included, with nothing
     lost or duplicated. Changes are found by a version scan of the source, or with
-    --follow through Redis keyspace notifications where the server publishes them (each
-    pass line says which). A session someone else wrote on the target is a conflict:
+    --follow through Redis keyspace notifications where the server publishes them, or
+    MongoDB change streams on a replica set or mongos (each pass line says which). A session someone else wrote on the target is a conflict:
     reported (exit 1), never overwritten.
     """
     from backends.migrate.live import MigrationState, StateMismatch, check_losses, run_migration as run
