@@ -16,7 +16,7 @@ then on a fresh PostgreSQL database (the embedded bundle the tests use, or
 
 Goals (issue 26): bulk >= 0.5x the floor's rate, the two peaks within 10%, catch-up
 within 1.5x of the raw scan. Figures on a shared machine are noisy; tracemalloc slows
-Python, so rates come from untraced runs. The bulk pass reads one step of 1,000 rows
+Python, so rates come from untraced runs. The bulk pass reads one step of 2,500 rows
 ahead (at most about three steps in memory); a run of few steps (10,000 sessions) may
 never fill that read-ahead, so compare peaks where both sizes have many steps, as the
 goal does: ``--sessions 1000000 --small 100000``.

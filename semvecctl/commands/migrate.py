@@ -188,8 +188,9 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
     the same command continues after any interruption, SIGKILL included, with nothing
     lost or duplicated. Changes are found by a version scan of the source, or with
     --follow through Redis keyspace notifications where the server publishes them, or
-    MongoDB change streams on a replica set or mongos (each pass line says which). A session someone else wrote on the target is a conflict:
-    reported (exit 1), never overwritten.
+    MongoDB change streams on a replica set or mongos (each pass line says which). A
+    session someone else wrote on the target is a conflict: reported (exit 1), never
+    overwritten.
     """
     from backends.migrate.live import MigrationState, StateMismatch, check_losses, run_migration as run
 
@@ -283,7 +284,7 @@ def status_of(state_file: str) -> Any:
     """The status value of a state file (``to_row()`` / ``to_dict()``), for a watch view."""
     from backends.migrate.live import MigrationState, migration_status
 
-    state = MigrationState.read(state_file)
+    state = MigrationState.read(state_file, fold=False)  # counts only; a run may be writing
     try:
         return migration_status(state)
     finally:

@@ -14,14 +14,14 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Generator
-from typing import Iterable, Iterator, TypeVar
+from typing import Iterable, TypeVar
 
 T = TypeVar("T")
 
 _END = object()
 
 
-def read_ahead(steps: Iterable[T], depth: int = 1) -> Iterator[T]:
+def read_ahead(steps: Iterable[T], depth: int = 1) -> Generator[T, None, None]:
     """``steps``, each produced on a thread while the caller works on the one before.
 
     An exception raised while reading reaches the caller at the step where it happened;

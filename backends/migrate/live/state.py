@@ -11,6 +11,15 @@ A resumed run that finds an ``intent`` row looks at the target: the row it meant
 is there (it was written before the kill) or it is not (write it now). That is how a
 resume neither loses nor duplicates anything.
 
+Sessions the file has no row for yet (all of them, in a first bulk pass) are announced
+per batch instead: their entries are appended to ``journal`` under one ``batches`` row,
+whose state turns from ``intent`` to ``copied`` with one update. Appends cost no random
+B-tree page each (SCAN's key order is random), so a million sessions are recorded at the
+cost of a sequential write; :meth:`MigrationState.fold` then sorts the journal into
+``sessions`` once (at the end of each pass, and when a file is opened), with the same
+meaning as per-session rows: a ``copied`` batch gives ``copied`` rows, an ``intent``
+batch (a run killed mid-batch) ``intent`` rows, which the resume settles as above.
+
 Commits are not synced to disk one by one (WAL, ``synchronous=NORMAL``): a SIGKILL loses
 no committed step; an OS crash may lose the last few, which is the same as a run killed
 before it recorded them, and the checks above settle those rows from what the target holds.
@@ -44,6 +53,16 @@ CREATE TABLE IF NOT EXISTS sessions (
     want_version INTEGER,            -- intent: the version about to be written
     want_digest TEXT,
     note TEXT
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS batches (
+    n INTEGER PRIMARY KEY,
+    state TEXT NOT NULL              -- intent | copied
+);
+CREATE TABLE IF NOT EXISTS journal (  -- appended in write order; folded into sessions
+    batch INTEGER NOT NULL,
+    sid TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    digest TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS events (
     event_id TEXT PRIMARY KEY,
@@ -112,7 +131,8 @@ class MigrationState:
         # is reported as a conflict and kept, an event already on the target counts as
         # copied. See the module docstring.
         db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("PRAGMA temp_store=MEMORY")  # the pass's seen set: never synced to disk
+        # temporary tables (a pass's seen set) and the fold's sort stay in temporary files
+        # (never synced): memory stays flat whatever the number of sessions
         return db
 
     @classmethod
@@ -135,6 +155,7 @@ class MigrationState:
             state.close()
             raise StateMismatch(f"state file {path} was made with other filters ({stored}); "
                                 "rerun with the same filters or use a new --state file")
+        state.fold()  # what an interrupted run announced, as session rows
         return state
 
     @classmethod
@@ -166,10 +187,12 @@ class MigrationState:
             os.unlink(tmp)
 
     @classmethod
-    def read(cls, path: str, *, source: str | None = None,
-             target: str | None = None) -> "MigrationState":
+    def read(cls, path: str, *, source: str | None = None, target: str | None = None,
+             fold: bool = True) -> "MigrationState":
         """Open an existing state file (status, verify, cutover, abort); with ``source``
-        and/or ``target`` fingerprints, refuse one bound to other stores."""
+        and/or ``target`` fingerprints, refuse one bound to other stores. The journal is
+        folded into session rows unless ``fold`` is false (status, which only counts and
+        may be watching a running pass: see :meth:`count`)."""
         if not os.path.exists(path):
             raise StateMismatch(f"no state file {path}: start the migration with "
                                 "'semvecctl migrate run ... --state FILE'")
@@ -180,6 +203,8 @@ class MigrationState:
                                 "'migrate run --state' wrote") from None
         state._check_format()
         state._check_pair(source, target)
+        if fold:
+            state.fold()
         return state
 
     def _check_pair(self, source: str | None, target: str | None) -> None:
@@ -317,6 +342,53 @@ class MigrationState:
             "UPDATE sessions SET state='copied', src_version=?2, tgt_version=?2, digest=?3, "
             "want_version=NULL, want_digest=NULL, note=NULL WHERE sid=?1", sorted(items))
 
+    # -- the journal: per-batch announcements of sessions without a row ------------------
+
+    def journal_intent(self, db: sqlite3.Connection,
+                       items: Sequence[tuple[str, int, str]]) -> int | None:
+        """Announce (sid, version, digest) of sessions the file has no row for, as one
+        batch; returns its number (None when there is nothing to announce)."""
+        if not items:
+            return None
+        cur = db.execute("INSERT INTO batches (state) VALUES ('intent')")
+        batch = int(cur.lastrowid or 0)
+        db.executemany("INSERT INTO journal VALUES (?, ?, ?, ?)",
+                       [(batch, sid, version, digest) for sid, version, digest in items])
+        return batch
+
+    def journal_copied(self, db: sqlite3.Connection, batch: int) -> bool:
+        """Record every session of ``batch`` as copied; False when the batch was folded
+        meanwhile (then its sessions have rows, to be marked with :meth:`mark_copied`)."""
+        return db.execute("UPDATE batches SET state='copied' WHERE n=?",
+                          (batch,)).rowcount == 1
+
+    def fold(self) -> None:
+        """Turn the journal into session rows, in sid order (one sorted insert, not a
+        random page per session): a copied batch's entries become ``copied`` rows, an
+        announced one's ``intent`` rows (keeping what was copied before); later entries
+        win, and a conflict row is never replaced."""
+        if self._db.execute("SELECT 1 FROM batches LIMIT 1").fetchone() is None:
+            return
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO sessions (sid, state, src_version, tgt_version, digest, "
+                "want_version, want_digest) "
+                "SELECT j.sid, b.state, "
+                "CASE b.state WHEN 'copied' THEN j.version END, "
+                "CASE b.state WHEN 'copied' THEN j.version END, "
+                "CASE b.state WHEN 'copied' THEN j.digest END, "
+                "CASE b.state WHEN 'intent' THEN j.version END, "
+                "CASE b.state WHEN 'intent' THEN j.digest END "
+                "FROM journal j JOIN batches b ON b.n = j.batch ORDER BY j.sid, j.rowid "
+                "ON CONFLICT(sid) DO UPDATE SET state=excluded.state, "
+                "src_version=coalesce(excluded.src_version, src_version), "
+                "tgt_version=coalesce(excluded.tgt_version, tgt_version), "
+                "digest=coalesce(excluded.digest, digest), "
+                "want_version=excluded.want_version, want_digest=excluded.want_digest, note=NULL "
+                "WHERE sessions.state <> 'conflict'")
+            db.execute("DELETE FROM journal")
+            db.execute("DELETE FROM batches")
+
     def mark_conflict(self, db: sqlite3.Connection, sid: str, note: str) -> None:
         db.execute("INSERT INTO sessions (sid, state, note) VALUES (?, 'conflict', ?) "
                    "ON CONFLICT(sid) DO UPDATE SET state='conflict', note=excluded.note, "
@@ -327,8 +399,11 @@ class MigrationState:
                    "want_digest=NULL WHERE sid=?", (sid,))
 
     def count(self, state: str) -> int:
-        return int(self._db.execute("SELECT count(*) FROM sessions WHERE state=?",
-                                    (state,)).fetchone()[0])
+        """Sessions in ``state``, the journal's unfolded entries included."""
+        rows = self._db.execute("SELECT count(*) FROM sessions WHERE state=?", (state,))
+        journaled = self._db.execute("SELECT count(*) FROM journal j JOIN batches b "
+                                     "ON b.n = j.batch WHERE b.state=?", (state,))
+        return int(rows.fetchone()[0]) + int(journaled.fetchone()[0])
 
     def conflicts(self) -> list[tuple[str, str]]:
         return [(r[0], r[1] or "") for r in self._db.execute(
