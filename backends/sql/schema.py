@@ -72,6 +72,13 @@ class Tables:
         return self._q(table)
 
 
+#: the state table's columns as a batch restore writes them (binary COPY), with the types
+#: of :func:`state_ddl`'s columns: binary COPY must name each column's own type
+STATE_COPY_COLUMNS = ("session_id", "state_blob", "version", "drift_exempt", "owner_subject",
+                      "pending_message", "updated_at")
+STATE_COPY_TYPES = ("varchar", "bytea", "int4", "bool", "varchar", "text", "timestamp")
+
+
 def state_ddl(t: Tables) -> list[str]:
     """The engine's own SQL layout (ENGINE-WIRE section 5), column for column, so either
     side can create the tables and the other reads and writes them unchanged. Events have

@@ -28,7 +28,7 @@ from backends.contract import (
 )
 from backends.errors import CorruptState, StateVersionConflict, cas_refusal, session_exists
 from backends.sql.database import Database
-from backends.sql.schema import STATE_GROUP
+from backends.sql.schema import STATE_COPY_COLUMNS, STATE_COPY_TYPES, STATE_GROUP
 
 
 #: the engine's ``version`` column is INTEGER
@@ -194,6 +194,8 @@ class SqlStateStore(DerivedReads):
     def __init__(self, db: Database) -> None:
         self._db = db
         self._table = db.tables.state
+        #: whether the table's columns have the engine's types (binary COPY), once asked
+        self._binary_copy: bool | None = None
 
     def check_write(self, session_id: str, blob: bytes, *, version: int | None,
                     owner_subject: str | None = None, pending_message: str | None = None) -> None:
@@ -398,54 +400,75 @@ class SqlStateStore(DerivedReads):
         self._db.write(STATE_GROUP, work)
 
     def restore_sessions(self, rows: Any) -> set[str]:
-        """``restore_session`` for many rows in one transaction: COPY straight into the
-        table; when an id exists (unique violation: nothing of the COPY is kept), COPY
-        into a temporary table (emptied at commit), then one INSERT ... ON CONFLICT DO
-        NOTHING. Rows whose id exists are left as they are and their ids returned."""
+        """``restore_session`` for many rows: one COPY straight into the table (the pool's
+        connections are in autocommit, so the COPY is its own transaction, with no
+        BEGIN, savepoint or COMMIT round trip); when an id exists (a unique violation:
+        nothing of the COPY is kept), one transaction COPYs into a temporary table
+        (emptied at commit) and runs one INSERT ... ON CONFLICT DO NOTHING. Rows whose id
+        exists are left as they are and their ids returned.
+
+        The COPY is binary (a blob travels as its bytes, not escaped text): about a third
+        less time per row, measured (bench/bench_migrate.py). A table whose columns are
+        not the engine's types would refuse binary data: it is written as text."""
         rows = list(rows)
         if not rows:
             return set()
-        values = []
-        for row in rows:
+        for row in rows:  # every check before any I/O
             validate_pg_save_args(row.session_id, row.blob, row.version, row.owner_subject,
                                   row.pending_message)
             if row.updated_at is not None and not isinstance(row.updated_at, datetime):
                 raise ValueError("updated_at must be a datetime")
-            values.append((row.session_id, bytes(row.blob), row.version, bool(row.drift_exempt),
-                           row.owner_subject, normalise_pending(row.pending_message),
-                           as_utc(row.updated_at).replace(tzinfo=None) if row.updated_at else None))
-        columns = "session_id, state_blob, version, drift_exempt, owner_subject, pending_message"
+        columns = ", ".join(STATE_COPY_COLUMNS)
+
+        def copy_into(conn: Any, table: str, values: list[tuple]) -> None:
+            binary = self._copies_binary(conn)
+            with conn.cursor().copy(f"COPY {table} ({columns}) FROM STDIN"
+                                    + (" (FORMAT BINARY)" if binary else "")) as copy:
+                if binary:
+                    copy.set_types(list(STATE_COPY_TYPES))
+                for value in values:
+                    copy.write_row(value)
 
         def work(conn: Any) -> set[str]:
             from psycopg.errors import UniqueViolation
 
+            # rows without a write time are stamped now (UTC, the server's clock)
+            now = conn.execute(f"SELECT {_utc_now_sql()}").fetchone()[0]
+            values = [(row.session_id, bytes(row.blob), row.version, bool(row.drift_exempt),
+                       row.owner_subject, normalise_pending(row.pending_message),
+                       as_utc(row.updated_at).replace(tzinfo=None) if row.updated_at else now)
+                      for row in rows]
+            try:
+                copy_into(conn, self._table, values)
+                return {value[0] for value in values}
+            except UniqueViolation:
+                pass  # the COPY's own transaction is rolled back: nothing of it stays
             with conn.transaction():
-                # the stamp the fallback's coalesce would give (now(): the transaction's)
-                now = conn.execute(f"SELECT {_utc_now_sql()}").fetchone()[0]
-                try:
-                    with conn.transaction(), conn.cursor().copy(
-                            f"COPY {self._table} ({columns}, updated_at) FROM STDIN") as copy:
-                        for value in values:
-                            copy.write_row(value if value[6] is not None else (*value[:6], now))
-                    return {row[0] for row in values}
-                except UniqueViolation:
-                    pass  # the savepoint is rolled back: nothing of the COPY stays
                 conn.execute(
-                    "CREATE TEMP TABLE IF NOT EXISTS semvec_restore_rows (session_id text,"
+                    "CREATE TEMP TABLE IF NOT EXISTS semvec_restore_rows (session_id varchar,"
                     " state_blob bytea, version integer, drift_exempt boolean, owner_subject"
-                    " text, pending_message text, updated_at timestamp) ON COMMIT DELETE ROWS")
-                with conn.cursor().copy(f"COPY semvec_restore_rows ({columns}, updated_at)"
-                                        " FROM STDIN") as copy:
-                    for value in values:
-                        copy.write_row(value)
+                    " varchar, pending_message text, updated_at timestamp) ON COMMIT DELETE ROWS")
+                copy_into(conn, "semvec_restore_rows", values)
                 written = conn.execute(
-                    f"INSERT INTO {self._table} ({columns}, updated_at) SELECT {columns},"
-                    f" coalesce(updated_at, {_utc_now_sql()}) FROM semvec_restore_rows"
+                    f"INSERT INTO {self._table} ({columns}) SELECT {columns}"
+                    " FROM semvec_restore_rows"
                     " ON CONFLICT (session_id) DO NOTHING RETURNING session_id").fetchall()
             return {r[0] for r in written}
 
         written = self._db.write(STATE_GROUP, work)
         return {row.session_id for row in rows} - written
+
+    def _copies_binary(self, conn: Any) -> bool:
+        """Do the table's columns have exactly the types a binary COPY names (the
+        engine's)? Asked once per store."""
+        if self._binary_copy is None:
+            self._binary_copy = bool(conn.execute(
+                "SELECT count(*) = %s FROM unnest(%s::text[], %s::text[]) AS c(name, type)"
+                " JOIN pg_attribute a ON a.attrelid = %s::regclass AND a.attname = c.name"
+                " AND NOT a.attisdropped AND a.atttypid = c.type::regtype",
+                (len(STATE_COPY_COLUMNS), list(STATE_COPY_COLUMNS), list(STATE_COPY_TYPES),
+                 self._table)).fetchone()[0])
+        return self._binary_copy
 
     _SUMMARY_COLUMNS = (
         "session_id, version, owner_subject, pending_message, octet_length(state_blob),"

@@ -604,3 +604,34 @@ def test_read_ahead_hands_over_every_step_its_error_and_stops_when_left():
     steps.close()
     assert closed.is_set()
     assert not [t for t in threading.enumerate() if t.name == "migrate-read-ahead"]
+
+
+def test_a_batch_restore_into_columns_of_other_types_is_written_as_text(postgres_server):
+    """The batch restore COPYs binary, which must name each column's type exactly; a
+    table whose column an operator widened (version BIGINT) would refuse binary data
+    (the server reads a 4-byte version where 8 are sent), so the store asks the table's
+    column types and writes such a table's rows as text, whole."""
+    import psycopg
+
+    from backends.contract import RestoreRow
+    from backends.postgres import PostgresAdapter
+
+    name = postgres_server.take_database()
+    url = postgres_server.url(name)
+    try:
+        with PostgresAdapter(url) as maker:  # the tables, then the operator's change
+            assert maker.state_store().restore_sessions(
+                [RestoreRow("wide-0", b"blob 0", 3, OWNER)]) == set()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ALTER TABLE semvec_session_state ALTER COLUMN version TYPE BIGINT")
+        with PostgresAdapter(url) as target:
+            store = target.state_store()
+            rows = [RestoreRow(f"wide-{i}", b"blob %d" % i, 3 + i, OWNER) for i in (1, 2)]
+            assert store.restore_sessions(rows) == set()
+            assert store.restore_sessions([RestoreRow("wide-1", b"again", 9, OWNER),
+                                           RestoreRow("wide-9", b"new", 2, None)]) == {"wide-1"}
+            got = {s.session_id: s.version for s in target.iter_sessions()}
+            assert got == {"wide-0": 3, "wide-1": 4, "wide-2": 5, "wide-9": 2}
+            assert store.load_full("wide-1").blob == b"blob 1"
+    finally:
+        postgres_server.drop_database(name)
