@@ -9,11 +9,11 @@ commit:   commit_turn throughput (with and without events) vs redis-py's public 
           384-dimension event (its JSON text is json.dumps's exact bytes, written by
           orjson: json.dumps alone costs more than a floor call). The redis-py version
           and parser are printed: run it on the lowest and the newest supported.
-          A second floor, redis-py's evalsha of the commit_turn script itself with the
-          arguments a turn without events sends, isolates what the adapter adds: the
-          'return 1' floor sends no arguments and runs no script, and that difference
-          alone (sending a key, a 512-byte blob and seven more arguments; the script's
-          HMGET and HSET) is more than a tenth of a loopback round trip.
+          A second floor, redis-py's evalsha of the script a turn without events sends
+          (save's compare-and-set, cas.lua) with exactly its arguments, isolates what
+          the adapter adds: the 'return 1' floor sends no arguments and runs no script,
+          and that difference alone (sending a key, a 512-byte blob and five more
+          arguments; the script's HMGET, HSET and EXPIRE) is most of the gap to it.
 instructions: client instructions per call under valgrind's callgrind (the 'return 1'
           floor, the same-script floor, commit_turn without events): the noise-free
           view of the adapter's own share, since wall-clock ratios on a shared machine
@@ -89,7 +89,7 @@ def bench_commit(url: str, seconds: float) -> None:
     adapter = RedisBackendAdapter(url)
     client = script_client(adapter.client)  # the client (and pool) the scripts go through
     trivial_sha = client.script_load("return 1")
-    commit_sha = client.script_load(script("commit_turn").source)
+    commit_sha = client.script_load(script("cas").source)  # what a no-event turn sends
     blob = b"x" * 512
     ttl = str(adapter.settings.ttl_seconds)
     user = f"bench-{uuid.uuid4().hex}"
@@ -115,12 +115,12 @@ def bench_commit(url: str, seconds: float) -> None:
         client.evalsha(trivial_sha, 0)
 
     def script_floor() -> None:
-        """redis-py's evalsha of the commit_turn script itself, with exactly the key and
-        arguments commit_turn sends for a turn without events, on the same client: what
-        a caller writing the call by hand pays (the adapter's share is the rest)."""
+        """redis-py's evalsha of the script commit_turn sends for a turn without events,
+        with exactly its key and arguments, on the same client: what a caller writing
+        the call by hand pays (the adapter's share is the rest)."""
         version = versions["script"]
-        reply = client.evalsha(commit_sha, 1, script_key, "update", str(version),
-                               str(version + 1), blob, "", "", ttl, "0")
+        reply = client.evalsha(commit_sha, 1, script_key, str(version),
+                               str(version + 1), blob, "", "", ttl)
         if reply[0] != 1:
             raise AssertionError(reply)
         versions["script"] = version + 1
@@ -160,7 +160,7 @@ def bench_commit(url: str, seconds: float) -> None:
           f"loopback, {rounds} rounds of 0.1 s windows taken in turn; ratio = median of "
           "the rounds' ratios)")
     print(f"  EVALSHA 'return 1' floor              {median['floor']:9.0f} calls/s")
-    print(f"  EVALSHA commit_turn script, same args {median['script']:9.0f} calls/s  "
+    print(f"  EVALSHA of the turn's script, args   {median['script']:9.0f} calls/s  "
           f"{ratio_text(rates, 'script', 'floor')}  (no adapter code at all)")
     print(f"  commit_turn, no events                {median['plain']:9.0f} turns/s  "
           f"{ratio_text(rates, 'plain', 'floor')}  goal >= 0.90x")
@@ -322,7 +322,7 @@ def instruction_case(url: str, case: str, calls: int) -> None:
     adapter = RedisBackendAdapter(url)
     client = script_client(adapter.client)
     trivial_sha = client.script_load("return 1")
-    commit_sha = client.script_load(script("commit_turn").source)
+    commit_sha = client.script_load(script("cas").source)  # what a no-event turn sends
     blob, ttl = b"x" * 512, str(adapter.settings.ttl_seconds)
     session = f"b-{case}-{uuid.uuid4().hex}"
     key = f"semvec:state:{session}"
@@ -334,8 +334,8 @@ def instruction_case(url: str, case: str, calls: int) -> None:
             client.evalsha(trivial_sha, 0)
     elif case == "script":
         for _ in range(calls):
-            reply = client.evalsha(commit_sha, 1, key, "update", str(version),
-                                   str(version + 1), blob, "", "", ttl, "0")
+            reply = client.evalsha(commit_sha, 1, key, str(version), str(version + 1),
+                                   blob, "", "", ttl)
             if reply[0] != 1:
                 raise AssertionError(reply)
             version += 1

@@ -24,9 +24,14 @@ from backends.redis.event_codec import event_args, event_keys
 from backends.redis.failures import mapped_error, redis_errors
 from backends.redis.scripts import no_script_error, script
 from backends.contract import validate_save_args
-from backends.redis.state_store import ALREADY_STORED, EVENT_EXISTS, WRITTEN, conflict_for
+from backends.redis.state_store import (ALREADY_EXISTS, ALREADY_STORED, EVENT_EXISTS, WRITTEN,
+                                         conflict_for)
 
 _COMMIT_TURN = script("commit_turn")
+#: a turn without events: the scripts of save (see TurnWriter)
+_CAS, _INSERT = script("cas"), script("insert")
+#: insert.lua's integer replies, as commit_turn's codes
+_INSERTED = {1: WRITTEN, 2: ALREADY_STORED, 0: ALREADY_EXISTS}
 
 
 def _run(client: Any, where: str, mode: str, state_key: str, state_args: list,
@@ -52,7 +57,12 @@ class TurnWriter:
     checked inline for the common argument types (anything else goes through the shared
     ``validate_save_args``, which gives the refusal), and its EVALSHA goes straight to the
     adapter's script client with the arguments written out; a NOSCRIPT reply loads the
-    script and sends the call again, as :meth:`LuaScript.run` does for every other call."""
+    script and sends the call again, as :meth:`LuaScript.run` does for every other call.
+
+    With no events a turn is exactly a save: the row's compare-and-set (or insert) with
+    the owner rule and the lost-reply retry, which ``cas.lua`` and ``insert.lua`` are, with
+    two arguments fewer than ``commit_turn.lua`` and none of its event checks to run on
+    the server; measured, that is about 5% of the call against a ``return 1`` floor."""
 
     __slots__ = ("client", "script_client", "where", "ttl_text")
 
@@ -90,16 +100,23 @@ class TurnWriter:
             reply = self._general(session_id, cut_connection, checked, state_key,
                                   [mode, expected, new_text, blob, owner, pending,
                                    self.ttl_text, str(len(checked))])
-        else:
+            code = reply[0]
+        elif expected_version is None:  # no events: save's insert (see the class)
             checked = []
+            args: tuple[Any, ...] = (1, state_key, blob, "1", owner, pending, self.ttl_text)
             try:
-                reply = target.evalsha(_COMMIT_TURN.sha, 1, state_key, mode, expected,
-                                       new_text, blob, owner, pending, self.ttl_text, "0")
+                reply = target.evalsha(_INSERT.sha, *args)
             except Exception as exc:  # noqa: BLE001 - NOSCRIPT, mapped, or re-raised
-                reply = self._after_failure(exc, session_id, (
-                    1, state_key, mode, expected, new_text, blob, owner, pending,
-                    self.ttl_text, "0"))
-        code = reply[0]
+                reply = self._after_failure(exc, session_id, _INSERT, args)
+            code, reply = _INSERTED[reply], (None, "")
+        else:  # no events: save's compare-and-set
+            checked = []
+            args = (1, state_key, expected, new_text, blob, owner, pending, self.ttl_text)
+            try:
+                reply = target.evalsha(_CAS.sha, *args)
+            except Exception as exc:  # noqa: BLE001 - NOSCRIPT, mapped, or re-raised
+                reply = self._after_failure(exc, session_id, _CAS, args)
+            code = reply[0]
         if code == WRITTEN or code == ALREADY_STORED:  # ALREADY_STORED: a lost reply's retry
             return new_version
         if code == EVENT_EXISTS:
@@ -127,13 +144,13 @@ class TurnWriter:
                 raise
             raise mapped from exc
 
-    def _after_failure(self, exc: Exception, session_id: str,
+    def _after_failure(self, exc: Exception, session_id: str, lua: Any,
                        keys_and_args: tuple[Any, ...]) -> Any:
-        """The hot path's call failed: NOSCRIPT loads the script and sends the call again;
-        a driver error is raised categorised, anything else as it is."""
+        """The hot path's call of ``lua`` failed: NOSCRIPT loads the script and sends the
+        call again; a driver error is raised categorised, anything else as it is."""
         if isinstance(exc, no_script_error()):
             try:
-                return _COMMIT_TURN.load_and_run(self.script_client, *keys_and_args)
+                return lua.load_and_run(self.script_client, *keys_and_args)
             except Exception as again:  # noqa: BLE001 - mapped below, or re-raised
                 exc = again
         mapped = mapped_error(exc, self.where, session_id)
