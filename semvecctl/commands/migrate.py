@@ -103,8 +103,10 @@ class _Pair:
 
 @contextlib.contextmanager
 def _existing_state(path: str, pair: _Pair) -> Iterator[Any]:
-    """The state file, refused (exit 2) when missing or bound to another pair."""
-    from backends.migrate.live import MigrationState, StateMismatch
+    """The state file, refused (exit 2) when missing or bound to another pair; a claim
+    made in the block (a command about to write) is refused with exit 3 while another
+    process runs the migration."""
+    from backends.migrate.live import MigrationState, StateBusy, StateMismatch
 
     source_fp, target_fp = pair.fingerprints()
     try:
@@ -113,6 +115,8 @@ def _existing_state(path: str, pair: _Pair) -> Iterator[Any]:
         current().abort(str(exc), ExitCode.USAGE, cause=None)
     try:
         yield state
+    except StateBusy as exc:
+        current().abort(str(exc), ExitCode.ENVIRONMENT, cause=None)
     finally:
         state.close()
 
@@ -192,7 +196,8 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
     session someone else wrote on the target is a conflict: reported (exit 1), never
     overwritten.
     """
-    from backends.migrate.live import MigrationState, StateMismatch, check_losses, run_migration as run
+    from backends.migrate.live import (MigrationState, StateBusy, StateMismatch, check_losses,
+                                       run_migration as run)
 
     from semvecctl.metrics import recorder
 
@@ -203,10 +208,14 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
     settings = MigrationState.settings_for(pair.scope, match)
     source_fp, target_fp = pair.fingerprints()
     resuming = os.path.exists(state_file)
-    if resuming:  # refuse another pair before touching either store
-        try:
-            MigrationState.open(state_file, source=source_fp, target=target_fp,
-                                settings=settings).close()
+    if resuming:  # refuse another pair, or (to apply) a migration another process runs,
+        try:      # before touching either store
+            with contextlib.closing(MigrationState.open(
+                    state_file, source=source_fp, target=target_fp, settings=settings)) as early:
+                if apply:
+                    early.claim()
+        except StateBusy as exc:
+            current().abort(str(exc), ExitCode.ENVIRONMENT, cause=None)
         except StateMismatch as exc:
             current().abort(str(exc), ExitCode.USAGE, cause=None)
     elif os.path.isdir(os.path.dirname(os.path.abspath(state_file))) is False:
@@ -423,6 +432,7 @@ def cutover_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = No
             out.info(f"preview: would {what}, after a {quiet_window:g}s quiet window, and write "
                      f"{receipt}. Stop the writers first, then rerun with --apply")
             return
+        state.claim()  # before asking: refused (exit 3) while another process runs it
         current().confirm(what, yes=yes)
         switch = switch_settings(target.name, pair.label(pair.target_conn),
                                  adapter=pair.target_conn.spec.adapter_factory)
@@ -469,6 +479,7 @@ def abort_migration(state_file: MigrationStateFile, to_uri: MigrateTo = None,
                 out.emit(plan.to_dict(), output)
             out.info(f"preview: would {what}. Rerun with --apply")
             return
+        state.claim()  # before asking: refused (exit 3) while another process runs it
         current().confirm(what, yes=yes)
         apply_abort(target, state, plan)
     if output != OutputFormat.table:

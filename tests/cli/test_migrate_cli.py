@@ -127,6 +127,47 @@ def test_abort_previews_then_removes_only_ours(source, target, redis_url, pgvect
     assert again.exit_code == 2 and "aborted" in again.stderr, again.stderr
 
 
+def test_a_second_run_cutover_or_abort_of_a_migration_in_progress_is_refused(
+        source, target, redis_url, pgvector_url, tmp_path):
+    """One process at a time writes a migration: while one holds the state file (here
+    the test, standing for a ``run --follow`` still working), another ``run``, ``cutover``
+    or ``abort`` is refused before it writes anything (exit 3, one line naming the
+    holder); previews, ``status`` and ``verify`` only read and still answer."""
+    from backends.migrate.live import MigrationState
+
+    seed(source, 3)
+    state = str(tmp_path / "m.state")
+    assert cli("run", *pair(redis_url, pgvector_url), "--state", state, "--allow-loss",
+               "--apply", "--yes").exit_code == 0
+    source.commit_turn("chat-1", b"moved on", expected_version=1, owner_subject=OWNER)
+    held = MigrationState.read(state)
+    held.claim()
+    try:
+        for args in (["run", *pair(redis_url, pgvector_url), "--state", state, "--allow-loss",
+                      "--apply", "--yes"],
+                     ["cutover", *pair(redis_url, pgvector_url), "--state", state,
+                      "--quiet-window", "0", "--apply", "--yes"],
+                     ["abort", "--to", pgvector_url, "--state", state, "--apply", "--yes"]):
+            refused = cli(*args)
+            assert refused.exit_code == 3, (args[0], refused.stderr)
+            error = refused.stderr.splitlines()[-1]  # after what a plan warns of (abort)
+            assert "is in use by 'semvecctl migrate' (pid" in error
+            assert "Traceback" not in refused.stderr
+        assert target.state_store().load_full("chat-1").version == 1  # nothing was written
+        for preview in (["run", *pair(redis_url, pgvector_url), "--state", state, "--allow-loss"],
+                        ["cutover", *pair(redis_url, pgvector_url), "--state", state],
+                        ["abort", "--to", pgvector_url, "--state", state]):
+            assert cli(*preview).exit_code == 0, preview[0]
+        assert cli("status", "--state", state).exit_code == 0
+        assert cli("verify", *pair(redis_url, pgvector_url), "--state", state).exit_code == 1
+    finally:
+        held.close()
+    done = cli("cutover", *pair(redis_url, pgvector_url), "--state", state,
+               "--quiet-window", "0", "--apply", "--yes")
+    assert done.exit_code == 0, done.stderr
+    assert target.state_store().load_full("chat-1").blob == b"moved on"
+
+
 class Writer(threading.Thread):
     """Commits turns with an event each to the source until stopped; remembers every
     acknowledged event id and adds a session now and then."""

@@ -24,13 +24,13 @@ from backends.migrate.live.finish import (
     write_receipt,
 )
 from backends.migrate.live.passes import LiveMigration, PassResult, run_migration
-from backends.migrate.live.state import MigrationState, StateMismatch, fingerprint
+from backends.migrate.live.state import MigrationState, StateBusy, StateMismatch, fingerprint
 from backends.migrate.live.status import MigrationStatus, migration_status
 from backends.migrate.live.verify import LiveVerifyReport, verify_live
 
 __all__ = [
     "AbortPlan", "CutoverResult", "LiveMigration", "LiveVerifyReport", "MigrationState",
-    "MigrationStatus", "PassResult", "StateMismatch", "abort_plan", "apply_abort",
+    "MigrationStatus", "PassResult", "StateBusy", "StateMismatch", "abort_plan", "apply_abort",
     "check_losses", "count_source", "cutover", "fingerprint", "migration_status", "plan",
     "run_migration", "switch_settings", "verify_live", "write_receipt",
 ]

@@ -60,6 +60,7 @@ def quiet_check(mig: LiveMigration) -> int:
 def cutover(mig: LiveMigration, *, quiet_seconds: float = 2.0, ttl_tolerance: float = 60.0,
             switch: dict[str, str] | None = None) -> CutoverResult:
     started = time.time()
+    mig.state.claim()  # no run of the same migration may write meanwhile
     final = mig.run_pass("final", all_users=True)
     if quiet_seconds > 0:
         time.sleep(quiet_seconds)
@@ -157,6 +158,7 @@ def abort_plan(target: Any, state: MigrationState) -> AbortPlan:
 def apply_abort(target: Any, state: MigrationState, plan: AbortPlan) -> AbortPlan:
     """Remove what ``plan`` lists, each session version-checked (a row changed since the
     plan is kept and said), and mark the state aborted."""
+    state.claim()  # no run of the same migration may write meanwhile
     store = target.state_store()
     for sid, version in plan.sessions:
         try:

@@ -572,6 +572,7 @@ def run_migration(mig: LiveMigration, *, follow: bool = False, interval: float =
     seconds until ``should_stop()`` says so or ``max_passes`` passes ran."""
     results: list[PassResult] = []
     state = mig.state
+    state.claim()  # one process at a time runs a migration
     bulk_done = state.meta("bulk_done") == "1"
     state.set_meta(phase="bulk" if not bulk_done else "following")
     try:

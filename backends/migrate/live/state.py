@@ -92,6 +92,10 @@ class StateMismatch(BackendConfigError):
     """The state file belongs to another pair of stores (or is not a migration state)."""
 
 
+class StateBusy(StateMismatch):
+    """Another process runs this migration (a ``run``, ``cutover`` or ``abort``)."""
+
+
 def fingerprint(backend_name: str, display_uri: str) -> str:
     """A store's identity for the state file: its backend and redacted location."""
     return hashlib.sha256(f"{backend_name}\x00{display_uri}".encode()).hexdigest()[:32]
@@ -117,6 +121,7 @@ class MigrationState:
         self.path = path
         self._db = conn
         self._keep_seen = True
+        self._claim: int | None = None
 
     # -- opening ------------------------------------------------------------------------
 
@@ -229,8 +234,34 @@ class MigrationState:
             raise StateMismatch(f"{self.path} is not a migration state file; name the file "
                                 "'migrate run --state' wrote")
 
+    def claim(self) -> None:
+        """Hold the file for this process: a second ``run``, ``cutover`` or ``abort`` of
+        the same migration is refused (:class:`StateBusy`) instead of interleaving its
+        passes with this one's. An advisory lock (flock) on the file, which the kernel
+        releases when the process ends however it ends (nothing is left behind);
+        readers (status, verify) take none. Where there is no flock, nothing is held."""
+        if self._claim is not None:
+            return
+        try:
+            import fcntl
+        except ImportError:  # not POSIX
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held by another process (EWOULDBLOCK)
+            os.close(fd)
+            holder = self.meta("holder") or "another process"
+            raise StateBusy(f"state file {self.path} is in use by {holder}: let it finish "
+                            "or stop it, then rerun") from None
+        self._claim = fd
+        self.set_meta(holder=f"'semvecctl migrate' (pid {os.getpid()})")
+
     def close(self) -> None:
         self._db.close()
+        if self._claim is not None:
+            os.close(self._claim)  # the lock goes with the descriptor
+            self._claim = None
 
     # -- transactions and meta -------------------------------------------------------------
 
