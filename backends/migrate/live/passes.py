@@ -295,16 +295,11 @@ class LiveMigration:
         with self.state.transaction() as db:  # a row each where the file knows the session,
             self.state.mark_intent(db, [a for a in announced if a[0] in known])  # else
             batch = self.state.journal_intent(db, [a for a in announced if a[0] not in known])
-        copied, conflicts, fresh = [], [], []
-        for summary, st in live:
-            sid, digest = summary.session_id, digests[summary.session_id]
-            outcome = self._prepare(summary, st, digest, known.get(sid), on_target.get(sid))
-            if outcome is _DONE:
-                copied.append((sid, st.version, digest))
-            elif outcome is _WRITE:
-                fresh.append((summary, st, digest))
-            else:
-                conflicts.append((sid, str(outcome)))
+        copied: list[tuple[str, int, str]] = []
+        conflicts: list[tuple[str, str]] = []
+        fresh: list[tuple[Any, Any, str]] = []
+        self._decide([(s, st, digests[s.session_id]) for s, st in live], known, on_target,
+                     copied, fresh, conflicts)
         existed = self._restore_all(fresh)
         late = [f for f in fresh if f[0].session_id in existed and f[0].session_id not in on_target]
         if late:  # insert-if-absent found a row: decided again, from the folded journal
@@ -343,17 +338,25 @@ class LiveMigration:
         ids = [summary.session_id for summary, _, _ in late]
         prior = self.state.sessions(ids)
         found = dict(zip(ids, self._read_target(ids, UNSCOPED)))
-        again = []
-        for summary, st, digest in late:
+        again: list[tuple[Any, Any, str]] = []
+        self._decide(late, prior, found, copied, again, conflicts)
+        return again, self._restore_all(again)
+
+    def _decide(self, items: list[tuple[Any, Any, str]], rows: dict[str, SessionRow],
+                there: dict[str, Any], copied: list[tuple[str, int, str]],
+                writes: list[tuple[Any, Any, str]], conflicts: list[tuple[str, str]]) -> None:
+        """Each (summary, source row, digest) decided by :meth:`_prepare` against what the
+        state file recorded (``rows``) and the target holds (``there``), into ``copied``,
+        ``writes`` or ``conflicts``."""
+        for summary, st, digest in items:
             sid = summary.session_id
-            outcome = self._prepare(summary, st, digest, prior.get(sid), found[sid])
+            outcome = self._prepare(summary, st, digest, rows.get(sid), there.get(sid))
             if outcome is _DONE:
                 copied.append((sid, st.version, digest))
             elif outcome is _WRITE:
-                again.append((summary, st, digest))
+                writes.append((summary, st, digest))
             else:
                 conflicts.append((sid, str(outcome)))
-        return again, self._restore_all(again)
 
     def _settle_intents(self, known: dict[str, SessionRow], on_target: dict[str, Any]) -> None:
         """An announced write the target holds landed before an interruption: record it
