@@ -31,6 +31,10 @@ from backends.sql.database import Database
 from backends.sql.schema import STATE_COPY_COLUMNS, STATE_COPY_TYPES, STATE_GROUP
 
 
+#: the binary COPY's value types: the columns' own, but varchar goes as text (the same
+#: binary form; psycopg before 3.2 has no binary dumper named varchar)
+_COPY_DUMPERS = ["text" if t == "varchar" else t for t in STATE_COPY_TYPES]
+
 #: the engine's ``version`` column is INTEGER
 MAX_VERSION = 2**31 - 1
 
@@ -425,7 +429,7 @@ class SqlStateStore(DerivedReads):
             with conn.cursor().copy(f"COPY {table} ({columns}) FROM STDIN"
                                     + (" (FORMAT BINARY)" if binary else "")) as copy:
                 if binary:
-                    copy.set_types(list(STATE_COPY_TYPES))
+                    copy.set_types(_COPY_DUMPERS)
                 for value in values:
                     copy.write_row(value)
 
