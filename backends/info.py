@@ -57,6 +57,12 @@ class BackendInfo:
     default_port: int | None = None
     #: the variable holding the idle TTL the engine applies to this store's sessions
     ttl_env: str | None = None
+    #: SQLAlchemy-style driver suffixes a scheme may carry (``postgresql+psycopg://``):
+    #: the same backend, the suffix names the engine's driver, not ours
+    scheme_suffixes: tuple[str, ...] = ()
+    #: the variable listing the DSNs a deployment spreads its sessions over (the engine's
+    #: ``SEMVEC_STATE_DB_SHARDS``, ENGINE-WIRE section 10); its DSNs are secrets
+    shards_env: str | None = None
 
     @property
     def driver(self) -> str | None:
@@ -65,7 +71,8 @@ class BackendInfo:
 
     @property
     def secret_variables(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(self.uri_env + self.secret_env))
+        return tuple(dict.fromkeys(self.uri_env + self.secret_env
+                                   + ((self.shards_env,) if self.shards_env else ())))
 
     def missing_driver(self, module: str | None = None) -> Any:
         """The :class:`~backends.errors.MissingDriver` for this backend lacking ``module``
@@ -109,6 +116,10 @@ SHIPPED_INFO: tuple[BackendInfo, ...] = (
                 extra="mongo", drivers=("pymongo",), audit="backends.mongo.audit:audit",
                 ttl_env="SEMVEC_MONGO_SESSION_TTL_S", default_port=27017),
 )
+#: the engine's SQL shard list (ENGINE-WIRE section 10): DSNs, so a secret
+_SHARDS_ENV = "SEMVEC_STATE_DB_SHARDS"
+#: the drivers the engine's SQLAlchemy URLs may name (``asyncpg`` is mapped to a sync one)
+_SQL_DRIVERS = ("psycopg", "psycopg2", "asyncpg")
 ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
     BackendInfo("pgvector", "backends.pgvector:PgVectorAdapter",
                 schemes=("postgresql", "postgres"),
@@ -116,12 +127,14 @@ ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
                 extra="pgvector", drivers=("psycopg", "psycopg_pool", "pgvector"),
                 audit="backends.pgvector.audit:audit",
                 detect="backends.pgvector.detect:DETECTOR",
-                host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S", default_port=5432),
+                host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S", default_port=5432,
+                shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS),
     BackendInfo("postgres", "backends.postgres:PostgresAdapter",
                 schemes=("postgresql", "postgres"), uri_env=("DATABASE_URL",),
                 extra="pgvector", drivers=("psycopg", "psycopg_pool"),
                 audit="backends.sql.audit:audit",
-                host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S", default_port=5432),
+                host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S", default_port=5432,
+                shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS),
 )
 KNOWN_INFO: tuple[BackendInfo, ...] = SHIPPED_INFO + ENTRY_POINT_INFO
 

@@ -51,7 +51,7 @@ def backend_for_uri(uri: str) -> str:
             f"{redact_uri(uri)!r} is not a URI: expected scheme://..., e.g. redis://localhost:6379/0"
         )
     parts = _split(uri)
-    scheme = parts.scheme.lower()
+    scheme = _base_scheme(parts.scheme.lower())
     if scheme not in SCHEME_BACKENDS:
         plugins = _plugin_claims()
         if scheme in plugins:
@@ -63,6 +63,17 @@ def backend_for_uri(uri: str) -> str:
     if lacking:
         raise InvalidURI(f"URI {redact_uri(uri)!r} names no {lacking}")
     return SCHEME_BACKENDS[scheme]
+
+
+def _base_scheme(scheme: str) -> str:
+    """``postgresql`` for the engine's ``postgresql+psycopg``: a driver suffix the
+    backend declares (``BackendInfo.scheme_suffixes``) names the same backend; any other
+    scheme is itself (``mongodb+srv`` is a scheme of its own)."""
+    base, plus, suffix = scheme.partition("+")
+    if plus and scheme not in SCHEME_BACKENDS and base in SCHEME_BACKENDS \
+            and suffix in _INFO_BY_NAME[SCHEME_BACKENDS[base]].scheme_suffixes:
+        return base
+    return scheme
 
 
 def _plugin_claims() -> dict[str, tuple[str, ...]]:
@@ -98,7 +109,7 @@ def choose_backend_for_uri(uri: str) -> tuple[str, str]:
     declares in its :class:`~backends.info.BackendInfo` is asked (for SQL a short
     connection to the database); otherwise the scheme alone does."""
     fits = fitting_backends(uri)
-    detector = detector_for(urlsplit(uri).scheme.lower()) if len(fits) > 1 else None
+    detector = detector_for(_base_scheme(urlsplit(uri).scheme.lower())) if len(fits) > 1 else None
     if detector is None:
         return fits[0], f"the URI scheme implies {fits[0]!r}"
     choice = detector.choose(uri)

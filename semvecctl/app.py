@@ -3,7 +3,8 @@
 Commands come from the table in :mod:`semvecctl.commands`: ``semvecctl --help`` is drawn
 from it without importing a command module, and a command's module is imported only when
 that command is looked up (:class:`LazyCommands`). Global flags (``--verbose``,
-``--no-color``, ``--config``, ``--profile``) work anywhere on the line, like kubectl's.
+``--no-color``, ``--config``, ``--profile``, ``--shards``) work anywhere on the line, like
+kubectl's.
 Every failure leaves through :meth:`RootGroup.main`: one line on stderr, the exit code of
 :class:`ExitCode`, a traceback only with ``--verbose``.
 """
@@ -33,6 +34,7 @@ GLOBAL_FLAGS: dict[str, bool] = {
     "--config": True,
     "--profile": True,
     "-P": True,
+    "--shards": True,
 }
 
 
@@ -322,10 +324,12 @@ def root(
     no_color: bool = typer.Option(False, "--no-color", help="Disable colour (NO_COLOR is honoured too)."),
     config: Optional[str] = typer.Option(None, "--config", help="Config file (default: $SEMVECCTL_CONFIG or ~/.config/semvecctl/config.yaml).", show_default=False),
     profile: Optional[str] = typer.Option(None, "--profile", "-P", help="Named profile from the config file (beats the environment; flags beat it).", show_default=False, autocompletion=complete_profile),
+    shards: Optional[str] = typer.Option(None, "--shards", help="The SQL deployment's shard list, DSN,DSN,... in the engine's order (as SEMVEC_STATE_DB_SHARDS; beats it); '' for none. The primary is --uri or DATABASE_URL.", show_default=False),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     """Operator toolkit for semvec session backends."""
-    application.start(verbose=verbose, no_color=no_color, config_path=config, profile=profile)
+    application.start(verbose=verbose, no_color=no_color, config_path=config, profile=profile,
+                      shards=shards)
 
 
 def run() -> None:

@@ -26,6 +26,8 @@ class Application:
     no_color: bool = False
     config_path: str | None = None
     profile: str | None = None
+    #: ``--shards``: a SQL deployment's shard list (None: not given on the command line)
+    shards: str | None = None
     secrets: set[str] = field(default_factory=set)
     secret_values: set[str] = field(default_factory=set)
     output: Output = field(init=False)
@@ -34,6 +36,11 @@ class Application:
         for var in SECRET_ENV_VARS:
             if os.environ.get(var):
                 self.secrets.add(os.environ[var])
+                # a list of DSNs (the engine's shard list): each one's credentials too
+                self.secrets.update(part.strip() for part in os.environ[var].split(",")
+                                    if "://" in part)
+        if self.shards:
+            self.secrets.update(part.strip() for part in self.shards.split(",") if part.strip())
         self.output = Output(no_color=self.no_color, verbose=self.verbose, scrubber=self.scrub)
 
     def confirm(self, question: str, *, yes: bool) -> None:

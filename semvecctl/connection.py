@@ -25,6 +25,10 @@ from semvecctl.exit_codes import ExitCode
 URI_ENV: dict[str, str] = {info.name: info.uri_env[0] for info in KNOWN_INFO if info.uri_env}
 
 
+#: backends whose deployment may be spread over shards (``--shards``, the engine's
+#: ``SEMVEC_STATE_DB_SHARDS``): those that declare the shard variable
+SHARDED_BACKENDS = frozenset(info.name for info in KNOWN_INFO if info.shards_env)
+
 #: backends a URI scheme can imply; --backend may not contradict these
 SCHEME_IMPLIED = frozenset(info.name for info in KNOWN_INFO if info.schemes)
 
@@ -174,6 +178,11 @@ def resolve_connection(
         _remember_backend_secrets(chosen, env)
     if database and fold_name(chosen) == "mongo":
         options.setdefault("database", database)
+    if app.shards is not None:
+        if fold_name(chosen) not in SHARDED_BACKENDS:
+            current().abort(f"--shards is a SQL deployment's shard list; backend {chosen!r} "
+                            "has none (use it with postgres or pgvector)", ExitCode.USAGE)
+        options["shards"] = app.shards
     return ConnectionSpec(backend=chosen, uri=uri, options=options, origin=origin,
                           choice_reason=reason)
 

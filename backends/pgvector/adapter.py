@@ -74,9 +74,9 @@ class PgVectorAdapter(PostgresAdapter):
         from backends.pgvector.items import PgVectorItemMirror
         from backends.pgvector.retrieval import PgVectorRetrievalBackend
 
-        self._items = PgVectorItemMirror(self._db)
+        self._items = PgVectorItemMirror(self.placement)
         self._retrieval = PgVectorRetrievalBackend(
-            self._db, search_mode=search_mode,
+            self.placement, search_mode=search_mode,
             exact_search_limit=DEFAULT_EXACT_SEARCH_LIMIT if exact_limit is None else exact_limit,
         )
 
@@ -121,7 +121,7 @@ class PgVectorAdapter(PostgresAdapter):
         item rows (under the scope's owner; ``scope=None``: every owner's)."""
         from backends.pgvector.erasure import item_eraser
 
-        return item_eraser(self._db)
+        return item_eraser(self.placement)
 
     def ensure_schema(self) -> None:
         """Create the schema, extension and tables (with their keys) if missing; no
@@ -129,7 +129,8 @@ class PgVectorAdapter(PostgresAdapter):
         from backends.pgvector.schema import ITEMS_GROUP
 
         super().ensure_schema()
-        self._db.provision(ITEMS_GROUP, explicit=True)
+        for db in self.placement.databases():
+            db.provision(ITEMS_GROUP, explicit=True)
 
     def _tables_of_interest(self) -> tuple[str, ...]:
         from backends.pgvector.schema import ITEMS_TABLE

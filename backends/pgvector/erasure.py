@@ -7,25 +7,26 @@ from __future__ import annotations
 from typing import Any
 
 from backends.contract import ItemEraser, OwnerFilter
-from backends.sql.database import Database
+from backends.sql.placement import Placement
 from backends.sql.state import owner_clause
 
 
-def item_eraser(db: Database) -> ItemEraser:
-    """An :class:`~backends.contract.ItemEraser` over ``semvec_memory_items``; a missing
-    table removes nothing."""
+def item_eraser(placement: Placement) -> ItemEraser:
+    """An :class:`~backends.contract.ItemEraser` over ``semvec_memory_items`` (each
+    session's rows on its shard); a missing table removes nothing."""
     from backends.pgvector.schema import ITEMS_TABLE
 
-    table = db.tables.of(ITEMS_TABLE)
+    table = placement.primary.tables.of(ITEMS_TABLE)
 
     def delete(session_ids: list[str], owner_subject: OwnerFilter) -> int:
         clause, params = owner_clause(owner_subject)
 
-        def work(conn: Any) -> int:
+        def work(conn: Any, ids: list[str]) -> int:
             return conn.execute(
                 f"DELETE FROM {table} WHERE session_id = ANY(%s) AND {clause}",
-                (session_ids, *params)).rowcount
+                (ids, *params)).rowcount
 
-        return int(db.read(work, lambda: 0))
+        return sum(int(db.read(lambda conn, ids=ids: work(conn, ids), lambda: 0))
+                   for db, ids in placement.group(session_ids))
 
     return ItemEraser(delete)

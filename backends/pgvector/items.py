@@ -28,6 +28,7 @@ from backends.contract import (
     OwnerFilter,
 )
 from backends.sql.database import Database
+from backends.sql.placement import Placement
 from backends.pgvector.schema import ITEMS_GROUP, ITEMS_TABLE, missing_item_columns
 from backends.sql.state import owner_clause
 from backends.retrieval.items import tier_order_key, with_tier_positions
@@ -114,18 +115,21 @@ def _check_items(items: Sequence[MemoryItem], dimensions: int) -> None:
 class PgVectorItemMirror:
     """ItemMirror + LiveItemSource over ``semvec_memory_items``."""
 
-    def __init__(self, db: Database) -> None:
-        self._db = db
-        self._table = db.tables.of(ITEMS_TABLE)
-        self._positions: bool | None = None  # does the table have tier_positions?
+    def __init__(self, placement: Placement | Database) -> None:
+        if not isinstance(placement, Placement):
+            placement = Placement(placement, ())
+        self._placement = placement
+        self._table = placement.primary.tables.of(ITEMS_TABLE)
+        #: per database: does its table have tier_positions?
+        self._positions: dict[Database, bool] = {}
 
-    def _has_positions(self, conn: Any) -> bool:
-        if self._positions is None:
-            self._positions = not missing_item_columns(conn, self._db.config.schema)
-        return self._positions
+    def _has_positions(self, conn: Any, db: Database) -> bool:
+        if db not in self._positions:
+            self._positions[db] = not missing_item_columns(conn, db.config.schema)
+        return self._positions[db]
 
-    def _columns(self, conn: Any) -> str:
-        return ITEM_COLUMNS + (f", {POSITIONS_COLUMN}" if self._has_positions(conn) else "")
+    def _columns(self, conn: Any, db: Database) -> str:
+        return ITEM_COLUMNS + (f", {POSITIONS_COLUMN}" if self._has_positions(conn, db) else "")
 
     def sync_items(
         self, session_id: str, items: Sequence[MemoryItem], *, owner_subject: str | None = None
@@ -135,11 +139,12 @@ class PgVectorItemMirror:
         if owner_subject is not None and (not isinstance(owner_subject, str) or not owner_subject):
             raise ValueError("owner_subject must be None or a non-empty string")
         items = with_tier_positions(list(items))
-        _check_items(items, self._db.dimensions)
-        self._positions = None  # provisioning may just have added the column
+        db = self._placement.for_session(session_id)  # items live on their session's shard
+        _check_items(items, db.dimensions)
+        self._positions.pop(db, None)  # provisioning may just have added the column
 
         def work(conn: Any) -> ItemSyncResult:
-            columns = self._columns(conn)
+            columns = self._columns(conn, db)
             with conn.transaction():
                 # one sync per session at a time; other sessions proceed in parallel
                 conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", (session_id,))
@@ -153,7 +158,7 @@ class PgVectorItemMirror:
                 return self._apply(conn, session_id, items, stored, owner_subject,
                                    positions=columns != ITEM_COLUMNS)
 
-        return self._db.write(ITEMS_GROUP, work)
+        return db.write(ITEMS_GROUP, work)
 
     def _apply(self, conn: Any, session_id: str, items: list[MemoryItem],
                stored: dict[str, MemoryItem], owner: str | None, *,
@@ -215,21 +220,22 @@ class PgVectorItemMirror:
         self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED
     ) -> Iterator[MemoryItem]:
         clause, params = owner_clause(owner_subject)
+        db = self._placement.for_session(session_id)
 
         def work(conn: Any) -> list[MemoryItem]:
             rows = conn.execute(
-                f"SELECT {self._columns(conn)} FROM {self._table} WHERE session_id = %s"
+                f"SELECT {self._columns(conn, db)} FROM {self._table} WHERE session_id = %s"
                 f" AND NOT evicted AND {clause} ORDER BY item_id",
                 (session_id, *params),
             ).fetchall()
             # the engine's order: by tier, then position in it (item id where unknown)
             return sorted((item_from_row(r) for r in rows), key=tier_order_key)
 
-        return iter(self._db.read(work, list, vector=True))
+        return iter(db.read(work, list, vector=True))
 
     def mirror_size(self) -> dict[str, int | None]:
         """Rows, evicted rows and their stored bytes (``pg_column_size`` of each row: one
-        scan of the table)."""
+        scan of the table), added up over the shards."""
 
         def work(conn: Any) -> dict[str, int | None]:
             rows, evicted, size = conn.execute(
@@ -237,7 +243,11 @@ class PgVectorItemMirror:
                 f"coalesce(sum(pg_column_size(t.*)), 0) FROM {self._table} t").fetchone()
             return {"items": int(rows), "evicted": int(evicted), "bytes": int(size)}
 
-        return self._db.read(work, lambda: {"items": 0, "evicted": 0, "bytes": 0}, vector=True)
+        total: dict[str, int | None] = {"items": 0, "evicted": 0, "bytes": 0}
+        for db in self._placement.state_databases():
+            for key, value in db.read(work, lambda: {}, vector=True).items():
+                total[key] = (total[key] or 0) + (value or 0)
+        return total
 
     def purge_items(self, session_id: str) -> int:
         """Hard-delete every mirrored item of a session (evicted ones too); returns the
@@ -248,4 +258,4 @@ class PgVectorItemMirror:
                 f"DELETE FROM {self._table} WHERE session_id = %s", (session_id,)
             ).rowcount
 
-        return self._db.read(work, lambda: 0)
+        return self._placement.for_session(session_id).read(work, lambda: 0)

@@ -53,6 +53,7 @@ from typing import Any
 
 from backends.contract import UNSCOPED, MemoryUnit, RetrievalContext
 from backends.sql.database import Database
+from backends.sql.placement import Placement
 from backends.pgvector.items import as_vector, vector_tuple
 from backends.pgvector.schema import ITEMS_TABLE
 from backends.sql.state import owner_clause
@@ -176,14 +177,18 @@ class PgVectorRetrievalBackend:
     #: ``rrf_k`` is honoured; ``stage`` receives retrieve/fuse/narrowing events.
     inert_fields = frozenset({"rrf_weights", "fuse_with_bm25", "memory"})
 
-    def __init__(self, db: Database, *, search_mode: str = "auto",
+    def __init__(self, db: Placement | Database, *, search_mode: str = "auto",
                  exact_search_limit: int = DEFAULT_EXACT_SEARCH_LIMIT,
                  weights: dict[str, float] | None = None,
                  plan_cache_seconds: float = PLAN_CACHE_SECONDS,
                  pool: int = CANDIDATE_POOL, hnsw_pool: int = HNSW_CANDIDATE_POOL) -> None:
         if search_mode not in SEARCH_MODES:
             raise ValueError(f"search_mode must be one of {SEARCH_MODES}, got {search_mode!r}")
-        self._db = db
+        if not isinstance(db, Placement):
+            db = Placement(db, ())
+        #: the deployment; each search reads its session's shard (same schema everywhere)
+        self._placement = db
+        self._db = db.primary
         self.search_mode = search_mode
         self.exact_search_limit = int(exact_search_limit)
         self.weights = dict(DEFAULT_WEIGHTS if weights is None else weights)
@@ -193,6 +198,10 @@ class PgVectorRetrievalBackend:
         self._iterative_scan: bool | None = None  # pgvector >= 0.8, probed once
         self._plans = _PlanCache(plan_cache_seconds)
         self.pool, self.hnsw_pool = int(pool), int(hnsw_pool)
+
+    def _at(self, ctx: RetrievalContext) -> Database:
+        """The database holding the context's session (its items live on its shard)."""
+        return self._placement.for_session(ctx.session_id)
 
     def search(self, ctx: RetrievalContext) -> list[MemoryUnit]:
         return self._search(ctx, None)
@@ -222,7 +231,7 @@ class PgVectorRetrievalBackend:
             rows = self._run(conn, plan, candidate_pool(int(limit), self.hnsw_pool), sql, params)
             return [r[0] for r in rows]
 
-        return self._db.read(work, list, vector=True)
+        return self._at(ctx).read(work, list, vector=True)
 
     # -- the search -----------------------------------------------------------------
 
@@ -233,7 +242,7 @@ class PgVectorRetrievalBackend:
         import numpy as np
         from pgvector import Vector
 
-        dims = self._db.dimensions
+        dims = self._at(ctx).dimensions
         query_vec = np.asarray(ctx.query_embedding, dtype=np.float32).reshape(-1)
         if len(query_vec) != dims:
             raise ValueError(
@@ -263,7 +272,7 @@ class PgVectorRetrievalBackend:
                 self._plans.put(ctx.session_id, ctx.owner_subject, plan)
             return rows, (None if plan == "none" else plan)
 
-        rows, self.last_plan = self._db.read(work, lambda: ([], None), vector=True)
+        rows, self.last_plan = self._at(ctx).read(work, lambda: ([], None), vector=True)
         candidates = [self._unit(row) for row in rows]
         emit = ctx.stage
         if emit is not None:

@@ -60,21 +60,33 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
         self.config = SqlConfig.resolve(uri, options, backend=self.name)
         load_psycopg(self.name)  # MissingDriver now, not on first use
 
+        from backends.sql.config import database_key
         from backends.sql.database import Database
         from backends.sql.events import SqlEventStore
-        from backends.sql.indexes import SqlIndexManager
+        from backends.sql.placement import Placement
         from backends.sql.state import SqlStateStore
 
+        #: the primary (``DATABASE_URL``): metadata and out-of-turn events; with no shard
+        #: list, the only database
         self._db = Database(self.config, self._layout)
-        self._state = SqlStateStore(self._db)
-        self._events = SqlEventStore(self._db)
-        self._indexes = SqlIndexManager(self._db)
+        databases = {database_key(self.config.conninfo): self._db}
+        shards = []
+        for config in self.config.shard_configs():
+            key = database_key(config.conninfo)
+            if key not in databases:
+                databases[key] = Database(config, self._layout)
+            shards.append(databases[key])
+        self.placement = Placement(self._db, shards)
+        self._indexes: dict[Any, Any] = {}
+        self._state = SqlStateStore(self.placement)
+        self._events = SqlEventStore(self.placement)
         self._armed_fault: str | None = None
         self._closed = False
 
     def __repr__(self) -> str:
+        shards = (f", shards={len(self.placement.shards)}" if self.placement.sharded else "")
         return (f"{type(self).__name__}({self.config.display_uri!r},"
-                f" schema={self.config.schema!r})")
+                f" schema={self.config.schema!r}{shards})")
 
     # -- the contract -----------------------------------------------------------------
 
@@ -106,37 +118,28 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
         validate_pg_save_args(session_id, blob, expected_version, owner_subject,
                               pending_message)
         checked = validate_pg_events(events)
+        db = self.placement.for_session(session_id)  # state and events on its shard
 
         def work(conn: Any) -> int:
             with conn.transaction():
                 version = save_in_transaction(
-                    conn, self._db.tables.state, session_id, blob,
+                    conn, db.tables.state, session_id, blob,
                     expected_version=expected_version, owner_subject=owner_subject,
                     pending_message=pending_message,
                 )
-                self._trip_fault(conn)
-                append_in_transaction(conn, self._db, checked)
+                self._trip_fault(conn, db)
+                append_in_transaction(conn, db, checked)
                 return version
 
-        return self._db.write(STATE_GROUP, work)
+        return db.write(STATE_GROUP, work)
 
     def check_health(self, timeout: float = 2.0) -> bool:
-        """``SELECT 1`` on a fresh connection bounded by ``timeout`` (connect and
-        statement); any failure (or a closed adapter) is False, never an exception."""
+        """``SELECT 1`` on a fresh connection to every database of the deployment (the
+        primary and each shard), bounded by ``timeout`` (connect and statement); any
+        failure (or a closed adapter) is False, never an exception."""
         if self._closed:
             return False
-        try:
-            conn = self._db.pool.connect(connect_timeout=timeout,
-                                         statement_timeout_ms=max(1, int(timeout * 1000)))
-        except Exception:  # noqa: BLE001 - a health probe answers False, never raises
-            return False
-        try:
-            return conn.execute("SELECT 1").fetchone() == (1,)
-        except Exception:  # noqa: BLE001 - a health probe answers False, never raises
-            return False
-        finally:
-            with contextlib.suppress(Exception):
-                conn.close()
+        return all(_answers(db, timeout) for db in self.placement.databases())
 
     # -- fault seam (conformance only) ------------------------------------------------
 
@@ -154,7 +157,7 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
         finally:
             self._armed_fault = None
 
-    def _trip_fault(self, conn: Any) -> None:
+    def _trip_fault(self, conn: Any, db: Any) -> None:
         point, self._armed_fault = self._armed_fault, None
         if point is None:
             return
@@ -162,7 +165,7 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
             from backends.errors import InjectedFault
 
             raise InjectedFault("fault injected after the state write (turn.after_state)")
-        killer = self._db.pool.connect()
+        killer = db.pool.connect()
         try:
             killer.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
         finally:
@@ -171,20 +174,41 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
     # -- operator seams ---------------------------------------------------------------
 
     def index_plan(self, *, dimensions: int | None = None) -> list[IndexSpec]:
-        return self._indexes.index_plan(dimensions=dimensions)
+        return self._per_database(lambda m: m.index_plan(dimensions=dimensions))
 
     def ensure_indexes(self, *, dimensions: int | None = None, recreate: bool = False,
                        apply: bool = True) -> list[IndexAction]:
-        return self._indexes.ensure_indexes(dimensions=dimensions, recreate=recreate, apply=apply)
+        return self._per_database(lambda m: m.ensure_indexes(
+            dimensions=dimensions, recreate=recreate, apply=apply))
 
     def validate_indexes(self, *, dimensions: int | None = None) -> list[IndexReport]:
-        return self._indexes.validate_indexes(dimensions=dimensions)
+        return self._per_database(lambda m: m.validate_indexes(dimensions=dimensions))
+
+    def _per_database(self, call: Any) -> list[Any]:
+        """``call(index manager)`` on every database of the deployment (each holds the
+        tables); on a sharded one each entry's target names its database."""
+        import dataclasses
+
+        from backends.sql.indexes import SqlIndexManager
+
+        found: list[Any] = []
+        for db in self.placement.databases():
+            manager = self._indexes.get(db)
+            if manager is None:
+                manager = self._indexes[db] = SqlIndexManager(db)
+            entries = call(manager)
+            if self.placement.sharded:
+                label = self.placement.label(db)
+                entries = [dataclasses.replace(e, target=f"{label}: {e.target}") for e in entries]
+            found.extend(entries)
+        return found
 
     def ensure_schema(self) -> None:
         """Create the engine's tables (with their keys) if missing."""
         from backends.sql.schema import STATE_GROUP
 
-        self._db.provision(STATE_GROUP, explicit=True)
+        for db in self.placement.databases():
+            db.provision(STATE_GROUP, explicit=True)
 
     def set_drift_exempt(self, session_id: str, exempt: bool) -> None:
         self._state.set_drift_exempt(session_id, exempt)
@@ -200,25 +224,64 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
     def health_details(self, timeout: float) -> dict[str, Any]:
         """Server version, the tables present, the layout the database holds (what
         ``postgresql://`` auto-selection would pick), durability settings, latency.
-        Bounded by ``timeout``; failures are reported in the dict, not raised."""
+        Bounded by ``timeout``; failures are reported in the dict, not raised.
+
+        On a sharded deployment the top level speaks for the whole (reachable and durable
+        only when every database is) and ``databases`` has each one's own facts, named
+        (``primary``, ``shard N``), probed concurrently."""
+        details: dict[str, Any] = {"backend": self.name, "uri": self.config.display_uri,
+                                   "schema": self.config.schema}
+        if not self.placement.sharded:
+            details.update(self._database_details(self._db, timeout))
+            return details
+        from concurrent.futures import ThreadPoolExecutor
+
+        databases = self.placement.databases()
+        with ThreadPoolExecutor(max_workers=min(8, len(databases))) as pool:
+            parts = list(pool.map(lambda db: self._database_details(db, timeout), databases))
+        primary = dict(parts[0])
+        listed: list[dict[str, Any]] = []
+        for db, part in zip(databases, parts):
+            listed.append({"database": self.placement.label(db), "uri": db.config.display_uri,
+                           **{k: part[k] for k in ("reachable", "latency_ms", "server_version",
+                                                   "durable", "read_only_replica", "error")
+                              if k in part}})
+        down = [f"{p['database']} ({p['uri']}): {p.get('error', 'unreachable')}"
+                for p in listed if not p.get("reachable")]
+        risky = [f"{p['database']}: {part.get('durability_reason')}"
+                 for p, part in zip(listed, parts) if p.get("reachable") and not part.get("durable")]
+        details.update(primary)
+        details.update(
+            shards=len(self.placement.shards),
+            reachable=not down,
+            durable=not risky and not down,
+            durability_reason="; ".join(risky) if risky else ("" if not down else
+                                                              "not every database answered"),
+            databases=listed,
+        )
+        if down:
+            details["error"] = "unreachable: " + "; ".join(down)
+        return details
+
+    def _database_details(self, db: Any, timeout: float) -> dict[str, Any]:
+        """One database's health facts (see :meth:`health_details`)."""
         from backends.selection import detector_for
         from backends.sql.schema import LEGACY_TABLES, missing_tables
 
-        details: dict[str, Any] = {"backend": self.name, "uri": self.config.display_uri,
-                                   "schema": self.config.schema}
+        details: dict[str, Any] = {}
+        schema = db.config.schema
         started = time.perf_counter()
         try:
-            conn = self._db.pool.connect(connect_timeout=timeout,
-                                         statement_timeout_ms=max(1, int(timeout * 1000)))
+            conn = db.pool.connect(connect_timeout=timeout,
+                                   statement_timeout_ms=max(1, int(timeout * 1000)))
         except Exception as exc:  # noqa: BLE001 - reported in the details
             details.update(reachable=False, error=str(exc))
             return details
         try:
             server = conn.execute("SHOW server_version").fetchone()[0]
             tables = self._tables_of_interest()
-            missing = missing_tables(conn, self.config.schema, tables)
-            legacy = [t for t in LEGACY_TABLES
-                      if t not in missing_tables(conn, self.config.schema, (t,))]
+            missing = missing_tables(conn, schema, tables)
+            legacy = [t for t in LEGACY_TABLES if t not in missing_tables(conn, schema, (t,))]
             in_recovery = conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]
             settings = dict(conn.execute(
                 "SELECT name, setting FROM pg_settings WHERE name IN"
@@ -227,7 +290,7 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
             risky = [f"{name}={value}" for name, value in sorted(settings.items())
                      if value == "off"]
             detector = detector_for(declared(self.name).schemes[0])
-            chosen, reason = (detector.from_catalog(conn, self.config.schema) if detector
+            chosen, reason = (detector.from_catalog(conn, schema) if detector
                               else (self.name, "no other backend shares the scheme"))
             details.update(
                 reachable=True,
@@ -258,4 +321,20 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
 
     def _release(self) -> None:
         """Release the pool (once: see ClosesOnce)."""
-        self._db.close()
+        self.placement.close()
+
+
+def _answers(db: Any, timeout: float) -> bool:
+    """Whether one database answers ``SELECT 1`` within ``timeout``; never raises."""
+    try:
+        conn = db.pool.connect(connect_timeout=timeout,
+                               statement_timeout_ms=max(1, int(timeout * 1000)))
+    except Exception:  # noqa: BLE001 - a health probe answers False, never raises
+        return False
+    try:
+        return conn.execute("SELECT 1").fetchone() == (1,)
+    except Exception:  # noqa: BLE001 - a health probe answers False, never raises
+        return False
+    finally:
+        with contextlib.suppress(Exception):
+            conn.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import Any, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.errors import BackendConfigError
@@ -22,6 +23,22 @@ ENV_URL = URL_VARIABLES["pgvector"][0]
 ENV_DATABASE_URL = URL_VARIABLES["postgres"][0]
 ENV_DIMENSIONS = "SEMVEC_PGVECTOR_DIMENSIONS"
 ENV_SCHEMA = "SEMVEC_PGVECTOR_SCHEMA"
+#: SQLAlchemy driver suffixes the engine accepts in its URLs (``postgresql+psycopg://``;
+#: declared in backends.info); we connect with psycopg 3 whichever is named
+DRIVER_SUFFIXES = declared("postgres").scheme_suffixes
+#: the engine's shard-list variable (comma-separated DSNs; declared in backends.info)
+SHARDS_ENV = declared("postgres").shards_env or ""
+
+
+def parse_shard_list(text: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The engine's reading of a shard list: comma-separated, white space stripped, empty
+    entries dropped (a list or tuple is taken entry by entry, the same way)."""
+    if text is None:
+        return ()
+    entries = text.split(",") if isinstance(text, str) else list(text)
+    return tuple(e.strip() for e in entries if isinstance(e, str) and e.strip())
+
+
 DEFAULT_DIMENSIONS = 384
 MAX_DIMENSIONS = 16000  # pgvector's limit for the vector type (HNSW indexes stop at 2000)
 
@@ -68,14 +85,38 @@ class SqlConfig:
     dimensions_explicit: bool = True
     #: the SQL backend this config is for (``postgres`` or ``pgvector``): named in messages
     backend: str = "postgres"
+    #: the shard DSNs, in the engine's order (empty: the primary is the only shard); see
+    #: :mod:`backends.sql.placement`
+    shards: tuple[str, ...] = ()
+
+    def shard_configs(self) -> list["SqlConfig"]:
+        """One config per shard DSN: this one's schema, timeouts and pool settings, the
+        shard's own location (each resolved as a URI is, so a bad one is named)."""
+        options = {"schema": self.schema, "connect_timeout": self.connect_timeout,
+                   "statement_timeout_ms": self.statement_timeout_ms,
+                   "pool_size": self.pool_size, "create_tables": self.create_tables,
+                   "shards": ()}
+        if self.dimensions_explicit:
+            options["dimensions"] = self.dimensions
+        return [SqlConfig.resolve(dsn, dict(options), backend=self.backend,
+                                  role=f"shard {i} of {SHARDS_ENV}")
+                for i, dsn in enumerate(self.shards)]
 
     @classmethod
-    def resolve(cls, uri: str | None, options: dict, *, backend: str = "postgres") -> "SqlConfig":
+    def resolve(cls, uri: str | None, options: dict, *, backend: str = "postgres",
+                role: str = "") -> "SqlConfig":
         """Options and environment to a config. ``backend`` names the caller in messages
-        and picks its URL variables (:data:`URL_VARIABLES`). A SQLAlchemy-style scheme
-        (``postgresql+psycopg://``, as the engine's ``DATABASE_URL`` may be) is accepted."""
+        and picks its URL variables (:data:`URL_VARIABLES`). The engine's SQLAlchemy
+        spellings (``postgresql+psycopg://``, ``+psycopg2``, ``+asyncpg``) are accepted.
+
+        The ``shards`` option (a comma-separated string or a list of DSNs; empty: no
+        shards) is the deployment's shard list. Without it the engine's
+        ``SEMVEC_STATE_DB_SHARDS`` applies to the engine's deployment: when the location
+        came from the environment, or is the database ``DATABASE_URL`` names (or that
+        variable is unset). ``role`` names a shard in messages."""
         options = dict(options)
         variables = URL_VARIABLES.get(backend, (ENV_URL,))
+        from_env = uri is None
         if uri is None:
             uri = next((os.environ[v] for v in variables if os.environ.get(v)), None)
         if not uri:
@@ -87,10 +128,12 @@ class SqlConfig:
             parts = urlsplit(uri)
         except ValueError as exc:
             raise BackendConfigError(f"malformed {backend} URI {redact_uri(uri)!r}: {exc}") from None
-        scheme = parts.scheme.lower().partition("+")[0]
-        if scheme not in _SCHEMES:
+        scheme, _, dialect = parts.scheme.lower().partition("+")
+        where = f" ({role})" if role else ""
+        if scheme not in _SCHEMES or (dialect and dialect not in DRIVER_SUFFIXES):
             raise BackendConfigError(
-                f"{backend} URI must start with postgresql:// (got {redact_uri(uri)!r})"
+                f"{backend} URI{where} must start with postgresql:// (or the engine's "
+                f"postgresql+psycopg://, +psycopg2, +asyncpg; got {redact_uri(uri)!r})"
             )
         parts = parts._replace(scheme=scheme)
         query = parse_qsl(parts.query, keep_blank_values=True)
@@ -128,14 +171,35 @@ class SqlConfig:
             create_tables=bool(options.pop("create_tables", True)),
             dimensions_explicit=explicit,
             backend=backend,
+            shards=_shards(options.pop("shards", None), uri, from_env),
         )
         if options:
             raise BackendConfigError(
                 f"unknown {backend} option(s): " + ", ".join(sorted(options))
                 + " (known: schema, dimensions, connect_timeout, statement_timeout_ms, "
-                "pool_size, create_tables)"
+                "pool_size, create_tables, shards)"
             )
         return config
+
+
+def _shards(given: Any, uri: str, from_env: bool) -> tuple[str, ...]:
+    """The shard list in force (see :meth:`SqlConfig.resolve`)."""
+    if given is not None:
+        if not isinstance(given, (str, list, tuple)):
+            raise BackendConfigError(f"option shards must be a comma-separated string or a "
+                                     f"list of DSNs, got {type(given).__name__}")
+        return parse_shard_list(given)
+    listed = parse_shard_list(os.environ.get(SHARDS_ENV, ""))
+    if not listed:
+        return ()
+    primary = os.environ.get(ENV_DATABASE_URL, "")
+    if from_env or not primary or _key(primary) == _key(uri):
+        return listed
+    return ()
+
+
+def _key(uri: str) -> tuple:
+    return database_key(uri)
 
 
 #: libpq parameters that name a file (and the variable libpq reads when the URI does not)
@@ -157,3 +221,16 @@ def _require_tls_files(query: list[tuple[str, str]], backend: str, display_uri: 
             raise BackendConfigError(
                 f"{backend} connection {display_uri}: {source} names {value!r}, which is not "
                 "a file; fix the path (or drop the parameter)")
+
+
+def database_key(conninfo: str) -> tuple:
+    """What makes two DSNs one database (host, port, database, user; the scheme's
+    driver suffix and query options play no part), so a primary listed among the shards
+    is read once."""
+    try:
+        parts = urlsplit(conninfo)
+        port = parts.port
+    except ValueError:
+        return (conninfo,)
+    return ((parts.hostname or "").lower(), port or 5432, parts.path.strip("/"),
+            parts.username or "", parts.query if not parts.hostname else "")

@@ -28,6 +28,7 @@ from backends.embedding_text import embedding_json
 from backends.errors import CorruptEvent, InvalidEvent
 from backends.event_fields import strict_embedding, strict_meta
 from backends.sql.database import Database
+from backends.sql.placement import Placement
 from backends.sql.schema import STATE_GROUP
 from backends.sql.state import has_nul, owner_clause
 
@@ -109,19 +110,39 @@ def event_from_row(row: Any) -> MemoryEvent:
     )
 
 
+def _newest_first(event: MemoryEvent) -> tuple:
+    return (event.created_at, event.event_id)
+
+
 @speaks_both_conventions
 class SqlEventStore(EngineEventSurface):
-    """EventStore over the engine's SQL table: no sequences, newest first."""
+    """EventStore over the engine's SQL table: no sequences, newest first.
+
+    On a sharded deployment a turn's events live on its session's shard and an event
+    appended outside a turn on the primary (ENGINE-WIRE section 10): every read here
+    covers every database of the deployment and merges them in the engine's order
+    (newest first), every delete reaches every database. (The engine's own readers open
+    the primary only.)"""
 
     #: the engine's SQL layout has no sequence column (see the module docstring)
     assigns_sequences = False
 
-    def __init__(self, db: Database) -> None:
-        self._db = db
-        self._table = db.tables.events
+    def __init__(self, placement: Placement | Database) -> None:
+        if not isinstance(placement, Placement):
+            placement = Placement(placement, ())
+        self._placement = placement
+        self._db = placement.primary
+        self._table = placement.primary.tables.events
+
+    def _databases(self) -> list[Database]:
+        return self._placement.databases()
+
+    def _sum(self, work) -> int:
+        return sum(int(db.read(work, lambda: 0)) for db in self._databases())
 
     def init_schema(self) -> None:
-        """The engine calls this before first use: create the tables if missing."""
+        """The engine calls this before first use: create the tables if missing (on the
+        primary, where an event appended outside a turn goes)."""
         self._db.provision(STATE_GROUP)
 
     def append(self, event: MemoryEvent) -> MemoryEvent:
@@ -159,15 +180,29 @@ class SqlEventStore(EngineEventSurface):
         def work(conn: Any) -> list[MemoryEvent]:
             return [event_from_row(r) for r in conn.execute(sql, args).fetchall()]
 
-        return self._db.read(work, list)
+        found = [e for db in self._databases() for e in db.read(work, list)]
+        if len(self._databases()) > 1:
+            found.sort(key=_newest_first, reverse=True)
+        return found if limit is None else found[:limit]
 
     def iter_events(self, user_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
                     page: int = 500) -> Iterator[MemoryEvent]:
         """:meth:`list_events`'s order (newest first), a page per query: keyset on
-        ``(created_at, event_id)``, so memory is bounded by the page however long the log."""
+        ``(created_at, event_id)``, so memory is bounded by the page however long the log
+        (a page per database, merged)."""
         clause, params = owner_clause(owner_subject)
         if has_nul(user_id, owner_subject):
             return
+        streams = [self._iter_on(db, user_id, clause, params, page) for db in self._databases()]
+        if len(streams) == 1:
+            yield from streams[0]
+            return
+        import heapq
+
+        yield from heapq.merge(*streams, key=_newest_first, reverse=True)
+
+    def _iter_on(self, db: Database, user_id: str, clause: str, params: tuple,
+                 page: int) -> Iterator[MemoryEvent]:
         after: tuple[Any, str] | None = None
         while True:
             sql = f"SELECT {_COLUMNS} FROM {self._table} WHERE user_id = %s AND {clause}"
@@ -181,7 +216,7 @@ class SqlEventStore(EngineEventSurface):
             def work(conn: Any, sql: str = sql, args: list[Any] = args) -> list[Any]:
                 return conn.execute(sql, args).fetchall()
 
-            rows = self._db.read(work, list)
+            rows = db.read(work, list)
             yield from (event_from_row(r) for r in rows)
             if len(rows) < page:
                 return
@@ -200,7 +235,11 @@ class SqlEventStore(EngineEventSurface):
             ).fetchone()
             return event_from_row(row) if row else None
 
-        return self._db.read(work, lambda: None)
+        for db in self._databases():
+            found = db.read(work, lambda: None)
+            if found is not None:
+                return found
+        return None
 
     def count_for_user(self, user_id: str) -> int:
         if has_nul(user_id):
@@ -210,24 +249,42 @@ class SqlEventStore(EngineEventSurface):
             return int(conn.execute(f"SELECT count(*) FROM {self._table} WHERE user_id = %s",
                                     (user_id,)).fetchone()[0])
 
-        return self._db.read(work, lambda: 0)
+        return self._sum(work)
 
     def iter_log_shapes(self, *, batch_size: int = 500) -> Iterator[LogShape]:
         """Every user's event count and events per UTC day, a page of users at a time
-        (keyset by user id: memory is one page whatever the table's size)."""
+        (keyset by user id: memory is one page whatever the table's size); over several
+        databases, each one's users merged by id and a user's days added up."""
+        streams = [self._shapes_on(db, batch_size) for db in self._databases()]
+        if len(streams) == 1:
+            yield from streams[0]
+            return
+        import heapq
+        import itertools
+
+        merged = heapq.merge(*streams, key=lambda shape: shape.user_id)
+        for user, shapes in itertools.groupby(merged, key=lambda shape: shape.user_id):
+            days: dict[str, int] = {}
+            for shape in shapes:
+                for day, count in shape.per_day.items():
+                    days[day] = days.get(day, 0) + count
+            yield LogShape(user, sum(days.values()), dict(sorted(days.items())))
+
+    def _shapes_on(self, db: Database, batch_size: int) -> Iterator[LogShape]:
         after = ""
         while True:
             def work(conn: Any, after: str = after) -> list[Any]:
                 users = [r[0] for r in conn.execute(
-                    f"SELECT DISTINCT user_id FROM {self._table} WHERE user_id > %s "
-                    "ORDER BY user_id LIMIT %s", (after, batch_size)).fetchall()]
+                    f'SELECT DISTINCT user_id COLLATE "C" FROM {self._table} WHERE'
+                    ' user_id COLLATE "C" > %s ORDER BY 1 LIMIT %s',
+                    (after, batch_size)).fetchall()]
                 if not users:
                     return []
                 return [(users, conn.execute(
                     f"SELECT user_id, created_at::date, count(*) FROM {self._table} "
                     "WHERE user_id = ANY(%s) GROUP BY 1, 2 ORDER BY 1, 2", (users,)).fetchall())]
 
-            page = self._db.read(work, list)
+            page = db.read(work, list)
             if not page:
                 return
             users, rows = page[0]
@@ -248,11 +305,11 @@ class SqlEventStore(EngineEventSurface):
 
         def work(conn: Any) -> list[str]:
             rows = conn.execute(
-                f"SELECT DISTINCT user_id FROM {self._table} WHERE session_id = %s"
-                " ORDER BY user_id", (session_id,)).fetchall()
+                f"SELECT DISTINCT user_id FROM {self._table} WHERE session_id = %s",
+                (session_id,)).fetchall()
             return [r[0] for r in rows]
 
-        return self._db.read(work, list)
+        return sorted({u for db in self._databases() for u in db.read(work, list)})
 
     def delete_event(self, event_id: str) -> bool:
         if has_nul(event_id):
@@ -260,9 +317,9 @@ class SqlEventStore(EngineEventSurface):
 
         def work(conn: Any) -> bool:
             return conn.execute(f"DELETE FROM {self._table} WHERE event_id = %s",
-                                (str(event_id),)).rowcount > 0
+                                (str(event_id),)).rowcount
 
-        return self._db.read(work, lambda: False)
+        return self._sum(work) > 0
 
     def delete_events_before(self, cutoff: datetime, *, user_id: str | None = None) -> int:
         """Delete events created strictly before ``cutoff``."""
@@ -279,7 +336,7 @@ class SqlEventStore(EngineEventSurface):
         def work(conn: Any) -> int:
             return conn.execute(sql, args).rowcount
 
-        return self._db.read(work, lambda: 0)
+        return self._sum(work)
 
     def event_refs(self, user_id: str) -> list[tuple[str, str | None, str | None, str | None]]:
         """Every event row of the user, read raw (for erasure): tuples ``(event_id,
@@ -293,7 +350,8 @@ class SqlEventStore(EngineEventSurface):
                                 " ORDER BY created_at, event_id", (user_id,)).fetchall()
 
         refs: list[tuple[str, str | None, str | None, str | None]] = []
-        for row in self._db.read(work, list):
+        rows = [row for db in self._databases() for row in db.read(work, list)]
+        for row in rows:
             problem = None
             try:
                 event_from_row(row)
@@ -313,4 +371,4 @@ class SqlEventStore(EngineEventSurface):
             return conn.execute(f"DELETE FROM {self._table} WHERE user_id = %s",
                                 (user_id,)).rowcount
 
-        return self._db.read(work, lambda: 0)
+        return self._sum(work)

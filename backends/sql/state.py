@@ -28,6 +28,7 @@ from backends.contract import (
 )
 from backends.errors import CorruptState, StateVersionConflict, cas_refusal, session_exists
 from backends.sql.database import Database
+from backends.sql.placement import Placement
 from backends.sql.schema import STATE_COPY_COLUMNS, STATE_COPY_TYPES, STATE_GROUP
 
 
@@ -187,7 +188,12 @@ class SqlStateStore(DerivedReads):
 
     Reads are strict: a NULL ``state_blob`` or a NULL / below-1 ``version`` raises
     :class:`CorruptState` naming the session and the field. The layout keeps no blob
-    digest, so retries are recognised by comparing the stored bytes themselves."""
+    digest, so retries are recognised by comparing the stored bytes themselves.
+
+    On a sharded deployment (:class:`~backends.sql.placement.Placement`) every
+    single-session call goes to the session's shard, and listings, counts and sweeps
+    cover every shard; a row on a database the routing never reads for it (misplaced)
+    is not listed here: ``doctor`` reports it."""
 
     #: a retried insert or compare-and-set whose exact result is stored returns its
     #: version (the conformance suite checks it)
@@ -195,11 +201,18 @@ class SqlStateStore(DerivedReads):
     #: every write stamps ``updated_at`` (UTC), so idle sessions can be found (``prune``)
     records_write_time = True
 
-    def __init__(self, db: Database) -> None:
-        self._db = db
-        self._table = db.tables.state
-        #: whether the table's columns have the engine's types (binary COPY), once asked
-        self._binary_copy: bool | None = None
+    def __init__(self, placement: Placement | Database) -> None:
+        if not isinstance(placement, Placement):
+            placement = Placement(placement, ())
+        self._placement = placement
+        self._db = placement.primary
+        self._table = placement.primary.tables.state
+        #: per database: whether the table's columns have the engine's types (binary
+        #: COPY), once asked
+        self._binary_copy: dict[Database, bool] = {}
+
+    def _at(self, session_id: str) -> Database:
+        return self._placement.for_session(session_id)
 
     def check_write(self, session_id: str, blob: bytes, *, version: int | None,
                     owner_subject: str | None = None, pending_message: str | None = None) -> None:
@@ -227,7 +240,7 @@ class SqlStateStore(DerivedReads):
                     pending_message=pending_message,
                 )
 
-        return self._db.write(STATE_GROUP, work)
+        return self._at(session_id).write(STATE_GROUP, work)
 
     def _select(self, columns: str, session_id: str, owner_subject: OwnerFilter):
         clause, params = owner_clause(owner_subject)
@@ -240,7 +253,7 @@ class SqlStateStore(DerivedReads):
                 (session_id, *params),
             ).fetchone()
 
-        return self._db.read(work, lambda: None)
+        return self._at(session_id).read(work, lambda: None)
 
     def load_full(
         self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED
@@ -263,14 +276,15 @@ class SqlStateStore(DerivedReads):
         if not wanted:
             return [None] * len(ids)
 
-        def work(conn: Any) -> list[Any]:
+        def work(conn: Any, ids: list[str]) -> list[Any]:
             return conn.execute(
                 "SELECT session_id, state_blob, version, owner_subject, pending_message"
                 f" FROM {self._table} WHERE session_id = ANY(%s) AND {clause}",
-                (wanted, *params),
+                (ids, *params),
             ).fetchall()
 
-        rows = {r[0]: r for r in self._db.read(work, lambda: [])}
+        rows = {r[0]: r for db, part in self._placement.group(wanted)
+                for r in db.read(lambda conn, part=part: work(conn, part), lambda: [])}
         found: list[LoadedState | None] = []
         for sid in ids:
             row = rows.get(sid)
@@ -300,6 +314,8 @@ class SqlStateStore(DerivedReads):
         if has_nul(session_id, owner_subject):
             return False
 
+        db = self._at(session_id)
+
         def work(conn: Any) -> bool:
             with conn.transaction():
                 if expected_version is not None:
@@ -315,18 +331,18 @@ class SqlStateStore(DerivedReads):
                     (session_id, *params),
                 ).fetchone()
                 if row is not None:
-                    self._delete_items(conn, session_id)
+                    self._delete_items(conn, db, session_id)
                 return row is not None
 
-        return self._db.read(work, lambda: False)
+        return db.read(work, lambda: False)
 
-    def _delete_items(self, conn: Any, session_id: str) -> None:
+    def _delete_items(self, conn: Any, db: Database, session_id: str) -> None:
         """The deleted session's rows in the flavours' tables (the item mirror: every
         owner's, they belong to the session), in the caller's transaction; nothing where
         such a table does not exist (the ``postgres`` layout, or pgvector before its first
         item)."""
-        for table in self._db.session_tables():
-            qualified = self._db.tables.of(table)
+        for table in db.session_tables():
+            qualified = db.tables.of(table)
             if conn.execute("SELECT to_regclass(%s)", (qualified,)).fetchone()[0] is None:
                 continue
             conn.execute(f"DELETE FROM {qualified} WHERE session_id = %s", (session_id,))
@@ -342,7 +358,7 @@ class SqlStateStore(DerivedReads):
             conn.execute(f"UPDATE {self._table} SET drift_exempt = %s WHERE session_id = %s",
                          (bool(exempt), session_id))
 
-        self._db.read(work, lambda: None)
+        self._at(session_id).read(work, lambda: None)
 
     def is_drift_exempt(self, session_id: str) -> bool:
         """False for a missing row (the engine's rule)."""
@@ -363,7 +379,7 @@ class SqlStateStore(DerivedReads):
                 f"DELETE FROM {self._table} WHERE updated_at <"
                 f" {_utc_now_sql()} - make_interval(secs => %s)", (ttl_seconds,)).rowcount
 
-        return self._db.read(work, lambda: 0)
+        return sum(db.read(work, lambda: 0) for db in self._placement.state_databases())
 
     # -- operator seams ---------------------------------------------------------------
 
@@ -401,7 +417,7 @@ class SqlStateStore(DerivedReads):
             if row is None:
                 raise session_exists(session_id)
 
-        self._db.write(STATE_GROUP, work)
+        self._at(session_id).write(STATE_GROUP, work)
 
     def restore_sessions(self, rows: Any) -> set[str]:
         """``restore_session`` for many rows: one COPY straight into the table (the pool's
@@ -424,8 +440,8 @@ class SqlStateStore(DerivedReads):
                 raise ValueError("updated_at must be a datetime")
         columns = ", ".join(STATE_COPY_COLUMNS)
 
-        def copy_into(conn: Any, table: str, values: list[tuple]) -> None:
-            binary = self._copies_binary(conn)
+        def copy_into(conn: Any, db: Database, table: str, values: list[tuple]) -> None:
+            binary = self._copies_binary(conn, db)
             with conn.cursor().copy(f"COPY {table} ({columns}) FROM STDIN"
                                     + (" (FORMAT BINARY)" if binary else "")) as copy:
                 if binary:
@@ -433,7 +449,7 @@ class SqlStateStore(DerivedReads):
                 for value in values:
                     copy.write_row(value)
 
-        def work(conn: Any) -> set[str]:
+        def work(conn: Any, db: Database, rows: list[Any]) -> set[str]:
             from psycopg.errors import UniqueViolation
 
             # rows without a write time are stamped now (UTC, the server's clock)
@@ -443,7 +459,7 @@ class SqlStateStore(DerivedReads):
                        as_utc(row.updated_at).replace(tzinfo=None) if row.updated_at else now)
                       for row in rows]
             try:
-                copy_into(conn, self._table, values)
+                copy_into(conn, db, self._table, values)
                 return {value[0] for value in values}
             except UniqueViolation:
                 pass  # the COPY's own transaction is rolled back: nothing of it stays
@@ -452,27 +468,33 @@ class SqlStateStore(DerivedReads):
                     "CREATE TEMP TABLE IF NOT EXISTS semvec_restore_rows (session_id varchar,"
                     " state_blob bytea, version integer, drift_exempt boolean, owner_subject"
                     " varchar, pending_message text, updated_at timestamp) ON COMMIT DELETE ROWS")
-                copy_into(conn, "semvec_restore_rows", values)
+                copy_into(conn, db, "semvec_restore_rows", values)
                 written = conn.execute(
                     f"INSERT INTO {self._table} ({columns}) SELECT {columns}"
                     " FROM semvec_restore_rows"
                     " ON CONFLICT (session_id) DO NOTHING RETURNING session_id").fetchall()
             return {r[0] for r in written}
 
-        written = self._db.write(STATE_GROUP, work)
-        return {row.session_id for row in rows} - written
+        by_id: dict[str, Any] = {}
+        for row in rows:
+            by_id.setdefault(row.session_id, row)
+        written: set[str] = set()
+        for db, ids in self._placement.group(by_id):
+            part = [by_id[sid] for sid in ids]
+            written |= db.write(STATE_GROUP, lambda conn, db=db, part=part: work(conn, db, part))
+        return set(by_id) - written
 
-    def _copies_binary(self, conn: Any) -> bool:
+    def _copies_binary(self, conn: Any, db: Database) -> bool:
         """Do the table's columns have exactly the types a binary COPY names (the
-        engine's)? Asked once per store."""
-        if self._binary_copy is None:
-            self._binary_copy = bool(conn.execute(
+        engine's)? Asked once per store and database."""
+        if db not in self._binary_copy:
+            self._binary_copy[db] = bool(conn.execute(
                 "SELECT count(*) = %s FROM unnest(%s::text[], %s::text[]) AS c(name, type)"
                 " JOIN pg_attribute a ON a.attrelid = %s::regclass AND a.attname = c.name"
                 " AND NOT a.attisdropped AND a.atttypid = c.type::regtype",
                 (len(STATE_COPY_COLUMNS), list(STATE_COPY_COLUMNS), list(STATE_COPY_TYPES),
                  self._table)).fetchone()[0])
-        return self._binary_copy
+        return self._binary_copy[db]
 
     _SUMMARY_COLUMNS = (
         "session_id, version, owner_subject, pending_message, octet_length(state_blob),"
@@ -511,11 +533,26 @@ class SqlStateStore(DerivedReads):
         batch_size: int = 500,
     ) -> Iterator[SessionSummary]:
         """Keyset-paginated by session_id; blobs are never sent (octet_length and a
-        server-side sha256). ``match`` is a glob; its literal prefix narrows the scan."""
+        server-side sha256). ``match`` is a glob; its literal prefix narrows the scan.
+        Over shards: each shard's placed rows, merged in session-id order."""
         clause, params = owner_clause(owner_subject)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError("batch_size must be a positive int")
+        streams = [self._iter_placed(db, clause, params, match, batch_size)
+                   for db in self._placement.state_databases()]
+        if len(streams) == 1:
+            yield from streams[0]
+            return
+        import heapq
+
+        yield from heapq.merge(*streams, key=lambda summary: summary.session_id)
+
+    def _iter_placed(self, db: Database, clause: str, params: tuple, match: str | None,
+                     batch_size: int) -> Iterator[SessionSummary]:
+        """One database's rows in session-id order (``COLLATE "C"``: the code-point order
+        Python's own comparison gives, so shards merge), those the routing reads there."""
         prefix = _glob_prefix(match) if match else ""
+        check = self._placement.sharded
         after = None
         while True:
             conditions = [clause]
@@ -535,19 +572,22 @@ class SqlStateStore(DerivedReads):
             def work(conn: Any, sql: str = sql, args: list = args):
                 return conn.execute(sql, args).fetchall()
 
-            rows = self._db.read(work, list)
+            rows = db.read(work, list)
             for row in rows:
+                if check and not self._placement.places(db, row[0]):
+                    continue
                 if match is None or fnmatch.fnmatchcase(row[0], match):
                     yield self._summary(row)
             if len(rows) < batch_size:
                 return
             after = rows[-1][0]
 
-
     def count_sessions(self, *, owner_subject: OwnerFilter = UNSCOPED,
                        match: str | None = None) -> int:
         """One ``count(*)`` when the glob is absent or only a literal prefix and ``*``;
-        any other glob is counted from the listing (the glob is matched here, not in SQL)."""
+        any other glob is counted from the listing (the glob is matched here, not in SQL).
+        Over shards, each shard's ids are streamed and only placed rows count (a misplaced
+        copy is not a session the engine reads)."""
         prefix = _glob_prefix(match) if match else ""
         if match is not None and match != prefix + "*":
             return sum(1 for _ in self.iter_sessions(owner_subject=owner_subject, match=match))
@@ -556,12 +596,37 @@ class SqlStateStore(DerivedReads):
         if prefix:
             conditions.append("starts_with(session_id, %s)")
             args.append(prefix)
-        sql = f"SELECT count(*) FROM {self._table} WHERE " + " AND ".join(conditions)
+        where = " AND ".join(conditions)
+        if not self._placement.sharded:
+            sql = f"SELECT count(*) FROM {self._table} WHERE {where}"
 
-        def work(conn: Any) -> int:
-            return int(conn.execute(sql, args).fetchone()[0])
+            def work(conn: Any) -> int:
+                return int(conn.execute(sql, args).fetchone()[0])
 
-        return int(self._db.read(work, int))
+            return int(self._db.read(work, int))
+        total = 0
+        for db in self._placement.state_databases():
+            total += sum(1 for sid in self.stored_ids(db, where=where, args=args)
+                         if self._placement.places(db, sid))
+        return total
+
+    def stored_ids(self, db: Database, *, where: str = "TRUE", args: Any = (),
+                   batch: int = 5000) -> Iterator[str]:
+        """Every session id stored on ``db`` (placed there or not), through a server-side
+        cursor: what counts, doctor's placement checks and resharding read."""
+        from backends.sql.database import is_absent_table_error
+
+        sql = f"SELECT session_id FROM {self._table} WHERE {where}"
+        try:
+            with db.connection() as conn, conn.transaction():
+                with conn.cursor(name="semvecctl_ids") as cur:
+                    cur.itersize = batch
+                    cur.execute(sql, list(args))
+                    for row in cur:
+                        yield row[0]
+        except Exception as exc:
+            if not is_absent_table_error(exc):
+                raise
 
 
 def _glob_prefix(pattern: str) -> str:
