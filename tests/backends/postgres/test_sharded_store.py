@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from backends.contract import MemoryEvent
+from backends.errors import BackendUnreachable
 from backends.sql.placement import shard_index
 
 pytestmark = pytest.mark.postgres
@@ -171,11 +172,11 @@ def test_one_shard_unreachable_is_named_never_a_smaller_green_answer(sharded_sql
         assert details["reachable"] is False
         assert "shard 2" in details["error"] and "127.0.0.1:1" in details["error"]
         victim = next(f"v{n}" for n in range(100) if engine_route(f"v{n}", 3) == 2)
-        with pytest.raises(Exception):
+        with pytest.raises(BackendUnreachable, match="127.0.0.1:1"):
             list(adapter.state_store().iter_sessions())
-        with pytest.raises(Exception):
+        with pytest.raises(BackendUnreachable, match="127.0.0.1:1"):
             adapter.state_store().count_sessions()
-        with pytest.raises(Exception):
+        with pytest.raises(BackendUnreachable, match="127.0.0.1:1"):
             adapter.state_store().load(victim)
     finally:
         adapter.close()
