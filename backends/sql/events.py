@@ -311,6 +311,22 @@ class SqlEventStore(EngineEventSurface):
 
         return sorted({u for db in self._databases() for u in db.read(work, list)})
 
+    def subjects_by_session(self) -> dict[str, list[str]]:
+        """Every session's users in one pass over each database (the engine's layout has
+        no index on ``session_id``: one query per session would scan the table each
+        time), for exports, copies, migrations and erasure."""
+
+        def work(conn: Any) -> list[Any]:
+            return conn.execute(
+                f"SELECT session_id, array_agg(DISTINCT user_id) FROM {self._table}"
+                " WHERE session_id <> '' GROUP BY session_id").fetchall()
+
+        found: dict[str, set[str]] = {}
+        for db in self._databases():
+            for session_id, users in db.read(work, list):
+                found.setdefault(session_id, set()).update(users)
+        return {sid: sorted(users) for sid, users in found.items()}
+
     def delete_event(self, event_id: str) -> bool:
         if has_nul(event_id):
             return False
