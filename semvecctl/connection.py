@@ -84,14 +84,21 @@ class ConnectionSpec:
         return redact_uri(self.uri) if self.uri else "-"
 
 
+#: ``shards=`` left to the command line's global ``--shards``
+FROM_COMMAND_LINE: Any = object()
+
+
 def resolve_connection(
     backend: str | None = None,
     uri: str | None = None,
     adapter: str | None = None,
     *,
     environ: Mapping[str, str] | None = None,
+    shards: Any = FROM_COMMAND_LINE,
 ) -> ConnectionSpec:
-    """Combine flags, environment and profile into one connection spec."""
+    """Combine flags, environment and profile into one connection spec. ``shards`` is
+    the SQL deployment's shard list given for this store (a two-store command's
+    ``--from-shards``/``--to-shards``); by default the global ``--shards``."""
     from backends.registry import ENV_VAR, fold_name
     from backends.selection import InvalidURI, backend_for_uri, choose_backend_for_uri, fitting_backends
 
@@ -178,11 +185,17 @@ def resolve_connection(
         _remember_backend_secrets(chosen, env)
     if database and fold_name(chosen) == "mongo":
         options.setdefault("database", database)
-    if app.shards is not None:
+    if shards is FROM_COMMAND_LINE:
+        shards = app.shards
+    if shards is not None:
         if fold_name(chosen) not in SHARDED_BACKENDS:
-            current().abort(f"--shards is a SQL deployment's shard list; backend {chosen!r} "
-                            "has none (use it with postgres or pgvector)", ExitCode.USAGE)
-        options["shards"] = app.shards
+            current().abort(f"a shard list is a SQL deployment's; backend {chosen!r} has "
+                            "none (use it with postgres or pgvector)", ExitCode.USAGE)
+        for dsn in shards.split(","):
+            if dsn.strip():
+                implied(dsn.strip())
+                app.remember_secret(dsn.strip())
+        options["shards"] = shards
     return ConnectionSpec(backend=chosen, uri=uri, options=options, origin=origin,
                           choice_reason=reason)
 
@@ -363,9 +376,11 @@ class Connection:
 
     def __init__(self, backend: str | None = None, uri: str | None = None,
                  adapter: str | None = None, *, owner: str | None = None,
-                 unowned: bool = False, timeout: float | None = None) -> None:
+                 unowned: bool = False, timeout: float | None = None,
+                 shards: Any = FROM_COMMAND_LINE) -> None:
         self.backend, self.uri, self.adapter = backend, uri, adapter
         self.owner, self.unowned, self.timeout = owner, unowned, timeout
+        self.shards = shards
 
     @functools.cached_property
     def scope(self) -> Any:
@@ -375,7 +390,7 @@ class Connection:
     @functools.cached_property
     def spec(self) -> ConnectionSpec:
         """The resolved connection (backend, URI, options, where they came from)."""
-        return resolve_connection(self.backend, self.uri, self.adapter)
+        return resolve_connection(self.backend, self.uri, self.adapter, shards=self.shards)
 
     def resolve(self) -> ConnectionSpec:
         """Resolve the connection now (an unknown backend or a bad URI fails here), so
@@ -389,3 +404,12 @@ class Connection:
     def open(self) -> contextlib.AbstractContextManager[Any]:
         """The adapter, closed when the block ends."""
         return open_adapter(self.spec)
+
+
+def pair_shards(from_shards: str | None, to_shards: str | None) -> tuple[Any, Any]:
+    """The shard lists of a two-store command's source and target: ``--from-shards`` and
+    ``--to-shards``; the global ``--shards`` would not say which side it means (exit 2)."""
+    if current().shards is not None:
+        current().abort("--shards names one store's shard list; a copy or migration has two: "
+                        "use --from-shards and/or --to-shards", ExitCode.USAGE)
+    return from_shards, to_shards

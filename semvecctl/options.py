@@ -217,3 +217,12 @@ MatchSessions = Annotated[
     typer.Option("--match", "-m", help="Only session ids matching this glob (*, ?, [..]).",
                  show_default=False),
 ]
+
+#: a two-store command's shard lists (the global --shards names one store's)
+FromShards = Annotated[Optional[str], typer.Option(
+    "--from-shards", show_default=False, metavar="DSN,DSN",
+    help="The source SQL deployment's shard list, in the engine's order (as "
+         "SEMVEC_STATE_DB_SHARDS; '' for none).")]
+ToShards = Annotated[Optional[str], typer.Option(
+    "--to-shards", show_default=False, metavar="DSN,DSN",
+    help="The target SQL deployment's shard list, in the engine's order ('' for none).")]

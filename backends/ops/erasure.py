@@ -93,6 +93,9 @@ class ErasurePlan:
     indexes: dict[str, int] = field(default_factory=dict)
     hook_present: bool = False
     notes: list[str] = field(default_factory=list)
+    #: on a deployment of several databases (SQL shards): ``event:<id>`` / ``state:<session>``
+    #: -> the database holding it, read before anything is removed
+    locations: dict[str, str] = field(default_factory=dict)
 
     @property
     def owner_filter(self) -> OwnerFilter:
@@ -132,7 +135,8 @@ class ErasurePlan:
         """The plan as a JSON-safe journal record."""
         return {"step": "plan", **{k: v for k, v in asdict(self).items()
                                    if k in ("event_ids", "damaged", "dangling", "sessions",
-                                            "shared", "states", "items", "notes")}}
+                                            "shared", "states", "items", "notes",
+                                            "locations")}}
 
 
 def _subject_label(user_id: str, owner: str | None) -> str:
@@ -187,12 +191,25 @@ def plan_erasure(adapter: Any, user_id: str, owner: str | None, *,
         plan.items = {sid: sum(1 for _ in adapter.iter_live_items(sid, owner_subject=owner))
                       for sid in plan.sessions}
     plan.indexes = _index_entries(store, user_id)
+    plan.locations = _locations(store, state, plan.event_ids, plan.states)
     if offers(store, Capability.RESTORE_EVENTS):
         plan.counter = int(store.read_counter(user_id))
     if plan.shared:
         plan.notes.append(f"{len(plan.shared)} shared session(s) lose their whole state; the "
                           "other subjects' events stay, for the engine to rebuild them")
     return plan
+
+
+def _locations(store: Any, state: Any, event_ids: Sequence[str],
+               states: Sequence[str]) -> dict[str, str]:
+    """Where each event and state is, on a store of several databases that can say
+    (``locate_events`` / ``locate_sessions``: the SQL shards); empty elsewhere."""
+    found: dict[str, str] = {}
+    if hasattr(store, "locate_events"):
+        found.update({f"event:{e}": where for e, where in store.locate_events(event_ids).items()})
+    if hasattr(state, "locate_sessions"):
+        found.update({f"state:{s}": where for s, where in state.locate_sessions(states).items()})
+    return found
 
 
 def _census(store: Any, user_id: str, sessions: Sequence[str],
@@ -344,6 +361,7 @@ def receipt(adapter: Any, plan: ErasurePlan, records: Sequence[dict[str, Any]],
     shared: dict[str, set[str]] = {}
     had_state: dict[str, None] = {}
     notes: dict[str, None] = {}
+    locations: dict[str, str] = {}
     materialized = 0
     runs = 0
     for record in records:
@@ -356,6 +374,7 @@ def receipt(adapter: Any, plan: ErasurePlan, records: Sequence[dict[str, Any]],
             dangling.update(dict.fromkeys(record.get("dangling", [])))
             had_state.update(dict.fromkeys(record.get("states", [])))
             notes.update(dict.fromkeys(record.get("notes", [])))
+            locations.update(record.get("locations", {}))
             for sid, who in record.get("shared", {}).items():
                 shared.setdefault(sid, set()).update(who)
         elif step == "states":
@@ -369,6 +388,13 @@ def receipt(adapter: Any, plan: ErasurePlan, records: Sequence[dict[str, Any]],
     states_deleted = [sid for sid in had_state if not _visible_state(state, sid, plan.owner)]
     events_deleted = [eid for eid in event_ids if eid not in remaining]
     ids = [f"event:{e}" for e in events_deleted] + [f"state:{s}" for s in states_deleted]
+    per_database: dict[str, dict[str, int]] = {}
+    for removed in ids if locations else ():
+        kind, _, _ = removed.partition(":")
+        where = per_database.setdefault(locations.get(removed, "unknown"),
+                                        {"events_deleted": 0, "states_deleted": 0})
+        where[f"{kind}s_deleted"] += 1
+    extra = {"databases": dict(sorted(per_database.items()))} if per_database else {}
     return {
         "user_id": plan.user_id,
         "owner_subject": plan.owner,
@@ -395,4 +421,5 @@ def receipt(adapter: Any, plan: ErasurePlan, records: Sequence[dict[str, Any]],
                    "('event:<id>', 'state:<session>')", "value": removed_digest(ids)},
         "verification": verification,
         "notes": list(notes),
+        **extra,
     }

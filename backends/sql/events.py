@@ -327,6 +327,20 @@ class SqlEventStore(EngineEventSurface):
                 found.setdefault(session_id, set()).update(users)
         return {sid: sorted(users) for sid, users in found.items()}
 
+    def locate_events(self, event_ids: Sequence[str]) -> dict[str, str]:
+        """Which database holds each event (``primary``, ``shard N``), by primary key: what
+        an erasure receipt counts per database. Empty for an unsharded store."""
+        if not self._placement.sharded or not event_ids:
+            return {}
+        ids = [str(e) for e in event_ids if not has_nul(str(e))]
+
+        def work(conn: Any) -> list[Any]:
+            return conn.execute(f"SELECT event_id FROM {self._table} WHERE event_id = ANY(%s)",
+                                (ids,)).fetchall()
+
+        return {row[0]: self._placement.label(db) for db in self._databases()
+                for row in db.read(work, list)}
+
     def delete_event(self, event_id: str) -> bool:
         if has_nul(event_id):
             return False

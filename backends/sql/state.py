@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from backends.contract import (
     as_utc,
@@ -609,6 +609,13 @@ class SqlStateStore(DerivedReads):
             total += sum(1 for sid in self.stored_ids(db, where=where, args=args)
                          if self._placement.places(db, sid))
         return total
+
+    def locate_sessions(self, session_ids: Sequence[str]) -> dict[str, str]:
+        """The database each session is routed to (``shard N``), for receipts that count
+        per database. Empty for an unsharded store."""
+        if not self._placement.sharded:
+            return {}
+        return {sid: self._placement.label(self._at(sid)) for sid in session_ids}
 
     def stored_ids(self, db: Database, *, where: str = "TRUE", args: Any = (),
                    batch: int = 5000) -> Iterator[str]:

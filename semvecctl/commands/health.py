@@ -67,6 +67,25 @@ def diagnose(adapter_obj: Any, error: BaseException | None, budget: float) -> di
     return categorise(error)
 
 
+def _part_down(adapter_obj: Any, budget: float) -> dict[str, Any] | None:
+    """Which databases of a deployment of several (the engine's SQL shards) did not
+    answer, named, or None: one down is the deployment unhealthy, never a smaller green."""
+    from backends.contract import Capability, offers
+    from backends.errors import Category
+    from backends.probe import call_with_timeout
+
+    if not offers(adapter_obj, Capability.HEALTH_DETAILS):
+        return None
+    got = call_with_timeout(adapter_obj.health_details, budget, budget)
+    parts = got.value.get("databases") if isinstance(got.value, dict) else None
+    down = [p for p in parts or () if not p.get("reachable")]
+    if not down:
+        return None
+    return _cause(Category.UNREACHABLE, "; ".join(
+        f"{p['database']} ({p['uri']}) is unreachable: {p.get('error') or 'no answer'}"
+        for p in down))
+
+
 def probe(adapter_obj: Any, spec: Any, timeout: float, require_persistent: bool = False,
           require_durable: bool = False) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """One probe of an open adapter: the report ``-o json`` prints, and why it is
@@ -92,7 +111,8 @@ def probe(adapter_obj: Any, spec: Any, timeout: float, require_persistent: bool 
     elif not healthy:
         state = "error" if outcome.error is not None else "unreachable"
         remaining = max(timeout - (time.monotonic() - started), 0.1)
-        cause = diagnose(adapter_obj, outcome.error, remaining)
+        cause = _part_down(adapter_obj, remaining) or diagnose(adapter_obj, outcome.error,
+                                                               remaining)
         if cause["category"] != "unreachable":
             state = cause["category"]
     else:
@@ -139,6 +159,13 @@ def probe(adapter_obj: Any, spec: Any, timeout: float, require_persistent: bool 
     return report, cause
 
 
+def _part_line(part: dict[str, Any]) -> str:
+    """One database of a deployment: reachable with its latency, or why not."""
+    if not part.get("reachable"):
+        return f"UNREACHABLE {part['uri']}: {part.get('error') or 'no answer'}"
+    return f"reachable {part.get('latency_ms', '?')} ms {part['uri']}"
+
+
 def _watch(adapter_obj: Any, spec: Any, timeout: float, every: float) -> None:
     """Probe every ``every`` seconds until Ctrl-C: a line per probe on a pipe."""
     from semvecctl.watch import stamp, watch
@@ -182,7 +209,10 @@ def app(
     rows += [{"field": f"gate {g['gate']}", "value": "passed" if g["passed"] else f"FAILED: {g['reason']}"} for g in gates]
     shown = {r["field"] for r in rows}  # a detail the report already gives is not repeated
     rows += [{"field": k if k not in shown else f"server {k}", "value": v}
-             for k, v in details.items() if not (k in shown and v == report.get(k))]
+             for k, v in details.items()
+             if k != "databases" and not (k in shown and v == report.get(k))]
+    rows += [{"field": f"database {part['database']}", "value": _part_line(part)}
+             for part in details.get("databases") or ()]
     out.emit(report, output, columns=[Column("CHECK", "field", style="bold"), Column("RESULT", "value")], rows=rows)
     if not healthy:
         assert cause is not None

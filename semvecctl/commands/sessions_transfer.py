@@ -36,10 +36,10 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.commands.sessions import app as sessions_app
-from semvecctl.connection import Connection
+from semvecctl.connection import Connection, pair_shards
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (AdapterFactory, AllowLoss, Apply, BatchSize, ArchiveOverwrite, Backend, ExportYes,
+from semvecctl.options import (AdapterFactory, AllowLoss, Apply, BatchSize, ArchiveOverwrite, Backend, ExportYes, FromShards, ToShards,
                                MatchSessions, MetricsFile, SessionOwner, SessionUnowned, StreamOutput, Uri,
                                Yes)
 from semvecctl.output import Column, StreamFormat
@@ -429,6 +429,8 @@ def copy_sessions(
     output: StreamOutput = StreamFormat.table,
     yes: Yes = False,
     metrics_file: MetricsFile = None,
+    from_shards: FromShards = None,
+    to_shards: ToShards = None,
 ) -> None:
     """Copy sessions from one backend to another (export piped into import, no file).
 
@@ -452,8 +454,10 @@ def copy_sessions(
         current().abort("--from and --to name the same store; nothing to copy", ExitCode.USAGE)
     apply = current().wants_apply(apply=apply, yes=yes)
     policy = _on_conflict(on_conflict)
-    source_conn = Connection(None, from_uri, from_adapter, owner=owner, unowned=unowned)
-    target_conn = Connection(None, to_uri, to_adapter)
+    from_shards, to_shards = pair_shards(from_shards, to_shards)
+    source_conn = Connection(None, from_uri, from_adapter, owner=owner, unowned=unowned,
+                             shards=from_shards)
+    target_conn = Connection(None, to_uri, to_adapter, shards=to_shards)
     scope = source_conn.scope
     users = _users(users)
     source_spec = source_conn.spec

@@ -23,6 +23,7 @@ TTL = 400_000  # above the two days the oldest session is aged by
 BACKENDS = [pytest.param("redis", marks=pytest.mark.redis),
             pytest.param("postgres", marks=pytest.mark.postgres),
             pytest.param("pgvector", marks=pytest.mark.postgres),
+            pytest.param("postgres-sharded", marks=pytest.mark.postgres),
             "mongo"]
 
 
@@ -58,9 +59,11 @@ def age(target, session_id: str, seconds: int) -> None:
     else:
         import psycopg
 
-        with psycopg.connect(target.args[1]) as conn:
-            conn.execute("UPDATE semvec_session_state SET updated_at = updated_at - "
-                         "make_interval(secs => %s) WHERE session_id = %s", (seconds, session_id))
+        for url in target.databases:  # every database of a sharded deployment
+            with psycopg.connect(url) as conn:
+                conn.execute("UPDATE semvec_session_state SET updated_at = updated_at - "
+                             "make_interval(secs => %s) WHERE session_id = %s",
+                             (seconds, session_id))
 
 
 @pytest.fixture

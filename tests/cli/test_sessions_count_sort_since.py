@@ -40,9 +40,11 @@ def age(target, session_id: str, seconds: int) -> None:
     else:
         import psycopg
 
-        with psycopg.connect(target.args[1]) as conn:
-            conn.execute("UPDATE semvec_session_state SET updated_at = updated_at - "
-                         "make_interval(secs => %s) WHERE session_id = %s", (seconds, session_id))
+        for url in target.databases:  # every database of a sharded deployment
+            with psycopg.connect(url) as conn:
+                conn.execute("UPDATE semvec_session_state SET updated_at = updated_at - "
+                             "make_interval(secs => %s) WHERE session_id = %s",
+                             (seconds, session_id))
 
 
 @pytest.fixture

@@ -27,6 +27,8 @@ class Target:
     adapter: Any
     dump: Callable[[], dict[str, Any]]
     env: dict[str, str]
+    #: the SQL databases holding the store (several on a sharded deployment)
+    databases: tuple[str, ...] = ()
 
 
 def _redis_dump(url: str) -> Callable[[], dict[str, Any]]:
@@ -84,6 +86,8 @@ def _mongo_dump(client: Any, db: str) -> Callable[[], dict[str, Any]]:
 BACKENDS = [pytest.param("redis", marks=pytest.mark.redis),
             pytest.param("postgres", marks=pytest.mark.postgres),
             pytest.param("pgvector", marks=pytest.mark.postgres),
+            # the engine's SEMVEC_STATE_DB_SHARDS: a primary and 3 shards, one store
+            pytest.param("postgres-sharded", marks=pytest.mark.postgres),
             "mongo"]
 
 
@@ -98,12 +102,27 @@ def make_target(request: Any, name: str, **options: Any) -> Target:
         env = ({"SEMVEC_REDIS_SESSION_TTL_S": str(options["ttl_seconds"])}
                if options.get("ttl_seconds") else {})
         return Target(name, ["--uri", url], adapter, _redis_dump(url), env)
+    if name == "postgres-sharded":
+        from backends.postgres import PostgresAdapter
+
+        deployment = request.getfixturevalue("sharded_sql")
+        adapter = PostgresAdapter(deployment.primary, shards=deployment.shard_list, **options)
+        adapter.ensure_schema()
+        request.addfinalizer(adapter.close)
+        dumps = [_pg_dump(url) for url in (deployment.primary, *deployment.shards)]
+        # named "postgres" (what the tests branch on): the same backend, on shards
+        return Target("postgres", ["--uri", deployment.primary, "--backend", "postgres",
+                             "--shards", deployment.shard_list], adapter,
+                      lambda: {f"{key} @db{i}": value for i, dump in enumerate(dumps)
+                               for key, value in dump().items()}, {},
+                      databases=(deployment.primary, *deployment.shards))
     if name in ("postgres", "pgvector"):
         url = request.getfixturevalue("pgvector_url")
         adapter = request.getfixturevalue(f"{name}_adapter_factory")(**options)
         if name == "pgvector":
             adapter.ensure_schema()
-        return Target(name, ["--uri", url, "--backend", name], adapter, _pg_dump(url), {})
+        return Target(name, ["--uri", url, "--backend", name], adapter, _pg_dump(url), {},
+                      databases=(url,))
     state = request.getfixturevalue("cli_mongo")
     state["options"] = dict(options)
     from tests.support.fixtures.mongo import cli_adapter

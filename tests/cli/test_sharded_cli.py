@@ -1,0 +1,168 @@
+"""The commands on a sharded SQL deployment (the engine's ``DATABASE_URL`` plus
+``SEMVEC_STATE_DB_SHARDS``), on the suite's real PostgreSQL with one database per shard:
+every command answers for the whole deployment, and one shard down is a failure that
+names it, never a smaller green answer."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+import pytest
+from typer.testing import CliRunner
+
+from backends.contract import MemoryEvent
+from backends.sql.placement import shard_index
+from semvecctl.app import app
+from tests.support.maintenance import _pg_dump
+
+pytestmark = pytest.mark.postgres
+
+
+def cli(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+def _event(user: str, session: str, n: int, owner: str) -> MemoryEvent:
+    return MemoryEvent(event_id=str(uuid.uuid4()), user_id=user, session_id=session,
+                       owner_subject=owner, content=f"{user} {n}", embedding=[0.5, 0.5],
+                       created_at=datetime(2026, 3, 1, tzinfo=timezone.utc) + timedelta(seconds=n))
+
+
+@pytest.fixture
+def deployment(sharded_sql):
+    """30 sessions with 2 turns each, as the engine writes them: alice of tenant-a owns
+    sessions 0-3, bob of tenant-a the rest; each turn's event on the session's shard."""
+    from backends.postgres import PostgresAdapter
+
+    adapter = PostgresAdapter(sharded_sql.primary, shards=sharded_sql.shard_list)
+    adapter.ensure_schema()
+    sessions = [f"sess-{n:02d}" for n in range(30)]
+    for n, sid in enumerate(sessions):
+        user = "alice" if n < 4 else "bob"
+        version = adapter.commit_turn(sid, b"turn-1", expected_version=None, owner_subject="tenant-a",
+                                      events=[_event(user, sid, 2 * n, "tenant-a")])
+        adapter.commit_turn(sid, b"turn-2", expected_version=version, owner_subject="tenant-a",
+                            events=[_event(user, sid, 2 * n + 1, "tenant-a")])
+    adapter.close()
+    sharded_sql.sessions = sessions  # type: ignore[attr-defined]
+    return sharded_sql
+
+
+def _dump(dep) -> dict[str, str]:
+    return {f"{key} @{i}": value for i, url in enumerate((dep.primary, *dep.shards))
+            for key, value in _pg_dump(url)().items()}
+
+
+def test_the_engines_variables_alone_show_every_session(deployment):
+    env = {**deployment.environ, "SEMVEC_SESSION_BACKEND": "postgres"}
+    counted = cli("sessions", "count", "-o", "json", env=env)
+    assert counted.exit_code == 0, counted.output
+    assert json.loads(counted.stdout)["sessions"] == 30
+    listed = cli("sessions", "list", "-o", "json", env=env)
+    assert listed.exit_code == 0, listed.output
+    assert sorted(row["session_id"] for row in json.loads(listed.stdout)) == deployment.sessions
+    events = cli("events", "list", "--user", "bob", "-o", "json", env=env)
+    assert events.exit_code == 0, events.output
+    assert len(json.loads(events.stdout)) == 52
+    doctor = cli("doctor", env=env)
+    assert doctor.exit_code == 0, doctor.output
+    health = cli("health", "-o", "json", env=env)
+    assert health.exit_code == 0, health.output
+    report = json.loads(health.stdout)
+    assert [d["database"] for d in report["details"]["databases"]] == [
+        "primary", "shard 0", "shard 1", "shard 2"]
+    table = cli("health", env=env)
+    assert table.exit_code == 0 and "database shard 2" in table.stdout
+
+
+def test_the_sqlalchemy_spellings_of_the_engine_are_taken(deployment):
+    spelled = {"DATABASE_URL": deployment.primary.replace("postgresql://", "postgresql+psycopg://"),
+               "SEMVEC_STATE_DB_SHARDS": ",".join(
+                   u.replace("postgresql://", "postgresql+psycopg2://") for u in deployment.shards)}
+    counted = cli("sessions", "count", "--backend", "postgres", "-o", "json", env=spelled)
+    assert counted.exit_code == 0, counted.output
+    assert json.loads(counted.stdout)["sessions"] == 30
+    by_flag = cli("sessions", "count", "--uri", spelled["DATABASE_URL"], "--backend", "postgres",
+                  "--shards", spelled["SEMVEC_STATE_DB_SHARDS"], "-o", "json")
+    assert by_flag.exit_code == 0, by_flag.output
+    assert json.loads(by_flag.stdout)["sessions"] == 30
+
+
+def test_one_shard_down_is_a_failure_that_names_it(deployment):
+    dead = "postgresql://postgres:hunter2@127.0.0.1:1/gone"
+    shards = ",".join([*deployment.shards[:2], dead])
+    health = cli("health", "--uri", deployment.primary, "--backend", "postgres", "--shards", shards,
+                 "--timeout", "3")
+    assert health.exit_code == 4, health.output
+    assert "shard 2" in health.output and "127.0.0.1:1" in health.output
+    assert "hunter2" not in health.output
+    counted = cli("sessions", "count", "--uri", deployment.primary, "--backend", "postgres",
+                  "--shards", shards)
+    assert counted.exit_code == 4, counted.output
+    assert "hunter2" not in counted.output
+
+
+def test_erase_removes_the_subject_from_every_database_and_nothing_else(deployment, tmp_path):
+    env = {**deployment.environ, "SEMVEC_SESSION_BACKEND": "postgres"}
+    before = _dump(deployment)
+    receipt = tmp_path / "r.json"
+    done = cli("erase", "--user", "alice", "--owner", "tenant-a", "--apply", "--yes",
+               "--receipt", str(receipt), env=env)
+    assert done.exit_code == 0, done.output
+    body = json.loads(receipt.read_text())
+    assert body["states_deleted"] == 4 and body["events_deleted"] == 8
+    assert body["verification"]["ok"] is True
+    alice = deployment.sessions[:4]
+    expected_places: dict[str, dict[str, int]] = {}
+    for sid in alice:
+        where = expected_places.setdefault(f"shard {shard_index(sid, 3)}",
+                                           {"events_deleted": 0, "states_deleted": 0})
+        where["events_deleted"] += 2
+        where["states_deleted"] += 1
+    assert body["databases"] == dict(sorted(expected_places.items()))
+    after = _dump(deployment)
+    gone = {k for k in before if '"alice"' in k or any(f'"session_id":"{sid}"' in k for sid in alice)}
+    assert gone and after == {k: v for k, v in before.items() if k not in gone}
+    assert json.loads(cli("sessions", "count", "-o", "json", env=env).stdout)["sessions"] == 26
+
+
+def test_indexes_and_stats_cover_every_database(deployment):
+    args = ["--uri", deployment.primary, "--backend", "postgres", "--shards", deployment.shard_list]
+    validated = cli("indexes", "validate", *args, "-o", "json")
+    assert validated.exit_code == 0, validated.output
+    targets = {row["target"].split(":")[0] for row in json.loads(validated.stdout)["indexes"]}
+    assert targets == {"primary", "shard 0", "shard 1", "shard 2"}
+
+
+def test_export_import_and_copy_place_sessions_on_the_target_shards(deployment, sharded_sql, tmp_path):
+    other = sharded_sql.make(2)
+    archive = tmp_path / "all.jsonl"
+    src = ["--uri", deployment.primary, "--backend", "postgres", "--shards", deployment.shard_list]
+    exported = cli("sessions", "export", *src, "--with-events", "--out", str(archive))
+    assert exported.exit_code == 0, exported.output
+    imported = cli("sessions", "import", "--uri", other.primary, "--backend", "postgres",
+                   "--shards", other.shard_list, str(archive), "--apply", "--yes")
+    assert imported.exit_code == 0, imported.output
+    for i, url in enumerate(other.shards):
+        with psycopg.connect(url) as conn:
+            ids = {r[0] for r in conn.execute("SELECT session_id FROM semvec_session_state")}
+        assert ids == {sid for sid in deployment.sessions if shard_index(sid, 2) == i}
+    third = sharded_sql.make(3)
+    copied = cli("sessions", "copy", "--from", deployment.primary, "--from-shards", deployment.shard_list,
+                 "--to", third.primary, "--to-shards", third.shard_list, "--with-events",
+                 "--apply", "--yes")
+    assert copied.exit_code == 0, copied.output
+    counted = cli("sessions", "count", "--uri", third.primary, "--backend", "postgres",
+                  "--shards", third.shard_list, "-o", "json")
+    assert json.loads(counted.stdout)["sessions"] == 30
+    ambiguous = cli("sessions", "copy", "--from", deployment.primary, "--to", third.primary,
+                    "--shards", deployment.shard_list)
+    assert ambiguous.exit_code == 2 and "--from-shards" in ambiguous.output
+
+
+def test_a_shard_list_for_a_store_without_shards_is_a_usage_error(redis_url):
+    result = cli("sessions", "count", "--uri", redis_url, "--shards", "postgresql://h/db")
+    assert result.exit_code == 2 and "postgres or pgvector" in result.output
