@@ -1,0 +1,97 @@
+"""Opt-in (engine job): the deployed engine 0.8.9 on a 3-shard deployment of its own
+(``DATABASE_URL`` + ``SEMVEC_STATE_DB_SHARDS``, one database each on the suite's server)
+writes sessions with audited turns; semvecctl, given only the engine's two variables, sees
+every session and event; after ``erase`` the engine resumes none of the subject's sessions
+on any shard and every other session as it left it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from typer.testing import CliRunner
+
+from semvecctl.app import app
+
+pytestmark = [pytest.mark.postgres, pytest.mark.engine]
+
+engine_adapter = pytest.importorskip("semvec.api.postgres_backend_adapter",
+                                     reason="the semvec engine (with sqlalchemy) is not installed")
+
+
+def _engine_url(url: str) -> str:
+    return url.replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+@pytest.fixture
+def engine_deployment(sharded_sql, monkeypatch):
+    from semvec.api import database
+
+    env = {"DATABASE_URL": _engine_url(sharded_sql.primary),
+           "SEMVEC_STATE_DB_SHARDS": ",".join(_engine_url(u) for u in sharded_sql.shards)}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    database.reset_engine()
+    database.create_tables()
+    try:
+        yield engine_adapter.PostgresBackendAdapter(), env
+    finally:
+        database.reset_engine()
+
+
+def _write(engine, sessions: list[str]) -> dict[str, int]:
+    from semvec.api.owner_scope import OwnerScope
+    from semvec.compliance.event_store import MemoryEvent
+
+    scope = OwnerScope("tenant-a")
+    base = datetime.now(timezone.utc) - timedelta(hours=1)
+    versions = {}
+    for n, sid in enumerate(sessions):
+        user = "alice" if n < 4 else f"user-{n % 5}"
+        version = None
+        for turn in range(2):
+            event = MemoryEvent(event_id=uuid.uuid4(), user_id=user, content=f"{sid} turn {turn}",
+                                created_at=base + timedelta(seconds=2 * n + turn), embedding=[0.5, 0.5],
+                                meta={}, owner_subject="tenant-a", session_id=sid)
+            version = engine.commit_turn(sid, f"{sid}-{turn}".encode(), expected_version=version,
+                                         scope=scope, events=[event])
+        versions[sid] = version
+    return versions
+
+
+def test_engine_shards_are_seen_whole_and_erase_reaches_every_shard(engine_deployment, tmp_path):
+    from semvec.api.owner_scope import OwnerScope
+
+    engine, env = engine_deployment
+    sessions = [f"eng-{n:02d}" for n in range(30)]
+    versions = _write(engine, sessions)
+    env = {**env, "SEMVEC_SESSION_BACKEND": "postgres"}
+
+    def cli(*args):
+        return CliRunner().invoke(app, list(args), env=env)
+
+    counted = cli("sessions", "count", "-o", "json")
+    assert counted.exit_code == 0, counted.output
+    assert json.loads(counted.stdout)["sessions"] == 30
+    listed = cli("sessions", "list", "-o", "json")
+    assert sorted(r["session_id"] for r in json.loads(listed.stdout)) == sessions
+    alice = cli("events", "list", "--user", "alice", "-o", "json")
+    assert alice.exit_code == 0 and len(json.loads(alice.stdout)) == 8
+    assert cli("doctor").exit_code == 0
+    # the engine's own event reader opens the primary only (ENGINE-WIRE section 7)
+    assert engine.event_store().list_by_user("alice") == []
+
+    receipt = tmp_path / "erase.json"
+    erased = cli("erase", "--user", "alice", "--owner", "tenant-a", "--apply", "--yes",
+                 "--receipt", str(receipt))
+    assert erased.exit_code == 0, erased.output
+    body = json.loads(receipt.read_text())
+    assert (body["states_deleted"], body["events_deleted"]) == (4, 8)
+    scope = OwnerScope("tenant-a")
+    for sid in sessions[:4]:
+        assert engine.state_store().load(sid, scope=scope) is None
+    for sid in sessions[4:]:
+        assert engine.state_store().load(sid, scope=scope) == (f"{sid}-1".encode(), versions[sid])
+    assert json.loads(cli("sessions", "count", "-o", "json").stdout)["sessions"] == 26
