@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from backends.info import declared_ttl_env
+from backends.info import declared, declared_ttl_env
 from semvecctl import application
 from semvecctl.exit_codes import ExitCode
 
@@ -146,6 +146,8 @@ BEHAVIOUR_VARIABLES: dict[str, str] = {
     "SEMVEC_PGVECTOR_DIMENSIONS": "pgvector: embedding column size",
     "SEMVEC_PGVECTOR_SCHEMA": "pgvector: schema",
     declared_ttl_env("postgres"): "SQL: the engine's session TTL sweep (doctor reports it)",
+    declared("postgres").shards_env or "": "SQL: the shard list of the DATABASE_URL deployment "
+                                           "(--shards beats it)",
     "SEMVEC_RRF_K": "retrieval: the RRF constant (default 60)",
     "SEMVEC_RRF_WEIGHTS": "retrieval: the RRF weights (default 1.0 each)",
     "SEMVECCTL_CONFIG": "the config file",

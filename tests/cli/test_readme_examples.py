@@ -148,16 +148,19 @@ def _seed(redis_url: str, pg_url: str, workdir: Path) -> None:
     (home / ".local/share/bash-completion/completions").mkdir(parents=True)
 
 
-def _substitute(line: str, redis_url: str, pg_url: str) -> str:
+def _substitute(line: str, redis_url: str, pg_url: str, shards: list[str] = ()) -> str:
     line = re.sub(r"redis://cache(:6379)?/0", redis_url, line)
     line = line.replace("postgresql://db/semvec", pg_url)
+    for n, shard in enumerate(shards):  # the "Sharded deployments" examples' shard databases
+        line = line.replace(f"postgresql://db/shard{n}", shard)
     if " load run " in f" {line} ":
         line = re.sub(r"--duration \d+", "--duration 1", line)
     return line
 
 
-def test_every_shell_example_runs(redis_url, pgvector_url, tmp_path):
+def test_every_shell_example_runs(redis_url, pgvector_url, sharded_sql, tmp_path):
     _seed(redis_url, pgvector_url, tmp_path)
+    shards = [*sharded_sql.shards, *sharded_sql.make(1).shards]
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SEMVEC_", "REDIS_URL", "MONGODB_URI", "SEMVECCTL_"))}
     env.update(HOME=str(tmp_path / "home"), PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}",
@@ -172,7 +175,8 @@ def test_every_shell_example_runs(redis_url, pgvector_url, tmp_path):
             skipped.append(line)
             continue
         assert line.startswith(("semvecctl ", "python -c ")), f"unclassified README example: {line}"
-        command = _substitute(line, redis_url, pgvector_url)
+        command = _substitute(line, redis_url, pgvector_url, shards)
+        assert "postgresql://db/shard" not in command, f"a shard the test does not make: {line}"
         expected = next((codes for key, codes in EXPECTED.items() if key in line), {0})
         result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env,
                                 capture_output=True, text=True, timeout=300)
