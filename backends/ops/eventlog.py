@@ -116,3 +116,15 @@ def write_user_archive(adapter: Any, stream: IO[bytes], user_id: str, *, source_
     count, counter = writer.add_user_log(
         user_id, events, lambda top: max(int(read(user_id)), top) if read is not None else None)
     return EventExport(events=count, counter=counter, digest=writer.finish())
+
+
+def engine_readers_note(store: Any, user_id: str, shown: int) -> str | None:
+    """A note where the engine's own event readers would answer otherwise than we do: on
+    a sharded SQL deployment they open the primary only (ENGINE-WIRE section 7)."""
+    counter = getattr(store, "primary_only_count", None)
+    seen = counter(user_id) if counter is not None else None
+    if seen is None:
+        return None
+    return (f"note: the engine's own event readers open the primary only on a sharded "
+            f"deployment: of the user's events they see {seen} (those appended outside a "
+            f"turn); {shown} shown here, from every database")

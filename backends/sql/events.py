@@ -327,6 +327,19 @@ class SqlEventStore(EngineEventSurface):
                 found.setdefault(session_id, set()).update(users)
         return {sid: sorted(users) for sid, users in found.items()}
 
+    def primary_only_count(self, user_id: str) -> int | None:
+        """How many of the user's events the engine's own readers see on a sharded
+        deployment (they open the primary only, ENGINE-WIRE section 7); None when the
+        store is not sharded (they then see all of them)."""
+        if not self._placement.sharded or has_nul(user_id):
+            return None
+
+        def work(conn: Any) -> int:
+            return int(conn.execute(f"SELECT count(*) FROM {self._table} WHERE user_id = %s",
+                                    (user_id,)).fetchone()[0])
+
+        return int(self._db.read(work, lambda: 0))
+
     def locate_events(self, event_ids: Sequence[str]) -> dict[str, str]:
         """Which database holds each event (``primary``, ``shard N``), by primary key: what
         an erasure receipt counts per database. Empty for an unsharded store."""

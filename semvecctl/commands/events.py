@@ -72,7 +72,8 @@ def list_events(
 ) -> None:
     """Stream a user's events: sequence order, or newest first where the store keeps no
     sequence numbers (the engine's SQL layout), as the engine lists them."""
-    from backends.ops.eventlog import event_row, iter_events, order_of, require_event_store
+    from backends.ops.eventlog import (engine_readers_note, event_row, iter_events, order_of,
+                                       require_event_store)
 
     out = current().output
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
@@ -83,7 +84,10 @@ def list_events(
                              limit=limit)
         count = out.stream((event_row(e) for e in events), output, _COLUMNS)
         order = order_of(store)
+        note = engine_readers_note(store, _user(user), count)
     out.info(f"{count} event(s), {order}")
+    if note:
+        out.info(note)
 
 
 @app.command("inspect")
@@ -128,15 +132,19 @@ def count_events(
     output: Output = OutputFormat.table,
 ) -> None:
     """How many events the user has (under the filters)."""
-    from backends.ops.eventlog import count_events as count, require_event_store
+    from backends.ops.eventlog import count_events as count, engine_readers_note, require_event_store
 
     out = current().output
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     with conn.open() as adapter_obj:
-        n = count(require_event_store(adapter_obj), _user(user), owner_subject=scope,
-                  session_id=session)
+        store = require_event_store(adapter_obj)
+        n = count(store, _user(user), owner_subject=scope, session_id=session)
+        note = engine_readers_note(store, _user(user), n)
     report: dict[str, Any] = {"user_id": user, "session_id": session, "events": n}
+    if note:
+        report["note"] = note
+        out.info(note)
     out.emit(report, output, columns=[Column("USER", "user_id", style="bold"),
                                       Column("SESSION", "session_id"),
                                       Column("EVENTS", "events", justify="right")],

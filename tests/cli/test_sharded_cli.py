@@ -67,6 +67,8 @@ def test_the_engines_variables_alone_show_every_session(deployment):
     events = cli("events", "list", "--user", "bob", "-o", "json", env=env)
     assert events.exit_code == 0, events.output
     assert len(json.loads(events.stdout)) == 52
+    assert "engine's own event readers open the primary only" in events.stderr
+    assert "they see 0" in events.stderr
     doctor = cli("doctor", env=env)
     assert doctor.exit_code == 0, doctor.output
     health = cli("health", "-o", "json", env=env)
