@@ -83,6 +83,24 @@ class ConnectionSpec:
 
         return redact_uri(self.uri) if self.uri else "-"
 
+    @property
+    def store_flags(self) -> str:
+        """The flags that reach this store again, redacted (put the credentials back in):
+        for the commands a message tells the operator to run."""
+        from backends.redaction import redact_uri
+
+        if self.adapter_factory:
+            flags = f"--adapter {self.adapter_factory}" + (f" --uri '{self.display_uri}'" if self.uri else "")
+        elif self.uri:
+            flags = f"--uri '{self.display_uri}'"
+        else:
+            flags = f"--backend {self.backend}"
+        shards = self.options.get("shards")
+        if isinstance(shards, str):
+            listed = ",".join(redact_uri(d.strip()) for d in shards.split(",") if d.strip())
+            flags += f" --shards '{listed}'"
+        return flags
+
 
 #: ``shards=`` left to the command line's global ``--shards``
 FROM_COMMAND_LINE: Any = object()

@@ -119,13 +119,8 @@ def run(
 def cleanup_command(spec: Any, prefix: str, sessions: int) -> str:
     """The exact command that removes what a run under ``prefix`` left (URI redacted: put
     the credentials back in)."""
-    if spec.adapter_factory:
-        where = f"--adapter {spec.adapter_factory}" + (f" --uri '{spec.display_uri}'" if spec.uri else "")
-    elif spec.uri:
-        where = f"--uri '{spec.display_uri}'"
-    else:
-        where = f"--backend {spec.backend}"
-    return f"semvecctl load cleanup --prefix {prefix} --sessions {sessions} {where} --apply --yes"
+    return (f"semvecctl load cleanup --prefix {prefix} --sessions {sessions} {spec.store_flags}"
+            " --apply --yes")
 
 
 def _run_interruptible(adapter_obj: Any, plan: Any, spec: Any, out: Any) -> Any:

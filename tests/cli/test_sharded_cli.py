@@ -168,3 +168,24 @@ def test_export_import_and_copy_place_sessions_on_the_target_shards(deployment, 
 def test_a_shard_list_for_a_store_without_shards_is_a_usage_error(redis_url):
     result = cli("sessions", "count", "--uri", redis_url, "--shards", "postgresql://h/db")
     assert result.exit_code == 2 and "postgres or pgvector" in result.output
+
+
+def test_load_run_writes_on_every_shard_and_leaves_nothing(sharded_sql):
+    import time
+
+    args = ["--uri", sharded_sql.primary, "--backend", "postgres", "--shards", sharded_sql.shard_list]
+    ran = cli("load", "run", *args, "--duration", "1", "--sessions", "40", "--writers", "2",
+              "--apply", "--yes", "-o", "json")
+    assert ran.exit_code == 0, ran.output
+
+    def inserted(url: str) -> int:
+        with psycopg.connect(url, autocommit=True) as conn:
+            return int(conn.execute("SELECT coalesce(sum(n_tup_ins), 0) FROM pg_stat_user_tables"
+                                    " WHERE relname = 'semvec_session_state'").fetchone()[0])
+
+    deadline = time.monotonic() + 30  # the server publishes its counters within a second or so
+    while not all(counts := [inserted(u) for u in sharded_sql.shards]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert all(counts), counts
+    left = cli("sessions", "count", *args, "--match", "semvec-load-*", "-o", "json")
+    assert json.loads(left.stdout)["sessions"] == 0
