@@ -103,14 +103,16 @@ def detector_for(scheme: str) -> Any | None:
     return getattr(importlib.import_module(module), name)
 
 
-def choose_backend_for_uri(uri: str) -> tuple[str, str]:
+def choose_backend_for_uri(uri: str, *, shards: str | None = None) -> tuple[str, str]:
     """``(backend, reason)`` for a URI given without a backend name. Where several
     backends fit the scheme, the store's content decides: the detector the first of them
     declares in its :class:`~backends.info.BackendInfo` is asked (for SQL a short
-    connection to the database); otherwise the scheme alone does."""
+    connection to the database, and to the first shard of a sharded one: ``shards`` is
+    the deployment's list where the caller was given one); otherwise the scheme alone
+    does."""
     fits = fitting_backends(uri)
     detector = detector_for(_base_scheme(urlsplit(uri).scheme.lower())) if len(fits) > 1 else None
     if detector is None:
         return fits[0], f"the URI scheme implies {fits[0]!r}"
-    choice = detector.choose(uri)
+    choice = detector.choose(uri) if shards is None else detector.choose(uri, shards=shards)
     return choice[0], choice[1]

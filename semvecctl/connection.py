@@ -159,7 +159,8 @@ def resolve_connection(
             )
         chosen = backend or scheme_backend
         if not backend and len(fits) > 1:
-            chosen, reason = choose_backend_for_uri(uri)
+            chosen, reason = choose_backend_for_uri(
+                uri, shards=app.shards if shards is FROM_COMMAND_LINE else shards)
         origin = "flag"
     elif backend:
         chosen = backend

@@ -36,15 +36,32 @@ def choose_from_catalog(conn: Any, schema: str) -> SqlChoice:
     return SqlChoice("postgres", f"the database holds no {where} (the engine's SQL layout)")
 
 
-def choose_sql_backend(uri: str, *, timeout: float = 3.0) -> SqlChoice:
+def choose_sql_backend(uri: str, *, timeout: float = 3.0, shards: str | None = None) -> SqlChoice:
     """Connect briefly and decide; never raises. An unreachable database is ``postgres``
-    (the layout every SQL deployment has), with the reason saying it was not inspected."""
+    (the layout every SQL deployment has), with the reason saying it was not inspected.
+    On a sharded deployment (``shards``, else the engine's variable) whose primary holds
+    no item table, a shard that holds one decides: items live on their sessions' shards."""
     from backends.sql.config import SqlConfig
 
     try:
-        config = SqlConfig.resolve(uri, {"connect_timeout": timeout,
-                                              "statement_timeout_ms": int(timeout * 1000)},
-                                        backend="postgres")
+        options: dict = {"connect_timeout": timeout, "statement_timeout_ms": int(timeout * 1000)}
+        if shards is not None:
+            options["shards"] = shards
+        config = SqlConfig.resolve(uri, options, backend="postgres")
+    except Exception as exc:  # noqa: BLE001 - the caller's next step reports it properly
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        return SqlChoice("postgres", f"the database could not be inspected ({first})")
+    choice = _choose_on(config, timeout)
+    if choice.backend == "postgres" and config.shards:
+        for n, shard_config in enumerate(config.shard_configs()):
+            shard = _choose_on(shard_config, timeout)
+            if shard.backend == "pgvector":
+                return SqlChoice("pgvector", f"shard {n} of the deployment: {shard.reason}")
+    return choice
+
+
+def _choose_on(config: Any, timeout: float) -> SqlChoice:
+    try:
         from backends.sql.pool import ConnectionPool
 
         conn = ConnectionPool(config).connect()
@@ -67,8 +84,8 @@ class SqlDetector:
     (connecting briefly) and from a connection already open (health)."""
 
     @staticmethod
-    def choose(uri: str, *, timeout: float = 3.0) -> SqlChoice:
-        return choose_sql_backend(uri, timeout=timeout)
+    def choose(uri: str, *, timeout: float = 3.0, shards: str | None = None) -> SqlChoice:
+        return choose_sql_backend(uri, timeout=timeout, shards=shards)
 
     @staticmethod
     def from_catalog(conn: Any, schema: str) -> SqlChoice:

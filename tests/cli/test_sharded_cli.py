@@ -189,3 +189,26 @@ def test_load_run_writes_on_every_shard_and_leaves_nothing(sharded_sql):
     assert all(counts), counts
     left = cli("sessions", "count", *args, "--match", "semvec-load-*", "-o", "json")
     assert json.loads(left.stdout)["sessions"] == 0
+
+
+def test_pgvector_items_live_on_their_sessions_shard_and_select_the_backend(sharded_sql):
+    from backends.contract import MemoryItem
+    from backends.pgvector import PgVectorAdapter
+
+    adapter = PgVectorAdapter(sharded_sql.primary, shards=sharded_sql.shard_list, dimensions=2)
+    try:
+        items = [MemoryItem(item_id=f"i{k}", text=f"note {k}", embedding=(1.0, float(k))) for k in range(3)]
+        adapter.sync_items("vec-session", items)
+        home = sharded_sql.shards[shard_index("vec-session", 3)]
+        with psycopg.connect(home) as conn:
+            assert conn.execute("SELECT count(*) FROM semvec_memory_items").fetchone()[0] == 3
+        assert [i.item_id for i in adapter.iter_live_items("vec-session")] == ["i0", "i1", "i2"]
+        assert adapter.item_mirror_size()["items"] == 3
+    finally:
+        adapter.close()
+    resolved = cli("backends", "resolve", "--uri", sharded_sql.primary, "--shards",
+                   sharded_sql.shard_list, "-o", "json")
+    assert resolved.exit_code == 0, resolved.output
+    body = json.loads(resolved.stdout)
+    assert body["resolved"] == "pgvector"
+    assert f"shard {shard_index('vec-session', 3)} of the deployment" in body["chosen_by"]
