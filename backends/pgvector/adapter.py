@@ -121,7 +121,7 @@ class PgVectorAdapter(PostgresAdapter):
         item rows (under the scope's owner; ``scope=None``: every owner's)."""
         from backends.pgvector.erasure import item_eraser
 
-        return item_eraser(self.placement)
+        return item_eraser(self.placement, self._state.items_taken_along)
 
     def ensure_schema(self) -> None:
         """Create the schema, extension and tables (with their keys) if missing; no

@@ -11,9 +11,12 @@ from backends.sql.placement import Placement
 from backends.sql.state import owner_clause
 
 
-def item_eraser(placement: Placement) -> ItemEraser:
+def item_eraser(placement: Placement, taken_along: dict[str, int] | None = None) -> ItemEraser:
     """An :class:`~backends.contract.ItemEraser` over ``semvec_memory_items`` (each
-    session's rows on its shard); a missing table removes nothing."""
+    session's rows on its shard); a missing table removes nothing. ``taken_along`` holds
+    the item rows a state delete of this adapter already removed with the session: they
+    are counted here once, so the engine's erasure (state delete, then this hook)
+    reports them."""
     from backends.pgvector.schema import ITEMS_TABLE
 
     table = placement.primary.tables.of(ITEMS_TABLE)
@@ -26,7 +29,10 @@ def item_eraser(placement: Placement) -> ItemEraser:
                 f"DELETE FROM {table} WHERE session_id = ANY(%s) AND {clause}",
                 (ids, *params)).rowcount
 
-        return sum(int(db.read(lambda conn, ids=ids: work(conn, ids), lambda: 0))
-                   for db, ids in placement.group(session_ids))
+        removed = sum(int(db.read(lambda conn, ids=ids: work(conn, ids), lambda: 0))
+                      for db, ids in placement.group(session_ids))
+        if taken_along:
+            removed += sum(taken_along.pop(sid, 0) for sid in session_ids)
+        return removed
 
     return ItemEraser(delete)

@@ -38,6 +38,9 @@ _COPY_DUMPERS = ["text" if t == "varchar" else t for t in STATE_COPY_TYPES]
 
 #: the engine's ``version`` column is INTEGER
 MAX_VERSION = 2**31 - 1
+#: sessions whose taken-along item rows are remembered for the erasure hook (the oldest
+#: go first: the engine asks right after its state delete)
+_TAKEN_ALONG_KEPT = 10_000
 
 
 def has_nul(*values: Any) -> bool:
@@ -210,6 +213,10 @@ class SqlStateStore(DerivedReads):
         #: per database: whether the table's columns have the engine's types (binary
         #: COPY), once asked
         self._binary_copy: dict[Database, bool] = {}
+        #: item rows a state delete took along, per session, until the engine's erasure
+        #: asks for them (``erasure_backend().erase_sessions`` reports them: the engine
+        #: deletes the state first, then counts what its erasure hook removed)
+        self.items_taken_along: dict[str, int] = {}
 
     def _at(self, session_id: str) -> Database:
         return self._placement.for_session(session_id)
@@ -345,7 +352,13 @@ class SqlStateStore(DerivedReads):
             qualified = db.tables.of(table)
             if conn.execute("SELECT to_regclass(%s)", (qualified,)).fetchone()[0] is None:
                 continue
-            conn.execute(f"DELETE FROM {qualified} WHERE session_id = %s", (session_id,))
+            removed = conn.execute(f"DELETE FROM {qualified} WHERE session_id = %s",
+                                   (session_id,)).rowcount
+            if removed > 0:
+                if len(self.items_taken_along) >= _TAKEN_ALONG_KEPT:
+                    self.items_taken_along.pop(next(iter(self.items_taken_along)))
+                self.items_taken_along[session_id] = (
+                    self.items_taken_along.get(session_id, 0) + removed)
 
     # -- the engine's extra members -------------------------------------------------
 
