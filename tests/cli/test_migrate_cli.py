@@ -211,14 +211,25 @@ def _never_ahead(source, target, foreign):
         assert have is not None and summary.version <= have, summary.session_id
 
 
-def _wait_until_working(proc, state, before, limit=20.0):
-    """Until the run has committed something to the state file (the interpreter's start
-    takes a second on a busy machine: a kill before it would test nothing)."""
+def _known(state) -> int:
+    """Sessions the state file records (copied, pending or deleted): rows are never forgotten."""
+    if not os.path.exists(state):
+        return 0
+    status = json.loads(cli("status", "--state", state, "-o", "json").stdout)
+    return status["sessions_copied"] + status["sessions_pending"] + status["sessions_deleted"]
+
+
+def _wait_until_working(proc, state, before, limit=120.0):
+    """Until the run has written the state file since ``before`` (its mtime) and the file
+    records at least one session: a kill before the first record would test nothing, and
+    on a busy machine the interpreter's start alone can take seconds, so the bound is
+    generous (only a run that never starts reaches it)."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline and proc.poll() is None:
-        if os.path.exists(state) and os.stat(state).st_mtime_ns != before:
+        if (os.path.exists(state) and os.stat(state).st_mtime_ns != before
+                and _known(state) > 0):
             return
-        time.sleep(0.01)
+        time.sleep(0.05)
 
 
 def test_twenty_sigkills_of_run_follow_then_cutover_is_identical(source, target, redis_url,
@@ -248,9 +259,7 @@ def test_twenty_sigkills_of_run_follow_then_cutover_is_identical(source, target,
                 target.state_store().save(foreign, b"not ours", expected_version=None)
             _never_ahead(source, target, {foreign})
             if os.path.exists(state):  # each resume continues from what was recorded
-                status = json.loads(cli("status", "--state", state, "-o", "json").stdout)
-                known = (status["sessions_copied"] + status["sessions_pending"]
-                         + status["sessions_deleted"])  # rows are never forgotten
+                known = _known(state)
                 assert known >= copied_before
                 copied_before = known
     finally:
