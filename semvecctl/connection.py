@@ -84,10 +84,19 @@ class ConnectionSpec:
         return redact_uri(self.uri) if self.uri else "-"
 
     @property
+    def display_shards(self) -> str:
+        """The shard list given for this store, each DSN redacted ("" when none was)."""
+        from backends.redaction import redact_uri
+
+        shards = self.options.get("shards")
+        if not isinstance(shards, str):
+            return ""
+        return ",".join(redact_uri(d.strip()) for d in shards.split(",") if d.strip())
+
+    @property
     def store_flags(self) -> str:
         """The flags that reach this store again, redacted (put the credentials back in):
         for the commands a message tells the operator to run."""
-        from backends.redaction import redact_uri
 
         if self.adapter_factory:
             flags = f"--adapter {self.adapter_factory}" + (f" --uri '{self.display_uri}'" if self.uri else "")
@@ -95,10 +104,8 @@ class ConnectionSpec:
             flags = f"--uri '{self.display_uri}'"
         else:
             flags = f"--backend {self.backend}"
-        shards = self.options.get("shards")
-        if isinstance(shards, str):
-            listed = ",".join(redact_uri(d.strip()) for d in shards.split(",") if d.strip())
-            flags += f" --shards '{listed}'"
+        if isinstance(self.options.get("shards"), str):
+            flags += f" --shards '{self.display_shards}'"
         return flags
 
 

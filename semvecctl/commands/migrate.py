@@ -20,9 +20,11 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.commands import help_of
-from semvecctl.connection import Connection
+from semvecctl.connection import Connection, pair_shards
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import (
+    FromShards,
+    ToShards,
     AllowLoss,
     Apply,
     MatchSessions,
@@ -66,7 +68,7 @@ ReceiptOpt = typer.Option(None, "--receipt", show_default=False,
 class _Pair:
     def __init__(self, from_uri: Optional[str], to_uri: Optional[str], from_adapter: Optional[str],
                  to_adapter: Optional[str], owner: Optional[str] = None, unowned: bool = False,
-                 need_source: bool = True) -> None:
+                 need_source: bool = True, shards: tuple[Any, Any] = (None, None)) -> None:
         if need_source and not (from_uri or from_adapter):
             current().abort("name the source with --from URI (or --from-adapter module:factory)",
                             ExitCode.USAGE)
@@ -75,9 +77,10 @@ class _Pair:
                             ExitCode.USAGE)
         if from_uri and to_uri and from_uri == to_uri and not (from_adapter or to_adapter):
             current().abort("--from and --to name the same store; nothing to migrate", ExitCode.USAGE)
-        self.source_conn = (Connection(None, from_uri, from_adapter, owner=owner, unowned=unowned)
+        self.source_conn = (Connection(None, from_uri, from_adapter, owner=owner, unowned=unowned,
+                                       shards=shards[0])
                             if (from_uri or from_adapter) else None)
-        self.target_conn = Connection(None, to_uri, to_adapter)
+        self.target_conn = Connection(None, to_uri, to_adapter, shards=shards[1])
         self.scope = self.source_conn.scope if self.source_conn is not None else None
 
     @staticmethod
@@ -85,7 +88,8 @@ class _Pair:
         spec = conn.spec
         if spec.adapter_factory and not spec.uri:
             return f"adapter {spec.adapter_factory}"
-        return spec.display_uri
+        shards = spec.display_shards
+        return f"{spec.display_uri} shards {shards}" if shards else spec.display_uri
 
     def fingerprints(self) -> tuple[str | None, str]:
         from backends.migrate.live import fingerprint
@@ -135,7 +139,8 @@ def _migration(source: Any, target: Any, state: Any, progress: Any = None) -> An
 def plan_migration(from_uri: MigrateFrom = None, to_uri: MigrateTo = None,
                    from_adapter: MigrateFromAdapter = None, to_adapter: MigrateToAdapter = None,
                    owner: SessionOwner = None, unowned: SessionUnowned = False,
-                   match: MatchSessions = None, output: Output = OutputFormat.table) -> None:
+                   match: MatchSessions = None, output: Output = OutputFormat.table,
+                   from_shards: FromShards = None, to_shards: ToShards = None) -> None:
     """Preflight both stores and count what would move (read-only).
 
     Health of both sides, what the target needs (indexes, restore at a version), counts
@@ -145,7 +150,8 @@ def plan_migration(from_uri: MigrateFrom = None, to_uri: MigrateTo = None,
     """
     from backends.migrate.live import plan
 
-    pair = _Pair(from_uri, to_uri, from_adapter, to_adapter, owner, unowned)
+    pair = _Pair(from_uri, to_uri, from_adapter, to_adapter, owner, unowned,
+                 shards=pair_shards(from_shards, to_shards))
     out = current().output
     with pair.open() as (source, target):
         report = plan(source, target, owner_subject=pair.scope, match=match)
@@ -185,7 +191,8 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
                   follow: bool = FollowOpt, interval: float = IntervalOpt,
                   max_passes: Optional[int] = MaxPassesOpt, allow_loss: AllowLoss = False,
                   apply: Apply = False, yes: Yes = False, metrics_file: MetricsFile = None,
-                  output: Output = OutputFormat.table) -> None:
+                  output: Output = OutputFormat.table, from_shards: FromShards = None,
+                  to_shards: ToShards = None) -> None:
     """Copy the source into the target: a bulk pass, then with --follow catch-up passes.
 
     Preview unless --apply. The state file records every step (SQLite transactions), so
@@ -203,7 +210,8 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
 
     apply = current().wants_apply(apply=apply, yes=yes)
     metrics = recorder(metrics_file, "migrate run")
-    pair = _Pair(from_uri, to_uri, from_adapter, to_adapter, owner, unowned)
+    pair = _Pair(from_uri, to_uri, from_adapter, to_adapter, owner, unowned,
+                 shards=pair_shards(from_shards, to_shards))
     out = current().output
     settings = MigrationState.settings_for(pair.scope, match)
     source_fp, target_fp = pair.fingerprints()
@@ -355,7 +363,8 @@ def verify_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = Non
                      to_uri: MigrateTo = None, from_adapter: MigrateFromAdapter = None,
                      to_adapter: MigrateToAdapter = None, sample: Optional[int] = SampleOpt,
                      ttl_tolerance: float = TtlToleranceOpt,
-                     output: Output = OutputFormat.table) -> None:
+                     output: Output = OutputFormat.table, from_shards: FromShards = None,
+                     to_shards: ToShards = None) -> None:
     """Compare source and target by content (read-only); exit 1 with the differences
     when convergence cannot be claimed.
 
@@ -364,7 +373,8 @@ def verify_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = Non
     """
     from backends.migrate.live import verify_live
 
-    pair = _Pair(from_uri, to_uri, from_adapter, to_adapter)
+    pair = _Pair(from_uri, to_uri, from_adapter, to_adapter,
+                 shards=pair_shards(from_shards, to_shards))
     out = current().output
     with _existing_state(state_file, pair) as state, pair.open() as (source, target):
         scope, match = state.filters
@@ -408,7 +418,8 @@ def cutover_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = No
                       to_adapter: MigrateToAdapter = None, quiet_window: float = QuietOpt,
                       ttl_tolerance: float = TtlToleranceOpt, receipt: Optional[str] = ReceiptOpt,
                       overwrite: Overwrite = False, apply: Apply = False,
-                      yes: Yes = False, output: Output = OutputFormat.table) -> None:
+                      yes: Yes = False, output: Output = OutputFormat.table,
+                      from_shards: FromShards = None, to_shards: ToShards = None) -> None:
     """After the writers stop: a final pass, a quiet window and a full verify.
 
     Exit 0 only when source and target are identical and the source did not change
@@ -419,7 +430,8 @@ def cutover_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = No
     from backends.migrate.live import cutover, switch_settings, write_receipt
 
     apply = current().wants_apply(apply=apply, yes=yes)
-    pair = _Pair(from_uri, to_uri, from_adapter, to_adapter)
+    pair = _Pair(from_uri, to_uri, from_adapter, to_adapter,
+                 shards=pair_shards(from_shards, to_shards))
     out = current().output
     receipt = receipt or f"{state_file}.receipt.json"
     current().may_replace(receipt, overwrite=overwrite, option="--receipt")
@@ -455,14 +467,15 @@ def cutover_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = No
 @app.command("abort")
 def abort_migration(state_file: MigrationStateFile, to_uri: MigrateTo = None,
                     to_adapter: MigrateToAdapter = None, apply: Apply = False, yes: Yes = False,
-                    output: Output = OutputFormat.table) -> None:
+                    output: Output = OutputFormat.table, to_shards: ToShards = None) -> None:
     """Remove from the target what this migration wrote (and only that), using the state
     file: each session still at the version we wrote, each event we wrote. Preview
     unless --apply."""
     from backends.migrate.live import abort_plan, apply_abort
 
     apply = current().wants_apply(apply=apply, yes=yes)
-    pair = _Pair(None, to_uri, None, to_adapter, need_source=False)
+    pair = _Pair(None, to_uri, None, to_adapter, need_source=False,
+                 shards=pair_shards(None, to_shards))
     out = current().output
     with _existing_state(state_file, pair) as state, pair.target_conn.open() as target:
         if state.phase == "cut-over":

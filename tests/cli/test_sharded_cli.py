@@ -212,3 +212,24 @@ def test_pgvector_items_live_on_their_sessions_shard_and_select_the_backend(shar
     body = json.loads(resolved.stdout)
     assert body["resolved"] == "pgvector"
     assert f"shard {shard_index('vec-session', 3)} of the deployment" in body["chosen_by"]
+
+
+def test_migrate_from_one_server_to_a_sharded_deployment_places_every_session(deployment, sharded_sql,
+                                                                             pgvector_url, tmp_path):
+    """A live migration from a sharded deployment into another one of 2 shards, bulk and
+    cutover: every session on its target shard, identical."""
+    target = sharded_sql.make(2)
+    state = str(tmp_path / "m.state")
+    sides = ["--from", deployment.primary, "--from-shards", deployment.shard_list,
+             "--to", target.primary, "--to-shards", target.shard_list]
+    ran = cli("migrate", "run", *sides, "--state", state, "--apply", "--yes")
+    assert ran.exit_code == 0, ran.output
+    cut = cli("migrate", "cutover", *sides, "--state", state, "--quiet-window", "0.1",
+              "--receipt", str(tmp_path / "r.json"), "--apply", "--yes")
+    assert cut.exit_code == 0, cut.output
+    for i, url in enumerate(target.shards):
+        with psycopg.connect(url) as conn:
+            ids = {r[0] for r in conn.execute("SELECT session_id FROM semvec_session_state")}
+            events = {r[0] for r in conn.execute("SELECT DISTINCT session_id FROM semvec_memory_events")}
+        assert ids == {sid for sid in deployment.sessions if shard_index(sid, 2) == i}
+        assert events <= ids
