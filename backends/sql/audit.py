@@ -431,7 +431,8 @@ class SqlAudit:
             f"shard is {there}",
             "retrieval reads the session's shard only: these rows are never served, and "
             "the session's erasure misses them",
-            "they go with the session's misplaced state row here (its repair)" if with_state
+            "they follow the session's misplaced state row here (moved or removed with it "
+            "by its repair; by hand with it when that one is a conflict)" if with_state
             else "purge them (safe: only while this database holds no state row of the "
                  "session; --fix --apply does it)")
         def fix() -> None:

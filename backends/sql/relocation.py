@@ -227,11 +227,17 @@ def _insert_on_owner(donor: "Database", owner: "Database", session_id: str,
     def work(conn: Any) -> bool:
         try:
             with conn.transaction():
-                _insert_json(conn, owner.tables.events, events)
-                for table, rows in flavours.items():
-                    _insert_json(conn, owner.tables.of(table), rows)
                 if _insert_json(conn, owner.tables.state, state) != 1:
                     raise _Lost()
+                for table, rows in flavours.items():
+                    # item rows the shard held without a state row were orphans: the
+                    # moved state's own replace them
+                    qualified = owner.tables.of(table)
+                    if _exists(conn, qualified):
+                        conn.execute(f"DELETE FROM {qualified} WHERE session_id = %s",
+                                     (session_id,))
+                    _insert_json(conn, qualified, rows)
+                _insert_json(conn, owner.tables.events, events)
         except _Lost:
             return False
         return True

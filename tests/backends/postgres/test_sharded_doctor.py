@@ -297,3 +297,36 @@ def test_cli_with_only_the_engines_variables(deployment, monkeypatch):
     assert code == 1 and [f["outcome"] for f in fixed] == ["left (needs a human)"]
     assert state_on(sharded.shards[0], dup) == (b"current", 3)
     assert state_on(sharded.shards[1], dup) == (b"stale", 3)
+
+
+def test_a_moved_session_replaces_orphan_items_on_its_shard(deployment):
+    from backends.ops.doctor import apply_repair
+
+    adapter, sharded = deployment
+    shards = sharded.shards
+    sid = routed("orphaned", 1)
+    put_state(shards[0], sid, b"state", 2)
+    put_item(shards[0], sid, "current")
+    put_item(shards[1], sid, "stale")  # on its shard, without a state row there: an orphan
+    for finding in audit(adapter):
+        apply_repair(finding)
+    assert rows(shards[1], "SELECT item_id FROM semvec_memory_items WHERE session_id = %s",
+                sid) == [("current",)]
+    assert audit(adapter) == []
+
+
+def test_a_missing_index_on_one_shard_is_named_by_it(deployment):
+    adapter, sharded = deployment
+    with psycopg.connect(sharded.shards[1], autocommit=True) as conn:
+        conn.execute("DROP INDEX ix_semvec_memory_events_user_id")
+    assert [(f.check, f.where, f.severity.value) for f in audit(adapter)] == [
+        ("index.missing", "shard 1: index ix_semvec_memory_events_user_id on public.semvec_memory_events",
+         "error")]
+
+
+def test_an_unreachable_shard_fails_doctor_by_name(sharded_sql):
+    dead = "postgresql://postgres@127.0.0.1:1/nowhere"
+    result = runner.invoke(app, ["--shards", f"{sharded_sql.shards[0]},{dead}", "doctor",
+                                 "--uri", sharded_sql.primary, "-b", "postgres", "--timeout", "2"])
+    assert result.exit_code == 4, result.output
+    assert "127.0.0.1:1" in result.output
