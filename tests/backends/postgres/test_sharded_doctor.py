@@ -330,3 +330,43 @@ def test_an_unreachable_shard_fails_doctor_by_name(sharded_sql):
                                  "--uri", sharded_sql.primary, "-b", "postgres", "--timeout", "2"])
     assert result.exit_code == 4, result.output
     assert "127.0.0.1:1" in result.output
+
+
+def test_cli_a_stale_duplicate_alone_is_a_warning_exit_0_and_apply_removes_only_it(deployment):
+    _, sharded = deployment
+    dup = routed("dup", 2)
+    put_state(sharded.shards[2], dup, b"read", 6)
+    put_state(sharded.shards[0], dup, b"stale", 6 - 1)
+    base = ("--shards", sharded.shard_list, "doctor", "--uri", sharded.primary, "-b", "pgvector")
+    code, found = cli(*base)
+    assert code == 0
+    assert [(f["check"], f["severity"], f["where"], f["safe_repair"]) for f in found] == [
+        ("placement.duplicate", "warning", f"shard 0: row {STATE} {dup!r}", True)]
+    code, fixed = cli(*base, "--fix", "--apply", "--yes")
+    assert code == 0 and [f["outcome"] for f in fixed] == ["repaired"]
+    assert state_on(sharded.shards[0], dup) is None
+    assert state_on(sharded.shards[2], dup) == (b"read", 6)
+
+
+def test_the_postgres_layout_alone_no_item_tables(sharded_sql):
+    from backends.ops.doctor import apply_repair
+    from backends.postgres import PostgresAdapter
+
+    adapter = PostgresAdapter(sharded_sql.primary, shards=sharded_sql.shard_list)
+    try:
+        adapter.ensure_schema()
+        adapter.ensure_indexes()
+        lost = routed("lost", 1)
+        put_state(sharded_sql.shards[2], lost, b"engine-less", 3)
+        event = put_event(sharded_sql.shards[2], lost)
+        found = audit(adapter)
+        assert [(f.check, f.where) for f in found] == [
+            ("placement.misplaced", f"shard 2: row {STATE} {lost!r}"),
+            ("events.misplaced", f"shard 2: rows {EVENTS} session {lost!r}")]
+        assert [apply_repair(f).outcome for f in found] == ["repaired", "repaired"]
+        assert adapter.state_store().load(lost) == (b"engine-less", 3)
+        assert [e.event_id for e in adapter.event_store().list_events("alice")] == [event]
+        assert rows(sharded_sql.shards[1], "SELECT event_id FROM semvec_memory_events") == [(event,)]
+        assert audit(adapter) == []
+    finally:
+        adapter.close()
