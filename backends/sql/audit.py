@@ -69,7 +69,6 @@ class SqlAudit:
         """Point the per-database checks at ``db`` (the primary unless sharded)."""
         self.db = db
         self.tables = db.tables
-        self.label = self.placement.label(db) if self.placement.sharded else ""
 
     def _at(self, where: str, db: Any = None) -> str:
         """A finding's place: on a sharded deployment, prefixed by its database."""
@@ -409,6 +408,7 @@ class SqlAudit:
             "session's rows miss them (semvecctl's event reads still list them)",
             f"move them to {there} (safe: copied, then deleted here only where {there} "
             "holds the identical row; --fix --apply does it)")
+
         def fix() -> None:
             move_events(db, owner, event_ids)
 
@@ -435,6 +435,7 @@ class SqlAudit:
             "by its repair; by hand with it when that one is a conflict)" if with_state
             else "purge them (safe: only while this database holds no state row of the "
                  "session; --fix --apply does it)")
+
         def fix() -> None:
             purge_rows_without_state(db, qualified, session_id)
 
