@@ -1,6 +1,7 @@
 """A store's shape in one streaming pass: sessions per owner, blob sizes, idle ages, TTL
 left, the largest sessions, the longest event logs, events per day, and what a prune
-would reclaim.
+would reclaim; on a sharded deployment, the sessions and blob bytes of each shard and
+their skew (the largest shard over the mean).
 
 Memory is flat whatever the number of sessions: sizes and ages go into fixed
 log-bucketed histograms (quantiles within one bucket, at most 12.5% of the value), the
@@ -175,6 +176,9 @@ class StoreStats:
     events_per_day: dict[str, int] = field(default_factory=dict)
     #: the item mirror's rows, evicted rows and bytes (None: the backend has no mirror)
     item_mirror: dict[str, Any] | None = None
+    #: a sharded deployment's shards, in the routing's order: name, database, redacted
+    #: URI, and the sessions (and their blob bytes) the routing reads on each
+    shards: list[dict[str, Any]] | None = None
     # prune preview
     idle_for_s: int | None = None
     reclaim_sessions: int = 0
@@ -234,6 +238,13 @@ class StoreStats:
                        "per_day": dict(sorted(self.events_per_day.items()))},
         }
         data["item_mirror"] = self.item_mirror
+        if self.shards is not None:
+            data["shards"] = {
+                "count": len(self.shards),
+                "skew": {"sessions": skew([s["sessions"] for s in self.shards]),
+                         "blob_bytes": skew([s["blob_bytes"] for s in self.shards])},
+                "per_shard": [dict(s) for s in self.shards],
+            }
         if self.idle_note:
             data["idle_note"] = self.idle_note
         if self.events_note:
@@ -243,6 +254,33 @@ class StoreStats:
                                      "sessions": self.reclaim_sessions,
                                      "bytes": self.reclaim_bytes}
         return data
+
+
+def skew(values: list[int]) -> float | None:
+    """The largest of ``values`` over their mean (1.0: even; None: nothing to spread)."""
+    total = sum(values)
+    if not values or total <= 0:
+        return None
+    return round(max(values) / (total / len(values)), 3)
+
+
+def _shard_tally(adapter: Any) -> tuple[list[dict[str, Any]] | None, Callable[[Any], None]]:
+    """Per-shard rows for a sharded deployment (an adapter with a sharded ``placement``,
+    the SQL backends'), and the observer that adds a session to its shard's row; (None, a
+    no-op) for any other store."""
+    placement = getattr(adapter, "placement", None)
+    if placement is None or not getattr(placement, "sharded", False):
+        return None, lambda summary: None
+    shards = [{"shard": f"shard {i}", "database": placement.label(db),
+               "uri": db.config.display_uri, "sessions": 0, "blob_bytes": 0}
+              for i, db in enumerate(placement.shards)]
+
+    def tally(summary: Any) -> None:
+        row = shards[placement.index_of(summary.session_id)]
+        row["sessions"] += 1
+        row["blob_bytes"] += int(summary.blob_size or 0)
+
+    return shards, tally
 
 
 class _Tap:
@@ -276,6 +314,7 @@ def collect(adapter: Any, *, owner_subject: OwnerFilter = UNSCOPED, match: str |
     from backends.ops.prune import PruneResult, find_idle, write_clock
 
     stats = StoreStats(backend=str(getattr(adapter, "name", "?")), top=top)
+    stats.shards, tally = _shard_tally(adapter)
     now = now or datetime.now(timezone.utc)
     try:
         clock = write_clock(adapter, assume_ttl=assume_ttl)
@@ -293,6 +332,7 @@ def collect(adapter: Any, *, owner_subject: OwnerFilter = UNSCOPED, match: str |
             if written is not None:
                 idle_s = max(int((now - as_utc(written)).total_seconds()), 0)
         stats.observe(summary, idle_s)
+        tally(summary)
 
     def limited(stream: Iterable[Any]) -> Iterable[Any]:
         stream = itertools.islice(stream, sample) if sample is not None else stream

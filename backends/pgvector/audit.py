@@ -1,5 +1,6 @@
 """``pgvector``'s doctor audit: the shared SQL audit plus the checks of its item mirror
-(rows of sessions that are gone, with their one safe repair)."""
+(rows of sessions that are gone, with their one safe repair), on each database of the
+deployment (rows away from their session's shard are the base's placement check)."""
 
 from __future__ import annotations
 
@@ -27,10 +28,12 @@ class PgVectorAudit(SqlAudit):
                "  WHERE s.session_id = i.session_id) GROUP BY i.session_id"
                " ORDER BY i.session_id")
         for session_id, count in list(self._rows(sql)):
+            if self.placement.sharded and not self.placement.places(self.db, session_id):
+                continue  # away from its shard: the placement check reports it
             self._tick()
             finding = Finding(
                 "items.orphaned", Severity.warning,
-                f"rows {items} session {session_id!r}",
+                self._at(f"rows {items} session {session_id!r}"),
                 f"{count} item-mirror row(s) of session {session_id!r}, which no longer exists",
                 "server-side retrieval can still serve them, and an erasure of the session "
                 "missed them",
@@ -41,21 +44,21 @@ class PgVectorAudit(SqlAudit):
             yield finding
 
     def _purge_orphan(self, session_id: str) -> Callable[[], None]:
-        items, state = self.tables.of(ITEMS_TABLE), self.tables.state
+        items, state, db = self.tables.of(ITEMS_TABLE), self.tables.state, self.db
 
         def purge() -> None:
             # one statement: a session that came back meanwhile keeps its items
-            with self.db.connection() as conn:
+            with db.connection() as conn:
                 conn.execute(f"DELETE FROM {items} i WHERE i.session_id = %s AND NOT EXISTS"
                              f" (SELECT 1 FROM {state} s WHERE s.session_id = %s)",
                              (session_id, session_id))
         return purge
 
     def _orphan_gone(self, session_id: str) -> Callable[[], bool]:
-        items, state = self.tables.of(ITEMS_TABLE), self.tables.state
+        items, state, db = self.tables.of(ITEMS_TABLE), self.tables.state, self.db
 
         def gone() -> bool:
-            with self.db.connection() as conn:
+            with db.connection() as conn:
                 row = conn.execute(
                     f"SELECT EXISTS (SELECT 1 FROM {items} WHERE session_id = %s)"
                     f" AND NOT EXISTS (SELECT 1 FROM {state} WHERE session_id = %s)",

@@ -5,7 +5,10 @@ finding is an error (warnings and advice allowed), 1 otherwise. ``--fix`` shows 
 repair plan; ``--fix --apply`` performs only the repairs that cannot lose data, reports
 each, re-reads the place it repaired, then audits the whole store again: the exit code and
 the repaired count are those of that re-audit (a repair it finds undone is not counted).
-The audit logic is in :mod:`backends.ops.doctor`.
+On a sharded SQL deployment every database is audited, and rows the routing never reads
+(misplaced, duplicate or conflicting sessions, events and items away from their shard)
+are findings with their own repairs (:mod:`backends.sql.relocation`). The audit logic is
+in :mod:`backends.ops.doctor`.
 """
 
 

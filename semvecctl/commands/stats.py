@@ -1,8 +1,8 @@
 """``semvecctl stats``: a store's shape (owners, blob sizes, idle ages, TTL left, largest
-sessions, longest event logs, events per day) in one streaming pass, as a table, JSON,
-or a report with the distributions drawn; ``--idle-for`` previews what ``sessions prune``
-would reclaim; ``--watch`` refreshes a sampled view. The work is in
-:mod:`backends.ops.stats`.
+sessions, longest event logs, events per day; per shard on a sharded SQL deployment) in
+one streaming pass, as a table, JSON, or a report with the distributions drawn;
+``--idle-for`` previews what ``sessions prune`` would reclaim; ``--watch`` refreshes a
+sampled view. The work is in :mod:`backends.ops.stats`.
 """
 
 
@@ -70,6 +70,16 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
         ("event logs", events.get("note") or f"{events['users']:,} user(s), {events['events']:,} event(s)"),
         ("longest logs", ", ".join(f"{u['user_id']} {u['events']:,}" for u in events["longest_logs"][:5]) or "–"),
     ]
+    shards = data.get("shards")
+    if shards:
+        spread = shards["skew"]
+        rows.append(("shards", f"{shards['count']}; skew (largest / mean) "
+                     + (f"{spread['sessions']:.2f} by sessions, {spread['blob_bytes']:.2f} by bytes"
+                        if spread["sessions"] is not None else "–")))
+        for shard in shards["per_shard"]:
+            rows.append((shard["shard"], f"{shard['sessions']:,} session(s), "
+                         f"{_size(shard['blob_bytes'])}"
+                         + (f" ({shard['database']})" if shard["database"] != shard["shard"] else "")))
     mirror = data.get("item_mirror")
     if mirror:
         rows.append(("item mirror", f"{mirror['items']:,} item(s), {mirror['evicted']:,} evicted"

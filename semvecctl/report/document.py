@@ -365,6 +365,14 @@ def build_stats(data: Mapping[str, Any]) -> Document:
             ("item mirror bytes", _bytes((data.get("item_mirror") or {}).get("bytes"))
              if (data.get("item_mirror") or {}).get("bytes") is not None else None)]
            if data.get("item_mirror") else [])))
+    shards = data.get("shards")
+    if shards:
+        skew = shards.get("skew") or {}
+        doc.blocks.append(Table(
+            f"Shards (skew, largest / mean: {skew.get('sessions')} by sessions, "
+            f"{skew.get('blob_bytes')} by bytes)", ["shard", "database", "sessions", "blob bytes"],
+            [[s["shard"], s["database"], s["sessions"], _bytes(s["blob_bytes"])]
+             for s in shards.get("per_shard") or []]))
     idle = data.get("idle_seconds") or {}
     ttl = data.get("ttl_seconds") or {}
     doc.blocks.append(Table("Distributions", ["figure", "count", "min", "p50", "p90", "p99", "max"], [
