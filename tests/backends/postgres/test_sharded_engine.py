@@ -10,6 +10,7 @@ import json
 import uuid
 from datetime import datetime, timedelta, timezone
 
+import psycopg
 import pytest
 from typer.testing import CliRunner
 
@@ -39,6 +40,15 @@ def engine_deployment(sharded_sql, monkeypatch):
         yield engine_adapter.PostgresBackendAdapter(), env
     finally:
         database.reset_engine()
+
+
+def _dump(env: dict[str, str]) -> dict[str, str]:
+    """Every row of every table of every database of the deployment."""
+    from tests.support.maintenance import _pg_dump
+
+    urls = [env["DATABASE_URL"], *env["SEMVEC_STATE_DB_SHARDS"].split(",")]
+    return {f"{key} @{i}": value for i, url in enumerate(urls)
+            for key, value in _pg_dump(url.replace("postgresql+psycopg://", "postgresql://", 1))().items()}
 
 
 def _write(engine, sessions: list[str]) -> dict[str, int]:
@@ -83,6 +93,7 @@ def test_engine_shards_are_seen_whole_and_erase_reaches_every_shard(engine_deplo
     # the engine's own event reader opens the primary only (ENGINE-WIRE section 7)
     assert engine.event_store().list_by_user("alice") == []
 
+    dump_before = _dump(env)
     receipt = tmp_path / "erase.json"
     erased = cli("erase", "--user", "alice", "--owner", "tenant-a", "--apply", "--yes",
                  "--receipt", str(receipt))
@@ -95,3 +106,41 @@ def test_engine_shards_are_seen_whole_and_erase_reaches_every_shard(engine_deplo
     for sid in sessions[4:]:
         assert engine.state_store().load(sid, scope=scope) == (f"{sid}-1".encode(), versions[sid])
     assert json.loads(cli("sessions", "count", "-o", "json").stdout)["sessions"] == 26
+    # nothing but the subject's rows went, on any database
+    alice = set(sessions[:4])
+    assert _dump(env) == {k: v for k, v in dump_before.items()
+                          if not ('"alice"' in k or any(f'"session_id":"{sid}"' in k for sid in alice))}
+
+
+def test_doctor_finds_a_misplaced_copy_of_an_engine_session_and_the_fix_keeps_the_engines_row(
+        engine_deployment):
+    from semvec.api.owner_scope import OwnerScope
+
+    from backends.sql.placement import shard_index
+
+    engine, env = engine_deployment
+    sessions = [f"mis-{n:02d}" for n in range(12)]
+    versions = _write(engine, sessions)
+    victim = sessions[5]
+    home = shard_index(victim, 3)
+    shards = [u.replace("postgresql+psycopg://", "postgresql://", 1)
+              for u in env["SEMVEC_STATE_DB_SHARDS"].split(",")]
+    with psycopg.connect(shards[home]) as src, psycopg.connect(shards[(home + 1) % 3]) as dst:
+        row = src.execute("SELECT session_id, state_blob, version - 1, drift_exempt, owner_subject,"
+                          " pending_message, updated_at FROM semvec_session_state WHERE session_id = %s",
+                          (victim,)).fetchone()
+        dst.execute("INSERT INTO semvec_session_state (session_id, state_blob, version, drift_exempt,"
+                    " owner_subject, pending_message, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s)", row)
+    env = {**env, "SEMVEC_SESSION_BACKEND": "postgres"}
+
+    def cli(*args):
+        return CliRunner().invoke(app, list(args), env=env)
+
+    found = cli("doctor", "-o", "json")
+    assert victim in found.stdout and "placement" in found.stdout, found.output
+    fixed = cli("doctor", "--fix", "--apply", "--yes")
+    assert fixed.exit_code == 0, fixed.output
+    clean = cli("doctor", "-o", "json")
+    assert clean.exit_code == 0 and victim not in clean.stdout, clean.output
+    assert engine.state_store().load(victim, scope=OwnerScope("tenant-a")) == (
+        f"{victim}-1".encode(), versions[victim])
