@@ -95,7 +95,8 @@ def _rrf_weights(value: str | None) -> tuple[float, float] | None:
 
 def _load_items(adapter: Any, session: str, owner: Any, items_file: Path | None,
                 needed: bool) -> tuple[tuple, str]:
-    """The in-process side's items and where they came from."""
+    """The in-process side's items and where they came from (``adapter`` None: no store,
+    the file alone)."""
     from backends.contract import Capability, offers
     from backends.retrieval.items import load_items_jsonl
 
@@ -141,6 +142,11 @@ def _no_server(adapter: Any) -> NoReturn:
         "nothing to diff against", ExitCode.ENVIRONMENT)
 
 
+def _no_store_named(backend: str | None, uri: str | None, adapter: str | None) -> bool:
+    """No ``--backend``, ``--uri`` or ``--adapter`` on the command line."""
+    return backend is None and uri is None and adapter is None
+
+
 def _unit_row(rank: int, unit: Any) -> dict[str, Any]:
     from backends.retrieval.diff import excerpt, score_kind
 
@@ -180,13 +186,19 @@ def run(
     from backends.contract import server_retriever_of
     from backends.retrieval.diff import resolve_query, run_side
 
+    import contextlib
+
     out = current().output
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     spec = _single_spec(query, query_vector, like)
     ctx = _context(session, scope, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
                    rrf_k, rrf_weights)
-    with conn.open() as adapter_obj:
+    # ranking the items of a file in-process touches no store: with no store flag given,
+    # none is resolved (nor refused as unnamed), and the report names no backend
+    storeless = items is not None and side is Side.in_process and _no_store_named(
+        backend, uri, adapter)
+    with (contextlib.nullcontext(None) if storeless else conn.open()) as adapter_obj:
         server = server_retriever_of(adapter_obj) if side is Side.server else None
         if side is Side.server and server is None:
             current().abort(
@@ -202,7 +214,7 @@ def run(
             current().abort(str(exc).strip("'\""), ExitCode.USAGE, cause=None)
         retriever = "in-process" if server is None else getattr(server, "name", "server")
         report = {
-            "backend": adapter_obj.name,
+            "backend": None if adapter_obj is None else adapter_obj.name,
             "side": side.value,
             "retriever": retriever,
             "session": session,
@@ -384,6 +396,21 @@ def diff(
     current().may_replace(report_file, overwrite=overwrite, option="--report")
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
+    if items is not None and _no_store_named(backend, uri, adapter):
+        from semvecctl.errors import CliError
+
+        try:
+            conn.resolve()  # the environment or a profile may name the store
+        except CliError as refused:
+            if refused.code != ExitCode.USAGE or not refused.message.startswith("no backend named"):
+                raise
+            # --items feeds the in-process side only; the other side is a store's
+            # server-side retriever: say that, not "would run against an empty store"
+            current().abort(
+                "retrieve diff compares the in-process ranking with a store's server-side "
+                "retriever: --items replaces only the in-process side's items; name the "
+                "store with --backend NAME or --uri URI (or rank the file alone with "
+                "'retrieve run --items')", ExitCode.USAGE, cause=None)
     if queries is not None:
         if query is not None or query_vector is not None or like is not None:
             current().abort("--queries replaces --query/--query-vector/--like; give one or the other", ExitCode.USAGE)
