@@ -184,7 +184,7 @@ def run(
     from dataclasses import replace
 
     from backends.contract import server_retriever_of
-    from backends.retrieval.diff import resolve_query, run_side
+    from backends.retrieval.diff import ordering_notes, resolve_query, run_side
 
     import contextlib
 
@@ -210,6 +210,7 @@ def run(
             vector, text = resolve_query(spec, live)
             ctx = replace(ctx, query_embedding=vector, query_text=text)
             units = run_side(side.value, ctx, items=live, server=server)
+            notes = ordering_notes(ctx, live) if server is None else []
         except (ValueError, LookupError) as exc:
             current().abort(str(exc).strip("'\""), ExitCode.USAGE, cause=None)
         retriever = "in-process" if server is None else getattr(server, "name", "server")
@@ -220,6 +221,7 @@ def run(
             "session": session,
             "items": origin,
             "results": [_unit_row(r, u) for r, u in enumerate(units, 1)],
+            "notes": [{"code": n.code, "message": n.message} for n in notes],
         }
     rows = report["results"]
     out.emit(report, output, rows=rows, columns=[
@@ -227,6 +229,8 @@ def run(
         Column("SCORE", "score", justify="right"), Column("SCORE IS", "score_kind"),
         Column("TIER", "tier"), Column("TEXT", "text", max_width=60)])
     if output is OutputFormat.table:
+        for note in notes:  # beside the table, on stderr: stdout keeps only its rows
+            out.info(f"note [{note.code}]: {note.message}")
         out.info(f"{len(rows)} result(s) from the {retriever} retriever for session {session}")
 
 
