@@ -49,6 +49,18 @@ def test_clean_store_gives_only_the_deployment_finding(make_adapter):
     assert findings[0].severity.value == "error"  # events exist: turns with events fail
 
 
+def test_doctor_is_silent_on_a_document_written_before_the_hash_existed(make_adapter):
+    """No blob_sha256: the engine loads it (ENGINE-WIRE section 4), so doctor has nothing to
+    say, neither that it is unreadable nor that the engine refuses it."""
+    adapter = seeded(make_adapter)
+    adapter.state_store().save("s-old", b"older", expected_version=None)
+    adapter.database["semvec_session_state"].update_one({"_id": "s-old"},
+                                                        {"$unset": {"blob_sha256": ""}})
+    findings = [f for f in found(adapter) if f.check != "index.unsupported"]
+    assert keys(findings) == {DEPLOY}
+    assert not any("s-old" in f.where or "s-old" in f.what for f in findings)
+
+
 def test_finds_exactly_the_planted_problems_and_repairs_the_counter(make_adapter):
     adapter = seeded(make_adapter, session_ttl_s=3600, item_sync=True)
     db = adapter.database
