@@ -136,6 +136,15 @@ class CaseContext:
         """A plain client on the Redis the adapter writes to: ConformanceOptions.redis_url,
         else REDIS_URL (how the engine is configured); not applicable without either
         (``purpose`` says what the case would have done with it)."""
+        from backends.info import known
+        from backends.registry import fold_name
+
+        name = fold_name(str(getattr(self.adapter, "name", "") or self.selected_name or ""))
+        info = known(name)
+        if info is not None and info.name != "redis":
+            # not a Redis store at all: a missing Redis URI is not the reason
+            raise NotApplicable(f"the case needs the engine's Redis layout and backend "
+                                f"{info.name!r} keeps its sessions elsewhere: {purpose}")
         url = self.options.resolved_redis_url()
         if not url:
             raise NotApplicable("no Redis URI for the run (ConformanceOptions.redis_url, "
