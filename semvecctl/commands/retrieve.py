@@ -398,23 +398,10 @@ def diff(
 
     out = current().output
     current().may_replace(report_file, overwrite=overwrite, option="--report")
+    # diff needs a store whatever --items says: its server side is the store's retriever
+    # (with none named it is refused like any command that works on a store)
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
-    if items is not None and _no_store_named(backend, uri, adapter):
-        from semvecctl.errors import CliError
-
-        try:
-            conn.resolve()  # the environment or a profile may name the store
-        except CliError as refused:
-            if refused.code != ExitCode.USAGE or not refused.message.startswith("no backend named"):
-                raise
-            # --items feeds the in-process side only; the other side is a store's
-            # server-side retriever: say that, not "would run against an empty store"
-            current().abort(
-                "retrieve diff compares the in-process ranking with a store's server-side "
-                "retriever: --items replaces only the in-process side's items; name the "
-                "store with --backend NAME or --uri URI (or rank the file alone with "
-                "'retrieve run --items')", ExitCode.USAGE, cause=None)
     if queries is not None:
         if query is not None or query_vector is not None or like is not None:
             current().abort("--queries replaces --query/--query-vector/--like; give one or the other", ExitCode.USAGE)

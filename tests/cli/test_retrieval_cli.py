@@ -236,7 +236,8 @@ def test_run_server_side_with_items_and_no_store_is_refused(tmp_path):
     assert "no backend named" in result.stderr and "Traceback" not in result.output
 
 
-def test_diff_with_items_and_no_store_says_the_server_side_needs_one(tmp_path):
+def test_diff_with_items_and_no_store_is_refused_in_one_line(tmp_path):
+    """diff's server side is a store's retriever: --items cannot stand in for the store."""
     items = _items_file(tmp_path)
     result = CliRunner().invoke(
         app, ["retrieve", "diff", "-s", "any", "--items", str(items), "--query-vector", "[1, 0]"],
@@ -244,5 +245,4 @@ def test_diff_with_items_and_no_store_says_the_server_side_needs_one(tmp_path):
     assert result.exit_code == 2
     message = result.stderr.strip()
     assert len(message.splitlines()) == 1 and "Traceback" not in result.output
-    assert "--items replaces only the in-process side's items" in message
-    assert "retrieve run --items" in message
+    assert "no backend named" in message and "--backend NAME or --uri URI" in message
