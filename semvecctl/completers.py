@@ -2,7 +2,8 @@
 
 Called by click's completion protocol (``_SEMVECCTL_COMPLETE``), never during a normal
 run. Each completer is bounded (session ids: at most :data:`MAX_SESSION_IDS`, read
-within :data:`SESSION_ID_TIMEOUT_S` seconds) and never raises: whatever goes wrong (no
+within :data:`SESSION_ID_TIMEOUT_S` seconds, or ``$SEMVECCTL_COMPLETION_TIMEOUT_S``) and
+never raises: whatever goes wrong (no
 store named, a store that does not answer, a broken config file) completes nothing
 rather than print an error into the shell.
 """
@@ -13,8 +14,26 @@ from typing import Any
 
 #: the most session ids offered for one word
 MAX_SESSION_IDS = 100
-#: how long reading them may take (connecting included)
+#: how long reading them may take (connecting included), unless
+#: ``$SEMVECCTL_COMPLETION_TIMEOUT_S`` says otherwise
 SESSION_ID_TIMEOUT_S = 2.0
+#: the variable that sets that budget (seconds, a positive number)
+TIMEOUT_VARIABLE = "SEMVECCTL_COMPLETION_TIMEOUT_S"
+
+
+def session_id_budget(environ: Any = None) -> float:
+    """Seconds the session-id completer may spend: ``$SEMVECCTL_COMPLETION_TIMEOUT_S`` when
+    it is a positive finite number, else :data:`SESSION_ID_TIMEOUT_S` (completion never
+    errors, so a bad value falls back rather than stops)."""
+    import math
+    import os
+
+    raw = (os.environ if environ is None else environ).get(TIMEOUT_VARIABLE, "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return SESSION_ID_TIMEOUT_S
+    return value if math.isfinite(value) and value > 0 else SESSION_ID_TIMEOUT_S
 
 
 def _quietly(produce: Any) -> list[str]:
@@ -83,7 +102,7 @@ def complete_session_id(ctx: Any, incomplete: str) -> list[str]:
                 return [escape_id(s.session_id)
                         for s in itertools.islice(summaries, MAX_SESSION_IDS)]
 
-        got = call_with_timeout(read, SESSION_ID_TIMEOUT_S)
+        got = call_with_timeout(read, session_id_budget())
         return got.value if isinstance(got.value, list) else []
 
     return _quietly(ids)

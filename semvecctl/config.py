@@ -152,6 +152,7 @@ BEHAVIOUR_VARIABLES: dict[str, str] = {
     "SEMVEC_RRF_WEIGHTS": "retrieval: the RRF weights (default 1.0 each)",
     "SEMVECCTL_CONFIG": "the config file",
     "SEMVECCTL_PROFILE": "the profile, when -P names none (environment: below the variables)",
+    "SEMVECCTL_COMPLETION_TIMEOUT_S": "shell completion: seconds to read session ids (default 2)",
     "NO_COLOR": "no colour in output",
 }
 

@@ -201,9 +201,12 @@ MigrationStateFile = Annotated[
                                  "continued by every later one; bound to the two stores).",
                  show_default=False),
 ]
-Apply = Annotated[
+#: ``migrate run|cutover|abort``: the same --apply, said of the migration's target
+MigrateApply = Annotated[
     bool,
-    typer.Option("--apply", help="Write to the target (default: preview only)."),
+    typer.Option("--apply", help="Write to the target (without it: a preview, nothing changed, "
+                                 "exit 0). Asks first: --yes answers, required without a "
+                                 "terminal (else exit 2)."),
 ]
 AllowLoss = Annotated[
     bool,

@@ -458,9 +458,23 @@ class ProgressTask:
     def rate(self) -> float:
         return self.count / self.elapsed if self.elapsed > 0 else 0.0
 
+    @property
+    def measured_rate(self) -> float | None:
+        """The rate, or None when there is none to tell: nothing was counted (a task whose
+        work reports no count, e.g. an audit done by the server's own queries, is not
+        "0/s") or the time was too short for the clock to measure."""
+        if self.count <= 0 or self.elapsed <= 0:
+            return None
+        return self.count / self.elapsed
+
     def finish(self) -> None:
         self.elapsed = self._clock() - self.started
 
     def summary(self) -> str:
-        """``in 3.2s (385/s)``: what the final line appends."""
-        return f"in {self.elapsed:.1f}s ({self.rate:,.0f}/s)"
+        """``in 3.2s (385/s)``: what the final line appends (``in 0.3s`` alone when there
+        is no rate to tell: :attr:`measured_rate`)."""
+        rate = self.measured_rate
+        if rate is None:
+            return f"in {self.elapsed:.1f}s"
+        return f"in {self.elapsed:.1f}s ({rate:,.0f}/s)" if rate >= 10 else \
+            f"in {self.elapsed:.1f}s ({rate:.2g}/s)"

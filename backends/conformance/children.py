@@ -160,6 +160,9 @@ def require_children(ctx: Any) -> AdapterRecipe:
                             "recipe=AdapterRecipe(...) to run_conformance)")
     if not hasattr(os, "fork"):
         raise NotApplicable("this platform has no fork(): no zygote for child processes")
+    # what children wrote is removed through an adapter built afresh in the parent: the
+    # run's own may share a pool with what the children left behind
+    ctx.cleanup_fresh = True
     return recipe
 
 
@@ -177,6 +180,8 @@ class Zygote:
         reply = self._ask({"recipe": recipe.to_dict()}, timeout=_START_TIMEOUT)
         if "error" in reply:
             self.close()
+            if reply.get("cause") == "shared-connection":
+                raise NotApplicable(f"the cross-process cases cannot run: {reply['error']}")
             raise NotApplicable(f"a child process cannot rebuild the adapter: {reply['error']}")
 
     def _ask(self, request: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:

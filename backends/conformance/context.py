@@ -101,6 +101,8 @@ class CaseContext:
     item_sessions: list[str] = field(default_factory=list)
     #: Every event id the case made (cleanup removes those still stored by id).
     event_ids: list[str] = field(default_factory=list)
+    #: Clean up through an adapter built afresh (a case that ran child processes).
+    cleanup_fresh: bool = False
     #: Steps skipped as not applicable (reported with the result, never failed).
     notes: list[str] = field(default_factory=list)
     _counter: Any = field(default_factory=lambda: itertools.count(1))
@@ -136,6 +138,15 @@ class CaseContext:
         """A plain client on the Redis the adapter writes to: ConformanceOptions.redis_url,
         else REDIS_URL (how the engine is configured); not applicable without either
         (``purpose`` says what the case would have done with it)."""
+        from backends.info import known
+        from backends.registry import fold_name
+
+        name = fold_name(str(getattr(self.adapter, "name", "") or self.selected_name or ""))
+        info = known(name)
+        if info is not None and info.name != "redis":
+            # not a Redis store at all: a missing Redis URI is not the reason
+            raise NotApplicable(f"the case needs the engine's Redis layout and backend "
+                                f"{info.name!r} keeps its sessions elsewhere: {purpose}")
         url = self.options.resolved_redis_url()
         if not url:
             raise NotApplicable("no Redis URI for the run (ConformanceOptions.redis_url, "
@@ -318,9 +329,25 @@ class CaseContext:
     # -- cleanup ---------------------------------------------------------------------
 
     def cleanup(self) -> list[str]:
-        """Remove what this case created; return the problems (never raise)."""
+        """Remove what this case created; return the problems (never raise). A case that
+        ran children (``cleanup_fresh``) is cleaned up through an adapter built afresh in
+        this process (the factory, else the recipe), closed afterwards; the run's own
+        adapter when none can be built."""
         from backends.conformance.cleanup import remove_run
+        from backends.contract import close_quietly
 
-        return remove_run(self.adapter, self.prefix, sessions=self.sessions, users=self.users,
-                          item_sessions=self.item_sessions, event_ids=self.event_ids,
-                          describe=describe_exception)
+        adapter, fresh = self.adapter, None
+        if self.cleanup_fresh:
+            build = self.factory or (self.recipe.build if self.recipe is not None else None)
+            try:
+                fresh = build() if build is not None else None
+            except Exception:  # noqa: BLE001 - fall back to the run's adapter
+                fresh = None
+            adapter = fresh if fresh is not None else self.adapter
+        try:
+            return remove_run(adapter, self.prefix, sessions=self.sessions, users=self.users,
+                              item_sessions=self.item_sessions, event_ids=self.event_ids,
+                              describe=describe_exception)
+        finally:
+            if fresh is not None:
+                close_quietly(fresh)

@@ -1,7 +1,9 @@
 """The child side of the cross-process cases: ``python -m backends.conformance.zygote``.
 
 Reads the recipe (one JSON line on stdin), builds and closes one adapter (so the drivers
-are imported before any fork), answers ``{"ready": true}``,
+are imported before any fork), checks that it then holds no connection (a pool opened at
+import or by the factory would be shared by every fork: refused with that cause), answers
+``{"ready": true}``,
 then serves one JSON request per line: ``fork`` (a worker running a job; answers its pid)
 and ``wait`` (a worker's exit status). Between requests it holds no connection and runs
 no thread of its own, so a fork is a clean copy; each worker builds its own adapter from the recipe. On EOF it kills
@@ -141,6 +143,57 @@ def _warm(recipe: AdapterRecipe) -> None:
     close_quietly(adapter)
 
 
+def held_connections() -> list[str]:
+    """The connected sockets this process holds (``host:port`` or a socket path, never
+    more): after the warm-up build and close there must be none, else every forked worker
+    would share them (a module-level pool, e.g. a SQLAlchemy engine, opened at import or
+    by the factory and not released by ``close()``). Listening and unnamed sockets are
+    left out: they are nobody's connection to a store."""
+    import socket
+    import stat
+
+    try:
+        fds = sorted(int(name) for name in os.listdir("/proc/self/fd"))
+    except OSError:
+        fds = list(range(3, 1024))
+    found: list[str] = []
+    for fd in fds:
+        if fd < 3:
+            continue
+        try:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            dup = os.dup(fd)
+        except OSError:
+            continue
+        try:
+            sock = socket.socket(fileno=dup)
+        except OSError:
+            os.close(dup)
+            continue
+        try:
+            peer = sock.getpeername()
+        except OSError:
+            peer = None
+        finally:
+            sock.close()
+        if not peer:
+            continue
+        found.append(f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else
+                     (peer.decode("utf-8", "replace") if isinstance(peer, bytes) else str(peer)))
+    return found
+
+
+def shared_connection_reason(held: list[str]) -> str:
+    """The cross-process cases' reason for not running when the zygote holds ``held``."""
+    shown = ", ".join(held[:3]) + (" …" if len(held) > 3 else "")
+    return (f"the adapter holds {len(held)} open connection(s) before the suite forks (to "
+            f"{shown}): opened at import or by the factory and not released by close(), e.g. "
+            "a module-level connection pool such as a SQLAlchemy engine; forked workers would "
+            "share them (and hang on each other's replies). Open connections lazily, or "
+            "dispose the pool in a forked child (SQLAlchemy: engine.dispose(close=False))")
+
+
 def _wait(pid: int, timeout: float) -> int | None:
     deadline = time.monotonic() + timeout
     while True:
@@ -172,6 +225,10 @@ def main() -> None:
         _warm(recipe)
     except Exception as exc:  # noqa: BLE001
         reply({"error": _describe(exc)})
+        return
+    held = held_connections()
+    if held:  # found now, before any fork: not after the workers hang on a shared socket
+        reply({"error": shared_connection_reason(held), "cause": "shared-connection"})
         return
     reply({"ready": True})
     live: set[int] = set()

@@ -1,6 +1,11 @@
 """``indexes validate`` as findings, split by who needs the index: the engine's own
 indexes are deployment requirements (an error when missing or drifted), semvecctl's are
-recommendations (a warning), and informational ``extra`` indexes are not findings."""
+recommendations (a warning), and informational ``extra`` indexes are not findings.
+
+A store as the engine makes it has none of semvecctl's recommended indexes: there a missing
+recommendation is a note, not a warning (nothing is wrong with a stock engine store; the
+note says what ``indexes ensure`` would add). Once any recommendation exists (semvecctl
+provisioned the store), a missing or drifted one is a warning again."""
 
 from __future__ import annotations
 
@@ -15,10 +20,25 @@ def engine_index_names(adapter: Any) -> set[str]:
 
 
 def index_findings(adapter: Any, *, engine: set[str]) -> Iterator[Finding]:
-    for report in adapter.validate_indexes():
+    reports = list(adapter.validate_indexes())
+    recommended = [r for r in reports if r.name not in engine and r.status != "extra"]
+    # no recommendation of ours exists at all: the store is as the engine makes it
+    stock = bool(recommended) and all(r.status in ("missing", "unsupported") for r in recommended)
+    for report in reports:
         if report.ok:
             continue
         required = report.name in engine
+        if stock and not required and report.status == "missing":
+            yield Finding(
+                "index.missing", Severity.info, f"index {report.name} on {report.target}",
+                "semvecctl recommends this index; the store has none of semvecctl's "
+                "recommended indexes, as the engine makes it"
+                + (f" ({report.detail})" if report.detail else ""),
+                "the engine does not need it; semvecctl's retrieval and listings are faster "
+                "with it",
+                "semvecctl indexes ensure --yes, if you want semvecctl's recommendations",
+                Section.advice)
+            continue
         if report.status == "unsupported":
             yield Finding(
                 "index.unsupported", Severity.info, f"index {report.name} on {report.target}",

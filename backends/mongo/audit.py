@@ -56,6 +56,8 @@ class MongoAudit:
 
         with driver_errors("doctor", inside_transaction=False):
             yield from self._run()
+        if self.progress is not None:
+            self.progress(self.seen)  # the whole count, not the last full batch
 
     def _run(self) -> Iterator[Finding]:
         n = self.names

@@ -4,7 +4,7 @@ The version check, the owner rule and the write happen in ONE server-side operat
 (an ``update_one`` whose filter carries the expected version and owner, and whose
 ``$set`` keeps fields we do not know, as the engine's does), so two writers can never
 both win. Reads are strict: a document with a missing or mistyped field, an impossible
-version, or a blob that fails ``blob_sha256`` raises :class:`CorruptState`, never a
+version, or a blob that fails its recorded ``blob_sha256`` raises :class:`CorruptState`, never a
 best-effort value the engine would then save over. With an idle TTL configured, a
 document older than the TTL is expired even before MongoDB's TTL monitor (~60 s)
 removes it: it reads as absent and refuses updates, as an expired Redis key does.
@@ -103,9 +103,10 @@ def strict_state(session_id: str, doc: Mapping[str, Any]) -> LoadedState:
         raise CorruptState(session_id, "blob", f"is a {type(blob).__name__}, not binary")
     version = _checked_version(session_id, doc)
     stored = doc.get("blob_sha256")
-    if stored is None:
-        raise CorruptState(session_id, "blob_sha256", "is missing; the blob cannot be verified")
-    if not isinstance(stored, str) or stored.lower() != _digest(bytes(blob)):
+    # verified when present; a document without one (missing, null, empty: any falsy value,
+    # as the engine tests it; its "written before the hash existed") loads, as the engine's
+    # load_full does (ENGINE-WIRE section 4)
+    if stored and (not isinstance(stored, str) or stored.lower() != _digest(bytes(blob))):
         raise CorruptState(session_id, "blob_sha256",
                            "does not match the blob (damaged or changed outside semvec)")
     return LoadedState(
@@ -430,11 +431,25 @@ class MongoStateStore(DerivedReads):
             owner_subject=owner,
             pending_message=pending,
             blob_size=blob_size,
-            blob_sha256=str(doc.get("blob_sha256") or ""),
+            blob_sha256=self._recorded_or_computed_digest(doc),
             ttl_seconds=ttl_left,
             updated_at=updated,
             extra=extra,
         )
+
+    def _recorded_or_computed_digest(self, doc: Mapping[str, Any]) -> str:
+        """The listing's digest: the recorded ``blob_sha256``; for a document written before
+        the hash existed, the blob's own digest (read for that document alone when the
+        listing left the blob out), so copies and verifies compare it like any other."""
+        recorded = doc.get("blob_sha256")
+        if recorded:
+            return str(recorded)
+        blob = doc.get("blob")
+        if blob is None and doc.get("blob_size") is not None:
+            with driver_errors("state.enumerate"):
+                found = self._collection.find_one({"_id": doc["_id"]}, {"blob": 1})
+            blob = None if found is None else found.get("blob")
+        return _digest(bytes(blob)) if isinstance(blob, (bytes, bytearray)) else ""
 
     def _summaries(self, flt: Mapping[str, Any], batch_size: int) -> Iterator[SessionSummary]:
         """Blob sizes come from ``$binarySize`` server-side, so no blob crosses the wire.

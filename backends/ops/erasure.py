@@ -15,11 +15,12 @@ and ``owner=None`` is the subject whose events carry no owner. In the engine's o
 5. (the engine rebuilds shared sessions from the co-subjects' events; we cannot build an
    engine state, so the receipt names them for the engine to do it);
 6. delete the subject's events one by one by id, only while no state survives (the log is
-   the only mapping left for a retry); index entries without an event go too, and once the
-   user id has no event left under any owner its counter and index keys go.
+   the only mapping left for a retry); index entries without an event go too. The user's
+   sequence counter is kept, as the engine keeps it: the user's next event continues the
+   sequence (ENGINE-WIRE §9 step 6).
 
-Then a residual scan of every place the subject can be (events, index entries, counter,
-derived states, item rows). Only the subject's rows, keys and documents are touched:
+Then a residual scan of every place the subject can be (events, index entries, derived
+states, item rows). Only the subject's rows, keys and documents are touched:
 other subjects, and the same user id under another owner, stay byte-identical.
 
 ``apply_erasure`` records each step in a :class:`~backends.ops.journal.Journal` when given
@@ -124,7 +125,9 @@ class ErasurePlan:
                                  "detail": f"kept: user id has {self.other_owner_events} "
                                            "event(s) under other owners"}
         else:
-            places["counter"] = {"count": 1 if self.counter else 0, "value": self.counter}
+            places["counter"] = {"count": 0, "value": self.counter,
+                                 "detail": "kept, as the engine keeps it: the user's next "
+                                           "event continues the sequence"}
             if self.indexes:
                 places["index_entries"] = {"count": sum(self.indexes.values()),
                                            "detail": ", ".join(f"{k} {v}" for k, v in
@@ -258,7 +261,7 @@ def verify_erased(adapter: Any, user_id: str, owner: str | None,
 
     Events (damaged ones too) and index entries of the user that point at the subject's
     events or at nothing; once the user id has no event under any owner, its index keys
-    and counter; the derived sessions' state under the subject's owner (and unowned);
+    (not its counter: kept); the derived sessions' state under the subject's owner (and unowned);
     their live item rows under that owner."""
     store = require_event_store(adapter)
     refs = event_refs(store, user_id)
@@ -270,8 +273,6 @@ def verify_erased(adapter: Any, user_id: str, owner: str | None,
     }
     if not others:
         left.update({f"index_entries.{k}": v for k, v in _index_entries(store, user_id).items()})
-        if offers(store, Capability.RESTORE_EVENTS):
-            left["counter"] = int(store.read_counter(user_id))
     state = adapter.state_store()
     sessions = list(sessions)
     left["states"] = sum(1 for sid in sessions if _visible_state(state, sid, owner))
@@ -326,10 +327,7 @@ def apply_erasure(adapter: Any, plan: ErasurePlan, journal: Any = None) -> dict[
         if plan.dangling and offers(store, Capability.DROP_INDEX_ENTRIES):
             store.drop_index_entries(plan.user_id, plan.dangling)
             journal.append({"step": "dangling", "dropped": list(plan.dangling)})
-        if not any(r.owner_subject is not None for r in event_refs(store, plan.user_id)) and \
-                offers(store, Capability.PURGE_USER):
-            store.purge_user(plan.user_id)  # nothing left: the counter and index keys
-            journal.append({"step": "counter", "value": plan.counter})
+        # the sequence counter stays (the engine never touches it when it erases)
     return receipt(adapter, plan, journal.records, survivors)
 
 

@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 
 from backends.contract import MemoryItem, MemoryUnit, RetrievalContext
 from backends.retrieval.fusion import effective_rrf_k, effective_rrf_weights
-from backends.retrieval.items import find_item, order_known, parse_vector, read_jsonl
+from backends.retrieval.items import find_item, parse_vector, read_jsonl
 from backends.retrieval.metrics import (
     ExactAgreement,
     RankingAgreement,
@@ -46,6 +46,7 @@ __all__ = [
     "excerpt",
     "score_kind",
     "Note",
+    "ordering_notes",
     "DiffRow",
     "QueryDiff",
     "DiffReport",
@@ -296,6 +297,21 @@ def _settings(ctx: RetrievalContext) -> dict[str, Any]:
 _CTX_DEFAULTS = {f.name: f.default for f in fields(RetrievalContext) if f.default is not MISSING}
 
 
+def ordering_notes(ctx: RetrievalContext, items: Sequence[MemoryItem] | None) -> list[Note]:
+    """What the in-process ranking of ``items`` cannot know of the engine's order: units of
+    several tiers without a recorded in-tier position (how many), and BM25 ties at the cut
+    that an engine on numpy 1.x orders differently
+    (:meth:`~backends.retrieval.inprocess.InProcessRetrievalBackend.ordering_notes`).
+    None for no items."""
+    if not items:
+        return []
+    from backends.retrieval.inprocess import InProcessRetrievalBackend
+
+    found = InProcessRetrievalBackend(cache_size=0).ordering_notes(
+        replace(ctx, memory=tuple(items)))
+    return [Note(code, message) for code, message in found]
+
+
 def divergence_notes(
     ctx: RetrievalContext,
     server: Any,
@@ -318,7 +334,7 @@ def divergence_notes(
             notes.append(Note("bm25-without-text", "BM25 is on but the query has no text: the lexical signal is off on both sides"))
         if items_origin != "live":
             notes.append(Note("items-file", f"in-process ranked items from {items_origin}, not the store's live items"))
-        return notes
+        return notes + ordering_notes(ctx, items)
     name = getattr(server, "name", type(server).__name__)
     inert = sorted(getattr(server, "inert_fields", frozenset()))
     signals = tuple(getattr(server, "signals", ()) or ())
@@ -345,12 +361,7 @@ def divergence_notes(
         notes.append(Note("bm25-without-text", "BM25 is on but the query has no text: the lexical signal is off on both sides"))
     if items_origin != "live":
         notes.append(Note("items-file", f"in-process ranked items from {items_origin}, not the store's live items"))
-    elif items and not order_known(items):
-        notes.append(Note("order-unknown", (
-            "the store does not record the items' order within their tiers (a mirror the "
-            "engine wrote, or a table from before tier positions), so in-process used item-id "
-            "order: BM25 ties, the zero-score tail and exact cosine ties may fall differently "
-            "than in the engine, a known source of difference that is not the server side's")))
+    notes.extend(ordering_notes(ctx, items))
     for note in getattr(server, "result_notes", lambda _ctx, _units: [])(ctx, server_units):
         notes.append(Note(*note))
     if live_ids is not None:

@@ -377,6 +377,60 @@ class InProcessRetrievalBackend:
                       for index, score, kind in ranked]
         return apply_narrowing(ctx, candidates, emit=emit)
 
+    # -- what the engine may order differently -------------------------------------
+    def ordering_notes(self, ctx: RetrievalContext) -> list[tuple[str, str]]:
+        """``(code, message)`` for what this ranking cannot know of the engine's order
+        (the same live units :meth:`search` ranks):
+
+        - ``positions-unknown``: units without a recorded position in a tier they sit in,
+          when the units sit in several tiers (in ONE tier the order given is the
+          position: nothing to say); the message names how many.
+        - ``bm25-ties-numpy1``: BM25 is on and distinct units tie on score at the cut
+          (among the hits BM25 hands to fusion, or the last one in and the first left
+          out): an engine on numpy 1.x orders those ties differently."""
+        validate_owner_filter(ctx.owner_subject)
+        corpus = self._corpus(ctx.memory or (), ctx)
+        notes: list[tuple[str, str]] = []
+        tiers = {t for item in corpus.items for t in item_tiers(item)}
+        if len(tiers) > 1:
+            unknown = [item for item in corpus.items
+                       if not set(item_tiers(item)) <= set(item.positions or {})]
+            if unknown:
+                notes.append(("positions-unknown", (
+                    f"{len(unknown)} of {len(corpus.items)} unit(s) have no recorded position "
+                    f"in their tier and the units sit in {len(tiers)} tiers (a mirror the engine "
+                    "wrote without positions, or items without 'positions'): in-process used the "
+                    "order given, the engine's order among them may differ (BM25 ties, the "
+                    "zero-score tail and exact cosine ties)")))
+        tied = self._bm25_ties_at_cut(ctx, corpus)
+        if tied:
+            count, cut = tied
+            notes.append(("bm25-ties-numpy1", (
+                f"{count} BM25 hit(s) tie on score at the cut of {cut} (bm25s orders ties by "
+                "document position on numpy 2.x): an engine on numpy 1.x orders BM25 ties "
+                "differently, which can change this result")))
+        return notes
+
+    @staticmethod
+    def _bm25_ties_at_cut(ctx: RetrievalContext, corpus: "_Corpus") -> tuple[int, int] | None:
+        """``(hits in a tie, the cut)`` when distinct units share a BM25 score among the
+        hits handed to fusion (or across the cut), else None; None when BM25 does not run."""
+        if not wants_lexical(ctx) or not corpus.documents:
+            return None
+        text_only = ctx.query_embedding is None
+        if not text_only and corpus.matrix is None:
+            return None  # no cosine candidates: search runs no BM25 either
+        cut = fetch_width(ctx) if text_only else max(ctx.bm25_fetch_k, 1)
+        hits = bm25_hits(corpus.bm25(), ctx.query_text, cut + 1)
+        if text_only:
+            hits = [h for h in hits if h[1] > 0]
+        groups: dict[float, set[int]] = {}
+        for doc, score in hits:
+            groups.setdefault(score, set()).add(corpus.documents[doc])
+        inside = hits[:cut]
+        count = sum(1 for _doc, score in inside if len(groups[score]) > 1)
+        return (count, min(cut, len(corpus.documents))) if count else None
+
     @staticmethod
     def _weighted_cosine(index: int, cosine, corpus) -> float:
         import numpy as np

@@ -26,7 +26,7 @@ from semvecctl.options import (
     FromShards,
     ToShards,
     AllowLoss,
-    Apply,
+    MigrateApply,
     MatchSessions,
     MigrateFrom,
     MigrateFromAdapter,
@@ -190,7 +190,7 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
                   unowned: SessionUnowned = False, match: MatchSessions = None,
                   follow: bool = FollowOpt, interval: float = IntervalOpt,
                   max_passes: Optional[int] = MaxPassesOpt, allow_loss: AllowLoss = False,
-                  apply: Apply = False, yes: Yes = False, metrics_file: MetricsFile = None,
+                  apply: MigrateApply = False, yes: Yes = False, metrics_file: MetricsFile = None,
                   output: Output = OutputFormat.table, from_shards: FromShards = None,
                   to_shards: ToShards = None) -> None:
     """Copy the source into the target: a bulk pass, then with --follow catch-up passes.
@@ -417,7 +417,7 @@ def cutover_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = No
                       to_uri: MigrateTo = None, from_adapter: MigrateFromAdapter = None,
                       to_adapter: MigrateToAdapter = None, quiet_window: float = QuietOpt,
                       ttl_tolerance: float = TtlToleranceOpt, receipt: Optional[str] = ReceiptOpt,
-                      overwrite: Overwrite = False, apply: Apply = False,
+                      overwrite: Overwrite = False, apply: MigrateApply = False,
                       yes: Yes = False, output: Output = OutputFormat.table,
                       from_shards: FromShards = None, to_shards: ToShards = None) -> None:
     """After the writers stop: a final pass, a quiet window and a full verify.
@@ -466,7 +466,7 @@ def cutover_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = No
 
 @app.command("abort")
 def abort_migration(state_file: MigrationStateFile, to_uri: MigrateTo = None,
-                    to_adapter: MigrateToAdapter = None, apply: Apply = False, yes: Yes = False,
+                    to_adapter: MigrateToAdapter = None, apply: MigrateApply = False, yes: Yes = False,
                     output: Output = OutputFormat.table, to_shards: ToShards = None) -> None:
     """Remove from the target what this migration wrote (and only that), using the state
     file: each session still at the version we wrote, each event we wrote. Preview

@@ -95,7 +95,8 @@ def _rrf_weights(value: str | None) -> tuple[float, float] | None:
 
 def _load_items(adapter: Any, session: str, owner: Any, items_file: Path | None,
                 needed: bool) -> tuple[tuple, str]:
-    """The in-process side's items and where they came from."""
+    """The in-process side's items and where they came from (``adapter`` None: no store,
+    the file alone)."""
     from backends.contract import Capability, offers
     from backends.retrieval.items import load_items_jsonl
 
@@ -141,6 +142,11 @@ def _no_server(adapter: Any) -> NoReturn:
         "nothing to diff against", ExitCode.ENVIRONMENT)
 
 
+def _no_store_named(backend: str | None, uri: str | None, adapter: str | None) -> bool:
+    """No ``--backend``, ``--uri`` or ``--adapter`` on the command line."""
+    return backend is None and uri is None and adapter is None
+
+
 def _unit_row(rank: int, unit: Any) -> dict[str, Any]:
     from backends.retrieval.diff import excerpt, score_kind
 
@@ -178,7 +184,9 @@ def run(
     from dataclasses import replace
 
     from backends.contract import server_retriever_of
-    from backends.retrieval.diff import resolve_query, run_side
+    from backends.retrieval.diff import ordering_notes, resolve_query, run_side
+
+    import contextlib
 
     out = current().output
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
@@ -186,7 +194,11 @@ def run(
     spec = _single_spec(query, query_vector, like)
     ctx = _context(session, scope, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
                    rrf_k, rrf_weights)
-    with conn.open() as adapter_obj:
+    # ranking the items of a file in-process touches no store: with no store flag given,
+    # none is resolved (nor refused as unnamed), and the report names no backend
+    storeless = items is not None and side is Side.in_process and _no_store_named(
+        backend, uri, adapter)
+    with (contextlib.nullcontext(None) if storeless else conn.open()) as adapter_obj:
         server = server_retriever_of(adapter_obj) if side is Side.server else None
         if side is Side.server and server is None:
             current().abort(
@@ -198,16 +210,18 @@ def run(
             vector, text = resolve_query(spec, live)
             ctx = replace(ctx, query_embedding=vector, query_text=text)
             units = run_side(side.value, ctx, items=live, server=server)
+            notes = ordering_notes(ctx, live) if server is None else []
         except (ValueError, LookupError) as exc:
             current().abort(str(exc).strip("'\""), ExitCode.USAGE, cause=None)
         retriever = "in-process" if server is None else getattr(server, "name", "server")
         report = {
-            "backend": adapter_obj.name,
+            "backend": None if adapter_obj is None else adapter_obj.name,
             "side": side.value,
             "retriever": retriever,
             "session": session,
             "items": origin,
             "results": [_unit_row(r, u) for r, u in enumerate(units, 1)],
+            "notes": [{"code": n.code, "message": n.message} for n in notes],
         }
     rows = report["results"]
     out.emit(report, output, rows=rows, columns=[
@@ -215,6 +229,8 @@ def run(
         Column("SCORE", "score", justify="right"), Column("SCORE IS", "score_kind"),
         Column("TIER", "tier"), Column("TEXT", "text", max_width=60)])
     if output is OutputFormat.table:
+        for note in notes:  # beside the table, on stderr: stdout keeps only its rows
+            out.info(f"note [{note.code}]: {note.message}")
         out.info(f"{len(rows)} result(s) from the {retriever} retriever for session {session}")
 
 
@@ -382,6 +398,8 @@ def diff(
 
     out = current().output
     current().may_replace(report_file, overwrite=overwrite, option="--report")
+    # diff needs a store whatever --items says: its server side is the store's retriever
+    # (with none named it is refused like any command that works on a store)
     conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     if queries is not None:

@@ -168,6 +168,10 @@ def prune_sessions(
         if resumed_archive:
             done = next(journal.where(phase="archived"))
             result.archived, result.digest = int(done["count"]), str(done["digest"])
+            # what the interrupted run's scan found (journals before this field: none)
+            result.examined = int(done.get("examined") or 0)
+            result.idle = int(done.get("idle") or 0)
+            result.unknown = int(done.get("unknown") or 0)
             out.info(f"continuing the interrupted prune journalled in {journal.path}: deleting "
                      f"what {archive} holds ({result.archived} session(s)); the archive is kept")
             idle = archived_sessions(archive)
@@ -185,7 +189,8 @@ def prune_sessions(
                     raise
                 if journal is not None:
                     journal.append({"phase": "archived", "count": result.archived,
-                                    "digest": result.digest})
+                                    "digest": result.digest, "examined": result.examined,
+                                    "idle": result.idle, "unknown": result.unknown})
                 idle = archived_sessions(archive)
         if apply:
             from semvecctl.interrupts import steps
@@ -212,6 +217,10 @@ def prune_sessions(
     if apply:
         kept = f", {result.kept} written meanwhile and kept" if result.kept else ""
         if resumed_archive:
+            # every session the resumed journal settles was examined, whatever the journal
+            # recorded of the interrupted run's scan
+            result.examined = max(result.examined,
+                                  result.deleted + result.kept + result.vanished)
             gone = (f", {result.vanished} already gone (deleted by the interrupted run or "
                     "meanwhile)" if result.vanished else "")
             where = (f"; {archive} holds all {result.archived} session(s) this prune judged "

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from semvecctl.app import app
 from tests.support.dedicated_redis import throwaway_redis
+from tests.support.fixtures.engine import engine_database_url
 
 pytestmark = pytest.mark.engine
 
@@ -96,9 +97,8 @@ def test_doctor_is_clean_on_a_postgres_store_the_engine_wrote(pgvector_url, monk
         reason="the semvec engine's SQL extras are not installed")
     from semvec.api import database
 
-    # psycopg 3 through SQLAlchemy (the test deps have it; psycopg2 may be absent)
-    monkeypatch.setenv("DATABASE_URL", pgvector_url.replace("postgresql://",
-                                                            "postgresql+psycopg://", 1))
+    # the driver named explicitly: psycopg 3 unless $SEMVEC_TEST_ENGINE_PG_DRIVER says psycopg2
+    monkeypatch.setenv("DATABASE_URL", engine_database_url(pgvector_url))
     database.reset_engine()
     database.create_tables()  # every table of its own, not only state and events
     try:

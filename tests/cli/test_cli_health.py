@@ -10,6 +10,7 @@ import time
 from typer.testing import CliRunner
 
 from semvecctl.app import app
+from tests.support.bounds import bounded_by
 
 
 def run(*args, env=None):
@@ -51,7 +52,7 @@ def test_unreachable_redis_exits_4_quickly_and_redacts():
                  "--timeout", "1", "-o", "json")
     elapsed = time.monotonic() - started
     assert result.exit_code == 4, result.stderr
-    assert elapsed < 2.5
+    assert elapsed < bounded_by(1)
     report = json.loads(result.stdout)
     assert report["healthy"] is False
     assert "hunter2" not in result.stdout + result.stderr
@@ -114,13 +115,13 @@ def test_hung_probe_is_bounded_by_the_timeout(tmp_path, monkeypatch):
         "class Hung(MemoryBackendAdapter):\n"
         "    name = 'hung'\n"
         "    def check_health(self):\n"
-        "        time.sleep(30)\n"
+        "        time.sleep(600)\n"
         "        return True\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     started = time.monotonic()
     result = run("health", "--adapter", "hung_adapter_mod:Hung", "--timeout", "0.5", "-o", "json")
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < bounded_by(0.5)  # unbounded: 600 s
     assert result.exit_code == 4
     assert json.loads(result.stdout)["status"] == "timed out"
 

@@ -129,8 +129,36 @@ def test_completion_offers_session_ids_from_the_selected_store_bounded(redis_url
     with RedisBackendAdapter(redis_url) as adapter:
         for i in range(130):
             adapter.state_store().save(f"{tag}-{i:03d}", b"{}", expected_version=None)
-    offered = complete(f"semvecctl sessions inspect --uri {redis_url} {tag}-12")
+    # the budget is the test's, not the machine's: a loaded machine must not turn the answer
+    # into a give-up (the give-up itself is checked below, against a store that never answers)
+    roomy = {"SEMVECCTL_COMPLETION_TIMEOUT_S": "120"}
+    offered = complete(f"semvecctl sessions inspect --uri {redis_url} {tag}-12", env=roomy)
     assert offered == [f"{tag}-12{i}" for i in range(10)]
-    assert len(complete(f"semvecctl sessions delete --uri {redis_url} {tag}")) == 100
+    assert len(complete(f"semvecctl sessions delete --uri {redis_url} {tag}", env=roomy)) == 100
     assert complete("semvecctl sessions inspect --uri redis://127.0.0.1:1/0 x") == []
     assert complete("semvecctl sessions inspect x") == []  # no store named: nothing, no error
+
+
+def test_completion_gives_up_on_a_store_that_never_answers():
+    """A listener that accepts and never speaks: completion spends its budget (here a short
+    one, set by the variable) and offers nothing, without an error in the shell."""
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        offered = complete(f"semvecctl sessions inspect --uri redis://127.0.0.1:{port}/0 x",
+                           env={"SEMVECCTL_COMPLETION_TIMEOUT_S": "0.5"})
+    assert offered == []
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("", 2.0), ("7.5", 7.5), ("0", 2.0), ("-1", 2.0), ("nan", 2.0), ("inf", 2.0), ("soon", 2.0),
+])
+def test_completion_budget_comes_from_the_variable_else_the_default(raw, expected):
+    from semvecctl.completers import SESSION_ID_TIMEOUT_S, session_id_budget
+
+    assert SESSION_ID_TIMEOUT_S == 2.0
+    assert session_id_budget({"SEMVECCTL_COMPLETION_TIMEOUT_S": raw}) == expected
+    assert session_id_budget({}) == 2.0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 
 import pytest
 from typer.testing import CliRunner
@@ -113,11 +114,23 @@ def test_apply_erases_one_subject_and_leaves_every_other_byte_identical(target, 
     assert len(store.list_events(s.bob)) == 2
 
 
-def test_erasing_the_last_subject_of_a_user_id_removes_its_counter_and_indexes(target, tmp_path):
+#: where a store keeps a user's sequence counter (Redis key, Mongo counter document); the
+#: SQL layout keeps none
+COUNTER_KEYS = ("semvec:events:seq:{user}", "compliance_event_counters:{user}")
+
+
+def test_erasing_the_last_subject_of_a_user_id_removes_its_indexes_and_keeps_its_counter(
+        target, tmp_path):
+    """The engine deletes the subject's events one by one and never touches the sequence
+    counter (ENGINE-WIRE §9 step 6): with no event of the user id left, its index keys are
+    gone but the counter stays, and the user's next event continues the sequence."""
     s = seed(target.adapter)
     assert run(target, "erase", "--user", s.alice, "--owner", "acme", "--apply", "--yes",
                "--receipt", str(tmp_path / "a.json")).exit_code == 0
     before = target.dump()
+    preview = json.loads(run(target, "erase", "--user", s.alice, "--unowned", "-o", "json").stdout)
+    assert preview["places"]["counter"]["count"] == 0
+    assert "kept" in preview["places"]["counter"]["detail"]
     result = run(target, "erase", "--user", s.alice, "--unowned", "--apply", "--yes",
                  "--receipt", str(tmp_path / "b.json"))
     assert result.exit_code == 0, result.output
@@ -126,9 +139,23 @@ def test_erasing_the_last_subject_of_a_user_id_removes_its_counter_and_indexes(t
     assert (receipt["events_deleted"], receipt["states_deleted"]) == (2, 1)
     assert receipt["shared_sessions"] == []
     assert receipt["verification"]["ok"] is True
+    assert "counter" not in receipt["verification"]["left"]
     after = target.dump()
-    assert after == _without(before, f":{s.alice}", *s.alice_ids, states=(s.s2,))
-    assert not any(s.alice in k for k in after)
+    counters = {k.format(user=s.alice) for k in COUNTER_KEYS}
+    kept = {k: v for k, v in before.items() if k in counters}
+    assert bool(kept) == (target.name in ("redis", "mongo")), sorted(before)
+    assert after == {**_without(before, f":{s.alice}", *s.alice_ids, states=(s.s2,)), **kept}
+    assert [k for k in after if s.alice in k] == sorted(kept)
+    # the next event of the user continues the sequence (5 events were handed out)
+    from backends.contract import MemoryEvent
+
+    events = target.adapter.event_store()
+    nxt = events.append(MemoryEvent(event_id=str(uuid.uuid4()), user_id=s.alice,
+                                    content="after the erasure", owner_subject="",
+                                    session_id=""))
+    if target.name in ("redis", "mongo"):
+        assert nxt.sequence == 6
+        assert [e.sequence for e in events.list_events(s.alice)] == [6]
 
 
 def test_the_subject_and_receipt_are_required(target, tmp_path):

@@ -93,3 +93,14 @@ def test_sessions_copy_between_two_engine_databases(pgvector_url, postgres_serve
     with psycopg.connect(target) as conn:
         assert conn.execute("SELECT state_blob, version, owner_subject, drift_exempt FROM"
                             " semvec_session_state").fetchall() == [(b"copy me 2", 2, "acme", False)]
+
+
+def test_doctor_on_postgres_prints_no_false_rate(pgvector_url, postgres_adapter_factory):
+    """The SQL audit asks the server for suspect rows only, so it counts nothing on a clean
+    store: its summary said "(0/s)". Now no rate is printed when nothing was counted."""
+    adapter = postgres_adapter_factory()
+    adapter.state_store().save("clean", b"x", expected_version=None)
+    result = run("doctor", "--uri", pgvector_url, "--backend", "postgres")
+    assert result.exit_code == 0, result.output
+    (summary,) = [ln for ln in result.stderr.splitlines() if "error(s)" in ln]
+    assert "/s)" not in summary and " in " in summary, summary

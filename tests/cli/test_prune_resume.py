@@ -201,3 +201,62 @@ def test_a_resumed_prune_whose_archive_went_missing_deletes_nothing_more(target,
     (tmp_path / "moved.jsonl").rename(path)
     assert run(target, *args).exit_code == 0
     assert set(_archived(path)) == set(names)
+
+
+def _summary(result) -> str:
+    (line,) = [ln for ln in result.stderr.splitlines() if ln.startswith("examined ")]
+    return line
+
+
+def test_a_resumed_prunes_summary_counts_what_it_settles(target, tmp_path):
+    """Issue 42: the summary of a resumed prune said "examined 0 session(s): deleted 453, 1
+    written meanwhile and kept, 1346 already gone". It counts the interrupted run's scan
+    (journalled), and never fewer than the sessions the resumed journal settles."""
+    names = _idle_sessions(target, 6)
+    tag = names[0].split("-idle-")[0]
+    store = target.adapter.state_store()
+    store.save(f"{tag}-fresh", b"written just now", expected_version=None)  # examined, not idle
+    path = tmp_path / "idle.jsonl.gz"
+    args = ("sessions", "prune", "--idle-for", "1d", "--match", f"{tag}-*", "--archive",
+            str(path), "--apply", "--yes", "-o", "jsonl")
+    first = _interrupted(target, 2, *args)
+    assert first.exit_code != 0
+    left = [sid for sid in names if store.load(sid) is not None]
+    assert len(left) == 4
+    # meanwhile: one archived session is written again (kept), another deleted by someone else
+    written, taken = left[0], left[1]
+    store.save(written, b"written meanwhile", expected_version=store.current_version(written))
+    assert store.delete(taken)
+    second = run(target, *args)
+    assert second.exit_code == 0, second.output
+    assert "continuing the interrupted prune" in second.stderr
+    summary = " ".join(_summary(second).split())
+    # 7 examined by the scan; of the 6 archived: 2 deleted now, 1 kept, 3 already gone
+    # (2 by the interrupted run, 1 meanwhile)
+    assert summary.startswith("examined 7 session(s): deleted 2, 1 written meanwhile and kept, "
+                              "3 already gone (deleted by the interrupted run or meanwhile)"), summary
+    assert store.load(written) is not None and store.load(f"{tag}-fresh") is not None
+
+
+def test_a_resume_from_a_journal_without_the_scan_counts_still_adds_up(target, tmp_path):
+    """A journal written before the scan counts were journalled: examined is what the
+    resumed journal settles, never 0."""
+    from backends.ops.journal import Journal, journal_path
+
+    names = _idle_sessions(target, 4)
+    tag = names[0].split("-idle-")[0]
+    path = tmp_path / "idle.jsonl.gz"
+    args = ("sessions", "prune", "--idle-for", "1d", "--match", f"{tag}-*", "--archive",
+            str(path), "--apply", "--yes")
+    assert _interrupted(target, 1, *args).exit_code != 0
+    jpath = journal_path(path)
+    assert Journal.read(jpath) is not None
+    lines = [json.loads(line) for line in jpath.read_text().splitlines()]
+    for record in lines:
+        for key in ("examined", "idle", "unknown"):
+            record.pop(key, None)
+    jpath.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    second = run(target, *args)
+    assert second.exit_code == 0, second.output
+    summary = " ".join(_summary(second).split())
+    assert summary.startswith("examined 4 session(s): deleted 3, 1 already gone"), summary

@@ -177,3 +177,72 @@ def test_query_vector_from_file(session, tmp_path):
                     "-k", "1", "-o", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["results"][0]["item_id"] == "d"
+
+
+# -- --items with no store named (issue 42) --------------------------------------------------
+
+#: every variable that could name a store, cleared so that no store is named at all
+NO_STORE = {"SEMVEC_SESSION_BACKEND": None, "REDIS_URL": None, "MONGODB_URI": None,
+            "DATABASE_URL": None, "SEMVEC_PGVECTOR_URL": None, "SEMVECCTL_CONFIG": None,
+            "SEMVECCTL_PROFILE": None}
+
+
+def _items_file(tmp_path):
+    items = tmp_path / "items.jsonl"
+    items.write_text("\n".join(json.dumps(item_to_record(i)) for i in [
+        MemoryItem("x", "first", (1.0, 0.0)), MemoryItem("y", "second", (0.0, 1.0))]) + "\n")
+    return items
+
+
+def test_run_ranks_an_items_file_with_no_store_named(tmp_path, monkeypatch):
+    """Ranking a file's items in-process touches no store: no store named is not refused,
+    and no connection is resolved or opened."""
+    from semvecctl import connection
+
+    items = _items_file(tmp_path)
+    opened: list = []
+    monkeypatch.setattr(connection, "resolve_connection",
+                        lambda *a, **k: opened.append(a) or pytest.fail("a store was resolved"))
+    result = CliRunner().invoke(
+        app, ["retrieve", "run", "-s", "any", "--items", str(items), "--like", "y", "-k", "1",
+              "-o", "json"], env={**NO_STORE, "XDG_CONFIG_HOME": str(tmp_path)})
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["backend"] is None and data["items"] == str(items)
+    assert [r["item_id"] for r in data["results"]] == ["y"]
+    assert opened == []
+    table = CliRunner().invoke(
+        app, ["retrieve", "run", "-s", "any", "--items", str(items), "--query-vector", "[1, 0]"],
+        env={**NO_STORE, "XDG_CONFIG_HOME": str(tmp_path)})
+    assert table.exit_code == 0, table.output
+    assert "first" in table.stdout
+    assert "2 result(s) from the in-process retriever for session any" in table.stderr
+
+
+def test_run_without_items_and_without_a_store_is_still_refused(tmp_path):
+    result = CliRunner().invoke(
+        app, ["retrieve", "run", "-s", "any", "--query-vector", "[1, 0]"],
+        env={**NO_STORE, "XDG_CONFIG_HOME": str(tmp_path)})
+    assert result.exit_code == 2
+    assert "no backend named" in result.stderr
+
+
+def test_run_server_side_with_items_and_no_store_is_refused(tmp_path):
+    items = _items_file(tmp_path)
+    result = CliRunner().invoke(
+        app, ["retrieve", "run", "-s", "any", "--items", str(items), "--query-vector", "[1, 0]",
+              "--side", "server"], env={**NO_STORE, "XDG_CONFIG_HOME": str(tmp_path)})
+    assert result.exit_code == 2
+    assert "no backend named" in result.stderr and "Traceback" not in result.output
+
+
+def test_diff_with_items_and_no_store_is_refused_in_one_line(tmp_path):
+    """diff's server side is a store's retriever: --items cannot stand in for the store."""
+    items = _items_file(tmp_path)
+    result = CliRunner().invoke(
+        app, ["retrieve", "diff", "-s", "any", "--items", str(items), "--query-vector", "[1, 0]"],
+        env={**NO_STORE, "XDG_CONFIG_HOME": str(tmp_path)})
+    assert result.exit_code == 2
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1 and "Traceback" not in result.output
+    assert "no backend named" in message and "--backend NAME or --uri URI" in message

@@ -17,6 +17,7 @@ from backends.conformance import (
 )
 from backends.memory import MemoryBackendAdapter
 from tests.support.conformance_doubles import EventfulMemoryAdapter
+from tests.support.bounds import bounded_by
 
 
 def test_memory_backend_is_full_with_events_not_applicable():
@@ -166,7 +167,7 @@ def test_hanging_health_check_fails_within_the_bound():
 
     class Hanging(MemoryBackendAdapter):
         def check_health(self):
-            release.wait(10)
+            release.wait(600)
             return True
 
     try:
@@ -177,7 +178,7 @@ def test_hanging_health_check_fails_within_the_bound():
     result = report.cases[0]
     assert result.status == Status.FAILED
     assert result.expected == "an answer within 0.2s"
-    assert result.duration < 2
+    assert result.duration < bounded_by(0.2)  # unbounded: 600 s
 
 
 def test_ids_carry_the_run_prefix():

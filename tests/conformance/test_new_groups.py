@@ -156,3 +156,72 @@ def test_cli_rebuilds_children_from_the_uri_and_leaves_no_key(redis_url):
         assert left == set(), sorted(left)[:10]
     finally:
         client.close()
+
+
+# -- a pooled connection held before the fork (issue 42) --------------------------------------------
+
+
+@pytest.fixture
+def listener():
+    """A TCP listener a double's "pool" connects to (the kernel completes the handshake)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_a_connection_held_before_the_fork_is_named_and_nothing_is_left(tmp_path, listener):
+    """The factory opens a pooled connection the zygote would hand to every fork (the
+    engine's module-level SQLAlchemy engine does): both cross-process cases say so at once,
+    instead of hanging until the workers' deadline, and leave no row behind."""
+    import pickle
+
+    from backends.conformance.children import AdapterRecipe
+    from tests.support.bounds import bounded_by
+
+    path = str(tmp_path / "store.pickle")
+    cls = doubles.PooledAtFactoryAdapter
+    report = run_conformance(lambda: cls(path=path, pool=listener),
+                             only="concurrency.processes,durability.sigkill",
+                             recipe=AdapterRecipe(f"{cls.__module__}:{cls.__qualname__}",
+                                                  {"path": path, "pool": listener}))
+    assert len(report.cases) == 2
+    for result in report.cases:
+        assert result.status == Status.NOT_APPLICABLE, (result.case_id, result.message)
+        assert "holds 1 open connection(s) before the suite forks" in result.message
+        assert listener in result.message and "connection pool" in result.message
+        assert "engine.dispose(close=False)" in result.message
+        assert result.duration < bounded_by(1.0)  # a hang lasted the workers' 120 s deadline
+    with open(path, "rb") as handle:
+        rows, by_user, _counters, by_id = pickle.load(handle)
+    assert not [sid for sid in rows if sid.startswith(report.prefix)]
+    assert not [user for user, events in by_user.items()
+                if user.startswith(report.prefix) and events]
+    assert not [e for e in by_id.values() if str(getattr(e, "user_id", "")).startswith(report.prefix)]
+
+
+def test_a_case_that_ran_children_cleans_up_through_a_fresh_adapter(tmp_path):
+    """What the children wrote is removed through an adapter built in the parent after the
+    case, not through the run's own (which may share a pool with what they left)."""
+    from backends.conformance import ConformanceOptions
+
+    cls = doubles.RecordingCleanupAdapter
+    path = str(tmp_path / "store.pickle")
+    built: list = []
+
+    def factory():
+        built.append(cls(path=path))
+        return built[-1]
+
+    doubles.DELETED_BY.clear()
+    report = run_conformance(factory, only="durability.sigkill",
+                             options=ConformanceOptions(kills=2),
+                             recipe=doubles.recipe_for(cls, path))
+    (result,) = report.cases
+    assert result.status == Status.PASSED, result.message
+    run_adapter = id(built[0])
+    assert doubles.DELETED_BY and run_adapter not in doubles.DELETED_BY
+    assert set(doubles.DELETED_BY) <= {id(a) for a in built[1:]}
+    assert cls(path=path).state_store().load(f"{report.prefix}killed") is None

@@ -55,6 +55,39 @@ def test_sql_backends_conform_fully_and_clean_up(pgvector_url, backend):
             assert left == 0, f"{table} keeps {left} rows after the run"
 
 
+@pytest.mark.parametrize("redis_url", [None, "redis://127.0.0.1:1/0"])
+def test_the_redis_layout_cases_say_why_they_do_not_apply_to_postgres(pgvector_url, redis_url,
+                                                                      monkeypatch):
+    """Issue 42: the two cases that plant or read keys of the engine's Redis layout said
+    "no Redis URI" on PostgreSQL; the reason is that the store is not Redis at all."""
+    from backends.postgres import PostgresAdapter
+
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    report = run_conformance(lambda: PostgresAdapter(pgvector_url), selected_name="postgres",
+                             only="commit_turn.atomic_on_server_error,durability.server_is_durable",
+                             options=ConformanceOptions(redis_url=redis_url))
+    assert len(report.cases) == 2
+    for result in report.cases:
+        assert result.status == Status.NOT_APPLICABLE, result
+        assert "Redis URI" not in result.message, result.message
+    atomic = report.case("commit_turn.atomic_on_server_error")
+    assert "backend 'postgres' keeps its sessions elsewhere: cannot plant a key" in atomic.message
+    # the engine's own postgres adapter has no health-details seam: the durability case
+    # looks for the server's Redis INFO, and says why there is none
+    from backends.memory import MemoryBackendAdapter
+
+    class EngineLikePostgres(MemoryBackendAdapter):
+        name = "postgres"
+        is_persistent = True
+
+    report = run_conformance(EngineLikePostgres, only="durability.server_is_durable",
+                             options=ConformanceOptions(redis_url=redis_url))
+    (durable,) = report.cases
+    assert durable.status == Status.NOT_APPLICABLE, durable
+    assert "Redis URI" not in durable.message
+    assert "backend 'postgres' keeps its sessions elsewhere" in durable.message
+
+
 class TestPgVectorConformanceMixin(ConformanceSuite):
     """The same suite through the pytest mixin a plugin author would use."""
 

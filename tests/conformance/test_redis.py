@@ -20,8 +20,6 @@ from backends.conformance import ConformanceOptions, Level, Status, run_conforma
 
 pytestmark = pytest.mark.redis
 
-WALL_TIME_GOAL_S = 20.0
-
 
 @pytest.fixture
 def adapter_factory(durable_redis_url):
@@ -142,7 +140,6 @@ def test_redis_adapter_conforms_and_leaves_other_data_untouched(adapter_factory,
     for case_id in ("concurrency.processes", "durability.sigkill", "faults.connection",
                     "isolation.empty_values", "isolation.owner_variants"):
         assert report.case(case_id).status == Status.PASSED, report.case(case_id)
-    assert wall < WALL_TIME_GOAL_S
 
     after = _dump(raw, foreign)
     changed = sorted(k for k in before if after[k] != before[k])

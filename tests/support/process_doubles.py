@@ -349,3 +349,54 @@ def _blind_retry_adapter_class() -> type:
 def BlindRetryRedisAdapter(uri: str, **options: Any) -> Any:  # noqa: N802 - a class factory
     """A blind-retry Redis adapter (the class is built on first use: redis is optional)."""
     return _blind_retry_adapter_class()(uri, **options)
+
+
+# -- a connection pool opened by the factory (issue 42) -------------------------------------------
+
+#: the module-level "pool": one connection, opened by the first adapter built in a process
+#: and never closed by close(), as a module-level SQLAlchemy engine keeps its connection
+_POOL: list[Any] = []
+#: ids of the adapters that deleted a session in this process (which one cleaned up)
+DELETED_BY: list[int] = []
+
+
+def _pool(address: str) -> Any:
+    import socket
+
+    if not _POOL:
+        host, port = address.rsplit(":", 1)
+        _POOL.append(socket.create_connection((host, int(port)), timeout=5))
+    return _POOL[0]
+
+
+class PooledAtFactoryAdapter(SharedFileAdapter):
+    """Correct in one process, but the factory opens a pooled connection (to ``pool``, a
+    ``host:port`` listener) that outlives ``close()``: a fork would share it."""
+
+    name = "pooled-at-factory"
+
+    def __init__(self, path: str, pool: str, uri: str | None = None) -> None:
+        super().__init__(path, uri)
+        _pool(pool)
+
+
+class _RecordingDeleteStore(SharedStateStore):
+    owner_id = 0
+
+    def delete(self, session_id, **kwargs):
+        DELETED_BY.append(self.owner_id)
+        return SharedStateStore.delete(self, session_id, **kwargs)
+
+
+_synced(_RecordingDeleteStore, MemoryStateStore)
+
+
+class RecordingCleanupAdapter(SharedFileAdapter):
+    """Correct; records which instance deleted a session (the run's, or a fresh one)."""
+
+    name = "recording-cleanup"
+    _store_class = _RecordingDeleteStore
+
+    def __init__(self, path: str, uri: str | None = None) -> None:
+        super().__init__(path, uri)
+        self._store.owner_id = id(self)

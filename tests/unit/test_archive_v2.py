@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -92,9 +93,21 @@ def log_of(adapter, user: str) -> list[tuple]:
 def source():
     adapter = doubles.SeamedAdapter()
     names = seed(adapter, uuid.uuid4().hex[:8])
+    EXPIRY_SET_AT[names["s3"]] = time.monotonic()
     adapter.state_store().expire_in(names["s3"], 3600)
     doubles.SEAMED["source"] = adapter
     return adapter, names
+
+
+#: when a test's expiry was set (monotonic), so a TTL read later is checked against the time
+#: that really passed, not against a guess of how fast the machine is
+EXPIRY_SET_AT: dict[str, float] = {}
+
+
+def left_since(session_id: str, ttl_s: float) -> float:
+    """The least TTL that may be left of ``ttl_s`` set on ``session_id``: what passed since,
+    plus a second for the store's whole-second rounding."""
+    return ttl_s - (time.monotonic() - EXPIRY_SET_AT[session_id]) - 1
 
 
 @pytest.fixture
@@ -115,7 +128,8 @@ def test_with_events_carries_drift_expiry_and_each_sessions_events(source, targe
     records = {r.session_id: r for r in ArchiveReader(path).sessions()}
     assert [e.sequence for e in records[names["s1"]].events] == [1, 2, 1]  # alice 1, 2; bob 1
     assert records[names["s2"]].drift_exempt and not records[names["s1"]].drift_exempt
-    assert records[names["s3"]].events == () and 3595 <= records[names["s3"]].ttl_left() <= 3600
+    assert records[names["s3"]].events == ()
+    assert left_since(names["s3"], 3600) <= records[names["s3"]].ttl_left() <= 3600
 
     importer = SessionImporter(target, ArchiveFile(path))
     result = importer.apply()
@@ -124,7 +138,7 @@ def test_with_events_carries_drift_expiry_and_each_sessions_events(source, targe
     assert report.ok and report.events_matched == 4, report.examples
     store = target.state_store()
     assert store.is_drift_exempt(names["s2"]) and not store.is_drift_exempt(names["s1"])
-    assert 3590 <= target.describe_session(names["s3"]).ttl_seconds <= 3600
+    assert left_since(names["s3"], 3600) <= target.describe_session(names["s3"]).ttl_seconds <= 3600
     assert store.load_full(names["s1"]) == src.state_store().load_full(names["s1"])
     # the events travelled with their numbers, and the counters were raised past them
     src_alice = [e for e in log_of(src, names["alice"]) if e[2]]
@@ -207,6 +221,7 @@ def staged(data: bytes) -> StagedStream:
 
 def test_import_applies_the_time_remaining_and_skips_what_has_expired(target):
     now = datetime.now(UTC)
+    EXPIRY_SET_AT["soon"] = time.monotonic()
     data = archive_of(
         # exported with an hour to go, imported when 50 s are left: 50 s, not an hour
         SessionRecord("soon", 1, None, None, b"a", expires_at=now + timedelta(seconds=50)),
@@ -219,7 +234,7 @@ def test_import_applies_the_time_remaining_and_skips_what_has_expired(target):
     assert rows["soon"].action == "create" and "expires in" in rows["soon"].detail
     result = importer.apply()
     assert (result.created, result.expired) == (2, 1)
-    assert 45 <= target.describe_session("soon").ttl_seconds <= 50
+    assert left_since("soon", 50) <= target.describe_session("soon").ttl_seconds <= 50
     assert target.describe_session("forever").ttl_seconds is None
     assert target.state_store().load("gone") is None
     report = importer.verify_target()

@@ -104,9 +104,10 @@ def test_notes_come_from_the_declarations_not_from_a_list():
 
 def test_evicted_items_are_not_live_for_the_not_live_note():
     result = diff_query(ctx(), items=ITEMS, server=FakeServer(["gone"], inert=frozenset(), signals=()))
-    # ITEMS carry no tier positions: the order note is expected beside the one tested
-    assert [n.code for n in result.notes] == ["order-unknown", "not-live"]
-    assert "gone" in result.notes[1].message
+    # ITEMS carry no tier positions but sit in one tier: the order given is their position,
+    # so no order note beside the one tested
+    assert [n.code for n in result.notes] == ["not-live"]
+    assert "gone" in result.notes[0].message
 
 
 def test_many_queries_aggregate_and_gate(tmp_path):

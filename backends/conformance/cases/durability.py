@@ -346,11 +346,13 @@ def sigkill(ctx: CaseContext) -> None:
 
     kills, started = 0, time.monotonic()
     try:
-        ctx.expect_int_version(ctx.call("first turn", lambda: commit(ctx.adapter, 1, user)), 1,
-                               "first turn")
-        version = 1
+        # the zygote first: a child that cannot run (e.g. the adapter holds a connection
+        # every fork would share) is known before this case writes anything
         with tempfile.TemporaryDirectory(prefix="semvec-conf-kill-") as tmp, \
                 Zygote(recipe) as zygote:
+            ctx.expect_int_version(ctx.call("first turn", lambda: commit(ctx.adapter, 1, user)),
+                                   1, "first turn")
+            version = 1
             while kills < options.kills and time.monotonic() - started < options.kill_budget:
                 user, since = ctx.user(f"k{kills}"), version
                 ack_path = os.path.join(tmp, f"acks-{kills}")

@@ -13,6 +13,7 @@ def audit(adapter: Any, *, batch: int = 500,
     from backends.errors import CorruptState
 
     store = adapter.state_store()
+    seen = 0
     for seen, summary in enumerate(adapter.iter_sessions(batch_size=batch), 1):
         if progress is not None and seen % batch == 0:
             progress(seen)
@@ -21,3 +22,5 @@ def audit(adapter: Any, *, batch: int = 500,
         except CorruptState as exc:
             yield unreadable_state(f"session {summary.session_id}", summary.session_id,
                                    f"field {exc.field!r} {exc.problem}")
+    if progress is not None:
+        progress(seen)  # the whole count, not the last full batch

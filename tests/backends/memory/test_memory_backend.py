@@ -90,29 +90,48 @@ def test_commit_turn_refuses_events(adapter):
 
 
 def test_concurrent_writers_have_one_winner_per_version(store):
+    """Every writer writes its own blob (distinct from every other write), so no write is
+    another's idempotent retry: each version has exactly one winner, and the stored blob is
+    the last winner's."""
     store.save("race", b"0", expected_version=None)
-    wins: list[int] = []
+    wins: dict[int, list[bytes]] = {}
     lock = threading.Lock()
 
-    def writer():
-        for _ in range(200):
+    def writer(n: int):
+        for i in range(200):
+            blob = f"writer{n}-write{i}".encode()
             while True:
                 version = store.current_version("race")
                 try:
-                    new = store.save("race", b"x", expected_version=version)
+                    new = store.save("race", blob, expected_version=version)
                 except StateVersionConflict:
                     continue
                 with lock:
-                    wins.append(new)
+                    wins.setdefault(new, []).append(blob)
                 break
 
-    threads = [threading.Thread(target=writer) for _ in range(8)]
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert sorted(wins) == list(range(2, 1602))
-    assert store.current_version("race") == 1601
+    assert all(len(blobs) == 1 for blobs in wins.values())
+    assert store.load("race") == (wins[1601][0], 1601)
+
+
+def test_an_identical_write_at_the_version_just_produced_is_a_retry_not_a_second_win(store):
+    """The rule that let two writers of the same blob both "win" one version: a save whose
+    exact result is already stored answers with that version and writes nothing."""
+    store.save("retry", b"0", expected_version=None)
+    assert store.save("retry", b"x", expected_version=1) == 2
+    assert store.save("retry", b"x", expected_version=1) == 2  # the retry: its own success
+    assert store.current_version("retry") == 2
+    with pytest.raises(StateVersionConflict):
+        store.save("retry", b"y", expected_version=1)  # another blob: a lost race
+    with pytest.raises(StateVersionConflict):
+        store.save("retry", b"x", expected_version=1, owner_subject="t1")  # another owner
+    assert store.load("retry") == (b"x", 2)
 
 
 def test_enumeration_filters(adapter):

@@ -49,6 +49,18 @@ def test_clean_store_gives_only_the_deployment_finding(make_adapter):
     assert findings[0].severity.value == "error"  # events exist: turns with events fail
 
 
+def test_doctor_is_silent_on_a_document_written_before_the_hash_existed(make_adapter):
+    """No blob_sha256: the engine loads it (ENGINE-WIRE section 4), so doctor has nothing to
+    say, neither that it is unreadable nor that the engine refuses it."""
+    adapter = seeded(make_adapter)
+    adapter.state_store().save("s-old", b"older", expected_version=None)
+    adapter.database["semvec_session_state"].update_one({"_id": "s-old"},
+                                                        {"$unset": {"blob_sha256": ""}})
+    findings = [f for f in found(adapter) if f.check != "index.unsupported"]
+    assert keys(findings) == {DEPLOY}
+    assert not any("s-old" in f.where or "s-old" in f.what for f in findings)
+
+
 def test_finds_exactly_the_planted_problems_and_repairs_the_counter(make_adapter):
     adapter = seeded(make_adapter, session_ttl_s=3600, item_sync=True)
     db = adapter.database
@@ -152,3 +164,55 @@ def test_strict_audit_checks_every_number_and_the_meta(make_adapter):
         assert words in what[where]
     gap = [f for f in findings if f.check == "events.sequence-gap"]
     assert [g.severity.value for g in gap] == ["info"]
+
+
+# -- a store as the engine makes it (issue 42) ---------------------------------------------------
+
+RECOMMENDED = {"ix_state_owner": "semvec_session_state",
+               "ix_items_session": "semvec_memory_items",
+               "ix_items_live_recency": "semvec_memory_items"}
+
+
+def _stock_engine_store(make_adapter):
+    """Only the indexes the engine creates (its three event indexes, and the TTL index
+    when a TTL is configured), none of semvecctl's recommendations; the item mirror on."""
+    adapter = seeded(make_adapter, item_sync=True)
+    adapter.sync_items("s-ok", [MemoryItem("i1", "kept", embedding=(0.1,))])
+    for name, collection in RECOMMENDED.items():
+        adapter.database[collection].drop_index(name)
+    return adapter
+
+
+def test_a_stock_engine_store_gets_notes_not_warnings_for_our_recommendations(make_adapter):
+    adapter = _stock_engine_store(make_adapter)
+    findings = [f for f in found(adapter) if f.check != "index.unsupported"]
+    recommended = [f for f in findings if f.check == "index.missing"]
+    assert {f.where for f in recommended} == {f"index {n} on {c}" for n, c in RECOMMENDED.items()}
+    assert {f.severity.value for f in recommended} == {"info"}
+    assert {f.section.value for f in recommended} == {"semvecctl recommendations"}
+    assert all("as the engine makes it" in f.what for f in recommended)
+    assert [f for f in findings if f.severity.value == "warning"] == []
+    assert keys(findings) - keys(recommended) == {DEPLOY}
+
+
+def test_a_missing_recommendation_on_a_store_semvecctl_provisioned_is_still_a_warning(
+        make_adapter):
+    adapter = _stock_engine_store(make_adapter)
+    adapter.ensure_indexes()  # semvecctl's recommendations are there now
+    adapter.database["semvec_memory_items"].drop_index("ix_items_live_recency")
+    findings = [f for f in found(adapter) if f.check == "index.missing"]
+    assert [(f.where, f.severity.value) for f in findings] == [
+        ("index ix_items_live_recency on semvec_memory_items", "warning")]
+    # and an engine index missing is an error whatever else is there
+    adapter.database["compliance_events"].drop_index("ix_evt_user_time")
+    severities = {f.where: f.severity.value for f in found(adapter) if f.check == "index.missing"}
+    assert severities["index ix_evt_user_time on compliance_events"] == "error"
+
+
+def test_the_audit_reports_its_whole_count_for_the_summary_rate(make_adapter):
+    """Fewer documents than a batch: the audit still reports how many it read (it used to
+    report only at each full batch, so the summary's rate read 0/s)."""
+    adapter = seeded(make_adapter)
+    seen: list[int] = []
+    list(audit(adapter, batch=500, progress=seen.append))
+    assert seen == [4]  # one session document and three events

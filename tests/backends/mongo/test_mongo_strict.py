@@ -57,8 +57,9 @@ _DROP = object()
     ({"version": True}, "version"),
     ({"version": -4}, "version"),
     ({"version": 0}, "version"),
-    ({"blob_sha256": _DROP}, "blob_sha256"),
     ({"blob_sha256": sha(b"other")}, "blob_sha256"),
+    ({"blob_sha256": sha(b"x").upper()[:-1] + "0"}, "blob_sha256"),
+    ({"blob_sha256": 7}, "blob_sha256"),
     ({"owner_subject": 7}, "owner_subject"),
 ])
 def test_damaged_documents_raise_corrupt_state(store, fields, field):
@@ -72,6 +73,28 @@ def test_damaged_documents_raise_corrupt_state(store, fields, field):
     if field == "version":
         with pytest.raises(CorruptState):
             store.current_version(s)
+
+
+@pytest.mark.parametrize("recorded", [_DROP, None, ""], ids=["missing", "null", "empty"])
+def test_a_document_written_before_the_hash_existed_loads(store, recorded):
+    """The engine verifies ``blob_sha256`` only when present (ENGINE-WIRE section 4): a
+    document without one loads, with the engine and with us; its listing carries the
+    blob's own digest, so a copy or verify compares it like any other."""
+    s = sid()
+    plant(store, s, blob=b"older", blob_sha256=recorded, owner_subject="acme",
+          pending_message="held")
+    assert store.load(s) == (b"older", 1)
+    assert store.load_full(s) == LoadedState(b"older", 1, "acme", "held")
+    assert store.load_full_many([s]) == [LoadedState(b"older", 1, "acme", "held")]
+    (row,) = [r for r in store.iter_sessions() if r.session_id == s]
+    assert row.blob_sha256 == sha(b"older") and "damaged" not in row.extra
+    assert store.describe_session(s).blob_sha256 == sha(b"older")
+    # the next write records the hash, and from then on it is verified
+    assert store.save(s, b"newer", expected_version=1, owner_subject="acme") == 2
+    assert store.collection.find_one({"_id": s})["blob_sha256"] == sha(b"newer")
+    store.collection.update_one({"_id": s}, {"$set": {"blob": b"tampered"}})
+    with pytest.raises(CorruptState):
+        store.load(s)
 
 
 def test_damaged_document_is_listed_as_damaged_not_fatal(store):

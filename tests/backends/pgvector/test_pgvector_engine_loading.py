@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 from importlib.metadata import entry_points
 
 import pytest
+from tests.support.fixtures.engine import engine_database_url
 
 pytestmark = pytest.mark.postgres
 
@@ -68,8 +69,7 @@ class EngineEvent:
 def engine_env(pgvector_url, monkeypatch):
     for name in ("SEMVEC_PGVECTOR_URL", "SEMVEC_PGVECTOR_SCHEMA", "SEMVEC_PGVECTOR_DIMENSIONS"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("DATABASE_URL", pgvector_url.replace("postgresql://",
-                                                            "postgresql+psycopg://", 1))
+    monkeypatch.setenv("DATABASE_URL", engine_database_url(pgvector_url))
     monkeypatch.setenv("SEMVEC_SESSION_BACKEND", "PgVector")
 
 

@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 
 import pytest
+from tests.support.fixtures.engine import engine_database_url
 
 pytestmark = [pytest.mark.engine, pytest.mark.postgres]
 
@@ -36,8 +37,7 @@ class HashEmbedder:
 
 def test_the_engine_retrieves_in_process_with_our_pgvector_plugin(pgvector_url, monkeypatch):
     pytest.importorskip("semvec", reason="the semvec engine is not importable (opt-in)")
-    monkeypatch.setenv("DATABASE_URL", pgvector_url.replace("postgresql://",
-                                                            "postgresql+psycopg://", 1))
+    monkeypatch.setenv("DATABASE_URL", engine_database_url(pgvector_url))
     monkeypatch.setenv("SEMVEC_SESSION_BACKEND", "pgvector")
     monkeypatch.setenv("SEMVEC_STATE_PERSIST", "1")
     for name in ("SEMVEC_PGVECTOR_URL", "SEMVEC_PGVECTOR_SCHEMA"):

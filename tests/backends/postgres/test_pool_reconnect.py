@@ -127,22 +127,22 @@ def test_a_bad_pool_parameter_is_a_config_error_naming_it(query, named):
 
 def test_a_refusing_server_fails_at_once_with_its_reason(pgvector_url):
     """First use connects directly once: a wrong database name fails now with the
-    server's words, not after the pool's wait (60 s here) with a timeout."""
+    server's words, not after the pool's wait (300 s here) with a timeout."""
     from backends.pgvector import PgVectorAdapter
 
     wrong = pgvector_url.rsplit("/", 1)[0] + "/no_such_database_h7"
-    adapter = PgVectorAdapter(wrong + "?pool_timeout=60", dimensions=8)
+    adapter = PgVectorAdapter(wrong + "?pool_timeout=300", dimensions=8)
     started = time.monotonic()
     try:
         with pytest.raises(BackendError, match="does not exist"):
             adapter.state_store().load("s")
     finally:
         adapter.close()
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 150  # half the pool's wait: no loaded machine misses it
 
 
 @pytest.mark.parametrize("check", ["on", "always"])
-def test_a_pool_full_of_dead_connections_recovers_at_once(pgvector_url, check):
+def test_a_pool_full_of_dead_connections_recovers_at_once(pgvector_url, check, monkeypatch):
     """After a restart every idle connection is dead: the first checkout discards them all
     and connects anew, without psycopg_pool's backoff sleep (1 s, doubling) per dead one."""
     import contextlib
@@ -154,9 +154,14 @@ def test_a_pool_full_of_dead_connections_recovers_at_once(pgvector_url, check):
             held = [stack.enter_context(pool.connection()) for _ in range(4)]
             assert len({conn.info.backend_pid for conn in held}) == 4
         assert terminate_all(pgvector_url) == 4
-        started = time.monotonic()
+        import psycopg_pool.pool
+
+        backoffs: list[float] = []  # psycopg_pool's check-loop sleeps: what "at once" rules out
+        real_sleep = psycopg_pool.pool.sleep
+        monkeypatch.setattr(psycopg_pool.pool, "sleep",
+                            lambda s: (backoffs.append(s), real_sleep(s))[1])
         with pool.connection() as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
-        assert time.monotonic() - started < 0.9
+        assert backoffs == []
     finally:
         pool.close()

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
+from tests.support.fixtures.engine import engine_database_url
 
 pytestmark = [pytest.mark.postgres, pytest.mark.engine]
 
@@ -25,8 +26,8 @@ engine_adapter = pytest.importorskip("semvec.api.postgres_backend_adapter",
 def engine(pgvector_url, monkeypatch):
     from semvec.api import database
 
-    # psycopg 3 through SQLAlchemy's own dialect name: the engine venv has psycopg, not psycopg2
-    monkeypatch.setenv("DATABASE_URL", pgvector_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    # the driver named explicitly: psycopg 3 unless $SEMVEC_TEST_ENGINE_PG_DRIVER says psycopg2
+    monkeypatch.setenv("DATABASE_URL", engine_database_url(pgvector_url))
     database.reset_engine()
     database.create_tables()
     try:

@@ -18,10 +18,14 @@ import pytest
 from backends.errors import BackendUnreachable
 from backends.ops.loadtest import ACKED, UNKNOWN, LoadPlan, run_load
 from tests.support.dedicated_redis import DedicatedRedis
+from tests.support.bounds import bounded_by
 
 HEALTH_TIMEOUT_S = 0.5
-#: check_health's own deadline plus the probe thread's grace and scheduling slack
-HEALTH_BOUND_S = HEALTH_TIMEOUT_S + 0.5
+#: check_health's own deadline plus the probe thread's grace and scheduling slack (wide:
+#: the unbounded alternative, a stopped or killed server, never answers at all)
+HEALTH_BOUND_S = bounded_by(HEALTH_TIMEOUT_S)
+#: how long a test waits for the server's change (kill, restart, SIGCONT) to show
+SETTLE_LIMIT_S = 60
 
 
 @pytest.fixture
@@ -70,7 +74,7 @@ def test_kill_and_restart_mid_load_loses_no_acknowledged_turn(durable_redis):
 
         durable_redis.kill()
         killed_at = time.monotonic()
-        down_after, down_calls = wait_for_health(adapter, False, 5)
+        down_after, down_calls = wait_for_health(adapter, False, SETTLE_LIMIT_S)
         with pytest.raises(BackendUnreachable) as refused:
             adapter.state_store().load("anything")
         message = str(refused.value)
@@ -82,7 +86,7 @@ def test_kill_and_restart_mid_load_loses_no_acknowledged_turn(durable_redis):
 
         durable_redis.start()
         restarted_at = time.monotonic()
-        up_after, up_calls = wait_for_health(adapter, True, 5)
+        up_after, up_calls = wait_for_health(adapter, True, SETTLE_LIMIT_S)
         loader.join(timeout=60)
         assert not loader.is_alive()
     finally:
@@ -94,7 +98,7 @@ def test_kill_and_restart_mid_load_loses_no_acknowledged_turn(durable_redis):
           f"{report.conflicts} conflicts, {report.unknown} unknown, errors {report.errors}")
 
     assert max(down_calls + up_calls) <= HEALTH_BOUND_S
-    assert down_after <= HEALTH_BOUND_S + 0.1
+    assert down_after <= HEALTH_BOUND_S
     # the client side saw the outage as "unreachable", not as anything else
     assert report.errors.get("unreachable", 0) > 0
     assert set(report.errors) <= {"unreachable"}, report.errors
@@ -137,7 +141,7 @@ def test_health_stays_bounded_while_the_server_hangs(durable_redis):
         assert details["reachable"] is False and details["category"] == "unreachable"
     finally:
         os.kill(pid, signal.SIGCONT)
-    up_after, _ = wait_for_health(adapter, True, 5)
+    up_after, _ = wait_for_health(adapter, True, SETTLE_LIMIT_S)
     print(f"\nhung server: check_health False after {took * 1000:.0f} ms "
           f"(timeout {HEALTH_TIMEOUT_S * 1000:.0f} ms); True {up_after * 1000:.0f} ms after SIGCONT")
     adapter.close()

@@ -265,8 +265,10 @@ def test_no_lost_update_under_concurrent_turns(adapter):
     for t in pool:
         t.start()
     for t in pool:
-        t.join(60)
+        t.join(120)
     elapsed = time.monotonic() - started
+    print(f"\n{threads} threads x {turns} turns in {elapsed:.1f}s")
+    assert not any(t.is_alive() for t in pool), "a writer never finished (livelock?)"
     assert not errors, errors[:3]
     total = sum(successes)
     assert total == threads * turns
@@ -275,7 +277,6 @@ def test_no_lost_update_under_concurrent_turns(adapter):
     assert len(events) == total
     assert [e.sequence for e in events] == list(range(1, total + 1))
     assert len({e.content for e in events}) == total  # exactly one event per successful turn
-    assert elapsed < 15, f"took {elapsed:.1f}s"
 
 
 def test_scripts_reload_after_a_flush_and_reconnect_after_a_restart(redis_server, redis_url, raw):

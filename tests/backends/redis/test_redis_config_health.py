@@ -28,6 +28,7 @@ from backends.redis import RedisBackendAdapter
 from backends.redis.health import durability_verdict
 from backends.redis.uris import RedisSettings
 from tests.support.fixtures.redis_server import closed_port, free_port
+from tests.support.bounds import bounded_by
 
 pytestmark = pytest.mark.redis
 
@@ -80,11 +81,21 @@ def test_bad_ttl_environment(monkeypatch):
         RedisBackendAdapter("redis://localhost/0")
 
 
-def test_constructor_does_no_io():
-    started = time.monotonic()
+def test_constructor_does_no_io(monkeypatch):
+    import socket
+
+    connects: list = []
+
+    def refuse(self, address, *args, **kwargs):
+        connects.append(address)
+        raise AssertionError(f"the constructor connected to {address}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", lambda address, *a, **k: refuse(None, address))
     adapter = RedisBackendAdapter(f"redis://10.255.255.1:{free_port()}/0", timeout=5)
-    assert time.monotonic() - started < 0.5
     adapter.close()
+    assert connects == []
 
 
 def test_missing_driver_names_the_extra(monkeypatch):
@@ -179,7 +190,7 @@ def test_check_health_is_false_fast_on_a_closed_port():
     adapter = RedisBackendAdapter(f"redis://127.0.0.1:{closed_port()}/0", timeout=1)
     started = time.monotonic()
     assert adapter.check_health() is False
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < bounded_by(1)
 
 
 def test_check_health_is_bounded_on_a_blackholed_address():
@@ -187,10 +198,10 @@ def test_check_health_is_bounded_on_a_blackholed_address():
     adapter = RedisBackendAdapter("redis://10.255.255.1:6379/0", timeout=0.5)
     started = time.monotonic()
     assert adapter.check_health() is False
-    assert time.monotonic() - started < 1.2
+    assert time.monotonic() - started < bounded_by(0.5)  # unbounded: the kernel's ~2 min
     details = adapter.health_details(0.5)
     assert details["reachable"] is False and details["durable"] is False
-    assert time.monotonic() - started < 2.4
+    assert time.monotonic() - started < bounded_by(0.5 + 0.5)
 
 
 def test_operations_on_a_closed_port_raise_unreachable_within_the_timeout():
@@ -199,7 +210,7 @@ def test_operations_on_a_closed_port_raise_unreachable_within_the_timeout():
     with pytest.raises(BackendUnreachable) as info:
         adapter.commit_turn("s", b"x", expected_version=None)
     assert info.value.__cause__ is not None
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < bounded_by(0.5)
 
 
 def test_wrong_credentials_are_an_auth_error(redis_server, redis_url):
