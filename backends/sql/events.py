@@ -177,10 +177,11 @@ class SqlEventStore(EngineEventSurface):
             sql += " LIMIT %s"
             args.append(limit)
 
-        def work(conn: Any) -> list[MemoryEvent]:
-            return [event_from_row(r) for r in conn.execute(sql, args).fetchall()]
+        def work(conn: Any) -> list[Any]:
+            return conn.execute(sql, args).fetchall()
 
-        found = [e for db in self._databases() for e in db.read(work, list)]
+        found = [event_from_row(r) for db in self._databases()
+                 for r in self._placed_rows(db, db.read(work, list))]
         if len(self._databases()) > 1:
             found.sort(key=_newest_first, reverse=True)
         return found if limit is None else found[:limit]
@@ -217,7 +218,7 @@ class SqlEventStore(EngineEventSurface):
                 return conn.execute(sql, args).fetchall()
 
             rows = db.read(work, list)
-            yield from (event_from_row(r) for r in rows)
+            yield from (event_from_row(r) for r in self._placed_rows(db, rows))
             if len(rows) < page:
                 return
             after = (rows[-1][4], rows[-1][0])
@@ -415,3 +416,31 @@ class SqlEventStore(EngineEventSurface):
                                 (user_id,)).rowcount
 
         return self._sum(work)
+
+    def restore_events(self, events: Sequence[MemoryEvent]) -> int:
+        """Write copied events whole (a migration's, a reshard's), each where the engine's
+        turn writes it: on its session's shard when it names a session, else on the
+        primary. One transaction per database; an event id already recorded there refuses
+        that database's events (InvalidEvent). The layout keeps no sequence: 0 is stored."""
+        checked = validate_pg_events([e.with_sequence(0) for e in events])
+        groups: dict[Database, list[MemoryEvent]] = {}
+        for event in checked:
+            db = self._placement.for_session(event.session_id) if event.session_id else self._db
+            groups.setdefault(db, []).append(event)
+
+        def work(conn: Any, db: Database, part: list[MemoryEvent]) -> None:
+            with conn.transaction():
+                append_in_transaction(conn, db, part)
+
+        for db, part in groups.items():
+            db.write(STATE_GROUP, lambda conn, db=db, part=part: work(conn, db, part))
+        return len(checked)
+
+    def _placed_rows(self, db: Database, rows: list[Any]) -> list[Any]:
+        """``rows`` (of ``_COLUMNS``) read on ``db`` without those a shard holds for a
+        session the routing places elsewhere (misplaced: an old copy a reshard left, which
+        the engine never reads and doctor removes); the primary's rows are all kept (an
+        event appended outside a turn lives there whatever its session)."""
+        if not self._placement.sharded or db is self._db:
+            return rows
+        return [r for r in rows if not r[3] or self._placement.places(db, r[3])]
