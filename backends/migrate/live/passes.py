@@ -97,9 +97,14 @@ class LiveMigration:
     def __init__(self, source: Any, target: Any, state: MigrationState, *,
                  owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
                  batch_size: int = 500, with_items: bool = True,
-                 progress: Callable[[int], None] | None = None) -> None:
+                 progress: Callable[[int], None] | None = None,
+                 write_batch: int | None = None) -> None:
         self.source, self.target, self.state = source, target, state
         self.scope, self.match, self.batch_size = owner_subject, match, batch_size
+        #: sessions compared per step and written per batch (a smaller ``write_batch``:
+        #: more, shorter transactions, as ``shards run --batch-size`` asks)
+        self.step = STEP if write_batch is None else write_batch
+        self.write_batch = WRITE_BATCH if write_batch is None else write_batch
         self.progress = progress
         self._read_source = batch_loader(source)
         self._read_target = batch_loader(target)
@@ -171,11 +176,11 @@ class LiveMigration:
         elif offers(self.source, Capability.SESSION_STATES):  # each blob read once
             pairs = self.source.iter_session_states(owner_subject=self.scope, match=self.match,
                                                     batch_size=self.batch_size)
-            steps = self._counted_pairs(read_ahead(chunks(pairs, STEP)), result)
+            steps = self._counted_pairs(read_ahead(chunks(pairs, self.step)), result)
         else:
             summaries = self.source.iter_sessions(owner_subject=self.scope, match=self.match,
                                                   batch_size=self.batch_size)
-            steps = self._counted(chunks(summaries, STEP), result)
+            steps = self._counted(chunks(summaries, self.step), result)
         with contextlib.closing(steps):  # stops a read-ahead thread when a step fails
             for step, states in steps:
                 moved = self._copy_step(step, result, states)
@@ -212,7 +217,7 @@ class LiveMigration:
         listing = self.source.iter_versions(owner_subject=self.scope, match=self.match,
                                             batch_size=self.batch_size)
         # the next step's versions are read while this one is compared with the state
-        with contextlib.closing(read_ahead(chunks(listing, STEP))) as steps:
+        with contextlib.closing(read_ahead(chunks(listing, self.step))) as steps:
             for step in steps:
                 ids = [sid for sid, _ in step]
                 self.state.add_seen(ids)
@@ -235,7 +240,7 @@ class LiveMigration:
             summary = self.source.describe_session(sid, owner_subject=self.scope)
             (gone.append(sid) if summary is None else summaries.append(summary))
         moved: list[str] = []
-        for step in chunks(summaries, STEP):
+        for step in chunks(summaries, self.step):
             result.scanned += len(step)
             moved.extend(self._copy_step(step, result))
         self.state.fold()
@@ -269,7 +274,7 @@ class LiveMigration:
             return []
         result.changed += len(todo)
         moved: list[str] = []
-        for part in chunks(todo, WRITE_BATCH):
+        for part in chunks(todo, self.write_batch):
             moved.extend(self._copy_sessions(part, known, result, states))
         return moved
 
