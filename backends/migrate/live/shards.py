@@ -42,6 +42,7 @@ Usable without the CLI::
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import time
 from typing import Any, Callable, Iterator, Sequence
 
@@ -114,15 +115,34 @@ class Reshard:
         self.primary = identity(old.placement.primary)
         self._old = [identity(db) for db in old.placement.shards]
         self._new = [identity(db) for db in new.placement.shards]
-        self._single = (len(self._old) == 1, len(self._new) == 1)
 
     # -- the rule --------------------------------------------------------------------
 
+    def routes(self, session_id: str) -> tuple[int, int]:
+        """The indexes the old and the new list route ``session_id`` to (HRW, as
+        :func:`backends.sql.placement.shard_index`; each ``i:session_id`` digest computed
+        once for both lists)."""
+        n, m = len(self._old), len(self._new)
+        if n == 1 and m == 1:
+            return 0, 0
+        digests = [hashlib.blake2b(f"{i}:{session_id}".encode()).digest() for i in range(max(n, m))]
+        return (0 if n == 1 else max(range(n), key=digests.__getitem__),
+                0 if m == 1 else max(range(m), key=digests.__getitem__))
+
     def moves(self, session_id: str) -> bool:
         """Whether the new list routes ``session_id`` to another database than the old."""
-        was = self._old[0 if self._single[0] else self.old.placement.index_of(session_id)]
-        now = self._new[0 if self._single[1] else self.new.placement.index_of(session_id)]
-        return was != now
+        i, j = self.routes(session_id)
+        return self._old[i] != self._new[j]
+
+    def moves_from(self, session_id: str, db: Any) -> bool:
+        """Whether ``session_id`` is placed on ``db`` (a database of the old list) and moves."""
+        i, j = self.routes(session_id)
+        return self.old.placement.shards[i] is db and self._old[i] != self._new[j]
+
+    def moves_to(self, session_id: str, db: Any) -> bool:
+        """Whether ``session_id`` moves and is placed on ``db`` (of the new list)."""
+        i, j = self.routes(session_id)
+        return self.new.placement.shards[j] is db and self._old[i] != self._new[j]
 
     @property
     def unchanged(self) -> bool:
@@ -208,15 +228,13 @@ class MovingSessions:
         from backends.sql.state import owner_clause
 
         clause, params = owner_clause(owner_subject)
-        placement, moves = self._inner.placement, self._rs.moves
-        sharded = placement.sharded
+        # placed on this list's ``db`` (a misplaced row is not a session this side holds)
+        # and moving
+        here = self._rs.moves_from if self._side == "old" else self._rs.moves_to
         for row in _stream(db, f"SELECT {columns} FROM {db.tables.state} WHERE {clause}", params):
             sid = row[0]
-            if sharded and placement.for_session(sid) is not db:
-                continue  # misplaced on this list: not a session this side holds
-            if not moves(sid) or (match is not None and not fnmatch.fnmatchcase(sid, match)):
-                continue
-            yield row
+            if here(sid, db) and (match is None or fnmatch.fnmatchcase(sid, match)):
+                yield row
 
     def iter_versions(self, *, owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
                       batch_size: int = 500) -> Iterator[tuple[str, int]]:
@@ -243,7 +261,8 @@ class MovingSessions:
                        f" WHERE session_id = ANY(%s) AND {clause}")
 
                 def work(conn: Any, sql: str = sql, part: list[str] = part) -> list[Any]:
-                    return conn.execute(sql, (part, *params)).fetchall()
+                    # binary results: a blob comes as its bytes, not as hex text twice its size
+                    return conn.execute(sql, (part, *params), binary=True).fetchall()
 
                 for row in sorted(db.read(work, list), key=lambda r: r[0]):
                     sid = row[0]
@@ -286,8 +305,8 @@ class MovingEvents:
         self._stores = [(db, SqlEventStore(Placement(db, ()))) for db in databases]
 
     def _belongs(self, db: Any, session_id: str) -> bool:
-        return (bool(session_id) and self._placement.for_session(session_id) is db
-                and self._rs.moves(session_id))
+        here = self._rs.moves_from if self._side == "old" else self._rs.moves_to
+        return bool(session_id) and here(session_id, db)
 
     def list_events(self, user_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
                     after_sequence: int = 0, limit: int | None = None) -> list[MemoryEvent]:
@@ -492,11 +511,12 @@ def plan_reshard(reshard: Reshard, *, timeout: float = 5.0) -> dict[str, Any]:
     for db in old.placement.state_databases():
         for sid, size in _stream(db, f"SELECT session_id, octet_length(state_blob) FROM "
                                      f"{db.tables.state}", ()):
-            if old.placement.sharded and old.placement.for_session(sid) is not db:
+            i, j = reshard.routes(sid)
+            if old.placement.shards[i] is not db:
                 continue  # misplaced: not a session of this deployment
             sessions += 1
-            now[old.placement.index_of(sid)] += 1
-            after[new.placement.index_of(sid)] += 1
+            now[i] += 1
+            after[j] += 1
             if reshard.moves(sid):
                 moves += 1
                 moved_bytes += int(size or 0)
