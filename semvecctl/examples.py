@@ -107,6 +107,17 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "semvecctl migrate cutover --from redis://cache:6379/0 --to postgresql://db/semvec --state move.state --quiet-window 0.5   # a preview",
     ),
     "migrate abort": ("semvecctl migrate abort --to postgresql://db/semvec --state move.state   # a preview",),
+    "shards plan": ("semvecctl shards plan --uri postgresql://db/semvec --to-shards postgresql://db/semvec -o json",),
+    "shards run": (
+        "semvecctl shards run --uri postgresql://db/semvec --to-shards postgresql://db/semvec --state grow.state   # a preview",
+        "semvecctl shards run --uri postgresql://db/semvec --to-shards postgresql://db/semvec --state grow.state --batch-size 500 --apply --yes",
+    ),
+    "shards status": ("semvecctl shards status --state grow.state -o json",),
+    "shards verify": ("semvecctl shards verify --uri postgresql://db/semvec --to-shards postgresql://db/semvec --state grow.state",),
+    "shards cutover": (
+        "semvecctl shards cutover --uri postgresql://db/semvec --to-shards postgresql://db/semvec --state grow.state --quiet-window 0.5   # a preview",
+    ),
+    "shards abort": ("semvecctl shards abort --uri postgresql://db/semvec --to-shards postgresql://db/semvec --state grow.state   # a preview",),
     "load run": (
         "semvecctl load run --uri redis://cache:6379/0 --duration 1   # a preview",
         "semvecctl load run --uri redis://cache:6379/0 --writers 4 --duration 1 --apply --yes",

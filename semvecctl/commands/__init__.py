@@ -32,6 +32,8 @@ COMMANDS: dict[str, Entry] = {
                       extends=("sessions_transfer", "sessions_prune")),
     "migrate": Entry("migrate", "Move a live deployment between backends: plan, run (resumable, "
                                 "--follow), status, verify by content, cutover, abort."),
+    "shards": Entry("shards", "Change a live SQL deployment's shard list (grow, shrink, reorder): "
+                              "plan, run (resumable, --follow), status, verify, cutover, abort."),
     "events": Entry("events", "List, inspect, count and export a user's compliance events."),
     "retrieve": Entry("retrieve", "Rank a session's memory in-process or server-side, and diff "
                                   "the two rankings."),

@@ -94,7 +94,7 @@ def durable(redis_server):
 
 
 @pytest.fixture
-def stores(redis_server, redis_url, tmp_path, durable):
+def stores(redis_server, redis_url, tmp_path, durable, request):
     """Database 0 seeded (a session of owner acme with one event of user u-voc), database
     1 holding only what a migration from database 2 copied (its state file is the one
     ``migrate`` commands continue), and an archive of one session database 0 does not hold."""
@@ -123,7 +123,20 @@ def stores(redis_server, redis_url, tmp_path, durable):
                                         "--state", str(state), "--owner", "acme", "--apply",
                                         "--yes"])
     assert migrated.exit_code == 0, migrated.output
-    return {"urls": urls, "archive": archive, "tmp": tmp_path, "state": state}
+    return {"urls": urls, "archive": archive, "tmp": tmp_path, "state": state, "request": request}
+
+
+def sql_deployment(stores: dict) -> dict:
+    """For ``shards`` (a SQL deployment's shard list): a PostgreSQL database of the test's
+    own, and a reshard state file of it (onto the same list: nothing moves), made once."""
+    if "sql" not in stores:
+        url = stores["request"].getfixturevalue("pgvector_url")
+        state = stores["tmp"] / "reshard.state"
+        made = CliRunner().invoke(app, ["shards", "run", "--uri", url, "--to-shards", url,
+                                        "--state", str(state), "--apply", "--yes"])
+        assert made.exit_code == 0, made.output
+        stores["sql"] = {"url": url, "state": state}
+    return stores["sql"]
 
 
 def snapshot(redis_server) -> dict:
@@ -149,16 +162,23 @@ def arguments(cmd: Any, stores: dict) -> list[str]:
         "user": "u-voc", "idle_for": "1s", "prefix": "semvec-load-0123abcd-",
         "session": "voc-1", "event_id": "x", "state_file": str(stores["state"]),
     }
+    names = {o for p in cmd.params for o in getattr(p, "opts", ())}
+    if "--to-shards" in names:  # the deployment is SQL: its own database, its own state file
+        sql = sql_deployment(stores)
+        values.update(to_shards=sql["url"], state_file=str(sql["state"]))
+        if cmd.name == "run":  # a fresh reshard: previews and refusals write nothing
+            values["state_file"] = str(tmp / "fresh-reshard.state")
     args: list[str] = []
     for p in cmd.params:
         if p.param_type_name == "argument":
             args.append(values[p.name])
         elif p.required:
             args += [p.opts[0], values[p.name]]
-    names = {o for p in cmd.params for o in getattr(p, "opts", ())}
-    if "--uri" in names:
+    if "--to-shards" in names:
+        args += ["--uri", values["to_shards"]]
+    elif "--uri" in names:
         args += ["--uri", urls[0]]
-    if "--state" in names:  # a migration's state is bound to its pair: the fixture's
+    if "--state" in names and "--to-shards" not in names:  # a migration's state is bound to its pair: the fixture's
         args += (["--from", urls[2]] if "--from" in names else []) + ["--to", urls[1]]
     elif "--from" in names:
         args += ["--from", urls[0], "--to", urls[1]]
