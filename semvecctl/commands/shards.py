@@ -43,7 +43,7 @@ IntervalOpt = typer.Option(1.0, "--interval", min=0.0, max=3600.0,
                            help="Seconds between catch-up passes.")
 MaxPassesOpt = typer.Option(None, "--max-passes", min=1, max=1_000_000, show_default=False,
                             help="With --follow: stop after this many passes.")
-BatchOpt = typer.Option(2500, "--batch-size", min=1, max=100_000,
+BatchOpt = typer.Option(500, "--batch-size", min=1, max=100_000,
                         help="Sessions copied per batch (one state-file step and one COPY each).")
 SampleOpt = typer.Option(None, "--sample", min=1, max=100_000_000, show_default=False,
                          help="Compare only the first N moved sessions: a quick check.")
@@ -413,8 +413,8 @@ def cutover_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
     out.success(f"cutover possible: the {result.report.sessions_matched} moved session(s) and "
                 f"{result.report.events_matched} event(s) are identical on their new shards; "
                 f"receipt {receipt}")
-    out.info("switch the engine to the new shard list now (credentials redacted here: use "
-             "the DSNs you passed to --to-shards):")
+    out.info("switch the engine to the new shard list now, before the writers resume "
+             "(credentials redacted here: use the DSNs you passed to --to-shards):")
     out.info(f"  {SHARDS_ENV}={value}")
     out.info(f"then: {DOCTOR_ADVICE}")
 

@@ -72,6 +72,11 @@ DOCTOR_ADVICE = ("the moved sessions' old copies stay on their old shards as mis
                  "(on the new list) once the engine runs on it")
 #: rows read by id per query
 READ_BATCH = 500
+#: moved sessions read, announced and written per batch: smaller than a migration's 2,500,
+#: so reading the next batch (on the read-ahead thread) overlaps writing this one over
+#: more of the pass (a 3 -> 4 reshard of 20k sessions moves 5k: two big batches overlap
+#: little); bench/bench_shards.py
+WRITE_BATCH = 500
 
 
 def identity(db: Any) -> tuple:
@@ -115,6 +120,9 @@ class Reshard:
         self.primary = identity(old.placement.primary)
         self._old = [identity(db) for db in old.placement.shards]
         self._new = [identity(db) for db in new.placement.shards]
+        #: blake2b over ``"{i}:"``, one per index of the longer list (copied per session)
+        self._prefixes = [hashlib.blake2b(f"{i}:".encode())
+                          for i in range(max(len(self._old), len(self._new)))]
 
     # -- the rule --------------------------------------------------------------------
 
@@ -125,9 +133,19 @@ class Reshard:
         n, m = len(self._old), len(self._new)
         if n == 1 and m == 1:
             return 0, 0
-        digests = [hashlib.blake2b(f"{i}:{session_id}".encode()).digest() for i in range(max(n, m))]
-        return (0 if n == 1 else max(range(n), key=digests.__getitem__),
-                0 if m == 1 else max(range(m), key=digests.__getitem__))
+        key = session_id.encode()
+        best, best_digest, old, new = 0, b"", 0, 0
+        for i, prefix in enumerate(self._prefixes):  # the first largest wins, as there
+            hasher = prefix.copy()
+            hasher.update(key)
+            digest = hasher.digest()
+            if digest > best_digest:
+                best, best_digest = i, digest
+            if i == n - 1:
+                old = best
+            if i == m - 1:
+                new = best
+        return old, new
 
     def moves(self, session_id: str) -> bool:
         """Whether the new list routes ``session_id`` to another database than the old."""
@@ -303,6 +321,7 @@ class MovingEvents:
         if side == "old":  # what the primary holds never moves
             databases = [db for db in databases if identity(db) != reshard.primary]
         self._stores = [(db, SqlEventStore(Placement(db, ()))) for db in databases]
+        self._memo: dict[str, list[str]] | None = None
 
     def _belongs(self, db: Any, session_id: str) -> bool:
         here = self._rs.moves_from if self._side == "old" else self._rs.moves_to
@@ -331,7 +350,12 @@ class MovingEvents:
         return {sid: sorted(users) for sid, users in found.items()}
 
     def session_subjects(self, session_id: str) -> list[str]:
-        return self.subjects_by_session().get(session_id, [])
+        """One session's users, from one grouped pass made at the first call (a sampled
+        verify asks per session; a migration's passes call :meth:`subjects_by_session`,
+        fresh each pass)."""
+        if self._memo is None:
+            self._memo = self.subjects_by_session()
+        return self._memo.get(session_id, [])
 
     def users(self) -> set[str]:
         """Every user with an event that moves."""
@@ -398,7 +422,7 @@ def reshard_migration(reshard: Reshard, state: MigrationState, *,
                       write_batch: int | None = None,
                       progress: Callable[[int], None] | None = None) -> LiveMigration:
     return LiveMigration(reshard.source(), reshard.target(), state, progress=progress,
-                         write_batch=write_batch)
+                         write_batch=WRITE_BATCH if write_batch is None else write_batch)
 
 
 def _announce_event_users(mig: LiveMigration) -> None:

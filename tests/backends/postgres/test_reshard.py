@@ -102,6 +102,13 @@ def test_plan_moves_are_the_routings_three_to_four(sharded_sql):
     rs = _reshard("postgres", four.primary, old, new)
     try:
         report = plan_reshard(rs)
+        others = [str(uuid.uuid4()) for _ in range(2000)] + ["", "é/ü", "a" * 128]
+        assert [rs.routes(s) for s in sids + others] == [
+            (shard_index(s, 3), shard_index(s, 4)) for s in sids + others]
+        shrink = _reshard("postgres", four.primary, old, old[:2])
+        assert [shrink.routes(s) for s in others] == [(shard_index(s, 3), shard_index(s, 2))
+                                                       for s in others]
+        _close(shrink)
     finally:
         _close(rs)
     expected = sum(shard_index(sid, 3) != shard_index(sid, 4) for sid in sids)
