@@ -65,6 +65,12 @@ def test_plan_json_names_the_moves_and_reads_nothing_else(grow):
     assert "s3cret" not in result.stdout + result.stderr
     table = cli(primary, old, "plan", "--to-shards", ",".join(new))
     assert table.exit_code == 0 and "moves" in table.stdout
+    # the engine's own variables name the deployment (and its old list) just as well
+    engine = runner.invoke(app, ["shards", "plan", "--to-shards", ",".join(new), "-o", "json"],
+                           env={"SEMVEC_SESSION_BACKEND": "postgres", "DATABASE_URL": primary,
+                                "SEMVEC_STATE_DB_SHARDS": ",".join(old)})
+    assert engine.exit_code == 0, engine.stderr
+    assert json.loads(engine.stdout)["moves"] == report["moves"]
 
 
 def test_grow_through_run_and_cutover_prints_the_switch_redacted(grow, tmp_path):

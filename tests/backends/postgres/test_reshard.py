@@ -174,21 +174,22 @@ def test_grow_three_to_four_copies_only_the_moves_and_cutover_passes(sharded_sql
         after.close()
 
 
-@pytest.mark.parametrize("change", ["shrink", "reorder"])
-def test_shrink_three_to_two_and_reorder(sharded_sql, tmp_path, change):
+@pytest.mark.parametrize("change", ["shrink", "reorder", "from-primary", "to-primary"])
+def test_shrink_three_to_two_reorder_and_to_and_from_no_list(sharded_sql, tmp_path, change):
     from backends.migrate.live.shards import (
         cutover_reshard, open_state, reshard_migration, run_reshard)
 
-    old = sharded_sql.shards
-    new = old[:2] if change == "shrink" else [old[2], old[0], old[1]]
-    writer = deployment("postgres", sharded_sql.primary, old)
+    primary, shards = sharded_sql.primary, sharded_sql.shards
+    old, new = {"shrink": (shards, shards[:2]), "reorder": (shards, [shards[2], shards[0], shards[1]]),
+                "from-primary": ([], shards[:2]), "to-primary": (shards, [])}[change]
+    writer = deployment("postgres", primary, old)
     sids = seed(writer, 90)
     before = snapshot(writer, sids)
     writer.close()
-    rs = _reshard("postgres", sharded_sql.primary, old, new)
+    rs = _reshard("postgres", primary, old, new)
     state = open_state(str(tmp_path / "s.state"), rs)
-    where_old = {s: old[shard_index(s, 3)] for s in sids}
-    where_new = {s: new[shard_index(s, len(new))] for s in sids}
+    where_old = {s: old[shard_index(s, len(old))] if old else primary for s in sids}
+    where_new = {s: new[shard_index(s, len(new))] if new else primary for s in sids}
     moved = [s for s in sids if where_old[s] != where_new[s]]
     assert moved
     try:
@@ -200,7 +201,7 @@ def test_shrink_three_to_two_and_reorder(sharded_sql, tmp_path, change):
         _close(rs)
     for sid in moved:
         assert sid in _rows(where_new[sid])
-    after = deployment("postgres", sharded_sql.primary, new)
+    after = deployment("postgres", primary, new)
     try:
         assert snapshot(after, sids) == before
     finally:
