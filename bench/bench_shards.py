@@ -14,9 +14,10 @@ On one PostgreSQL server (the embedded bundle the tests use, or
    against the row bytes of the moved sessions on their old shards; and the rows
    inserted/updated/deleted per database (``pg_stat_user_tables``): only the new shard
    may change, by exactly the moves;
-3. floor: a binary ``COPY`` of exactly the moved rows (already in memory) into a table of
-   the engine's layout on the new shard; and a second floor that also reads them from
-   their old shards by id first (the same reads the pass must do).
+3. floors: a binary ``COPY`` of exactly the moved rows (already in memory) into a table
+   of the engine's layout on the new shard (the goal's floor); the same after reading
+   them from their old shards by id (the reads the pass must do too); and the rows
+   streamed shard to shard, binary ``COPY TO`` piped into binary ``COPY FROM``.
 
 Goals (issue 38 part 3): bytes written <= 1.05x the moved sessions' bytes; the bulk
 pass's rate >= 0.5x the COPY floor's. Each timing is the best of ``--repeat`` runs
@@ -158,6 +159,34 @@ def copy_floor(url: str, rows: list[tuple]) -> float:
     return took
 
 
+def pipe_floor(old: list[str], url: str, ids: list[str]) -> float:
+    """The moved rows streamed shard to shard: a binary ``COPY (SELECT ...) TO STDOUT``
+    on each old shard piped, bytes as they come, into a binary ``COPY FROM STDIN`` on the
+    new shard (no row parsed: the least a move of exactly these rows costs)."""
+    import psycopg
+    from psycopg import sql
+
+    from backends.sql.placement import shard_index
+
+    with psycopg.connect(url, autocommit=True) as dst:
+        name = f"floor_{uuid.uuid4().hex[:8]}"
+        dst.execute(f"CREATE TABLE {name} (LIKE semvec_session_state INCLUDING ALL)")
+        started = time.perf_counter()
+        for i, source in enumerate(old):
+            mine = [sid for sid in ids if shard_index(sid, len(old)) == i]
+            query = sql.SQL("COPY (SELECT {} FROM semvec_session_state WHERE session_id = ANY({})) "
+                            "TO STDOUT (FORMAT BINARY)").format(
+                sql.SQL(", ").join(map(sql.Identifier, COLUMNS)), sql.Literal(mine))
+            with psycopg.connect(source, autocommit=True) as src, src.cursor() as out_cur, \
+                    out_cur.copy(query) as out, dst.cursor() as in_cur, \
+                    in_cur.copy(f"COPY {name} ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)") as into:
+                for data in out:
+                    into.write(data)
+        took = time.perf_counter() - started
+        dst.execute(f"DROP TABLE {name}")
+    return took
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=20_000)
@@ -198,6 +227,7 @@ def main() -> None:
             copy_floor(written[2], read_moved(old, ids))
             reads.append(time.perf_counter() - started)
         floor_with_reads = min(reads)
+        piped = min(pipe_floor(old, written[2], ids) for _ in range(args.repeat))
         bytes_written, delta, new_shard = written
         others = {url: n for url, n in delta.items() if url != new_shard}
         print(f"deployment     {args.sessions} sessions x {args.blob} B on 3 shards -> 4: "
@@ -214,6 +244,8 @@ def main() -> None:
         print(f"ratio          {floor / best:.2f}x of the COPY floor (goal >= 0.5x)")
         print(f"read+COPY      {floor_with_reads:.2f}s (the moved rows read by id from their "
               f"old shards, then COPY): the pass is {floor_with_reads / best:.2f}x of it")
+        print(f"COPY pipe      {piped:.2f}s (binary COPY TO on each old shard piped into binary "
+              f"COPY FROM on the new one): the pass is {piped / best:.2f}x of it")
         print("note           a shared, noisy machine: rerun before comparing figures")
     finally:
         cleanup()
