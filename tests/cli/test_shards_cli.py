@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from backends.sql.placement import shard_index
 from semvecctl.app import app
-from tests.backends.postgres.test_reshard import _event, deployment, seed, snapshot
+from tests.backends.postgres.test_reshard import _event, _rows, deployment, seed, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNER = "acme"
@@ -103,6 +103,21 @@ def test_grow_through_run_and_cutover_prints_the_switch_redacted(grow, tmp_path)
         after.close()
     again = cli(primary, old, "abort", "--to-shards", ",".join(new), "--state", state)
     assert again.exit_code == 2 and "cut over" in again.stderr
+    # once the engine runs on the new list, doctor removes the old copies
+    fixed = runner.invoke(app, ["--shards", ",".join(new), "doctor", "--uri", primary, "--fix",
+                                "--apply", "--yes"])
+    assert fixed.exit_code in (0, 1), fixed.output
+    for i, url in enumerate(new[:3]):
+        assert sorted(_rows(url)) == sorted(s for s in sids if shard_index(s, 4) == i)
+        assert set(_rows(url, "semvec_memory_events", "session_id")) <= {
+            s for s in sids if shard_index(s, 4) == i}
+    after = deployment("postgres", primary, new)
+    try:
+        assert snapshot(after, sids) == before
+    finally:
+        after.close()
+    clean = runner.invoke(app, ["--shards", ",".join(new), "doctor", "--uri", primary])
+    assert clean.exit_code == 0, clean.output
 
 
 def _count_copied(state):
