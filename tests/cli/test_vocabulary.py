@@ -163,7 +163,9 @@ def arguments(cmd: Any, stores: dict) -> list[str]:
         "session": "voc-1", "event_id": "x", "state_file": str(stores["state"]),
     }
     names = {o for p in cmd.params for o in getattr(p, "opts", ())}
-    if "--to-shards" in names:  # the deployment is SQL: its own database, its own state file
+    #: ``shards``: a required new shard list (migrate's and copy's --to-shards are optional)
+    resharding = any(p.name == "to_shards" and p.required for p in cmd.params)
+    if resharding:  # the deployment is SQL: its own database, its own state file
         sql = sql_deployment(stores)
         values.update(to_shards=sql["url"], state_file=str(sql["state"]))
         if cmd.name == "run":  # a fresh reshard: previews and refusals write nothing
@@ -174,11 +176,11 @@ def arguments(cmd: Any, stores: dict) -> list[str]:
             args.append(values[p.name])
         elif p.required:
             args += [p.opts[0], values[p.name]]
-    if "--to-shards" in names:
+    if resharding:
         args += ["--uri", values["to_shards"]]
     elif "--uri" in names:
         args += ["--uri", urls[0]]
-    if "--state" in names and "--to-shards" not in names:  # a migration's state is bound to its pair: the fixture's
+    if "--state" in names and not resharding:  # a migration's state is bound to its pair: the fixture's
         args += (["--from", urls[2]] if "--from" in names else []) + ["--to", urls[1]]
     elif "--from" in names:
         args += ["--from", urls[0], "--to", urls[1]]
