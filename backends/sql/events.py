@@ -250,6 +250,8 @@ class SqlEventStore(EngineEventSurface):
             return int(conn.execute(f"SELECT count(*) FROM {self._table} WHERE user_id = %s",
                                     (user_id,)).fetchone()[0])
 
+        if self._placement.sharded:  # what list_events lists: misplaced copies not counted
+            return sum(self._placed_count(db, user_id) for db in self._databases())
         return self._sum(work)
 
     def iter_log_shapes(self, *, batch_size: int = 500) -> Iterator[LogShape]:
@@ -444,3 +446,15 @@ class SqlEventStore(EngineEventSurface):
         if not self._placement.sharded or db is self._db:
             return rows
         return [r for r in rows if not r[3] or self._placement.places(db, r[3])]
+
+    def _placed_count(self, db: Database, user_id: str) -> int:
+        """The user's events on ``db`` that :meth:`_placed_rows` keeps, counted per session
+        (one grouped query)."""
+        def work(conn: Any) -> list[Any]:
+            return conn.execute(f"SELECT session_id, count(*) FROM {self._table} WHERE user_id = %s"
+                                " GROUP BY session_id", (user_id,)).fetchall()
+
+        rows = db.read(work, list)
+        if db is self._db:
+            return sum(int(n) for _, n in rows)
+        return sum(int(n) for sid, n in rows if not sid or self._placement.places(db, sid))

@@ -170,6 +170,10 @@ def test_grow_three_to_four_copies_only_the_moves_and_cutover_passes(sharded_sql
     try:
         assert snapshot(after, sids) == before
         assert after.state_store().count_sessions() == 120
+        events = after.event_store()
+        for user in (f"u-{i}" for i in range(5)):  # the old copies are not counted either
+            assert events.count_for_user(user) == len(events.list_events(user)) == len(
+                list(events.iter_events(user, page=7)))
     finally:
         after.close()
 
