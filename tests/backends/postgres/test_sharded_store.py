@@ -180,3 +180,21 @@ def test_one_shard_unreachable_is_named_never_a_smaller_green_answer(sharded_sql
             adapter.state_store().load(victim)
     finally:
         adapter.close()
+
+
+def test_a_limit_counts_only_the_events_the_routing_reads(sharded_adapter):
+    """Old copies a reshard leaves on a shard (doctor removes them) are not read twice,
+    and never make a limited listing come up short."""
+    adapter, deployment = sharded_adapter
+    adapter.ensure_schema()
+    sessions = [f"lim-{n}" for n in range(6)]
+    for n, sid in enumerate(sessions):
+        adapter.commit_turn(sid, b"x", expected_version=None, events=[_event("carol", sid, n)])
+    newest = sessions[-1]
+    wrong = deployment.shards[(engine_route(newest, 3) + 1) % 3]
+    with psycopg.connect(deployment.shards[engine_route(newest, 3)]) as src, psycopg.connect(wrong) as dst:
+        row = src.execute("SELECT * FROM semvec_memory_events WHERE session_id = %s", (newest,)).fetchone()
+        dst.execute("INSERT INTO semvec_memory_events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", row)
+    events = adapter.event_store()
+    assert [e.content for e in events.list_events("carol", limit=3)] == ["turn 5", "turn 4", "turn 3"]
+    assert len(events.list_events("carol")) == 6 == events.count_for_user("carol")
