@@ -144,3 +144,113 @@ def test_doctor_finds_a_misplaced_copy_of_an_engine_session_and_the_fix_keeps_th
     assert clean.exit_code == 0 and victim not in clean.stdout, clean.output
     assert engine.state_store().load(victim, scope=OwnerScope("tenant-a")) == (
         f"{victim}-1".encode(), versions[victim])
+
+
+def test_the_engine_grows_from_3_to_4_shards_under_its_own_writer_losing_nothing(
+        engine_deployment, sharded_sql, tmp_path, monkeypatch):
+    """``shards run --follow`` (SIGKILLed once, then resumed) while the engine writes turns
+    on the old list, cutover once it stops, the engine switched to the printed list: it
+    resumes every session at the version it last wrote; every event is stored once, and
+    after ``doctor --fix --apply`` every session once, on its shard."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from semvec.api import database
+    from semvec.api.owner_scope import OwnerScope
+    from semvec.compliance.event_store import MemoryEvent as EngineEvent
+
+    from backends.postgres import PostgresAdapter
+    from backends.sql.placement import shard_index
+    from tests.cli.test_shards_cli import _count_copied
+
+    engine, env = engine_deployment
+    sessions = [f"grow-{n:02d}" for n in range(60)]
+    versions = _write(engine, sessions)
+    blobs = {sid: f"{sid}-1".encode() for sid in sessions}
+    written = {sid: 2 for sid in sessions}
+    extra = _engine_url(sharded_sql.make(1).shards[0])
+    old = env["SEMVEC_STATE_DB_SHARDS"]
+    new = f"{old},{extra}"
+    moved = [s for s in sessions if shard_index(s, 3) != shard_index(s, 4)]
+    assert moved
+    scope = OwnerScope("tenant-a")
+    stop, errors = threading.Event(), []
+
+    def engine_pod():  # the engine keeps writing on the old list
+        n = 0
+        try:
+            while not stop.is_set():
+                sid = sessions[n % len(sessions)]
+                blob = f"{sid}-live-{n}".encode()
+                event = EngineEvent(event_id=uuid.uuid4(), user_id="live", content=f"live {n}",
+                                    created_at=datetime.now(timezone.utc), embedding=[0.5, 0.5],
+                                    meta={}, owner_subject="tenant-a", session_id=sid)
+                versions[sid] = engine.commit_turn(sid, blob, expected_version=versions[sid],
+                                                   scope=scope, events=[event])
+                blobs[sid], written[sid] = blob, written[sid] + 1
+                n += 1
+                time.sleep(0.02)
+        except Exception as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    state = str(tmp_path / "grow.state")
+    cli_env = {**os.environ, **env, "SEMVEC_SESSION_BACKEND": "postgres", "NO_COLOR": "1"}
+    follow = [sys.executable, "-m", "semvecctl", "shards", "run", "--to-shards", new,
+              "--state", state, "--follow", "--interval", "0.2", "--batch-size", "2",
+              "--apply", "--yes"]
+    pod = threading.Thread(target=engine_pod, daemon=True)
+    pod.start()
+    try:
+        first = subprocess.Popen(follow + ["--max-passes", "50"], env=cli_env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while _count_copied(state) < 3 and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        assert first.returncode == -signal.SIGKILL, first.stderr.read().decode()[-2000:]
+        resumed = subprocess.run(follow + ["--max-passes", "5"], env=cli_env,
+                                 capture_output=True, text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+    finally:
+        stop.set()
+        pod.join(10)
+    assert not errors, errors
+    cut = subprocess.run([sys.executable, "-m", "semvecctl", "shards", "cutover", "--to-shards", new,
+                          "--state", state, "--quiet-window", "0.2", "--apply", "--yes"],
+                         env=cli_env, capture_output=True, text=True, timeout=300)
+    assert cut.returncode == 0, cut.stdout[-2000:] + cut.stderr[-2000:]
+    assert "SEMVEC_STATE_DB_SHARDS" in cut.stdout + cut.stderr
+
+    # the engine switched to the new list
+    monkeypatch.setenv("SEMVEC_STATE_DB_SHARDS", new)
+    database.reset_engine()
+    database.create_tables()
+    switched = engine_adapter.PostgresBackendAdapter()
+    for sid in sessions:
+        assert switched.state_store().load(sid, scope=scope) == (blobs[sid], versions[sid]), sid
+    fixed = CliRunner().invoke(app, ["doctor", "--fix", "--apply", "--yes"],
+                               env={**env, "SEMVEC_STATE_DB_SHARDS": new,
+                                    "SEMVEC_SESSION_BACKEND": "postgres"})
+    assert fixed.exit_code == 0, fixed.output
+    plain = [u.replace("postgresql+psycopg://", "postgresql://", 1) for u in new.split(",")]
+    ours = PostgresAdapter(env["DATABASE_URL"], shards=new)
+    try:
+        for i, url in enumerate(plain):
+            with psycopg.connect(url) as conn:
+                ids = sorted(r[0] for r in conn.execute("SELECT session_id FROM semvec_session_state"))
+            assert ids == sorted(s for s in sessions if shard_index(s, 4) == i)
+        per_session: dict[str, int] = {}
+        seen: set[str] = set()
+        for user in {"alice", "live", *(f"user-{n % 5}" for n in range(60))}:
+            for event in ours.event_store().list_events(user):
+                assert event.event_id not in seen
+                seen.add(event.event_id)
+                per_session[event.session_id] = per_session.get(event.session_id, 0) + 1
+        assert per_session == written
+    finally:
+        ours.close()
