@@ -21,6 +21,7 @@ import typer
 from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection, pair_shards
+from semvecctl.live_view import STATUS_COLUMNS, run_passes, status_line, status_of, status_view
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import (
     FromShards,
@@ -257,7 +258,7 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
         totals = {"passes": 0, "copied": 0, "deleted": 0, "events": 0, "conflicts": 0}
         metrics.track(totals, backend=target.name)
         try:
-            results = _run_passes(run, _migration(source, target, state), follow, interval,
+            results = run_passes(run, _migration(source, target, state), follow, interval,
                                   max_passes, output, totals)
         finally:
             state.close()
@@ -268,68 +269,7 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
                         ExitCode.CHECK_FAILED)
 
 
-def _run_passes(run: Any, mig: Any, follow: bool, interval: float, max_passes: Optional[int],
-                output: OutputFormat, totals: dict[str, int]) -> list[Any]:
-    """Run the passes, saying each as it ends and adding it to ``totals`` (the metrics)."""
-    out = current().output
-    results: list[Any] = []
-
-    def said(result: Any) -> None:
-        results.append(result)
-        totals["passes"] += 1
-        for key in ("copied", "deleted", "events"):
-            totals[key] += getattr(result, key)
-        totals["conflicts"] += result.conflicts + result.event_conflicts
-        if output != OutputFormat.table:
-            out.emit(result.to_dict(), "jsonl" if output == OutputFormat.json else output)
-        else:
-            out.info(f"{result.kind} pass {result.n} ({result.method}): scanned {result.scanned}, "
-                     f"copied {result.copied}, deleted {result.deleted}, events {result.events}, "
-                     f"conflicts {result.conflicts + result.event_conflicts} "
-                     f"in {result.seconds:.2f}s")
-        for sid, why in result.new_conflicts:
-            out.warn(f"conflict: session {sid!r}: {why}")
-
-    run(mig, follow=follow, interval=interval, max_passes=max_passes, on_pass=said)
-    return results
-
-
 # -- status --------------------------------------------------------------------------------
-
-
-def status_of(state_file: str) -> Any:
-    """The status value of a state file (``to_row()`` / ``to_dict()``), for a watch view."""
-    from backends.migrate.live import MigrationState, migration_status
-
-    state = MigrationState.read(state_file, fold=False)  # counts only; a run may be writing
-    try:
-        return migration_status(state)
-    finally:
-        state.close()
-
-
-STATUS_COLUMNS = [Column(h.upper(), h) for h in
-                  ("phase", "copied", "remaining", "conflicts", "events", "lag", "lag age", "rate",
-                   "eta", "cutover")]
-
-
-def _status_line(status: Any) -> str:
-    from semvecctl.watch import stamp
-
-    return stamp() + " " + ", ".join(f"{key} {value}" for key, value in status.to_row().items())
-
-
-def _status_view(status: Any) -> Any:
-    from rich.table import Table
-    from rich.text import Text
-
-    from semvecctl.watch import stamp
-
-    table = Table(title=f"{stamp()} · migration status")
-    for column in STATUS_COLUMNS:
-        table.add_column(column.header)
-    table.add_row(*(Text(str(value)) for value in status.to_row().values()))  # never markup
-    return table
 
 
 @app.command("status")
@@ -347,7 +287,8 @@ def migration_status(state_file: MigrationStateFile, watch: Watch = None,
     if watch is not None:
         from semvecctl.watch import watch as follow
 
-        follow(lambda: status_of(state_file), _status_line, every=watch, render=_status_view)
+        follow(lambda: status_of(state_file), status_line, every=watch,
+               render=lambda status: status_view(status, "migration status"))
         return
     if output != OutputFormat.table:
         out.emit(status.to_dict(), output)

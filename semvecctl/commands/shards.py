@@ -24,6 +24,7 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import Apply, Backend, MetricsFile, Output, Overwrite, Uri, Watch, Yes
+from semvecctl.live_view import STATUS_COLUMNS, run_passes, status_line, status_of, status_view
 from semvecctl.output import Column, OutputFormat
 
 NAME = "shards"
@@ -187,6 +188,7 @@ def run_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
     """
     from backends.migrate.live import StateBusy, StateMismatch
     from backends.migrate.live.shards import SETTINGS, open_state, reshard_migration
+    from backends.migrate.live.shards import run_reshard as run_moves
     from backends.migrate.live.state import MigrationState
 
     from semvecctl.metrics import recorder
@@ -228,7 +230,8 @@ def run_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
             with out.progress_task("moving sessions", unit=" sessions") as task:
                 mig = reshard_migration(reshard, state, write_batch=batch_size,
                                         progress=task.advance)
-                results = _passes(mig, follow, interval, max_passes, output, totals)
+                results = run_passes(run_moves, mig, follow, interval, max_passes, output, totals,
+                                     scanned="moved sessions scanned", method=False)
         except StateBusy as exc:
             current().abort(str(exc), ExitCode.ENVIRONMENT, cause=None)
         finally:
@@ -240,68 +243,7 @@ def run_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
                         ExitCode.CHECK_FAILED)
 
 
-def _passes(mig: Any, follow: bool, interval: float, max_passes: Optional[int],
-            output: OutputFormat, totals: dict[str, int]) -> list[Any]:
-    from backends.migrate.live.shards import run_reshard as run
-
-    out = current().output
-    results: list[Any] = []
-
-    def said(result: Any) -> None:
-        results.append(result)
-        totals["passes"] += 1
-        for key in ("copied", "deleted", "events"):
-            totals[key] += getattr(result, key)
-        totals["conflicts"] += result.conflicts + result.event_conflicts
-        if output != OutputFormat.table:
-            out.emit(result.to_dict(), "jsonl" if output == OutputFormat.json else output)
-        else:
-            out.info(f"{result.kind} pass {result.n}: moved sessions scanned {result.scanned}, "
-                     f"copied {result.copied}, deleted {result.deleted}, events {result.events}, "
-                     f"conflicts {result.conflicts + result.event_conflicts} "
-                     f"in {result.seconds:.2f}s")
-        for sid, why in result.new_conflicts:
-            out.warn(f"conflict: session {sid!r}: {why}")
-
-    run(mig, follow=follow, interval=interval, max_passes=max_passes, on_pass=said)
-    return results
-
-
 # -- status ----------------------------------------------------------------------------
-
-
-def status_of(state_file: str) -> Any:
-    from backends.migrate.live import MigrationState, migration_status
-
-    state = MigrationState.read(state_file, fold=False)  # counts only; a run may be writing
-    try:
-        return migration_status(state)
-    finally:
-        state.close()
-
-
-STATUS_COLUMNS = [Column(h.upper(), h) for h in
-                  ("phase", "copied", "remaining", "conflicts", "events", "lag", "lag age", "rate",
-                   "eta", "cutover")]
-
-
-def _status_line(status: Any) -> str:
-    from semvecctl.watch import stamp
-
-    return stamp() + " " + ", ".join(f"{key} {value}" for key, value in status.to_row().items())
-
-
-def _status_view(status: Any) -> Any:
-    from rich.table import Table
-    from rich.text import Text
-
-    from semvecctl.watch import stamp
-
-    table = Table(title=f"{stamp()} · reshard status")
-    for column in STATUS_COLUMNS:
-        table.add_column(column.header)
-    table.add_row(*(Text(str(value)) for value in status.to_row().values()))
-    return table
 
 
 @app.command("status")
@@ -319,7 +261,8 @@ def reshard_status(state_file: str = StateOpt, watch: Watch = None,
     if watch is not None:
         from semvecctl.watch import watch as follow
 
-        follow(lambda: status_of(state_file), _status_line, every=watch, render=_status_view)
+        follow(lambda: status_of(state_file), status_line, every=watch,
+               render=lambda status: status_view(status, "reshard status"))
         return
     if output != OutputFormat.table:
         out.emit(status.to_dict(), output)

@@ -1,0 +1,72 @@
+"""How the live moves (``migrate`` and ``shards``) show their passes and their status: one
+rendering for both, since both run on :mod:`backends.migrate.live`."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from semvecctl.application import current
+from semvecctl.output import Column, OutputFormat
+
+STATUS_COLUMNS = [Column(h.upper(), h) for h in
+                  ("phase", "copied", "remaining", "conflicts", "events", "lag", "lag age", "rate",
+                   "eta", "cutover")]
+
+
+def run_passes(run: Any, mig: Any, follow: bool, interval: float, max_passes: Optional[int],
+               output: OutputFormat, totals: dict[str, int], *, scanned: str = "scanned",
+               method: bool = True) -> list[Any]:
+    """Run the passes, saying each as it ends and adding it to ``totals`` (the metrics).
+    ``scanned`` names what a pass scans; ``method`` says how it found the changes."""
+    out = current().output
+    results: list[Any] = []
+
+    def said(result: Any) -> None:
+        results.append(result)
+        totals["passes"] += 1
+        for key in ("copied", "deleted", "events"):
+            totals[key] += getattr(result, key)
+        totals["conflicts"] += result.conflicts + result.event_conflicts
+        if output != OutputFormat.table:
+            out.emit(result.to_dict(), "jsonl" if output == OutputFormat.json else output)
+        else:
+            how = f" ({result.method})" if method else ""
+            out.info(f"{result.kind} pass {result.n}{how}: {scanned} {result.scanned}, "
+                     f"copied {result.copied}, deleted {result.deleted}, events {result.events}, "
+                     f"conflicts {result.conflicts + result.event_conflicts} "
+                     f"in {result.seconds:.2f}s")
+        for sid, why in result.new_conflicts:
+            out.warn(f"conflict: session {sid!r}: {why}")
+
+    run(mig, follow=follow, interval=interval, max_passes=max_passes, on_pass=said)
+    return results
+
+
+def status_of(state_file: str) -> Any:
+    """The status value of a state file (``to_row()`` / ``to_dict()``), for a watch view."""
+    from backends.migrate.live import MigrationState, migration_status
+
+    state = MigrationState.read(state_file, fold=False)  # counts only; a run may be writing
+    try:
+        return migration_status(state)
+    finally:
+        state.close()
+
+
+def status_line(status: Any) -> str:
+    from semvecctl.watch import stamp
+
+    return stamp() + " " + ", ".join(f"{key} {value}" for key, value in status.to_row().items())
+
+
+def status_view(status: Any, title: str) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    from semvecctl.watch import stamp
+
+    table = Table(title=f"{stamp()} · {title}")
+    for column in STATUS_COLUMNS:
+        table.add_column(column.header)
+    table.add_row(*(Text(str(value)) for value in status.to_row().values()))  # never markup
+    return table
