@@ -120,8 +120,11 @@ class RootGroup(TyperGroup):
             if metrics is not None:
                 metrics.finish(code)
         except OSError as exc:
-            _report(f"--metrics-file could not be written: {exc}", exc)
-            code = code or ExitCode.ENVIRONMENT
+            if code:  # the run already failed with its own one-line error: this is secondary
+                application.current().output.warn(f"--metrics-file could not be written: {exc}")
+            else:
+                _report(f"--metrics-file could not be written: {exc}", exc)
+                code = ExitCode.ENVIRONMENT
         if tracing is not None:
             tracing.finish(code)
         return code
