@@ -2,7 +2,8 @@
 events; then ``sessions copy`` and ``migrate run`` PG -> PG with and without events.
 
     nice -n 10 python bench/bench_export_events.py [--sessions 100000] [--events 3]
-        [--users per-session | --users N] [--repeats 3] [--small 20000] [--no-transfer]
+        [--users per-session | --users N] [--repeats 3] [--small 20000]
+        [--no-export | --no-cli-export] [--no-transfer]
 
 On one server (the embedded PostgreSQL 18 the tests use, or ``SEMVEC_BENCH_POSTGRES_URL``),
 in databases with the engine's tables (its own DDL, tests/support/fixtures/
@@ -14,7 +15,10 @@ embedding). Each session's events belong to one user: by default a user per sess
 
 1. export: ``semvecctl sessions export --uri URL -O FILE --overwrite`` with and without
    ``--with-events``, ``--repeats`` times alternating, medians. Goal: with events <= 1.5x
-   without.
+   without. Then the export's work after its listing alone, in-process: ``iter_records``
+   (what ``write_archive`` streams) given every summary read beforehand in the primary
+   key's order, written by ``ArchiveWriter``, with and without events: the listing's
+   own cost (``COLLATE "C"`` keyset pages, see bench_shards_list) is then out of both.
 2. copy (``--small`` sessions, same layout): ``semvecctl sessions copy --from SRC --to DST
    --apply --yes`` with ``--with-events`` from a source that has the events, and without
    from a source with the same sessions and no events (a copy without events from a
@@ -70,6 +74,41 @@ def timed(args: list[str]) -> tuple[float, str]:
     return took, (last[-1] if last else "")
 
 
+def listed_in_index_order(url: str) -> list:
+    """Every session's summary, read in the primary key's order (no ``COLLATE "C"``) with
+    the store's own summary columns and row decoder: a stand-in for a linear listing."""
+    import psycopg
+
+    from backends.sql.state import SqlStateStore
+
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(f"SELECT {SqlStateStore._SUMMARY_COLUMNS} FROM semvec_session_state"
+                            " ORDER BY session_id").fetchall()
+    return [SqlStateStore._summary(row) for row in rows]
+
+
+def records_only(url: str, summaries: list, with_events: bool, out: str) -> tuple[float, int]:
+    """``iter_records`` (what ``write_archive`` streams) given the summaries, written with
+    ``ArchiveWriter``: the export's work after its listing."""
+    from backends.archive import ArchiveWriter
+    from backends.contract import UNSCOPED
+    from backends.migrate.export import ExportResult, iter_records, make_header
+    from backends.postgres import PostgresAdapter
+
+    with PostgresAdapter(url) as adapter:
+        adapter.state_store().current_version("warm-up")
+        started = time.perf_counter()
+        header = make_header(adapter, "bench", with_items=False, owner_subject=UNSCOPED,
+                             match=None, with_events=with_events)
+        with open(out, "wb") as stream:
+            writer = ArchiveWriter(stream, header)
+            for record in iter_records(adapter, ExportResult(), with_events=with_events,
+                                       summaries=iter(summaries)):
+                writer.add(record)
+            writer.finish()
+        return time.perf_counter() - started, writer.events
+
+
 def export_bench(server: _pgseed.Server, args, workdir: str) -> None:
     url = server.create("exev")
     t = time.perf_counter()
@@ -79,20 +118,36 @@ def export_bench(server: _pgseed.Server, args, workdir: str) -> None:
           f"{time.perf_counter() - t:.1f} s")
     out = os.path.join(workdir, "export.jsonl")
     base = ["sessions", "export", "--uri", url, "-O", out, "--overwrite"]
-    timed(base)  # warm-up
     plain, events, said = [], [], {}
-    for r in range(args.repeats):
+    if not args.no_cli_export:
+        timed(base)  # warm-up
+    for r in range(0 if args.no_cli_export else args.repeats):
         runs = [(plain, base, "without"), (events, base + ["--with-events"], "with")]
         for bucket, argv, key in (runs if r % 2 == 0 else runs[::-1]):
             took, last = timed(argv)
             bucket.append(took)
             said[key] = last
-    size = os.path.getsize(out)
-    print(f"\nexport, {args.sessions:,} sessions (CLI wall time):")
-    print(f"  without events     {_pgseed.fmt(plain)}   [{said['without']}]")
-    print(f"  --with-events      {_pgseed.fmt(events)}   [{said['with']}]")
-    print(f"  ratio with / without  {_pgseed.median(events) / _pgseed.median(plain):.2f}x "
-          f"(goal <= 1.5x); last archive {size / 2**20:.0f} MiB")
+    summaries = listed_in_index_order(url)
+    alone_plain, alone_events = [], []
+    for r in range(args.repeats):
+        runs = [(alone_plain, False), (alone_events, True)]
+        for bucket, flag in (runs if r % 2 == 0 else runs[::-1]):
+            took, written = records_only(url, summaries, flag, out)
+            assert written == (args.sessions * args.events if flag else 0), written
+            bucket.append(took)
+    print(f"\nexport, {args.sessions:,} sessions:")
+    if plain:
+        print("  CLI wall time:")
+        print(f"  without events     {_pgseed.fmt(plain)}   [{said['without']}]")
+        print(f"  --with-events      {_pgseed.fmt(events)}   [{said['with']}]")
+        print(f"  ratio with / without  {_pgseed.median(events) / _pgseed.median(plain):.2f}x "
+              f"(goal <= 1.5x)")
+    print("  after the listing (iter_records + ArchiveWriter in-process, summaries read "
+          "beforehand in index order):")
+    print(f"    without events   {_pgseed.fmt(alone_plain)}")
+    print(f"    with events      {_pgseed.fmt(alone_events)}")
+    print(f"    ratio            {_pgseed.median(alone_events) / _pgseed.median(alone_plain):.2f}x; "
+          f"the CLI's listing and start-up are the rest of its time")
     server.drop(url)
 
 
@@ -140,6 +195,8 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=20_000, help="sessions for copy and migrate")
     parser.add_argument("--transfer-repeats", type=int, default=1)
     parser.add_argument("--no-export", action="store_true")
+    parser.add_argument("--no-cli-export", action="store_true",
+                        help="skip the CLI exports (only the in-process part of step 1)")
     parser.add_argument("--no-transfer", action="store_true")
     args = parser.parse_args()
     args.users = None if args.users == "per-session" else int(args.users)

@@ -37,7 +37,8 @@ which goes first, each onto a fresh target database:
 
 Goal: the bulk pass at least 0.5x pgcopydb's speed (pgcopydb time / migrate time >= 0.5).
 Also printed, to explain the figure: the source's listing alone (``iter_sessions``, the
-version scan the bulk pass starts with) in-process. The machine is shared (2 cores):
+version scan the bulk pass starts with) in-process, and the same page queries sent in the
+primary key's order instead of ``COLLATE "C"`` (bench_shards_list.raw_pages). The machine is shared (2 cores):
 run under ``nice`` and read the ratios as noisy; the cluster is durable (fsync on), as a
 real one is.
 """
@@ -208,6 +209,10 @@ def main() -> None:
             for step in ((one_pgcopydb, one_migrate) if r % 2 == 0 else (one_migrate, one_pgcopydb)):
                 step()
         listing = None if args.no_listing else listing_alone(source)
+        if listing is not None:
+            from bench_shards_list import raw_pages
+
+            index_order = raw_pages(source, collate_c=False)
 
         m = _pgseed.median
         print(f"\n{args.sessions:,} sessions x {_pgseed.BLOB_SIZE} B, PostgreSQL 15 -> 15 "
@@ -217,7 +222,9 @@ def main() -> None:
         if verify:
             print(f"  semvecctl migrate verify       {_pgseed.fmt(verify)}")
         if listing is not None:
-            print(f"  of which the source listing alone (iter_sessions, in-process): {listing:.1f} s")
+            print(f"  of which the source listing alone (iter_sessions, in-process): {listing:.1f} s;"
+                  f" the same pages in the primary key's order (no COLLATE \"C\"), psycopg:"
+                  f" {index_order:.1f} s")
         print(f"  ratio pgcopydb / migrate bulk            {m(copydb) / m(bulk):.2f}x (goal >= 0.5x)")
         if verify:
             print(f"  ratio pgcopydb / (migrate bulk + verify) {m(copydb) / (m(bulk) + m(verify)):.2f}x")
