@@ -19,6 +19,21 @@ from typing import Any
 from backends.errors import CorruptEvent
 
 
+def _loads(text: str) -> Any:
+    """``json.loads``, through orjson where it parses the text (the common, sound case:
+    several times faster); anything orjson refuses (NaN, Infinity, a lone surrogate, an
+    integer beyond 64 bits, malformed text) is parsed by ``json.loads`` itself, so every
+    value and every error message is the standard library's."""
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - a dependency; the plain path stays correct
+        return json.loads(text)
+    try:
+        return orjson.loads(text)
+    except ValueError:
+        return json.loads(text)
+
+
 def _why(exc: ValueError) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.msg.lower()} at character {exc.pos + 1}"
@@ -51,7 +66,7 @@ def embedding_problem(raw: Any, *, text: bool = True) -> tuple[tuple[float, ...]
         if decoded.strip() == "null":
             return (), ""
         try:  # NaN and Infinity parse here and are refused below, by position
-            value = json.loads(decoded)
+            value = _loads(decoded)
         except ValueError as exc:
             return (), f"is not valid JSON ({_why(exc)})"
     if not isinstance(value, list):
@@ -81,7 +96,7 @@ def meta_problem(raw: Any, *, text: bool = True) -> tuple[dict[str, Any], str]:
         if decoded is None:
             return {}, "is not UTF-8 text"
         try:  # NaN in meta is what the engine's json.loads reads too: not refused
-            value = json.loads(decoded)
+            value = _loads(decoded)
         except ValueError as exc:
             return {}, f"is not valid JSON ({_why(exc)})"
     if not isinstance(value, dict):
