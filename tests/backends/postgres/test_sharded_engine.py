@@ -23,7 +23,16 @@ engine_adapter = pytest.importorskip("semvec.api.postgres_backend_adapter",
 
 
 def _engine_url(url: str) -> str:
-    return url.replace("postgresql://", "postgresql+psycopg://", 1)
+    """The engine's spelling of a suite URL, naming the driver this run tests."""
+    from tests.support.fixtures.engine import engine_database_url
+
+    return engine_database_url(url)
+
+
+def _plain(url: str) -> str:
+    """A driver-spelled URL back to the plain one psycopg connects with."""
+    scheme, rest = url.split("://", 1)
+    return f"postgresql://{rest}"
 
 
 @pytest.fixture
@@ -48,7 +57,7 @@ def _dump(env: dict[str, str]) -> dict[str, str]:
 
     urls = [env["DATABASE_URL"], *env["SEMVEC_STATE_DB_SHARDS"].split(",")]
     return {f"{key} @{i}": value for i, url in enumerate(urls)
-            for key, value in _pg_dump(url.replace("postgresql+psycopg://", "postgresql://", 1))().items()}
+            for key, value in _pg_dump(_plain(url))().items()}
 
 
 def _write(engine, sessions: list[str]) -> dict[str, int]:
@@ -123,8 +132,7 @@ def test_doctor_finds_a_misplaced_copy_of_an_engine_session_and_the_fix_keeps_th
     versions = _write(engine, sessions)
     victim = sessions[5]
     home = shard_index(victim, 3)
-    shards = [u.replace("postgresql+psycopg://", "postgresql://", 1)
-              for u in env["SEMVEC_STATE_DB_SHARDS"].split(",")]
+    shards = [_plain(u) for u in env["SEMVEC_STATE_DB_SHARDS"].split(",")]
     with psycopg.connect(shards[home]) as src, psycopg.connect(shards[(home + 1) % 3]) as dst:
         row = src.execute("SELECT session_id, state_blob, version - 1, drift_exempt, owner_subject,"
                           " pending_message, updated_at FROM semvec_session_state WHERE session_id = %s",
@@ -237,7 +245,7 @@ def test_the_engine_grows_from_3_to_4_shards_under_its_own_writer_losing_nothing
                                env={**env, "SEMVEC_STATE_DB_SHARDS": new,
                                     "SEMVEC_SESSION_BACKEND": "postgres"})
     assert fixed.exit_code == 0, fixed.output
-    plain = [u.replace("postgresql+psycopg://", "postgresql://", 1) for u in new.split(",")]
+    plain = [_plain(u) for u in new.split(",")]
     ours = PostgresAdapter(env["DATABASE_URL"], shards=new)
     try:
         for i, url in enumerate(plain):
