@@ -98,3 +98,22 @@ def test_the_engines_erasure_through_our_adapter_removes_our_item_rows(request, 
     # pgvector's state delete takes the item rows in its transaction, before the hook runs;
     # the hook reports them all the same (ENGINE-WIRE section 6)
     assert result.materialized_deleted == 3
+
+
+@pytest.mark.redis
+def test_after_our_erase_the_users_next_engine_event_continues_its_sequence(engine, redis_url,
+                                                                           tmp_path):
+    """Erasing every event of a user id keeps its counter, as the engine's own erasure does
+    (ENGINE-WIRE section 9): the engine's next event for that user continues at 4."""
+    tag = uuid.uuid4().hex[:8]
+    carol, sid, acme = f"{tag}-carol", f"{tag}-s", _scope("acme")
+    engine.commit_turn(sid, b"state", expected_version=None, scope=acme,
+                       events=[_event(carol, sid, "acme", f"turn {n}") for n in range(3)])
+    assert [e.sequence for e in engine.event_store().list_by_user(carol)] == [1, 2, 3]
+    result = CliRunner().invoke(app, ["erase", "--uri", redis_url, "--user", carol, "--owner",
+                                      "acme", "--apply", "--yes", "--receipt",
+                                      str(tmp_path / "r.json")])
+    assert result.exit_code == 0, result.output
+    assert engine.event_store().list_by_user(carol) == []
+    after = engine.event_store().append(_event(carol, "", "acme", "came back"))
+    assert after.sequence == 4
