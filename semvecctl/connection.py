@@ -217,10 +217,7 @@ def resolve_connection(
         if fold_name(chosen) not in SHARDED_BACKENDS:
             current().abort(f"a shard list is a SQL deployment's; backend {chosen!r} has "
                             "none (use it with postgres or pgvector)", ExitCode.USAGE)
-        for dsn in shards.split(","):
-            if dsn.strip():
-                implied(dsn.strip())
-                app.remember_secret(dsn.strip())
+        shard_list(shards, "a shard list")
         options["shards"] = shards
     return ConnectionSpec(backend=chosen, uri=uri, options=options, origin=origin,
                           choice_reason=reason)
@@ -439,3 +436,25 @@ def pair_shards(from_shards: str | None, to_shards: str | None) -> tuple[Any, An
         current().abort("--shards names one store's shard list; a copy or migration has two: "
                         "use --from-shards and/or --to-shards", ExitCode.USAGE)
     return from_shards, to_shards
+
+
+def shard_list(text: str, option: str) -> tuple[str, ...]:
+    """The entries of a shard list as the engine reads the variable; each must be a URI of
+    a backend that shards (PostgreSQL, in any of the engine's spellings), else exit 2
+    naming the entry, redacted. Every entry's credentials are scrubbed from output."""
+    from backends.redaction import redact_uri
+    from backends.selection import InvalidURI, backend_for_uri
+    from backends.sql.config import parse_shard_list
+
+    entries = parse_shard_list(text)
+    for i, dsn in enumerate(entries):
+        current().remember_secret(dsn)
+        try:
+            fits = backend_for_uri(dsn) in SHARDED_BACKENDS
+        except InvalidURI:
+            fits = False
+        if not fits:
+            current().abort(f"{option} entry {i} ({redact_uri(dsn)!r}) is not a PostgreSQL "
+                            "URL: give postgresql://... (or postgresql+psycopg://, +psycopg2, "
+                            "+asyncpg), comma-separated", ExitCode.USAGE)
+    return entries

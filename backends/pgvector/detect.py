@@ -53,7 +53,11 @@ def choose_sql_backend(uri: str, *, timeout: float = 3.0, shards: str | None = N
         return SqlChoice("postgres", f"the database could not be inspected ({first})")
     choice = _choose_on(config, timeout)
     if choice.backend == "postgres" and config.shards:
-        for n, shard_config in enumerate(config.shard_configs()):
+        try:
+            shard_configs = config.shard_configs()
+        except Exception:  # noqa: BLE001 - a bad shard entry is reported where it is used
+            return choice
+        for n, shard_config in enumerate(shard_configs):
             shard = _choose_on(shard_config, timeout)
             if shard.backend == "pgvector":
                 return SqlChoice("pgvector", f"shard {n} of the deployment: {shard.reason}")

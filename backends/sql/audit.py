@@ -405,7 +405,8 @@ class SqlAudit:
             f"{len(event_ids)} event(s) of session {shown(session_id)} are on {here}; the "
             f"engine writes a turn's events on the session's shard, {there}",
             "written under another shard list: per-shard maintenance and a move of the "
-            "session's rows miss them (semvecctl's event reads still list them)",
+            "session's rows miss them, and semvecctl's event listings skip them as old "
+            "copies (erase still finds and removes them)",
             f"move them to {there} (safe: copied, then deleted here only where {there} "
             "holds the identical row; --fix --apply does it)")
 

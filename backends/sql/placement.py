@@ -81,11 +81,6 @@ class Placement:
                   if shard is db and self.sharded]
         return ", ".join(roles) or "primary"
 
-    def describe(self) -> list[dict[str, str]]:
-        """Each database once, with its label and redacted URI (for reports)."""
-        return [{"database": self.label(db), "uri": db.config.display_uri}
-                for db in self.databases()]
-
     def close(self) -> None:
         for db in self.databases():
             db.close()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 from typing import Any, Iterator, Optional
-from urllib.parse import urlsplit
 
 import typer
 
@@ -60,24 +59,9 @@ ReceiptOpt = typer.Option(None, "--receipt", show_default=False,
 def _new_list(text: str) -> tuple[str, ...]:
     """The ``--to-shards`` entries as the engine reads the variable; each must be a
     PostgreSQL URL (exit 2 naming the entry, redacted)."""
-    from backends.info import declared
-    from backends.redaction import redact_uri
-    from backends.sql.config import DRIVER_SUFFIXES, parse_shard_list
+    from semvecctl.connection import shard_list
 
-    schemes = declared("postgres").schemes
-    entries = parse_shard_list(text)
-    for i, dsn in enumerate(entries):
-        current().remember_secret(dsn)
-        try:
-            scheme = urlsplit(dsn).scheme.lower()
-        except ValueError:
-            scheme = ""
-        base, _, dialect = scheme.partition("+")
-        if base not in schemes or (dialect and dialect not in DRIVER_SUFFIXES):
-            current().abort(f"--to-shards entry {i} ({redact_uri(dsn)!r}) is not a PostgreSQL "
-                            "URL: give postgresql://... (or postgresql+psycopg://, +psycopg2, "
-                            "+asyncpg), comma-separated", ExitCode.USAGE)
-    return entries
+    return shard_list(text, "--to-shards")
 
 
 @contextlib.contextmanager

@@ -233,3 +233,13 @@ def test_migrate_from_one_server_to_a_sharded_deployment_places_every_session(de
             events = {r[0] for r in conn.execute("SELECT DISTINCT session_id FROM semvec_memory_events")}
         assert ids == {sid for sid in deployment.sessions if shard_index(sid, 2) == i}
         assert events <= ids
+
+
+@pytest.mark.parametrize("entry", ["redis://x:6379/0", "postgresql+foo://u:hunter2@h/d", "nope"])
+def test_a_shard_entry_that_is_not_postgresql_is_a_usage_error_naming_it(entry):
+    for extra in ([], ["--backend", "postgres"]):
+        result = cli("sessions", "count", "--uri", "postgresql://u:pw@127.0.0.1:1/x", *extra,
+                     "--shards", f"postgresql://h/a,{entry}")
+        assert result.exit_code == 2, result.output
+        assert "entry 1" in result.output and "hunter2" not in result.output
+        assert "Traceback" not in result.output
