@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Iterable, Iterator
@@ -40,6 +41,7 @@ from backends.errors import is_state_version_conflict
 from backends.migrate.batch_reads import batch_loader, chunks
 from backends.migrate.live.readahead import read_ahead
 from backends.migrate.live.state import MigrationState, SessionRow
+from backends.migrate.live.writebehind import WriteBehind
 from backends.migrate.loss import (
     counter_reader,
     event_restorer,
@@ -82,6 +84,19 @@ class PassResult:
             "new_conflicts": [{"session_id": s, "why": w} for s, w in self.new_conflicts]}
 
 
+@dataclass
+class _Batch:
+    """One write batch between its announcement and its record: what the state file
+    knew, what the target held, the journal batch announcing it, and each session's
+    decision (already copied, to be written, or a conflict)."""
+    known: dict[str, SessionRow]
+    on_target: dict[str, Any]
+    journal: int | None
+    copied: list[tuple[str, int, str]] = field(default_factory=list)
+    fresh: list[tuple[Any, Any, str]] = field(default_factory=list)
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
+
+
 def _ours(row: SessionRow | None, version: int, digest: str) -> bool:
     """Is this target row one this migration wrote: the last copy it recorded, or the
     write it had announced (``intent``) when it was interrupted?"""
@@ -98,8 +113,11 @@ class LiveMigration:
                  owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
                  batch_size: int = 500, with_items: bool = True,
                  progress: Callable[[int], None] | None = None,
-                 write_batch: int | None = None) -> None:
+                 write_batch: int | None = None, copier: Any = None) -> None:
         self.source, self.target, self.state = source, target, state
+        #: reads and writes a full pass's rows as the source's own bytes, where the pair
+        #: allows it (a reshard: :class:`backends.migrate.live.reshard_copy.ReshardCopier`)
+        self.copier = copier
         self.scope, self.match, self.batch_size = owner_subject, match, batch_size
         #: sessions compared per step and written per batch (a smaller ``write_batch``:
         #: more, shorter transactions, as ``shards run --batch-size`` asks)
@@ -173,6 +191,10 @@ class LiveMigration:
             if result.method == "version scan":
                 result.method = "version scan (versions only; digests in the final pass)"
             steps = self._moved_by_version(result)
+        elif self.copier is not None and self.copier.usable():  # rows as the source's bytes
+            pairs = self.copier.iter_rows(owner_subject=self.scope, match=self.match,
+                                          batch_size=self.batch_size)
+            steps = self._counted_pairs(read_ahead(chunks(pairs, self.step)), result)
         elif offers(self.source, Capability.SESSION_STATES):  # each blob read once
             pairs = self.source.iter_session_states(owner_subject=self.scope, match=self.match,
                                                     batch_size=self.batch_size)
@@ -181,12 +203,18 @@ class LiveMigration:
             summaries = self.source.iter_sessions(owner_subject=self.scope, match=self.match,
                                                   batch_size=self.batch_size)
             steps = self._counted(chunks(summaries, self.step), result)
-        with contextlib.closing(steps):  # stops a read-ahead thread when a step fails
-            for step, states in steps:
-                moved = self._copy_step(step, result, states)
+        moved: list[str] = []
+        # a target that restores in batches writes each batch while the next is announced
+        behind: WriteBehind[set[str]] | None = (WriteBehind() if self._batch_restore is not None
+                                                else None)
+        with behind or contextlib.nullcontext(), contextlib.closing(steps):  # (the closing
+            for step, states in steps:              # stops a read-ahead thread when a step fails)
+                self._copy_step(step, result, moved, states, behind)
                 moved_users.update(self._subjects(moved))
+                moved.clear()
                 if self.progress is not None:
                     self.progress(len(step))
+        moved_users.update(self._subjects(moved))  # the last batch, recorded at the settle
         self.state.fold()  # this pass's journal, sorted into rows once
         self._settle_deletions(result)
         users = set(moved_users)
@@ -242,7 +270,7 @@ class LiveMigration:
         moved: list[str] = []
         for step in chunks(summaries, self.step):
             result.scanned += len(step)
-            moved.extend(self._copy_step(step, result))
+            self._copy_step(step, result, moved)
         self.state.fold()
         for row in self.state.sessions(gone).values():
             if row.state in ("copied", "intent"):
@@ -256,11 +284,18 @@ class LiveMigration:
 
     # -- sessions ----------------------------------------------------------------------
 
-    def _copy_step(self, step: list[Any], result: PassResult,
-                   states: dict[str, Any] | None = None) -> list[str]:
-        """Copy what moved of ``step``; ``states``: the rows read with the summaries
-        (else they are read now)."""
-        known = self.state.sessions([s.session_id for s in step])
+    def _copy_step(self, step: list[Any], result: PassResult, moved: list[str],
+                   states: dict[str, Any] | None = None,
+                   behind: "WriteBehind[set[str]] | None" = None) -> None:
+        """Copy what moved of ``step``, each id copied added to ``moved`` when recorded;
+        ``states``: the rows read with the summaries (else they are read now). With
+        ``behind``, each batch's write runs on its thread while the next batch is
+        announced: a batch is recorded (and its ids added) at the next batch's push or
+        at the ``behind``'s settle."""
+        ids = [s.session_id for s in step]
+        if behind is not None and behind.touches(ids):
+            behind.settle()  # SCAN repeated a key the running write writes: read after it
+        known = self.state.sessions(ids)
         todo = []
         for summary in step:
             row = known.get(summary.session_id)
@@ -271,15 +306,24 @@ class LiveMigration:
                 continue
             todo.append(summary)
         if not todo:
-            return []
+            return
         result.changed += len(todo)
-        moved: list[str] = []
         for part in chunks(todo, self.write_batch):
-            moved.extend(self._copy_sessions(part, known, result, states))
-        return moved
+            batch = self._announce(part, known, states)
+            if batch is None:
+                continue
+            if behind is None:
+                moved.extend(self._record(batch, self._restore_all(batch.fresh), result))
+            else:
+                behind.push([s.session_id for s, _, _ in batch.fresh],
+                            functools.partial(self._restore_all, batch.fresh),
+                            functools.partial(self._recorded, batch, result, moved))
 
-    def _copy_sessions(self, part: list[Any], known: dict[str, SessionRow],
-                       result: PassResult, states: dict[str, Any] | None) -> list[str]:
+    def _announce(self, part: list[Any], known: dict[str, SessionRow],
+                  states: dict[str, Any] | None) -> "_Batch | None":
+        """Everything before a batch's write: its rows (read now unless ``states`` has
+        them), the target read where the state file knows a session, the intents
+        committed, and each session decided. None when nothing of ``part`` is left."""
         part = list({s.session_id: s for s in part}.values())  # SCAN may repeat a key
         ids = [s.session_id for s in part]
         if states is not None:  # read with the summary: its digest is that of these bytes
@@ -290,7 +334,7 @@ class LiveMigration:
             live = [(s, st) for s, st in zip(part, loaded) if st is not None]  # gone since the
             digests = {s.session_id: sha256_hex(st.blob) for s, st in live}  # scan: the deletion
         if not live:                                                           # step sees it
-            return []
+            return None
         # the target is read first only where the state file knows the session; one it
         # never recorded is written insert-if-absent and read only if that finds a row
         asked = [s.session_id for s, _ in live if s.session_id in known]
@@ -299,13 +343,23 @@ class LiveMigration:
         announced = [(s.session_id, st.version, digests[s.session_id]) for s, st in live]
         with self.state.transaction() as db:  # a row each where the file knows the session,
             self.state.mark_intent(db, [a for a in announced if a[0] in known])  # else
-            batch = self.state.journal_intent(db, [a for a in announced if a[0] not in known])
-        copied: list[tuple[str, int, str]] = []
-        conflicts: list[tuple[str, str]] = []
-        fresh: list[tuple[Any, Any, str]] = []
+            journal = self.state.journal_intent(db, [a for a in announced if a[0] not in known])
+        batch = _Batch(known, on_target, journal)
         self._decide([(s, st, digests[s.session_id]) for s, st in live], known, on_target,
-                     copied, fresh, conflicts)
-        existed = self._restore_all(fresh)
+                     batch.copied, batch.fresh, batch.conflicts)
+        return batch
+
+    def _recorded(self, batch: "_Batch", result: PassResult, moved: list[str],
+                  existed: set[str]) -> None:
+        moved.extend(self._record(batch, existed, result))
+
+    def _record(self, batch: "_Batch", existed: set[str], result: PassResult) -> list[str]:
+        """Everything after a batch's write (``existed``: the ids someone else had
+        created first): the late ones decided again, the extras, the outcome in the state
+        file and in ``result``. Returns the ids copied."""
+        known, on_target, copied, conflicts = (batch.known, batch.on_target, batch.copied,
+                                               batch.conflicts)
+        fresh = batch.fresh
         late = [f for f in fresh if f[0].session_id in existed and f[0].session_id not in on_target]
         if late:  # insert-if-absent found a row: decided again, from the folded journal
             retried, existed_again = self._recheck(late, copied, conflicts)
@@ -321,7 +375,8 @@ class LiveMigration:
                 self._extras(summary, fresh_row=True)
                 copied.append((summary.session_id, st.version, digest))
         with self.state.transaction() as db:
-            if batch is not None and not late and self.state.journal_copied(db, batch):
+            if (batch.journal is not None and not late
+                    and self.state.journal_copied(db, batch.journal)):
                 self.state.mark_copied(db, [c for c in copied if c[0] in known])
             else:  # the batch was folded (here or by another reader): rows for all
                 self.state.mark_copied(db, copied)
@@ -408,6 +463,11 @@ class LiveMigration:
         returns the ids that someone else created first."""
         if not fresh:
             return set()
+        if self.copier is not None:
+            copied = [f for f in fresh if self.copier.owns(f[1])]
+            if copied:
+                rest = [f for f in fresh if not self.copier.owns(f[1])]
+                return self.copier.write(copied) | self._restore_all(rest)
         if self._batch_restore is not None:
             return set(self._batch_restore([RestoreRow(
                 summary.session_id, st.blob, st.version, st.owner_subject, st.pending_message,
