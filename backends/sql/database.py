@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from backends.errors import BackendConfigError
 from backends.sql.config import SqlConfig
@@ -119,6 +119,19 @@ class Database:
         self.provision(name)
         with self.connection(vector=typed) as conn:
             return work(conn)
+
+    def stream(self, sql: str, args: Sequence[Any], batch: int = 5000) -> Iterator[Any]:
+        """Rows of ``sql`` through a server-side cursor, a page per round trip (memory
+        stays flat); a missing table is no rows."""
+        try:
+            with self.connection() as conn, conn.transaction():
+                with conn.cursor(name="semvecctl_stream") as cur:
+                    cur.execute(sql, list(args))
+                    while rows := cur.fetchmany(batch):  # iterated in C
+                        yield from rows
+        except Exception as exc:
+            if not is_absent_table_error(exc):
+                raise
 
     def session_tables(self) -> tuple[str, ...]:
         """Tables besides the state whose rows belong to a session and go with it: every

@@ -211,6 +211,17 @@ STATE = TableGroup(STATE_GROUP, (STATE_TABLE, EVENTS_TABLE), lambda t, _dims: st
 ENGINE_LAYOUT = SqlLayout((STATE,), ENGINE_INDEXES)
 
 
+def has_copy_types(conn: Any, table: str) -> bool:
+    """Whether ``table``'s state columns have exactly the types of
+    :data:`STATE_COPY_TYPES` (the engine's), as a binary COPY of them needs."""
+    return bool(conn.execute(
+        "SELECT count(*) = %s FROM unnest(%s::text[], %s::text[]) AS c(name, type)"
+        " JOIN pg_attribute a ON a.attrelid = %s::regclass AND a.attname = c.name"
+        " AND NOT a.attisdropped AND a.atttypid = c.type::regtype",
+        (len(STATE_COPY_COLUMNS), list(STATE_COPY_COLUMNS), list(STATE_COPY_TYPES),
+         table)).fetchone()[0])
+
+
 def missing_tables(conn: Any, schema: str, names: tuple[str, ...]) -> list[str]:
     """Names among ``names`` that do not exist in ``schema`` (one catalog query)."""
     rows = conn.execute(

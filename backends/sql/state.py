@@ -81,6 +81,40 @@ def owner_clause(owner_subject: OwnerFilter, column: str = "owner_subject") -> t
     return f"{column} = %s", (owner_subject,)
 
 
+def _insert_if_absent(conn: Any, table: str, feed: Any, binary: bool,
+                      ids: Sequence[str]) -> set[str]:
+    """The rows ``feed(copy)`` writes (those of ``ids``) into ``table``, each only where
+    its id is absent; returns the ids written. One COPY straight into the table (the
+    pool's connections are in autocommit, so the COPY is its own transaction, with no
+    BEGIN, savepoint or COMMIT round trip); when an id exists (a unique violation:
+    nothing of the COPY is kept), one transaction COPYs into a temporary table (emptied
+    at commit) and runs one INSERT ... ON CONFLICT DO NOTHING."""
+    from psycopg.errors import UniqueViolation
+
+    columns = ", ".join(STATE_COPY_COLUMNS)
+    options = " (FORMAT BINARY)" if binary else ""
+
+    def copy_into(target: str) -> None:
+        with conn.cursor().copy(f"COPY {target} ({columns}) FROM STDIN{options}") as copy:
+            feed(copy)
+
+    try:
+        copy_into(table)
+        return set(ids)
+    except UniqueViolation:
+        pass  # the COPY's own transaction is rolled back: nothing of it stays
+    with conn.transaction():
+        conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS semvec_restore_rows (session_id varchar,"
+            " state_blob bytea, version integer, drift_exempt boolean, owner_subject"
+            " varchar, pending_message text, updated_at timestamp) ON COMMIT DELETE ROWS")
+        copy_into("semvec_restore_rows")
+        rows = conn.execute(
+            f"INSERT INTO {table} ({columns}) SELECT {columns} FROM semvec_restore_rows"
+            " ON CONFLICT (session_id) DO NOTHING RETURNING session_id").fetchall()
+    return {r[0] for r in rows}
+
+
 def _utc_now_sql() -> str:
     # updated_at is TIMESTAMP (no zone) in the engine's DDL: store UTC wall time whatever
     # the session's TimeZone is
@@ -433,12 +467,9 @@ class SqlStateStore(DerivedReads):
         self._at(session_id).write(STATE_GROUP, work)
 
     def restore_sessions(self, rows: Any) -> set[str]:
-        """``restore_session`` for many rows: one COPY straight into the table (the pool's
-        connections are in autocommit, so the COPY is its own transaction, with no
-        BEGIN, savepoint or COMMIT round trip); when an id exists (a unique violation:
-        nothing of the COPY is kept), one transaction COPYs into a temporary table
-        (emptied at commit) and runs one INSERT ... ON CONFLICT DO NOTHING. Rows whose id
-        exists are left as they are and their ids returned.
+        """``restore_session`` for many rows, a COPY per database
+        (:func:`_insert_if_absent`). Rows whose id exists are left as they are and their
+        ids returned.
 
         The COPY is binary (a blob travels as its bytes, not escaped text): about a third
         less time per row, measured (bench/bench_migrate.py). A table whose columns are
@@ -451,42 +482,26 @@ class SqlStateStore(DerivedReads):
                                   row.pending_message)
             if row.updated_at is not None and not isinstance(row.updated_at, datetime):
                 raise ValueError("updated_at must be a datetime")
-        columns = ", ".join(STATE_COPY_COLUMNS)
 
-        def copy_into(conn: Any, db: Database, table: str, values: list[tuple]) -> None:
+        def work(conn: Any, db: Database, rows: list[Any]) -> set[str]:
+            # rows without a write time are stamped now (UTC, the server's clock); a batch
+            # whose rows all carry theirs (a migration's) costs no round trip for it
+            now = (None if all(row.updated_at for row in rows)
+                   else conn.execute(f"SELECT {_utc_now_sql()}").fetchone()[0])
+            values = [(row.session_id, bytes(row.blob), row.version, bool(row.drift_exempt),
+                       row.owner_subject, normalise_pending(row.pending_message),
+                       as_utc(row.updated_at).replace(tzinfo=None) if row.updated_at else now)
+                      for row in rows]
             binary = self._copies_binary(conn, db)
-            with conn.cursor().copy(f"COPY {table} ({columns}) FROM STDIN"
-                                    + (" (FORMAT BINARY)" if binary else "")) as copy:
+
+            def feed(copy: Any) -> None:
                 if binary:
                     copy.set_types(_COPY_DUMPERS)
                 for value in values:
                     copy.write_row(value)
 
-        def work(conn: Any, db: Database, rows: list[Any]) -> set[str]:
-            from psycopg.errors import UniqueViolation
-
-            # rows without a write time are stamped now (UTC, the server's clock)
-            now = conn.execute(f"SELECT {_utc_now_sql()}").fetchone()[0]
-            values = [(row.session_id, bytes(row.blob), row.version, bool(row.drift_exempt),
-                       row.owner_subject, normalise_pending(row.pending_message),
-                       as_utc(row.updated_at).replace(tzinfo=None) if row.updated_at else now)
-                      for row in rows]
-            try:
-                copy_into(conn, db, self._table, values)
-                return {value[0] for value in values}
-            except UniqueViolation:
-                pass  # the COPY's own transaction is rolled back: nothing of it stays
-            with conn.transaction():
-                conn.execute(
-                    "CREATE TEMP TABLE IF NOT EXISTS semvec_restore_rows (session_id varchar,"
-                    " state_blob bytea, version integer, drift_exempt boolean, owner_subject"
-                    " varchar, pending_message text, updated_at timestamp) ON COMMIT DELETE ROWS")
-                copy_into(conn, db, "semvec_restore_rows", values)
-                written = conn.execute(
-                    f"INSERT INTO {self._table} ({columns}) SELECT {columns}"
-                    " FROM semvec_restore_rows"
-                    " ON CONFLICT (session_id) DO NOTHING RETURNING session_id").fetchall()
-            return {r[0] for r in written}
+            return _insert_if_absent(conn, self._table, feed, binary,
+                                     [value[0] for value in values])
 
         by_id: dict[str, Any] = {}
         for row in rows:
@@ -497,16 +512,40 @@ class SqlStateStore(DerivedReads):
             written |= db.write(STATE_GROUP, lambda conn, db=db, part=part: work(conn, db, part))
         return set(by_id) - written
 
+    def restore_copied(self, rows: Sequence[tuple], wanted: Sequence[str]) -> set[str]:
+        """``restore_sessions`` for rows as another database of the deployment sent them:
+        tuples of the engine's state columns (:data:`STATE_COPY_COLUMNS`, in that order,
+        as a binary fetch of a state table of the engine's types gives them), all placed
+        on one database of this store. They are written as they are: a stored row needs
+        none of the checks a caller's values do. Only the ``wanted`` ones are written;
+        returns those that exist (left as they are)."""
+        wanted_ids = set(wanted)
+        part = [row for row in rows if row[0] in wanted_ids]
+        if not part:
+            return set()
+        db = self._placement.for_session(part[0][0])
+
+        def work(conn: Any) -> set[str]:
+            if not self._copies_binary(conn, db):
+                raise ValueError(f"the state table on {db.config.display_uri} is not of the "
+                                 "engine's column types: stored rows cannot be written as they are")
+
+            def feed(copy: Any) -> None:
+                copy.set_types(_COPY_DUMPERS)
+                for row in part:
+                    copy.write_row(row)
+
+            return _insert_if_absent(conn, self._table, feed, True, [r[0] for r in part])
+
+        return {row[0] for row in part} - db.write(STATE_GROUP, work)
+
     def _copies_binary(self, conn: Any, db: Database) -> bool:
         """Do the table's columns have exactly the types a binary COPY names (the
         engine's)? Asked once per store and database."""
         if db not in self._binary_copy:
-            self._binary_copy[db] = bool(conn.execute(
-                "SELECT count(*) = %s FROM unnest(%s::text[], %s::text[]) AS c(name, type)"
-                " JOIN pg_attribute a ON a.attrelid = %s::regclass AND a.attname = c.name"
-                " AND NOT a.attisdropped AND a.atttypid = c.type::regtype",
-                (len(STATE_COPY_COLUMNS), list(STATE_COPY_COLUMNS), list(STATE_COPY_TYPES),
-                 self._table)).fetchone()[0])
+            from backends.sql.schema import has_copy_types
+
+            self._binary_copy[db] = has_copy_types(conn, self._table)
         return self._binary_copy[db]
 
     _SUMMARY_COLUMNS = (

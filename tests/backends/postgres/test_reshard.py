@@ -91,6 +91,31 @@ def _close(rs):
     rs.new.close()
 
 
+@pytest.mark.parametrize("shape", ["grow", "grow-two", "shrink", "reorder", "from-one"])
+def test_each_shards_moves_are_the_routings(sharded_sql, shape):
+    """What a pass streams from a shard is tested per id (``destination_on``, with its
+    shortcut for a grow): a move placed there, with the new routing's index, for the
+    same ids :meth:`routes` and the engine's ``shard_index`` say."""
+    five = sharded_sql.make(5)
+    dbs = five.shards
+    old, new = {"grow": (dbs[:3], dbs[:4]), "grow-two": (dbs[:3], dbs),
+                "shrink": (dbs[:3], dbs[:2]), "reorder": (dbs[:3], [dbs[2], dbs[0], dbs[1]]),
+                "from-one": (dbs[:1], dbs[:3])}[shape]
+    rs = _reshard("postgres", five.primary, old, new)
+    try:
+        ids = [str(uuid.uuid4()) for _ in range(3000)] + ["", "é/ü", "a" * 128]
+        for side, shards in (("old", rs.old.placement.shards), ("new", rs.new.placement.shards)):
+            for db in shards:
+                test = rs.destination_on(side, db)
+                for sid in ids:
+                    i, j = shard_index(sid, len(old)), shard_index(sid, len(new))
+                    placed = (rs.old.placement.shards[i] if side == "old"
+                              else rs.new.placement.shards[j]) is db
+                    assert test(sid) == (j if placed and rs.moves(sid) else None), (side, sid)
+    finally:
+        _close(rs)
+
+
 def test_plan_moves_are_the_routings_three_to_four(sharded_sql):
     from backends.migrate.live.shards import plan_reshard
 
@@ -124,6 +149,71 @@ def test_plan_moves_are_the_routings_three_to_four(sharded_sql):
     joined = [d for d in report["new_databases"] if d["joins"]]
     assert len(joined) == 1 and joined[0]["reachable"] and joined[0]["missing_tables"]
     assert "password" not in str(report)
+
+
+def test_a_move_someone_else_wrote_on_the_new_shard_is_a_conflict_and_kept(sharded_sql, tmp_path):
+    """The full pass writes the moved rows as fetched (insert-if-absent, a batch at a
+    time): a batch where one moved session already exists on its new shard keeps that
+    row, reports it once as a conflict, and still writes the rest of the batch; a row
+    there identical to the source's is recognised as copied."""
+    from backends.migrate.live.shards import open_state, reshard_migration, run_reshard
+
+    four = sharded_sql.make(4)
+    old, new = four.shards[:3], four.shards
+    writer = deployment("postgres", four.primary, old)
+    sids = seed(writer, 60)
+    writer.close()
+    moved = [s for s in sids if shard_index(s, 3) != shard_index(s, 4)]
+    foreign, identical = moved[0], moved[1]
+    rs = _reshard("postgres", four.primary, old, new)
+    state = open_state(str(tmp_path / "grow.state"), rs)
+    try:
+        source = rs.old.state_store().load_full(identical)
+        target = rs.new.state_store()
+        target.restore_session(foreign, b"someone else's", version=9, owner_subject=OWNER)
+        target.restore_session(identical, source.blob, version=source.version,
+                               owner_subject=source.owner_subject,
+                               pending_message=source.pending_message)
+        mig = reshard_migration(rs, state)
+        assert mig.copier.usable()  # the rows go as fetched (the engine's column types)
+        (result,) = run_reshard(mig)
+        assert [sid for sid, _ in result.new_conflicts] == [foreign]
+        assert result.copied == len(moved) - 1
+        kept = target.load_full(foreign)
+        assert (kept.blob, kept.version) == (b"someone else's", 9)
+        for sid in moved[1:]:
+            assert target.load_full(sid) == rs.old.state_store().load_full(sid)
+    finally:
+        state.close()
+        _close(rs)
+
+
+def test_a_shard_of_other_column_types_moves_its_rows_the_parsed_way(sharded_sql, tmp_path):
+    """Rows go as fetched only between tables of the engine's column types (binary COPY
+    needs them); a shard whose ``version`` column is bigint makes the pass parse and
+    write each row instead, with the same result."""
+    from backends.migrate.live.shards import open_state, reshard_migration, run_reshard
+
+    four = sharded_sql.make(4)
+    old, new = four.shards[:3], four.shards
+    writer = deployment("postgres", four.primary, old)
+    sids = seed(writer, 40)
+    writer.close()
+    with psycopg.connect(old[1], autocommit=True) as conn:
+        conn.execute("ALTER TABLE semvec_session_state ALTER COLUMN version TYPE bigint")
+    moved = [s for s in sids if shard_index(s, 3) != shard_index(s, 4)]
+    rs = _reshard("postgres", four.primary, old, new)
+    state = open_state(str(tmp_path / "grow.state"), rs)
+    try:
+        mig = reshard_migration(rs, state)
+        assert not mig.copier.usable()
+        (result,) = run_reshard(mig)
+        assert result.copied == len(moved) and not result.conflicts
+        for sid in moved:
+            assert rs.new.state_store().load_full(sid) == rs.old.state_store().load_full(sid)
+    finally:
+        state.close()
+        _close(rs)
 
 
 @pytest.mark.parametrize("backend", ["postgres", "pgvector"])
