@@ -19,6 +19,7 @@ engine's column types (binary COPY needs them) makes the copier step aside.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple, Sequence
@@ -76,11 +77,21 @@ class ReshardCopier:
     def iter_rows(self, *, owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
                   batch_size: int = READ_BATCH) -> Iterator[tuple[SessionSummary, CopiedState]]:
         """Every move the old list holds, with its row: the ids streamed from each old
-        shard (no blob), then the rows read by id, a query per batch and destination."""
+        shard (no blob) and routed on a thread of their own, while the rows of the
+        batches found so far are read by id, a query per batch and destination."""
+        from backends.migrate.live.readahead import read_ahead
         from backends.sql.state import owner_clause
 
         clause, params = owner_clause(owner_subject)
         size = max(1, min(batch_size, READ_BATCH))
+        with contextlib.closing(read_ahead(self._batches(clause, params, match, size),
+                                           depth=4)) as batches:
+            for db, ids in batches:
+                yield from _snapshot(db, ids, clause, params)
+
+    def _batches(self, clause: str, params: Sequence[Any], match: str | None,
+                 size: int) -> Iterator[tuple[Any, list[str]]]:
+        """(old shard, ids) of the moves, at most ``size`` ids with one destination each."""
         for db in self._rs.old.placement.state_databases():
             destination = self._rs.destination_on("old", db)
             batches: dict[int, list[str]] = {}  # per destination (one loop: every id of
@@ -92,11 +103,11 @@ class ReshardCopier:
                 batch = batches.setdefault(j, [])
                 batch.append(sid)
                 if len(batch) >= size:
-                    yield from _snapshot(db, batch, clause, params)
+                    yield db, batch
                     batches[j] = []
             for batch in batches.values():
                 if batch:
-                    yield from _snapshot(db, batch, clause, params)
+                    yield db, batch
 
     def write(self, fresh: Sequence[tuple[Any, CopiedState, str]]) -> set[str]:
         """Write the sessions of ``fresh`` (summary, state, digest) as their rows were
