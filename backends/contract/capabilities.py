@@ -9,7 +9,8 @@ from enum import Enum
 from typing import Any
 
 from backends.contract.protocols import protocol_members
-from backends.contract.seams import (BatchSessionRestorer, BatchStateReader, ChangeFeedSource, Closeable, VersionLister,
+from backends.contract.seams import (BatchDigestReader, BatchSessionRestorer, BatchStateReader,
+                                     ChangeFeedSource, Closeable, VersionLister,
                                      SessionStateLister, DriftExemption, DriftStatus,
                                      ErasureOffer, EventDeleter, EventPurger, EventRefReader,
                                      EventRestorer, ExpiryDeclaration, FaultSeam, HealthDetails,
@@ -43,6 +44,7 @@ class Capability(str, Enum):
     KEEPS_SESSION_TTL = "keeps-session-ttl"
     IDEMPOTENT_RETRIES = "idempotent-retries"
     BATCH_READS = "batch-reads"
+    BATCH_DIGESTS = "batch-digests"
     DRIFT_EXEMPT = "drift-exempt"
     PURGE_USER = "purge-user"
     RESTORE_EVENTS = "restore-events"
@@ -127,6 +129,7 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.IDEMPOTENT_RETRIES: CapabilitySpec(
         _S, RetryDeclaration),
     Capability.BATCH_READS: CapabilitySpec(_S, BatchStateReader),
+    Capability.BATCH_DIGESTS: CapabilitySpec(_S, BatchDigestReader),
     Capability.DRIFT_EXEMPT: CapabilitySpec(_S, DriftExemption),
     Capability.PURGE_USER: CapabilitySpec(_E, EventPurger),
     Capability.RESTORE_EVENTS: CapabilitySpec(

@@ -130,6 +130,28 @@ class BatchStateReader(Protocol):
                        owner_subject: OwnerFilter = UNSCOPED) -> list[LoadedState | None]: ...
 
 
+class StoredDigest(NamedTuple):
+    """A session row as a verification compares it: the blob as its sha256 (hex)."""
+
+    blob_sha256: str
+    version: int
+    owner_subject: str | None
+    pending_message: str | None
+    drift_exempt: bool
+
+
+@runtime_checkable
+class BatchDigestReader(Protocol):
+    """Optional on a state store that keeps drift flags: ``load_full_many`` with each
+    blob's sha256 in place of the blob (hashed where the store can, so no blob travels)
+    and the row's drift flag, in order, ``None`` where a session is missing or filtered
+    out; a damaged row raises as ``load_full`` would. What ``migrate verify`` reads of
+    the target, a batch per round trip instead of two flag reads per session."""
+
+    def load_digests_many(self, session_ids: Sequence[str], *,
+                          owner_subject: OwnerFilter = UNSCOPED) -> list[StoredDigest | None]: ...
+
+
 class RestoreRow(NamedTuple):
     """One session for :class:`BatchSessionRestorer` (what ``restore_session`` takes)."""
 

@@ -21,6 +21,7 @@ from backends.contract import (
     LoadedState,
     OwnerFilter,
     SessionSummary,
+    StoredDigest,
     check_delete_version,
     normalise_pending,
     validate_owner_filter,
@@ -278,26 +279,51 @@ class SqlStateStore(DerivedReads):
         migration's target reads), in order, None where missing or filtered out; a
         damaged row raises as ``load_full`` would."""
         ids = list(session_ids)
-        clause, params = owner_clause(owner_subject)
-        wanted = [sid for sid in ids if not has_nul(sid, owner_subject)]
-        if not wanted:
-            return [None] * len(ids)
-
-        def work(conn: Any, ids: list[str]) -> list[Any]:
-            return conn.execute(
-                "SELECT session_id, state_blob, version, owner_subject, pending_message"
-                f" FROM {self._table} WHERE session_id = ANY(%s) AND {clause}",
-                (ids, *params),
-            ).fetchall()
-
-        rows = {r[0]: r for db, part in self._placement.group(wanted)
-                for r in db.read(lambda conn, part=part: work(conn, part), lambda: [])}
+        rows = self._rows_of(ids, "state_blob, version, owner_subject, pending_message",
+                             owner_subject)
         found: list[LoadedState | None] = []
         for sid in ids:
             row = rows.get(sid)
             found.append(None if row is None else LoadedState(
                 strict_blob(sid, row[1]), strict_version(sid, row[2]), row[3] or None, row[4]))
         return found
+
+    def load_digests_many(self, session_ids: Any, *,
+                          owner_subject: OwnerFilter = UNSCOPED) -> list[StoredDigest | None]:
+        """``load_full_many`` with the blob hashed by the server (no blob is sent) and the
+        drift flag read in the same query: what a verification compares."""
+        ids = list(session_ids)
+        rows = self._rows_of(ids, "encode(sha256(state_blob), 'hex'), version, owner_subject,"
+                                  " pending_message, drift_exempt", owner_subject)
+        found: list[StoredDigest | None] = []
+        for sid in ids:
+            row = rows.get(sid)
+            if row is None:
+                found.append(None)
+                continue
+            if row[1] is None:  # a NULL blob (its sha256 is NULL too): damaged
+                raise CorruptState(sid, "state_blob", "is NULL")
+            found.append(StoredDigest(row[1], strict_version(sid, row[2]), row[3] or None,
+                                      row[4], bool(row[5])))
+        return found
+
+    def _rows_of(self, ids: list[str], columns: str, owner_subject: OwnerFilter) -> dict[str, Any]:
+        """``session_id, columns`` of the rows of ``ids`` under the owner filter, by id:
+        one query per database holding them."""
+        clause, params = owner_clause(owner_subject)
+        wanted = [sid for sid in ids if not has_nul(sid, owner_subject)]
+        if not wanted:
+            return {}
+
+        def work(conn: Any, ids: list[str]) -> list[Any]:
+            return conn.execute(
+                f"SELECT session_id, {columns} FROM {self._table}"
+                f" WHERE session_id = ANY(%s) AND {clause}",
+                (ids, *params),
+            ).fetchall()
+
+        return {r[0]: r for db, part in self._placement.group(wanted)
+                for r in db.read(lambda conn, part=part: work(conn, part), lambda: [])}
 
     def load_owner(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> str | None:
         row = self._select("owner_subject", session_id, owner_subject)
