@@ -11,7 +11,7 @@ from typing import Any
 from backends.contract.protocols import protocol_members
 from backends.contract.seams import (BatchDigestReader, BatchSessionRestorer, BatchStateReader,
                                      ChangeFeedSource, Closeable, VersionLister,
-                                     SessionStateLister, DriftExemption, DriftStatus,
+                                     SessionIdLister, SessionStateLister, DriftExemption, DriftStatus,
                                      ErasureOffer, EventDeleter, EventPurger, EventRefReader,
                                      EventRestorer, ExpiryDeclaration, FaultSeam, HealthDetails,
                                      IndexEntryDropper, IndexEntryReader, IndexManager,
@@ -67,6 +67,7 @@ class Capability(str, Enum):
     CHANGE_FEED = "change-feed"
     VERSION_LIST = "version-list"
     SESSION_STATES = "session-states"
+    SESSION_IDS = "session-ids"
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,7 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.CHANGE_FEED: CapabilitySpec(_A, ChangeFeedSource),
     Capability.VERSION_LIST: CapabilitySpec(_A, VersionLister),
     Capability.SESSION_STATES: CapabilitySpec(_A, SessionStateLister),
+    Capability.SESSION_IDS: CapabilitySpec(_A, SessionIdLister),
 }
 
 

@@ -197,6 +197,16 @@ class VersionLister(Protocol):
 
 
 @runtime_checkable
+class SessionIdLister(Protocol):
+    """Optional on an adapter: the ids its ``iter_sessions`` lists (under the owner
+    filter and glob), in no set order, without reading the rows (no digest computed):
+    what a verification's search for sessions it never wrote reads."""
+
+    def iter_session_ids(self, *, owner_subject: OwnerFilter = UNSCOPED,
+                         match: str | None = None) -> Iterator[str]: ...
+
+
+@runtime_checkable
 class ChangeFeedSource(Protocol):
     """Optional on an adapter: a feed of what changed (Redis keyspace notifications), or
     None when the store has it off. The feed's ``drain()`` gives ``(session ids, user

@@ -623,30 +623,30 @@ class SqlStateStore(DerivedReads):
     def count_sessions(self, *, owner_subject: OwnerFilter = UNSCOPED,
                        match: str | None = None) -> int:
         """One ``count(*)`` when the glob is absent or only a literal prefix and ``*``;
-        any other glob is counted from the listing (the glob is matched here, not in SQL).
-        Over shards, each shard's ids are streamed and only placed rows count (a misplaced
-        copy is not a session the engine reads)."""
+        any other glob, and a sharded store (only placed rows count: a misplaced copy is
+        not a session the engine reads), count the listed ids."""
         prefix = _glob_prefix(match) if match else ""
-        if match is not None and match != prefix + "*":
-            return sum(1 for _ in self.iter_sessions(owner_subject=owner_subject, match=match))
-        clause, params = owner_clause(owner_subject)
-        conditions, args = [clause], list(params)
-        if prefix:
-            conditions.append("starts_with(session_id, %s)")
-            args.append(prefix)
-        where = " AND ".join(conditions)
-        if not self._placement.sharded:
-            sql = f"SELECT count(*) FROM {self._table} WHERE {where}"
+        if self._placement.sharded or (match is not None and match != prefix + "*"):
+            return sum(1 for _ in self.iter_session_ids(owner_subject=owner_subject, match=match))
+        where, args = _listing_filter(owner_subject, prefix)
+        sql = f"SELECT count(*) FROM {self._table} WHERE {where}"
 
-            def work(conn: Any) -> int:
-                return int(conn.execute(sql, args).fetchone()[0])
+        def work(conn: Any) -> int:
+            return int(conn.execute(sql, args).fetchone()[0])
 
-            return int(self._db.read(work, int))
-        total = 0
+        return int(self._db.read(work, int))
+
+    def iter_session_ids(self, *, owner_subject: OwnerFilter = UNSCOPED,
+                         match: str | None = None) -> Iterator[str]:
+        """The ids :meth:`iter_sessions` lists, in no set order, without reading the rows:
+        no digest is computed, so no blob is fetched."""
+        where, args = _listing_filter(owner_subject, _glob_prefix(match) if match else "")
         for db in self._placement.state_databases():
-            total += sum(1 for sid in self.stored_ids(db, where=where, args=args)
-                         if self._placement.places(db, sid))
-        return total
+            for sid in self.stored_ids(db, where=where, args=args):
+                if self._placement.sharded and not self._placement.places(db, sid):
+                    continue
+                if match is None or fnmatch.fnmatchcase(sid, match):
+                    yield sid
 
     def locate_sessions(self, session_ids: Sequence[str]) -> dict[str, str]:
         """The database each session is routed to (``shard N``), for receipts that count
@@ -672,6 +672,17 @@ class SqlStateStore(DerivedReads):
         except Exception as exc:
             if not is_absent_table_error(exc):
                 raise
+
+
+def _listing_filter(owner_subject: OwnerFilter, prefix: str) -> tuple[str, list[Any]]:
+    """A listing's WHERE clause and parameters: the owner filter and the glob's literal
+    prefix (the rest of the glob is matched in Python, not in SQL)."""
+    clause, params = owner_clause(owner_subject)
+    conditions, args = [clause], list(params)
+    if prefix:
+        conditions.append("starts_with(session_id, %s)")
+        args.append(prefix)
+    return " AND ".join(conditions), args
 
 
 def _glob_prefix(pattern: str) -> str:

@@ -1,8 +1,10 @@
 """``verify_live`` names each kind of difference exactly, whether the target is read a
 batch of digests per round trip (``load_digests_many``: PostgreSQL, Redis) or row by row
 and hashed here (the fallback: memory, MongoDB): a missing session, another blob,
-version, owner or pending message, and a drift flag that differs on either side. And the
-batch read answers what the fallback would, damaged rows included."""
+version, owner or pending message, a drift flag that differs on either side, a session
+deleted on the source, and one only the target holds (found from the ids alone where the
+target lists them: PostgreSQL). And the batch read answers what the fallback would,
+damaged rows included."""
 
 from __future__ import annotations
 
@@ -76,10 +78,15 @@ def test_each_difference_is_named(pair, tmp_path, source_kind, target_kind):
         state_store_member(source, Capability.DRIFT_EXEMPT)("live-6", True)
         expected |= {"session 'live-5': drift_exempt differs",
                      "session 'live-6': drift_exempt differs"}
+    source.state_store().delete("live-7")
+    target.restore_session("theirs", b"not ours", version=1)
     report = verify_live(source, target, state)
-    assert set(report.differences) == expected
-    assert report.different == len(expected) and report.source_moved == 0
-    assert report.sessions_compared == 8 and report.sessions_matched == 8 - len(expected)
+    assert set(report.differences) == expected | {
+        "session 'live-7': on the target, deleted on the source (moved on the source since "
+        "the last pass)"}
+    assert report.different == len(expected) and report.source_moved == 1
+    assert report.sessions_compared == 7 and report.sessions_matched == 7 - len(expected)
+    assert report.foreign == ["theirs"]
 
 
 @pytest.mark.parametrize("kind", ["postgres", "redis"])

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from backends.archive.format import log_order
 from backends.contract import Capability, OwnerFilter, StoredDigest, UNSCOPED, offers
@@ -165,15 +165,22 @@ def _foreign(source: Any, target: Any, state: MigrationState) -> list[str]:
     """Target sessions this migration never wrote and the source does not hold."""
     found = []
     source_store = source.state_store()
-    for chunk in chunks(target.iter_sessions(owner_subject=UNSCOPED), 256):
-        rows = state.sessions([s.session_id for s in chunk])
-        for summary in chunk:
-            row = rows.get(summary.session_id)
+    for chunk in chunks(_session_ids(target), CHUNK):
+        rows = state.sessions(chunk)
+        for sid in chunk:
+            row = rows.get(sid)
             if row is not None and row.state != "deleted":
                 continue
-            if source_store.current_version(summary.session_id, owner_subject=UNSCOPED) is None:
-                found.append(summary.session_id)
+            if source_store.current_version(sid, owner_subject=UNSCOPED) is None:
+                found.append(sid)
     return sorted(found)
+
+
+def _session_ids(adapter: Any) -> Iterator[str]:
+    """Every session id ``adapter`` lists, without reading its rows where it can."""
+    if offers(adapter, Capability.SESSION_IDS):
+        return adapter.iter_session_ids(owner_subject=UNSCOPED)
+    return (summary.session_id for summary in adapter.iter_sessions(owner_subject=UNSCOPED))
 
 
 def _verify_events(source: Any, target: Any, state: MigrationState, report: LiveVerifyReport,
