@@ -108,8 +108,8 @@ def verify_live(source: Any, target: Any, state: MigrationState, *,
             if not chunk:
                 break
         state.add_seen(s.session_id for s in chunk)
-        rows = state.sessions([s.session_id for s in chunk])
         have = load_target([s.session_id for s in chunk], UNSCOPED)
+        differing: list[tuple[Any, str]] = []
         for summary, st in zip(chunk, have):
             sid = summary.session_id
             seen_sids.append(sid)
@@ -119,8 +119,6 @@ def verify_live(source: Any, target: Any, state: MigrationState, *,
                 dst_digest.add(sid, st.version, st.blob_sha256, st.owner_subject)
             if sid in conflicted:
                 continue
-            row = rows.get(sid)
-            moved = row is None or row.src_version != summary.version or row.digest != summary.blob_sha256
             why = _session_difference(summary, st)
             if why is None and st is not None and both_drift \
                     and source_exempt(summary) != st.drift_exempt:
@@ -133,7 +131,8 @@ def verify_live(source: Any, target: Any, state: MigrationState, *,
             if why is None:
                 report.sessions_matched += 1
             else:
-                report.note(f"session {sid!r}: {why}", moved=moved)
+                differing.append((summary, why))
+        _note_differences(report, state, differing)
     if sample is None:
         for row in state.unseen_copied():  # we copied it, the source no longer has it
             if target.state_store().current_version(row.sid, owner_subject=UNSCOPED) is not None:
@@ -145,6 +144,19 @@ def verify_live(source: Any, target: Any, state: MigrationState, *,
     _verify_events(source, target, state, report, owner_subject,
                    seen_sids if sample is not None else None)
     return report
+
+
+def _note_differences(report: LiveVerifyReport, state: MigrationState,
+                      differing: list[tuple[Any, str]]) -> None:
+    """Each difference, as moved (the source changed after this migration last copied
+    the session: the next pass copies it) or not; only these rows of the state file are
+    read."""
+    rows = state.sessions([summary.session_id for summary, _ in differing])
+    for summary, why in differing:
+        row = rows.get(summary.session_id)
+        moved = (row is None or row.src_version != summary.version
+                 or row.digest != summary.blob_sha256)
+        report.note(f"session {summary.session_id!r}: {why}", moved=moved)
 
 
 def _session_difference(summary: Any, st: StoredDigest | None) -> str | None:
@@ -166,12 +178,9 @@ def _foreign(source: Any, target: Any, state: MigrationState) -> list[str]:
     found = []
     source_store = source.state_store()
     for chunk in chunks(_session_ids(target), CHUNK):
-        rows = state.sessions(chunk)
+        ours = state.tracked(chunk)
         for sid in chunk:
-            row = rows.get(sid)
-            if row is not None and row.state != "deleted":
-                continue
-            if source_store.current_version(sid, owner_subject=UNSCOPED) is None:
+            if sid not in ours and source_store.current_version(sid, owner_subject=UNSCOPED) is None:
                 found.append(sid)
     return sorted(found)
 
