@@ -12,7 +12,7 @@ from backends.contract.protocols import protocol_members
 from backends.contract.seams import (BatchDigestReader, BatchSessionRestorer, BatchStateReader,
                                      ChangeFeedSource, Closeable, VersionLister,
                                      SessionIdLister, SessionStateLister, DriftExemption, DriftStatus,
-                                     ErasureOffer, EventDeleter, EventPurger, EventRefReader,
+                                     ErasureOffer, EventDeleter, ExpiryListing, EventPurger, EventRefReader,
                                      EventRestorer, ExpiryDeclaration, FaultSeam, HealthDetails,
                                      IndexEntryDropper, IndexEntryReader, IndexManager,
                                      ItemMirror, ItemPurger, LiveItemSource, PagedEventReader,
@@ -52,6 +52,7 @@ class Capability(str, Enum):
     SUBJECTS_BY_SESSION = "subjects-by-session"
     ASSIGNS_SEQUENCES = "assigns-sequences"
     WRITE_TIME = "write-time"
+    LISTS_EXPIRY = "lists-expiry"
     ERASURE = "erasure"
     EVENT_REFS = "event-refs"
     INDEX_ENTRIES = "index-entries"
@@ -141,6 +142,7 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.ASSIGNS_SEQUENCES: CapabilitySpec(
         _E, SequenceDeclaration, flag_default=True),
     Capability.WRITE_TIME: CapabilitySpec(_S, WriteTimeDeclaration),
+    Capability.LISTS_EXPIRY: CapabilitySpec(_S, ExpiryListing, flag_default=True),
     Capability.ERASURE: CapabilitySpec(_A, ErasureOffer),
     Capability.EVENT_REFS: CapabilitySpec(_E, EventRefReader),
     Capability.INDEX_ENTRIES: CapabilitySpec(_E, IndexEntryReader),

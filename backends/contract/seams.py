@@ -303,6 +303,15 @@ class WriteTimeDeclaration(Protocol):
 
 
 @runtime_checkable
+class ExpiryListing(Protocol):
+    """A state store that declares ``lists_expiry = False``: its session summaries never
+    carry ``ttl_seconds`` (it keeps no per-session expiry), so copying from it can lose
+    none; absent, a store may list one."""
+
+    lists_expiry: bool
+
+
+@runtime_checkable
 class DriftExemption(Protocol):
     """Optional on a state store (or its adapter): mark a session exempt from drift."""
 

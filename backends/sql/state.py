@@ -204,6 +204,8 @@ class SqlStateStore(DerivedReads):
     idempotent_retries = True
     #: every write stamps ``updated_at`` (UTC), so idle sessions can be found (``prune``)
     records_write_time = True
+    #: the layout keeps no per-session expiry (the engine purges idle rows instead)
+    lists_expiry = False
 
     def __init__(self, placement: Placement | Database) -> None:
         if not isinstance(placement, Placement):
