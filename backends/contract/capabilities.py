@@ -9,9 +9,10 @@ from enum import Enum
 from typing import Any
 
 from backends.contract.protocols import protocol_members
-from backends.contract.seams import (BatchSessionRestorer, BatchStateReader, ChangeFeedSource, Closeable, VersionLister,
-                                     SessionStateLister, DriftExemption, DriftStatus,
-                                     ErasureOffer, EventDeleter, EventPurger, EventRefReader,
+from backends.contract.seams import (BatchDigestReader, BatchSessionRestorer, BatchStateReader,
+                                     ChangeFeedSource, Closeable, VersionLister,
+                                     SessionIdLister, SessionStateLister, DriftExemption, DriftStatus,
+                                     ErasureOffer, EventDeleter, ExpiryListing, EventPurger, EventRefReader,
                                      EventRestorer, ExpiryDeclaration, FaultSeam, HealthDetails,
                                      IndexEntryDropper, IndexEntryReader, IndexManager,
                                      ItemMirror, ItemPurger, LiveItemSource, PagedEventReader,
@@ -43,6 +44,7 @@ class Capability(str, Enum):
     KEEPS_SESSION_TTL = "keeps-session-ttl"
     IDEMPOTENT_RETRIES = "idempotent-retries"
     BATCH_READS = "batch-reads"
+    BATCH_DIGESTS = "batch-digests"
     DRIFT_EXEMPT = "drift-exempt"
     PURGE_USER = "purge-user"
     RESTORE_EVENTS = "restore-events"
@@ -50,6 +52,7 @@ class Capability(str, Enum):
     SUBJECTS_BY_SESSION = "subjects-by-session"
     ASSIGNS_SEQUENCES = "assigns-sequences"
     WRITE_TIME = "write-time"
+    LISTS_EXPIRY = "lists-expiry"
     ERASURE = "erasure"
     EVENT_REFS = "event-refs"
     INDEX_ENTRIES = "index-entries"
@@ -65,6 +68,7 @@ class Capability(str, Enum):
     CHANGE_FEED = "change-feed"
     VERSION_LIST = "version-list"
     SESSION_STATES = "session-states"
+    SESSION_IDS = "session-ids"
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,7 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.IDEMPOTENT_RETRIES: CapabilitySpec(
         _S, RetryDeclaration),
     Capability.BATCH_READS: CapabilitySpec(_S, BatchStateReader),
+    Capability.BATCH_DIGESTS: CapabilitySpec(_S, BatchDigestReader),
     Capability.DRIFT_EXEMPT: CapabilitySpec(_S, DriftExemption),
     Capability.PURGE_USER: CapabilitySpec(_E, EventPurger),
     Capability.RESTORE_EVENTS: CapabilitySpec(
@@ -137,6 +142,7 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.ASSIGNS_SEQUENCES: CapabilitySpec(
         _E, SequenceDeclaration, flag_default=True),
     Capability.WRITE_TIME: CapabilitySpec(_S, WriteTimeDeclaration),
+    Capability.LISTS_EXPIRY: CapabilitySpec(_S, ExpiryListing, flag_default=True),
     Capability.ERASURE: CapabilitySpec(_A, ErasureOffer),
     Capability.EVENT_REFS: CapabilitySpec(_E, EventRefReader),
     Capability.INDEX_ENTRIES: CapabilitySpec(_E, IndexEntryReader),
@@ -152,6 +158,7 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.CHANGE_FEED: CapabilitySpec(_A, ChangeFeedSource),
     Capability.VERSION_LIST: CapabilitySpec(_A, VersionLister),
     Capability.SESSION_STATES: CapabilitySpec(_A, SessionStateLister),
+    Capability.SESSION_IDS: CapabilitySpec(_A, SessionIdLister),
 }
 
 

@@ -130,6 +130,28 @@ class BatchStateReader(Protocol):
                        owner_subject: OwnerFilter = UNSCOPED) -> list[LoadedState | None]: ...
 
 
+class StoredDigest(NamedTuple):
+    """A session row as a verification compares it: the blob as its sha256 (hex)."""
+
+    blob_sha256: str
+    version: int
+    owner_subject: str | None
+    pending_message: str | None
+    drift_exempt: bool
+
+
+@runtime_checkable
+class BatchDigestReader(Protocol):
+    """Optional on a state store that keeps drift flags: ``load_full_many`` with each
+    blob's sha256 in place of the blob (hashed where the store can, so no blob travels)
+    and the row's drift flag, in order, ``None`` where a session is missing or filtered
+    out; a damaged row raises as ``load_full`` would. What ``migrate verify`` reads of
+    the target, a batch per round trip instead of two flag reads per session."""
+
+    def load_digests_many(self, session_ids: Sequence[str], *,
+                          owner_subject: OwnerFilter = UNSCOPED) -> list[StoredDigest | None]: ...
+
+
 class RestoreRow(NamedTuple):
     """One session for :class:`BatchSessionRestorer` (what ``restore_session`` takes)."""
 
@@ -172,6 +194,16 @@ class VersionLister(Protocol):
 
     def iter_versions(self, *, owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
                       batch_size: int = 500) -> Iterator[tuple[str, int]]: ...
+
+
+@runtime_checkable
+class SessionIdLister(Protocol):
+    """Optional on an adapter: the ids its ``iter_sessions`` lists (under the owner
+    filter and glob), in no set order, without reading the rows (no digest computed):
+    what a verification's search for sessions it never wrote reads."""
+
+    def iter_session_ids(self, *, owner_subject: OwnerFilter = UNSCOPED,
+                         match: str | None = None) -> Iterator[str]: ...
 
 
 @runtime_checkable
@@ -268,6 +300,15 @@ class WriteTimeDeclaration(Protocol):
     carry ``updated_at``, the time of the last write (what ``sessions prune`` reads)."""
 
     records_write_time: bool
+
+
+@runtime_checkable
+class ExpiryListing(Protocol):
+    """A state store that declares ``lists_expiry = False``: its session summaries never
+    carry ``ttl_seconds`` (it keeps no per-session expiry), so copying from it can lose
+    none; absent, a store may list one."""
+
+    lists_expiry: bool
 
 
 @runtime_checkable

@@ -5,17 +5,23 @@ store the round trips dominate (on Redis about two thirds of the export time). A
 or its state store MAY offer ``load_full_many(session_ids, *, owner_subject)`` returning
 one ``LoadedState | None`` per id, in order (``backends.contract.BatchStateReader``); it
 is used when present (Redis pipelines it). Every other backend falls back to
-``load_full`` per session. :func:`iter_user_log` pages a user's event log the same way
-(export and the operator's event-log commands share it).
+``load_full`` per session. A verification reads digests instead
+(:func:`digest_loader`: ``load_digests_many``, ``backends.contract.BatchDigestReader``,
+where offered: the store hashes, the drift flag comes with the row). :func:`iter_user_log`
+pages a user's event log the same way (export and the operator's event-log commands
+share it).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from backends.contract import Capability, LoadedState, OwnerFilter, offers
+from backends.archive.format import sha256_hex
+from backends.contract import Capability, LoadedState, OwnerFilter, StoredDigest, offers
+from backends.migrate.loss import state_store_member
 
 BatchLoader = Callable[[Sequence[str], OwnerFilter], list[LoadedState | None]]
+DigestLoader = Callable[[Sequence[str], OwnerFilter], list[StoredDigest | None]]
 
 #: sessions read per round trip (where the backend can batch reads)
 READ_CHUNK = 64
@@ -71,3 +77,25 @@ def batch_loader(adapter: Any) -> BatchLoader:
             many = owner.load_full_many
             return lambda ids, scope: list(many(list(ids), owner_subject=scope))
     return _one_by_one(store)
+
+
+def digest_loader(adapter: Any, *, drift: bool) -> DigestLoader:
+    """The fastest faithful way to read many sessions of ``adapter`` as digests. Where
+    no holder batches them, the rows are read (:func:`batch_loader`) and hashed here
+    and, with ``drift``, each flag is read on its own (False where the store keeps
+    none)."""
+    store = adapter.state_store()
+    for owner in (adapter, store):
+        if offers(owner, Capability.BATCH_DIGESTS):
+            many = owner.load_digests_many
+            return lambda ids, scope: list(many(list(ids), owner_subject=scope))
+    load = batch_loader(adapter)
+    is_exempt = state_store_member(adapter, Capability.DRIFT_STATUS) if drift else None
+
+    def read(ids: Sequence[str], scope: OwnerFilter) -> list[StoredDigest | None]:
+        return [None if st is None else StoredDigest(
+            sha256_hex(st.blob), st.version, st.owner_subject, st.pending_message,
+            bool(is_exempt(sid)) if is_exempt is not None else False)
+            for sid, st in zip(ids, load(ids, scope))]
+
+    return read

@@ -20,7 +20,9 @@ from backends.contract import (
     IndexReport,
     IndexSpec,
     MemoryEvent,
+    OwnerFilter,
     StateStoreSeams,
+    UNSCOPED,
     speaks_both_conventions,
 )
 from backends.sql.schema import ENGINE_LAYOUT
@@ -209,6 +211,10 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
 
         for db in self.placement.databases():
             db.provision(STATE_GROUP, explicit=True)
+
+    def iter_session_ids(self, *, owner_subject: OwnerFilter = UNSCOPED,
+                         match: str | None = None) -> Iterator[str]:
+        return self._state.iter_session_ids(owner_subject=owner_subject, match=match)
 
     def set_drift_exempt(self, session_id: str, exempt: bool) -> None:
         self._state.set_drift_exempt(session_id, exempt)

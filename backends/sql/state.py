@@ -21,6 +21,7 @@ from backends.contract import (
     LoadedState,
     OwnerFilter,
     SessionSummary,
+    StoredDigest,
     check_delete_version,
     normalise_pending,
     validate_owner_filter,
@@ -237,6 +238,8 @@ class SqlStateStore(DerivedReads):
     idempotent_retries = True
     #: every write stamps ``updated_at`` (UTC), so idle sessions can be found (``prune``)
     records_write_time = True
+    #: the layout keeps no per-session expiry (the engine purges idle rows instead)
+    lists_expiry = False
 
     def __init__(self, placement: Placement | Database) -> None:
         if not isinstance(placement, Placement):
@@ -312,26 +315,51 @@ class SqlStateStore(DerivedReads):
         migration's target reads), in order, None where missing or filtered out; a
         damaged row raises as ``load_full`` would."""
         ids = list(session_ids)
-        clause, params = owner_clause(owner_subject)
-        wanted = [sid for sid in ids if not has_nul(sid, owner_subject)]
-        if not wanted:
-            return [None] * len(ids)
-
-        def work(conn: Any, ids: list[str]) -> list[Any]:
-            return conn.execute(
-                "SELECT session_id, state_blob, version, owner_subject, pending_message"
-                f" FROM {self._table} WHERE session_id = ANY(%s) AND {clause}",
-                (ids, *params),
-            ).fetchall()
-
-        rows = {r[0]: r for db, part in self._placement.group(wanted)
-                for r in db.read(lambda conn, part=part: work(conn, part), lambda: [])}
+        rows = self._rows_of(ids, "state_blob, version, owner_subject, pending_message",
+                             owner_subject)
         found: list[LoadedState | None] = []
         for sid in ids:
             row = rows.get(sid)
             found.append(None if row is None else LoadedState(
                 strict_blob(sid, row[1]), strict_version(sid, row[2]), row[3] or None, row[4]))
         return found
+
+    def load_digests_many(self, session_ids: Any, *,
+                          owner_subject: OwnerFilter = UNSCOPED) -> list[StoredDigest | None]:
+        """``load_full_many`` with the blob hashed by the server (no blob is sent) and the
+        drift flag read in the same query: what a verification compares."""
+        ids = list(session_ids)
+        rows = self._rows_of(ids, "encode(sha256(state_blob), 'hex'), version, owner_subject,"
+                                  " pending_message, drift_exempt", owner_subject)
+        found: list[StoredDigest | None] = []
+        for sid in ids:
+            row = rows.get(sid)
+            if row is None:
+                found.append(None)
+                continue
+            if row[1] is None:  # a NULL blob (its sha256 is NULL too): damaged
+                raise CorruptState(sid, "state_blob", "is NULL")
+            found.append(StoredDigest(row[1], strict_version(sid, row[2]), row[3] or None,
+                                      row[4], bool(row[5])))
+        return found
+
+    def _rows_of(self, ids: list[str], columns: str, owner_subject: OwnerFilter) -> dict[str, Any]:
+        """``session_id, columns`` of the rows of ``ids`` under the owner filter, by id:
+        one query per database holding them."""
+        clause, params = owner_clause(owner_subject)
+        wanted = [sid for sid in ids if not has_nul(sid, owner_subject)]
+        if not wanted:
+            return {}
+
+        def work(conn: Any, ids: list[str]) -> list[Any]:
+            return conn.execute(
+                f"SELECT session_id, {columns} FROM {self._table}"
+                f" WHERE session_id = ANY(%s) AND {clause}",
+                (ids, *params),
+            ).fetchall()
+
+        return {r[0]: r for db, part in self._placement.group(wanted)
+                for r in db.read(lambda conn, part=part: work(conn, part), lambda: [])}
 
     def load_owner(self, session_id: str, *, owner_subject: OwnerFilter = UNSCOPED) -> str | None:
         row = self._select("owner_subject", session_id, owner_subject)
@@ -636,30 +664,30 @@ class SqlStateStore(DerivedReads):
     def count_sessions(self, *, owner_subject: OwnerFilter = UNSCOPED,
                        match: str | None = None) -> int:
         """One ``count(*)`` when the glob is absent or only a literal prefix and ``*``;
-        any other glob is counted from the listing (the glob is matched here, not in SQL).
-        Over shards, each shard's ids are streamed and only placed rows count (a misplaced
-        copy is not a session the engine reads)."""
+        any other glob, and a sharded store (only placed rows count: a misplaced copy is
+        not a session the engine reads), count the listed ids."""
         prefix = _glob_prefix(match) if match else ""
-        if match is not None and match != prefix + "*":
-            return sum(1 for _ in self.iter_sessions(owner_subject=owner_subject, match=match))
-        clause, params = owner_clause(owner_subject)
-        conditions, args = [clause], list(params)
-        if prefix:
-            conditions.append("starts_with(session_id, %s)")
-            args.append(prefix)
-        where = " AND ".join(conditions)
-        if not self._placement.sharded:
-            sql = f"SELECT count(*) FROM {self._table} WHERE {where}"
+        if self._placement.sharded or (match is not None and match != prefix + "*"):
+            return sum(1 for _ in self.iter_session_ids(owner_subject=owner_subject, match=match))
+        where, args = _listing_filter(owner_subject, prefix)
+        sql = f"SELECT count(*) FROM {self._table} WHERE {where}"
 
-            def work(conn: Any) -> int:
-                return int(conn.execute(sql, args).fetchone()[0])
+        def work(conn: Any) -> int:
+            return int(conn.execute(sql, args).fetchone()[0])
 
-            return int(self._db.read(work, int))
-        total = 0
+        return int(self._db.read(work, int))
+
+    def iter_session_ids(self, *, owner_subject: OwnerFilter = UNSCOPED,
+                         match: str | None = None) -> Iterator[str]:
+        """The ids :meth:`iter_sessions` lists, in no set order, without reading the rows:
+        no digest is computed, so no blob is fetched."""
+        where, args = _listing_filter(owner_subject, _glob_prefix(match) if match else "")
         for db in self._placement.state_databases():
-            total += sum(1 for sid in self.stored_ids(db, where=where, args=args)
-                         if self._placement.places(db, sid))
-        return total
+            for sid in self.stored_ids(db, where=where, args=args):
+                if self._placement.sharded and not self._placement.places(db, sid):
+                    continue
+                if match is None or fnmatch.fnmatchcase(sid, match):
+                    yield sid
 
     def locate_sessions(self, session_ids: Sequence[str]) -> dict[str, str]:
         """The database each session is routed to (``shard N``), for receipts that count
@@ -685,6 +713,17 @@ class SqlStateStore(DerivedReads):
         except Exception as exc:
             if not is_absent_table_error(exc):
                 raise
+
+
+def _listing_filter(owner_subject: OwnerFilter, prefix: str) -> tuple[str, list[Any]]:
+    """A listing's WHERE clause and parameters: the owner filter and the glob's literal
+    prefix (the rest of the glob is matched in Python, not in SQL)."""
+    clause, params = owner_clause(owner_subject)
+    conditions, args = [clause], list(params)
+    if prefix:
+        conditions.append("starts_with(session_id, %s)")
+        args.append(prefix)
+    return " AND ".join(conditions), args
 
 
 def _glob_prefix(pattern: str) -> str:

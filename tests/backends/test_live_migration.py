@@ -442,6 +442,26 @@ def redis_cluster(tmp_path_factory):
             proc.wait(10)
 
 
+def test_the_loss_check_lists_the_source_only_where_it_could_lose_something(stores, monkeypatch):
+    """A SQL source keeps no per-session expiry (``lists_expiry = False``): into a store
+    that keeps none either nothing can be lost, so no session is listed; a Redis source
+    is listed, and its expiring session is a loss the check names."""
+    sql_source, _ = stores("postgres", "a")
+    redis_source, _ = stores("redis", "a")
+    target, _ = stores("postgres", "b")
+    listed = []
+    for source in (sql_source, redis_source):
+        source.restore_session("expiring", b"x", version=1, ttl_seconds=600)
+        inner = source.iter_sessions
+        monkeypatch.setattr(source, "iter_sessions",
+                            lambda *a, inner=inner, name=source.name, **k: listed.append(name)
+                            or inner(*a, **k))
+    assert check_losses(sql_source, target, allow_loss=False) == [] and listed == []
+    with pytest.raises(LossyTransfer, match="expiry"):
+        check_losses(redis_source, target, allow_loss=False)
+    assert listed == ["redis"]
+
+
 def test_a_redis_cluster_source_is_scanned_on_every_primary(redis_cluster, stores, tmp_path):
     """A Redis Cluster keeps no events (each would span hash slots), so state only."""
     from backends.redis import RedisBackendAdapter

@@ -40,6 +40,8 @@ def _capability_losses(source: Any, target: Any) -> list[Loss]:
         every.sequenced_events = 0
     if not offers(source.state_store(), Capability.WRITE_TIME):
         every.sessions_with_write_time = 0
+    if not offers(source.state_store(), Capability.LISTS_EXPIRY):
+        every.sessions_expiring = 0
     return import_losses(target, every)
 
 

@@ -321,16 +321,23 @@ class MigrationState:
     # -- sessions --------------------------------------------------------------------------
 
     def sessions(self, sids: Sequence[str]) -> dict[str, SessionRow]:
-        """The rows of ``sids`` (asked 500 at a time: SQLite before 3.32 takes at most 999
-        parameters per statement)."""
-        found: dict[str, SessionRow] = {}
+        """The rows of ``sids``."""
+        return {r[0]: SessionRow(*r)
+                for r in self._by_sid("SELECT * FROM sessions WHERE sid IN ({})", sids)}
+
+    def tracked(self, sids: Sequence[str]) -> set[str]:
+        """Those of ``sids`` this migration holds a row for that is not ``deleted`` (the
+        ids alone: a verification's search for sessions it never wrote asks every id)."""
+        return {r[0] for r in self._by_sid(
+            "SELECT sid FROM sessions WHERE sid IN ({}) AND state != 'deleted'", sids)}
+
+    def _by_sid(self, query: str, sids: Sequence[str]) -> Iterator[tuple]:
+        """``query`` for ``sids``, its ``{}`` the placeholders, asked 500 ids at a time
+        (SQLite before 3.32 takes at most 999 parameters per statement)."""
         sids = list(sids)
         for start in range(0, len(sids), 500):
             part = sids[start:start + 500]
-            marks = ",".join("?" * len(part))
-            for r in self._db.execute(f"SELECT * FROM sessions WHERE sid IN ({marks})", part):
-                found[r[0]] = SessionRow(*r)
-        return found
+            yield from self._db.execute(query.format(",".join("?" * len(part))), part)
 
     def moved(self, listed: Sequence[tuple[str, int]]) -> list[str]:
         """Of ``(sid, source version)`` pairs, the sessions a catch-up must describe: never

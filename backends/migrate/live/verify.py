@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
-from backends.archive.format import log_order, sha256_hex
-from backends.contract import Capability, OwnerFilter, UNSCOPED, offers
-from backends.migrate.batch_reads import batch_loader, chunks
+from backends.archive.format import log_order
+from backends.contract import Capability, OwnerFilter, StoredDigest, UNSCOPED, offers
+from backends.migrate.batch_reads import chunks, digest_loader
+from backends.migrate.export import drift_reader
 from backends.migrate.live.state import MigrationState
 from backends.migrate.loss import keeps_expiry, keeps_sequences, session_event_source, state_store_member
 from backends.migrate.verify import event_difference
 
 MAX_LISTED = 50
+#: sessions compared per round trip to the target
+CHUNK = 500
 _MOD = 1 << 256
 
 
@@ -84,40 +87,42 @@ def verify_live(source: Any, target: Any, state: MigrationState, *,
                 owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
                 sample: int | None = None, ttl_tolerance: float = 60.0,
                 batch_size: int = 500) -> LiveVerifyReport:
+    """Compare (see module). The target is read a chunk of ids per round trip, as
+    digests with their drift flags where it offers that (``load_digests_many``); the
+    source's flags come with its listing where it reports them."""
     report = LiveVerifyReport(sampled=sample is not None)
     report.conflicts = state.conflicts()
     conflicted = {sid for sid, _ in report.conflicts}
-    load_target = batch_loader(target)
+    both_drift = (state_store_member(source, Capability.DRIFT_STATUS) is not None
+                  and state_store_member(target, Capability.DRIFT_STATUS) is not None)
+    source_exempt = drift_reader(source)
+    load_target = digest_loader(target, drift=both_drift)
     both_ttl = keeps_expiry(target) and offers(source, Capability.KEEPS_SESSION_TTL)
-    drift_src = state_store_member(source, Capability.DRIFT_STATUS)
-    drift_dst = state_store_member(target, Capability.DRIFT_STATUS)
     src_digest, dst_digest = _SetDigest(), _SetDigest()
     summaries = source.iter_sessions(owner_subject=owner_subject, match=match, batch_size=batch_size)
     seen_sids: list[str] = []
     state.begin_seen()
-    for chunk in chunks(summaries, 64):
+    for chunk in chunks(summaries, CHUNK):
         if sample is not None:
             chunk = chunk[: max(0, sample - report.sessions_compared)]
             if not chunk:
                 break
         state.add_seen(s.session_id for s in chunk)
-        rows = state.sessions([s.session_id for s in chunk])
         have = load_target([s.session_id for s in chunk], UNSCOPED)
+        differing: list[tuple[Any, str]] = []
         for summary, st in zip(chunk, have):
             sid = summary.session_id
             seen_sids.append(sid)
             report.sessions_compared += 1
             src_digest.add(sid, summary.version, summary.blob_sha256, summary.owner_subject)
             if st is not None:
-                dst_digest.add(sid, st.version, sha256_hex(st.blob), st.owner_subject)
+                dst_digest.add(sid, st.version, st.blob_sha256, st.owner_subject)
             if sid in conflicted:
                 continue
-            row = rows.get(sid)
-            moved = row is None or row.src_version != summary.version or row.digest != summary.blob_sha256
             why = _session_difference(summary, st)
-            if why is None and drift_src is not None and drift_dst is not None:
-                if bool(drift_src(sid)) != bool(drift_dst(sid)):
-                    why = "drift_exempt differs"
+            if why is None and st is not None and both_drift \
+                    and source_exempt(summary) != st.drift_exempt:
+                why = "drift_exempt differs"
             if why is None and both_ttl and summary.ttl_seconds is not None:
                 there = target.describe_session(sid)
                 ttl = None if there is None else there.ttl_seconds
@@ -126,7 +131,8 @@ def verify_live(source: Any, target: Any, state: MigrationState, *,
             if why is None:
                 report.sessions_matched += 1
             else:
-                report.note(f"session {sid!r}: {why}", moved=moved)
+                differing.append((summary, why))
+        _note_differences(report, state, differing)
     if sample is None:
         for row in state.unseen_copied():  # we copied it, the source no longer has it
             if target.state_store().current_version(row.sid, owner_subject=UNSCOPED) is not None:
@@ -140,10 +146,23 @@ def verify_live(source: Any, target: Any, state: MigrationState, *,
     return report
 
 
-def _session_difference(summary: Any, st: Any) -> str | None:
+def _note_differences(report: LiveVerifyReport, state: MigrationState,
+                      differing: list[tuple[Any, str]]) -> None:
+    """Each difference, as moved (the source changed after this migration last copied
+    the session: the next pass copies it) or not; only these rows of the state file are
+    read."""
+    rows = state.sessions([summary.session_id for summary, _ in differing])
+    for summary, why in differing:
+        row = rows.get(summary.session_id)
+        moved = (row is None or row.src_version != summary.version
+                 or row.digest != summary.blob_sha256)
+        report.note(f"session {summary.session_id!r}: {why}", moved=moved)
+
+
+def _session_difference(summary: Any, st: StoredDigest | None) -> str | None:
     if st is None:
         return "missing on the target"
-    if sha256_hex(st.blob) != summary.blob_sha256:
+    if st.blob_sha256 != summary.blob_sha256:
         return "blob sha256 differs"
     if st.version != summary.version:
         return f"version {st.version} on the target, {summary.version} on the source"
@@ -158,15 +177,19 @@ def _foreign(source: Any, target: Any, state: MigrationState) -> list[str]:
     """Target sessions this migration never wrote and the source does not hold."""
     found = []
     source_store = source.state_store()
-    for chunk in chunks(target.iter_sessions(owner_subject=UNSCOPED), 256):
-        rows = state.sessions([s.session_id for s in chunk])
-        for summary in chunk:
-            row = rows.get(summary.session_id)
-            if row is not None and row.state != "deleted":
-                continue
-            if source_store.current_version(summary.session_id, owner_subject=UNSCOPED) is None:
-                found.append(summary.session_id)
+    for chunk in chunks(_session_ids(target), CHUNK):
+        ours = state.tracked(chunk)
+        for sid in chunk:
+            if sid not in ours and source_store.current_version(sid, owner_subject=UNSCOPED) is None:
+                found.append(sid)
     return sorted(found)
+
+
+def _session_ids(adapter: Any) -> Iterator[str]:
+    """Every session id ``adapter`` lists, without reading its rows where it can."""
+    if offers(adapter, Capability.SESSION_IDS):
+        return adapter.iter_session_ids(owner_subject=UNSCOPED)
+    return (summary.session_id for summary in adapter.iter_sessions(owner_subject=UNSCOPED))
 
 
 def _verify_events(source: Any, target: Any, state: MigrationState, report: LiveVerifyReport,

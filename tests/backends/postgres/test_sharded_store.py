@@ -88,6 +88,13 @@ def test_each_session_lands_on_its_engine_shard_and_reads_cover_every_shard(shar
     assert [s.session_id for s in store.iter_sessions(batch_size=7)] == sorted(ids)
     assert store.count_sessions() == 60
     assert store.count_sessions(match="s-01*") == 10
+    assert store.count_sessions(match="s-0?5") == 6
+    assert sorted(adapter.iter_session_ids()) == sorted(ids)
+    assert sorted(adapter.iter_session_ids(owner_subject="acme", match="s-0?5")) == [
+        f"s-0{n}5" for n in range(6)]
+    assert list(adapter.iter_session_ids(owner_subject=None)) == []
+    assert [d and d.blob_sha256 for d in store.load_digests_many(["s-001", "nope", "s-042"])] == [
+        hashlib.sha256(b"blob-1").hexdigest(), None, hashlib.sha256(b"blob-42").hexdigest()]
     assert store.load("s-042") == (b"blob-42", 1)
     assert store.save("s-042", b"next", expected_version=1, owner_subject="acme") == 2
     assert [row.version if row else None for row in store.load_full_many(["s-001", "nope", "s-042"])] == [1, None, 2]
@@ -153,7 +160,8 @@ def test_a_misplaced_copy_is_not_listed_and_one_shard_down_fails_the_probe(shard
                      " owner_subject, pending_message, updated_at) VALUES ('placed', 'old', 1, false,"
                      " NULL, NULL, now())")
     assert [s.session_id for s in store.iter_sessions()] == ["placed"]
-    assert store.count_sessions() == 1
+    assert list(adapter.iter_session_ids()) == ["placed"]
+    assert store.count_sessions() == 1 and store.count_sessions(match="pl?ced") == 1
     assert adapter.check_health(timeout=5) is True
     details = adapter.health_details(5)
     assert details["reachable"] and [d["database"] for d in details["databases"]] == [
