@@ -19,8 +19,10 @@ from backends.contract import (
     IndexAction,
     IndexReport,
     IndexSpec,
+    LoadedState,
     MemoryEvent,
     OwnerFilter,
+    SessionSummary,
     StateStoreSeams,
     UNSCOPED,
     speaks_both_conventions,
@@ -211,6 +213,12 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
 
         for db in self.placement.databases():
             db.provision(STATE_GROUP, explicit=True)
+
+    def iter_session_states(self, *, owner_subject: OwnerFilter = UNSCOPED,
+                            match: str | None = None, batch_size: int = 500
+                            ) -> Iterator[tuple[SessionSummary, LoadedState]]:
+        return self._state.iter_session_states(owner_subject=owner_subject, match=match,
+                                               batch_size=batch_size)
 
     def iter_session_ids(self, *, owner_subject: OwnerFilter = UNSCOPED,
                          match: str | None = None) -> Iterator[str]:

@@ -10,6 +10,7 @@ The layout is the engine's (``state_blob``, ``drift_exempt``, no digest column).
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 from datetime import datetime
 from typing import Any, Iterator, Sequence
 
@@ -615,20 +616,53 @@ class SqlStateStore(DerivedReads):
         """Keyset-paginated by session_id; blobs are never sent (octet_length and a
         server-side sha256). ``match`` is a glob; its literal prefix narrows the scan.
         Over shards: each shard's placed rows, merged in session-id order."""
+        return self._listing(self._SUMMARY_COLUMNS, self._summary, lambda s: s.session_id,
+                             owner_subject, match, batch_size)
+
+    _STATE_COLUMNS = ("session_id, state_blob, version, owner_subject, pending_message,"
+                      " updated_at, drift_exempt")
+
+    def iter_session_states(self, *, owner_subject: OwnerFilter = UNSCOPED,
+                            match: str | None = None, batch_size: int = 500
+                            ) -> Iterator[tuple[SessionSummary, LoadedState]]:
+        """:meth:`iter_sessions` with each row, from one read: the blob is sent (binary)
+        and hashed here, so a copy reads each blob once and the digest it records is that
+        of the bytes it writes. A damaged row raises as ``load_full`` would."""
+        return self._listing(self._STATE_COLUMNS, self._summary_and_state,
+                             lambda pair: pair[0].session_id, owner_subject, match, batch_size,
+                             binary=True)
+
+    @staticmethod
+    def _summary_and_state(row: Any) -> tuple[SessionSummary, LoadedState]:
+        sid = row[0]
+        blob, version = strict_blob(sid, row[1]), strict_version(sid, row[2])
+        owner = row[3] or None
+        summary = SessionSummary(
+            session_id=sid, version=version, owner_subject=owner, pending_message=row[4],
+            blob_size=len(blob), blob_sha256=hashlib.sha256(blob).hexdigest(), ttl_seconds=None,
+            updated_at=as_utc(row[5]) if row[5] is not None else None,
+            extra={"drift_exempt": bool(row[6])})
+        return summary, LoadedState(blob, version, owner, row[4])
+
+    def _listing(self, columns: str, convert: Any, key: Any, owner_subject: OwnerFilter,
+                 match: str | None, batch_size: int, *, binary: bool = False) -> Iterator[Any]:
+        """``columns`` of every listed row, converted, in session-id order (each shard's
+        placed rows, merged)."""
         clause, params = owner_clause(owner_subject)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError("batch_size must be a positive int")
-        streams = [self._iter_placed(db, clause, params, match, batch_size)
+        streams = [self._iter_placed(db, clause, params, match, batch_size, columns, convert,
+                                     binary)
                    for db in self._placement.state_databases()]
         if len(streams) == 1:
             yield from streams[0]
             return
         import heapq
 
-        yield from heapq.merge(*streams, key=lambda summary: summary.session_id)
+        yield from heapq.merge(*streams, key=key)
 
     def _iter_placed(self, db: Database, clause: str, params: tuple, match: str | None,
-                     batch_size: int) -> Iterator[SessionSummary]:
+                     batch_size: int, columns: str, convert: Any, binary: bool) -> Iterator[Any]:
         """One database's rows in session-id order (``COLLATE "C"``: the code-point order
         Python's own comparison gives, so shards merge), those the routing reads there.
 
@@ -645,18 +679,18 @@ class SqlStateStore(DerivedReads):
         if prefix:
             conditions.append("starts_with(session_id, %s)")
             args.append(prefix)
-        sql = (f"SELECT {self._SUMMARY_COLUMNS} FROM {self._table} WHERE "
+        sql = (f"SELECT {columns} FROM {self._table} WHERE "
                + " AND ".join(conditions) + ' ORDER BY session_id COLLATE "C"')
         try:
             with db.connection() as conn, conn.transaction():
-                with conn.cursor(name="semvecctl_sessions") as cur:
+                with conn.cursor(name="semvecctl_sessions", binary=binary) as cur:
                     cur.itersize = batch_size
                     cur.execute(sql, args)
                     for row in cur:
                         if check and not self._placement.places(db, row[0]):
                             continue
                         if match is None or fnmatch.fnmatchcase(row[0], match):
-                            yield self._summary(row)
+                            yield convert(row)
         except Exception as exc:
             if not is_absent_table_error(exc):
                 raise

@@ -195,7 +195,9 @@ class LiveMigration:
             pairs = self.copier.iter_rows(owner_subject=self.scope, match=self.match,
                                           batch_size=self.batch_size)
             steps = self._counted_pairs(read_ahead(chunks(pairs, self.step)), result)
-        elif offers(self.source, Capability.SESSION_STATES):  # each blob read once
+        elif not versions_only and offers(self.source, Capability.SESSION_STATES):
+            # a full pass reads each blob once; a catch-up pass without a version list
+            # lists digests (read server-side) and loads only what moved
             pairs = self.source.iter_session_states(owner_subject=self.scope, match=self.match,
                                                     batch_size=self.batch_size)
             steps = self._counted_pairs(read_ahead(chunks(pairs, self.step)), result)

@@ -178,6 +178,10 @@ def test_a_damaged_row_raises_corrupt_state_naming_session_and_field(adapter, pg
     listed = {x.session_id: x for x in adapter.iter_sessions()}
     assert field in listed[s].extra["damaged"]
     assert field in adapter.describe_session(s).extra["damaged"]
+    # a listing with the rows (a copy's read) is strict, as load_full is
+    with pytest.raises(CorruptState) as info:
+        list(adapter.iter_session_states())
+    assert info.value.session_id == s and info.value.field == field
     # and nothing is saved over it as if it were empty
     with pytest.raises(StateVersionConflict):
         store.save(s, b"fresh", expected_version=None)

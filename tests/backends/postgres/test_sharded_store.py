@@ -93,6 +93,10 @@ def test_each_session_lands_on_its_engine_shard_and_reads_cover_every_shard(shar
     assert sorted(adapter.iter_session_ids(owner_subject="acme", match="s-0?5")) == [
         f"s-0{n}5" for n in range(6)]
     assert list(adapter.iter_session_ids(owner_subject=None)) == []
+    pairs = list(adapter.iter_session_states(match="s-0?5", batch_size=2))
+    assert [summary for summary, _ in pairs] == list(store.iter_sessions(match="s-0?5"))
+    assert [(row.blob, row.version, row.owner_subject) for _, row in pairs] == [
+        (b"blob-%d" % n, 1, "acme") for n in range(5, 60, 10)]
     assert [d and d.blob_sha256 for d in store.load_digests_many(["s-001", "nope", "s-042"])] == [
         hashlib.sha256(b"blob-1").hexdigest(), None, hashlib.sha256(b"blob-42").hexdigest()]
     assert store.load("s-042") == (b"blob-42", 1)
@@ -161,6 +165,8 @@ def test_a_misplaced_copy_is_not_listed_and_one_shard_down_fails_the_probe(shard
                      " NULL, NULL, now())")
     assert [s.session_id for s in store.iter_sessions()] == ["placed"]
     assert list(adapter.iter_session_ids()) == ["placed"]
+    assert [(summary.session_id, row.blob) for summary, row in adapter.iter_session_states()] == [
+        ("placed", b"a")]
     assert store.count_sessions() == 1 and store.count_sessions(match="pl?ced") == 1
     assert adapter.check_health(timeout=5) is True
     details = adapter.health_details(5)
