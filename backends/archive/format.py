@@ -196,7 +196,48 @@ def _signed(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def session_to_record(record: SessionRecord, n: int) -> dict[str, Any]:
+#: holds the checksum's place while a signed line is encoded (plain ASCII: encoded as is)
+_CHECKSUM_SLOT = b'"line_sha256":"' + b"0" * 64 + b'"'
+
+
+def signed_line(body: dict[str, Any]) -> bytes:
+    """``canonical`` of ``body`` with its ``line_sha256``, in one encoding instead of two.
+
+    A canonical object is its members, each encoded alone, joined by commas in key
+    order: the line is encoded with a placeholder checksum, the body's own bytes are the
+    line less that member and one comma, and their checksum takes the placeholder's
+    place. Where the placeholder's bytes are not found exactly once (they could recur only
+    inside a nested object), the body already has a checksum, or encoding raises, the body
+    is encoded twice as plainly written, which then gives the bytes or the error."""
+    if "line_sha256" not in body:
+        try:
+            line = canonical({**body, "line_sha256": "0" * 64})
+        except (TypeError, ValueError, RecursionError):  # the plain way decides (a non-str
+            # key sorts against ours where it would not against its fellows)
+            line = b""
+        at = line.find(_CHECKSUM_SLOT)
+        if at > 0 and line.count(_CHECKSUM_SLOT) == 1:
+            before, after = line[:at], line[at + len(_CHECKSUM_SLOT):]
+            if before.endswith(b","):
+                unsigned = before[:-1] + after
+            else:  # the first member: the comma after it (if any) goes
+                unsigned = before + after.removeprefix(b",")
+            return before + b'"line_sha256":"' + sha256_hex(unsigned).encode("ascii") + b'"' + after
+    return canonical(_signed(body))
+
+
+def session_line(record: SessionRecord, n: int) -> bytes:
+    """A session's archive line (record number ``n``, signed)."""
+    return signed_line(session_body(record, n))
+
+
+def user_line(record: UserRecord, n: int) -> bytes:
+    """A user record's archive line (record number ``n``, signed)."""
+    return signed_line(user_body(record, n))
+
+
+def session_body(record: SessionRecord, n: int) -> dict[str, Any]:
+    """A session record without its ``line_sha256``."""
     body: dict[str, Any] = {
         "kind": "session",
         "n": n,
@@ -215,14 +256,15 @@ def session_to_record(record: SessionRecord, n: int) -> dict[str, Any]:
         body["events"] = [event_to_record(e) for e in record.events]
     if record.updated_at is not None:
         body["updated_at"] = _iso(record.updated_at)
-    return _signed(body)
+    return body
 
 
-def user_to_record(record: UserRecord, n: int) -> dict[str, Any]:
-    return _signed({"kind": "user", "n": n, "user_id": record.user_id,
-                    "part": record.part, "final": bool(record.final),
-                    "counter": record.counter if record.final else None,
-                    "events": [event_to_record(e) for e in record.events]})
+def user_body(record: UserRecord, n: int) -> dict[str, Any]:
+    """A user record without its ``line_sha256``."""
+    return {"kind": "user", "n": n, "user_id": record.user_id,
+            "part": record.part, "final": bool(record.final),
+            "counter": record.counter if record.final else None,
+            "events": [event_to_record(e) for e in record.events]}
 
 
 # -- decoding (every check names the line; nothing is read best-effort) -----------------
