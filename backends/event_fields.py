@@ -16,7 +16,12 @@ import json
 import math
 from typing import Any
 
+import orjson
+
 from backends.errors import CorruptEvent
+
+
+_ONLY_FLOATS = {float}
 
 
 def _loads(text: str) -> Any:
@@ -24,10 +29,6 @@ def _loads(text: str) -> Any:
     several times faster); anything orjson refuses (NaN, Infinity, a lone surrogate, an
     integer beyond 64 bits, malformed text) is parsed by ``json.loads`` itself, so every
     value and every error message is the standard library's."""
-    try:
-        import orjson
-    except ImportError:  # pragma: no cover - a dependency; the plain path stays correct
-        return json.loads(text)
     try:
         return orjson.loads(text)
     except ValueError:
@@ -71,6 +72,10 @@ def embedding_problem(raw: Any, *, text: bool = True) -> tuple[tuple[float, ...]
             return (), f"is not valid JSON ({_why(exc)})"
     if not isinstance(value, list):
         return (), f"is not a JSON array (a {type(value).__name__})"
+    if set(map(type, value)) == _ONLY_FLOATS and math.isfinite(sum(value)):
+        # the sound case, checked in C: floats only, and a NaN or an infinity anywhere
+        # makes the sum non-finite (finite values that overflow it take the loop below)
+        return tuple(value), ""
     out = []
     for i, x in enumerate(value):
         if isinstance(x, bool) or not isinstance(x, (int, float)):

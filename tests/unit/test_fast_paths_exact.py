@@ -1,19 +1,23 @@
 """The export's fast paths give exactly what the plain code gives, for arbitrary input.
 
 An archive's lines are digested and verified, so a signed line is compared byte for byte
-with the plainly written one (the body encoded, its checksum added, encoded again).
-Where the plain code raises, the fast one must raise the same error.
+with the plainly written one (the body encoded, its checksum added, encoded again); a
+damaged event must be reported in the same words, so the embedding check is compared
+with the element-by-element loop it short-cuts. Where the plain code raises, the fast one
+must raise the same error.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from backends.archive.format import _signed, canonical, signed_line
+from backends.event_fields import embedding_problem
 
 # JSON-ish values, with what canonical JSON refuses or spells with care: NaN and
 # infinities, integers beyond 64 bits, non-ASCII text, lone surrogates, non-str keys
@@ -59,3 +63,36 @@ def test_a_signed_line_verifies_as_the_reader_checks_it():
     record = json.loads(signed_line(dict(body)))
     claimed = record.pop("line_sha256")
     assert hashlib.sha256(canonical(record)).hexdigest() == claimed
+
+
+def _loop_problem(value):
+    """The element-by-element check (the definition the fast path short-cuts)."""
+    out = []
+    for i, x in enumerate(value):
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            return (), f"holds a non-number at position {i} ({x!r:.30})"
+        f = float(x)
+        if not math.isfinite(f):
+            return (), f"holds a non-finite number at position {i} ({x!r})"
+        out.append(f)
+    return tuple(out), ""
+
+
+_embedding_items = (st.floats() | st.floats(min_value=1e307) | st.integers(-10**20, 10**20)
+                    | st.booleans() | st.none() | st.text(max_size=3))
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.floats(), max_size=40) | st.lists(_embedding_items, max_size=8))
+@example([1e308, 1e308])  # finite values whose sum overflows
+@example([float("inf"), float("-inf")])
+@example([0.5, float("nan")])
+def test_the_embedding_check_reports_what_the_loop_reports(values):
+    expected = _outcome(_loop_problem, values)
+    assert _outcome(embedding_problem, values) == expected
+    assert _outcome(lambda v: embedding_problem(v, text=False), tuple(values)) == expected
+    try:
+        text = json.dumps(values)  # NaN and Infinity as the standard library writes them
+    except ValueError:
+        return
+    assert _outcome(embedding_problem, text) == _outcome(_loop_problem, json.loads(text))
