@@ -89,7 +89,7 @@ class MemoryEvent:
             "user_id": self.user_id,
             "created_at": self.created_at.astimezone(timezone.utc).isoformat(),
             "content": self.content,
-            "embedding": [float(x) for x in self.embedding],
+            "embedding": list(map(float, self.embedding)),
             "meta": dict(self.meta),
             "owner_subject": self.owner_subject,
             "session_id": self.session_id,
