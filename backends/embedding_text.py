@@ -38,9 +38,16 @@ def embedding_json(values: Sequence[float]) -> str:
 
 def embedding_json_bytes(values: Sequence[float]) -> bytes:
     """:func:`embedding_json` as ASCII bytes, for a wire that sends bytes (Redis)."""
+    return compact_embedding_json(values).replace(b",", b", ")
+
+
+def compact_embedding_json(values: Sequence[float]) -> bytes:
+    """``json.dumps(list(values), separators=(",", ":"))`` for finite floats, as ASCII
+    bytes: the spelling without spaces (an archive's canonical JSON). ValueError on a
+    non-finite value, as :func:`embedding_json`."""
     raw = orjson.dumps(values if isinstance(values, (list, tuple)) else list(values))
     if b"n" in raw:  # only ``null`` has an n: orjson's spelling of NaN and infinity
         raise ValueError("embedding has a non-finite value (NaN or infinity)")
     if b"e" in raw or b"0.0000" in raw:
         raw = _NOTATION_MAY_DIFFER.sub(_as_repr, raw)
-    return raw.replace(b",", b", ")
+    return raw
