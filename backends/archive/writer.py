@@ -45,8 +45,9 @@ class ArchiveWriter:
         self._emit(canonical(header.to_record()))
 
     def _emit(self, line: bytes) -> None:
-        self._chain.update(line + b"\n")
-        self._stream.write(line + b"\n")
+        line += b"\n"
+        self._chain.update(line)
+        self._stream.write(line)
 
     def add(self, record: ArchiveRecord) -> None:
         if self._closed:
