@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from backends.archive.canonical import event_to_record, events_json
 from backends.archive.format import _plain_line, canonical, signed_line
 from backends.contract import MemoryEvent
-from backends.event_fields import embedding_problem
+from backends.event_fields import _why, embedding_problem, meta_problem
 
 # JSON-ish values, with what canonical JSON refuses or spells with care: NaN and
 # infinities, integers beyond 64 bits, non-ASCII text, lone surrogates, non-str keys
@@ -128,7 +128,7 @@ def _loop_problem(value):
     return tuple(out), ""
 
 
-_embedding_items = (st.floats() | st.floats(min_value=1e307) | st.integers(-10**20, 10**20)
+_embedding_items = (st.floats() | st.floats(min_value=1e307) | st.integers(-10**30, 10**30)
                     | st.booleans() | st.none() | st.text(max_size=3))
 
 
@@ -137,6 +137,7 @@ _embedding_items = (st.floats() | st.floats(min_value=1e307) | st.integers(-10**
 @example([1e308, 1e308])  # finite values whose sum overflows
 @example([float("inf"), float("-inf")])
 @example([0.5, float("nan")])
+@example([10**400])  # too large for a float: the loop's OverflowError, as ever
 def test_the_embedding_check_reports_what_the_loop_reports(values):
     expected = _outcome(_loop_problem, values)
     assert _outcome(embedding_problem, values) == expected
@@ -146,3 +147,27 @@ def test_the_embedding_check_reports_what_the_loop_reports(values):
     except ValueError:
         return
     assert _outcome(embedding_problem, text) == _outcome(_loop_problem, json.loads(text))
+
+
+def _meta_by_json_loads(text):
+    """What a stored meta reads as: the standard library's value, or its words."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return {}, f"is not valid JSON ({_why(exc)})"
+    if not isinstance(value, dict):
+        return {}, f"is not a JSON object (a {type(value).__name__})"
+    return value, ""
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.dictionaries(st.text(), _values, max_size=5).map(json.dumps)
+       | st.text(max_size=12) | _values.map(json.dumps))
+@example('{"n": 100000000000000000000}')  # beyond 64 bits: an int, not orjson's float
+@example('{"n": -9223372036854775809}')
+@example('{"a": NaN}')
+@example('{"a": 1')
+def test_a_meta_reads_as_json_loads_reads_it(text):
+    got = meta_problem(text)
+    expected = _meta_by_json_loads(text) if text else ({}, "")
+    assert repr(got) == repr(expected)  # repr: 1e+20 is not 100000000000000000000, NaN is NaN
