@@ -96,7 +96,7 @@ def event_from_row(row: Any) -> MemoryEvent:
     if user_id is None or user_id == "" or created_at is None or created_at == "":
         column = "user_id" if user_id is None or user_id == "" else "created_at"
         raise CorruptEvent(str(event_id), column, "is missing", user_id=user_id or None)
-    return MemoryEvent(
+    return MemoryEvent.decoded(
         event_id=event_id,
         user_id=user_id,
         owner_subject=row[2] or "",
@@ -106,7 +106,6 @@ def event_from_row(row: Any) -> MemoryEvent:
         embedding=strict_embedding(row[6], str(event_id), user_id),
         meta=strict_meta(row[7], str(event_id), user_id),
         source_event_id=row[8] or None,
-        sequence=0,
     )
 
 

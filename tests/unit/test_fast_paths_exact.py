@@ -171,3 +171,20 @@ def test_a_meta_reads_as_json_loads_reads_it(text):
     got = meta_problem(text)
     expected = _meta_by_json_loads(text) if text else ({}, "")
     assert repr(got) == repr(expected)  # repr: 1e+20 is not 100000000000000000000, NaN is NaN
+
+
+@settings(max_examples=400, deadline=None)
+@given(event_id=_texts | st.none() | st.integers() | st.uuids(),
+       user_id=_texts | st.none(), content=_texts | st.none(),
+       created_at=st.datetimes(timezones=_zones),
+       embedding=st.tuples(st.floats()) | st.lists(st.floats(), max_size=3) | st.none(),
+       meta=st.dictionaries(st.text(), _scalars, max_size=2),
+       source_event_id=st.none() | st.just("") | _texts | st.uuids(),
+       owner_subject=_texts | st.none(), session_id=_texts | st.none())
+def test_a_decoded_event_is_the_constructed_one(**fields):
+    decoded = MemoryEvent.decoded(**fields)
+    built = MemoryEvent(**fields)
+    assert repr(decoded) == repr(built)
+    assert ({k: type(v) for k, v in vars(decoded).items()}
+            == {k: type(v) for k, v in vars(built).items()})
+    assert list(vars(decoded)) == list(vars(built))
