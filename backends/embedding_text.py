@@ -14,19 +14,37 @@ a property test over the whole float range).
 
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
 import orjson
 
-# A value orjson may spell differently from repr: anything in exponent notation, and
-# positional values below 1e-4 (four zeros after the point), which repr writes as 1e-05;
-# whole tokens only (right after '[' or ','), never the tail of 10.000000000000002.
-_NOTATION_MAY_DIFFER = re.compile(rb"(?<=[\[,])-?(?:0\.0000[0-9]*|[0-9.]+e[-+]?[0-9]+)")
+# orjson spells a value differently from repr only in exponent notation (an ``e``) and for
+# positional values below 1e-4 (four zeros after the point), which repr writes as 1e-05:
+# the whole token is then rewritten through repr, never the tail of 10.000000000000002.
+_MAY_DIFFER = (b"e", b"0.0000")
 
 
-def _as_repr(match: re.Match[bytes]) -> bytes:
-    return repr(float(match.group())).encode("ascii")
+def _respelled(raw: bytes) -> bytes:
+    """``raw`` (orjson's flat array of finite floats) with each token that orjson may
+    spell differently from ``repr`` rewritten through ``repr``. Such tokens are rare, so
+    they are found with ``bytes.find`` (a regular expression over every token was most of
+    the time of a 384-value embedding)."""
+    spans = set()
+    for needle in _MAY_DIFFER:
+        at = raw.find(needle)
+        while at >= 0:
+            start = max(raw.rfind(b",", 0, at), raw.rfind(b"[", 0, at)) + 1
+            end = raw.find(b",", at)
+            end = raw.find(b"]", at) if end < 0 else end
+            token = raw[start:end]
+            if needle == b"e" or token.lstrip(b"-").startswith(needle):
+                spans.add((start, end))
+            at = raw.find(needle, end)
+    pieces, done = [], 0
+    for start, end in sorted(spans):
+        pieces += [raw[done:start], repr(float(raw[start:end])).encode("ascii")]
+        done = end
+    return b"".join(pieces) + raw[done:]
 
 
 def embedding_json(values: Sequence[float]) -> str:
@@ -38,9 +56,16 @@ def embedding_json(values: Sequence[float]) -> str:
 
 def embedding_json_bytes(values: Sequence[float]) -> bytes:
     """:func:`embedding_json` as ASCII bytes, for a wire that sends bytes (Redis)."""
+    return compact_embedding_json(values).replace(b",", b", ")
+
+
+def compact_embedding_json(values: Sequence[float]) -> bytes:
+    """``json.dumps(list(values), separators=(",", ":"))`` for finite floats, as ASCII
+    bytes: the spelling without spaces (an archive's canonical JSON). ValueError on a
+    non-finite value, as :func:`embedding_json`."""
     raw = orjson.dumps(values if isinstance(values, (list, tuple)) else list(values))
     if b"n" in raw:  # only ``null`` has an n: orjson's spelling of NaN and infinity
         raise ValueError("embedding has a non-finite value (NaN or infinity)")
     if b"e" in raw or b"0.0000" in raw:
-        raw = _NOTATION_MAY_DIFFER.sub(_as_repr, raw)
-    return raw.replace(b",", b", ")
+        raw = _respelled(raw)
+    return raw

@@ -14,24 +14,30 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
+
+import orjson
 
 from backends.errors import CorruptEvent
 
+_ONLY_FLOATS = {float}
+#: 19 digits in a row: perhaps an integer beyond 64 bits, which orjson reads as a float
+_LONG_DIGIT_RUN = re.compile(r"[0-9]{19}")
+
 
 def _loads(text: str) -> Any:
-    """``json.loads``, through orjson where it parses the text (the common, sound case:
-    several times faster); anything orjson refuses (NaN, Infinity, a lone surrogate, an
-    integer beyond 64 bits, malformed text) is parsed by ``json.loads`` itself, so every
-    value and every error message is the standard library's."""
-    try:
-        import orjson
-    except ImportError:  # pragma: no cover - a dependency; the plain path stays correct
-        return json.loads(text)
-    try:
-        return orjson.loads(text)
-    except ValueError:
-        return json.loads(text)
+    """``json.loads``, through orjson where it parses the text the same way (the common,
+    sound case: several times faster); anything orjson refuses (NaN, Infinity, a lone
+    surrogate, malformed text) and any text with a digit run long enough for an integer
+    beyond 64 bits (which orjson would read as a float) is parsed by ``json.loads``
+    itself, so every value and every error message is the standard library's."""
+    if _LONG_DIGIT_RUN.search(text) is None:
+        try:
+            return orjson.loads(text)
+        except ValueError:
+            pass
+    return json.loads(text)
 
 
 def _why(exc: ValueError) -> str:
@@ -49,10 +55,27 @@ def _text(raw: Any) -> str | None:
     return raw
 
 
+def _sound_floats(value: Any) -> tuple[float, ...] | None:
+    """``value`` as a tuple when it is a list of finite floats only, checked in C (a NaN or
+    an infinity anywhere makes the sum non-finite; finite values that overflow it are left
+    to the element-by-element check, which says which one is wrong), else None."""
+    if type(value) is list and (not value or (set(map(type, value)) == _ONLY_FLOATS
+                                              and math.isfinite(sum(value)))):
+        return tuple(value)
+    return None
+
+
 def embedding_problem(raw: Any, *, text: bool = True) -> tuple[tuple[float, ...], str]:
     """``(values, '')`` for a sound embedding, ``((), problem)`` otherwise. ``raw`` is the
     stored JSON text (str or bytes) or an already decoded list (a JSON column, Mongo);
     ``text=False`` (a document store) refuses text where an array belongs."""
+    if text and type(raw) is str and raw:  # the usual stored text, parsed once
+        try:  # orjson even where an integer is wide: floats are wanted, rounded the same
+            sound = _sound_floats(orjson.loads(raw))
+        except ValueError:  # the path below parses it again, for its words
+            sound = None
+        if sound is not None:
+            return sound, ""
     if raw is None or raw == "" or raw == b"":
         return (), ""
     if not text and not isinstance(raw, (list, tuple)):
@@ -71,6 +94,9 @@ def embedding_problem(raw: Any, *, text: bool = True) -> tuple[tuple[float, ...]
             return (), f"is not valid JSON ({_why(exc)})"
     if not isinstance(value, list):
         return (), f"is not a JSON array (a {type(value).__name__})"
+    sound = _sound_floats(value)
+    if sound is not None:
+        return sound, ""
     out = []
     for i, x in enumerate(value):
         if isinstance(x, bool) or not isinstance(x, (int, float)):
@@ -85,6 +111,13 @@ def embedding_problem(raw: Any, *, text: bool = True) -> tuple[tuple[float, ...]
 def meta_problem(raw: Any, *, text: bool = True) -> tuple[dict[str, Any], str]:
     """``(meta, '')`` for a sound meta, ``({}, problem)`` otherwise; ``text=False`` (a
     document store) refuses text where a document belongs."""
+    if text and type(raw) is str and raw:  # the usual stored text, parsed once
+        try:
+            parsed = _loads(raw)
+        except ValueError:  # the path below parses it again, for its words
+            parsed = None
+        if type(parsed) is dict:
+            return parsed, ""
     if raw is None or (text and (raw == "" or raw == b"")):
         return {}, ""
     if not text and not isinstance(raw, dict):

@@ -40,8 +40,9 @@ import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping, TypeGuard, Union
+from typing import Any, Mapping, Sequence, TypeGuard, Union
 
+from backends.archive.canonical import canonical, event_to_record, events_json
 from backends.archive.errors import ArchiveDamaged, ArchiveUnsupported
 from backends.contract import as_utc
 
@@ -67,12 +68,6 @@ TRAILER_KEYS = {1: frozenset({"kind", "count", "digest"}),
 TRAILER_KEYS[3] = TRAILER_KEYS[2]
 ITEM_KEYS = frozenset({"item_id", "text", "embedding", "tier", "tiers", "unit", "created_at",
                        "updated_at"})
-
-
-def canonical(record: Mapping[str, Any]) -> bytes:
-    """The one byte encoding of a record (what checksums and the chain digest cover)."""
-    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                      allow_nan=False).encode("ascii")
 
 
 def sha256_hex(data: bytes) -> str:
@@ -185,18 +180,67 @@ def item_to_record(item: Any) -> dict[str, Any]:
     }
 
 
-def event_to_record(event: Any) -> dict[str, Any]:
-    """``MemoryEvent.to_dict()`` (the engine's keys) plus ``sequence``, which the engine
-    leaves to the store and an archive must keep so an import can continue the log."""
-    return {**event.to_dict(), "sequence": event.sequence}
+#: hold the checksum's and the events' places while a signed line is encoded (plain
+#: ASCII strings: encoded as they are)
+_CHECKSUM_SLOT = b'"line_sha256":"' + b"0" * 64 + b'"'
+_EVENTS_SLOT = b'"events":"' + b"1" * 64 + b'"'
 
 
-def _signed(body: dict[str, Any]) -> dict[str, Any]:
+def signed_line(body: dict[str, Any], events: Sequence[Any] | None = None) -> bytes:
+    """``canonical`` of ``body`` (with ``"events"``: the events' records, when ``events``
+    is not None) and its ``line_sha256``, in one encoding instead of two.
+
+    A canonical object is its members, each encoded alone, joined by commas in key
+    order: the line is encoded with placeholders for the events (then written by
+    :func:`~backends.archive.canonical.events_json`) and for the checksum; the body's own
+    bytes are the line less the checksum member and one comma, and their checksum takes
+    its placeholder's place. Where a placeholder's bytes are not found exactly once (they
+    could recur only inside a nested object), the body already has either key, or
+    anything raises, the line is written plainly, which then gives the bytes or the error."""
+    if "line_sha256" in body or "events" in body:
+        return _plain_line(body, events)
+    slots = {**body, "line_sha256": "0" * 64}
+    if events is not None:
+        slots["events"] = "1" * 64
+    try:
+        line = canonical(slots)
+        if events is not None:
+            if line.count(_EVENTS_SLOT) != 1:
+                return _plain_line(body, events)
+            line = line.replace(_EVENTS_SLOT, b'"events":' + events_json(events))
+    except Exception:  # noqa: BLE001 - the plain way gives the error
+        return _plain_line(body, events)
+    at = line.find(_CHECKSUM_SLOT)
+    if at < 1 or line.count(_CHECKSUM_SLOT) != 1:
+        return _plain_line(body, events)
+    before, after = line[:at], line[at + len(_CHECKSUM_SLOT):]
+    if before.endswith(b","):
+        unsigned = before[:-1] + after
+    else:  # the first member: the comma after it (if any) goes
+        unsigned = before + after.removeprefix(b",")
+    return before + b'"line_sha256":"' + sha256_hex(unsigned).encode("ascii") + b'"' + after
+
+
+def _plain_line(body: dict[str, Any], events: Sequence[Any] | None) -> bytes:
+    """The line as plainly written: the records built, encoded, signed, encoded again."""
+    if events is not None:
+        body["events"] = [event_to_record(e) for e in events]
     body["line_sha256"] = sha256_hex(canonical(body))
-    return body
+    return canonical(body)
 
 
-def session_to_record(record: SessionRecord, n: int) -> dict[str, Any]:
+def session_line(record: SessionRecord, n: int) -> bytes:
+    """A session's archive line (record number ``n``, signed)."""
+    return signed_line(session_body(record, n), record.events)
+
+
+def user_line(record: UserRecord, n: int) -> bytes:
+    """A user record's archive line (record number ``n``, signed)."""
+    return signed_line(user_body(record, n), record.events)
+
+
+def session_body(record: SessionRecord, n: int) -> dict[str, Any]:
+    """A session record without its events and ``line_sha256`` (see :func:`signed_line`)."""
     body: dict[str, Any] = {
         "kind": "session",
         "n": n,
@@ -211,18 +255,16 @@ def session_to_record(record: SessionRecord, n: int) -> dict[str, Any]:
     }
     if record.items is not None:
         body["items"] = [item_to_record(i) for i in record.items]
-    if record.events is not None:
-        body["events"] = [event_to_record(e) for e in record.events]
     if record.updated_at is not None:
         body["updated_at"] = _iso(record.updated_at)
-    return _signed(body)
+    return body
 
 
-def user_to_record(record: UserRecord, n: int) -> dict[str, Any]:
-    return _signed({"kind": "user", "n": n, "user_id": record.user_id,
-                    "part": record.part, "final": bool(record.final),
-                    "counter": record.counter if record.final else None,
-                    "events": [event_to_record(e) for e in record.events]})
+def user_body(record: UserRecord, n: int) -> dict[str, Any]:
+    """A user record without its events and ``line_sha256`` (see :func:`signed_line`)."""
+    return {"kind": "user", "n": n, "user_id": record.user_id,
+            "part": record.part, "final": bool(record.final),
+            "counter": record.counter if record.final else None}
 
 
 # -- decoding (every check names the line; nothing is read best-effort) -----------------

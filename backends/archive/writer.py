@@ -22,8 +22,8 @@ from backends.archive.format import (
     ArchiveRecord,
     UserRecord,
     canonical,
-    session_to_record,
-    user_to_record,
+    session_line,
+    user_line,
 )
 
 
@@ -45,8 +45,9 @@ class ArchiveWriter:
         self._emit(canonical(header.to_record()))
 
     def _emit(self, line: bytes) -> None:
-        self._chain.update(line + b"\n")
-        self._stream.write(line + b"\n")
+        line += b"\n"
+        self._chain.update(line)
+        self._stream.write(line)
 
     def add(self, record: ArchiveRecord) -> None:
         if self._closed:
@@ -56,14 +57,14 @@ class ArchiveWriter:
             self.users += record.final
             self.lines_of_users += 1
             self.events += len(record.events)
-            self._emit(canonical(user_to_record(record, n)))
+            self._emit(user_line(record, n))
             return
         if self.lines_of_users:
             raise ValueError("sessions must be written before the user logs")
         self.count += 1
         self.items += len(record.items or ())
         self.events += len(record.events or ())
-        self._emit(canonical(session_to_record(record, n)))
+        self._emit(session_line(record, n))
 
     def add_user_log(self, user_id: str, events: Iterable[Any],
                      counter: Callable[[int], int | None], *,

@@ -76,6 +76,29 @@ class MemoryEvent:
         if self.sequence is None:
             fix(self, "sequence", 0)
 
+    @classmethod
+    def decoded(cls, *, event_id: Any, user_id: Any, content: Any, created_at: datetime,
+                embedding: Any, meta: Mapping[str, Any], source_event_id: Any,
+                owner_subject: Any, session_id: Any) -> "MemoryEvent":
+        """``cls(...)`` with sequence 0, for a store's decoder (an export reads hundreds of
+        thousands of rows): values already in the shape construction folds to (str ids,
+        no ``""`` source, a tuple embedding, str owner and session) are set as they are;
+        anything else is folded by construction."""
+        if (type(event_id) is not str or type(embedding) is not tuple
+                or type(owner_subject) is not str or type(session_id) is not str
+                or not (source_event_id is None or (type(source_event_id) is str
+                                                    and source_event_id))):
+            return cls(event_id=event_id, user_id=user_id, content=content,
+                       created_at=created_at, embedding=embedding, meta=meta,
+                       source_event_id=source_event_id, owner_subject=owner_subject,
+                       session_id=session_id)
+        event = object.__new__(cls)
+        event.__dict__.update(event_id=event_id, user_id=user_id, content=content,
+                              created_at=created_at, embedding=embedding, meta=meta,
+                              source_event_id=source_event_id, sequence=0,
+                              owner_subject=owner_subject, session_id=session_id)
+        return event
+
     def with_sequence(self, sequence: int) -> "MemoryEvent":
         return replace(self, sequence=sequence)
 
@@ -89,7 +112,7 @@ class MemoryEvent:
             "user_id": self.user_id,
             "created_at": self.created_at.astimezone(timezone.utc).isoformat(),
             "content": self.content,
-            "embedding": [float(x) for x in self.embedding],
+            "embedding": list(map(float, self.embedding)),
             "meta": dict(self.meta),
             "owner_subject": self.owner_subject,
             "session_id": self.session_id,

@@ -92,21 +92,20 @@ def event_from_row(row: Any) -> MemoryEvent:
     """An event from its row, strictly: a missing user or time, a ``meta`` that is not a
     JSON object or an ``embedding`` that is not a JSON array of finite numbers raises
     CorruptEvent naming the event and the column (the engine could not read it either)."""
-    event_id, user_id = row[0], row[1]
-    for column, value in (("user_id", user_id), ("created_at", row[4])):
-        if value is None or value == "":
-            raise CorruptEvent(str(event_id), column, "is missing", user_id=user_id or None)
-    return MemoryEvent(
+    event_id, user_id, created_at = row[0], row[1], row[4]
+    if user_id is None or user_id == "" or created_at is None or created_at == "":
+        column = "user_id" if user_id is None or user_id == "" else "created_at"
+        raise CorruptEvent(str(event_id), column, "is missing", user_id=user_id or None)
+    return MemoryEvent.decoded(
         event_id=event_id,
         user_id=user_id,
         owner_subject=row[2] or "",
         session_id=row[3] or "",
-        created_at=as_utc(row[4]),
+        created_at=as_utc(created_at),
         content=row[5] or "",
         embedding=strict_embedding(row[6], str(event_id), user_id),
         meta=strict_meta(row[7], str(event_id), user_id),
         source_event_id=row[8] or None,
-        sequence=0,
     )
 
 
@@ -352,8 +351,11 @@ class SqlEventStore(EngineEventSurface):
                 f"SELECT session_id, array_agg(DISTINCT user_id) FROM {self._table}"
                 " WHERE session_id <> '' GROUP BY session_id").fetchall()
 
+        databases = self._databases()
+        if len(databases) == 1:  # a row per session, its users distinct: nothing to merge
+            return {sid: sorted(users) for sid, users in databases[0].read(work, list)}
         found: dict[str, set[str]] = {}
-        for db in self._databases():
+        for db in databases:
             for session_id, users in db.read(work, list):
                 found.setdefault(session_id, set()).update(users)
         return {sid: sorted(users) for sid, users in found.items()}

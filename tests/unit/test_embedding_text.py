@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from backends.embedding_text import embedding_json
+from backends.embedding_text import compact_embedding_json, embedding_json
 
 
 @settings(max_examples=400, deadline=None)
@@ -22,6 +22,7 @@ from backends.embedding_text import embedding_json
 def test_any_finite_floats_encode_as_json_dumps(values):
     assert embedding_json(values) == json.dumps(values)
     assert embedding_json(tuple(values)) == json.dumps(values)
+    assert compact_embedding_json(values) == json.dumps(values, separators=(",", ":")).encode()
 
 
 def test_every_decade_and_its_neighbours():
