@@ -628,21 +628,9 @@ class SqlStateStore(DerivedReads):
         """:meth:`iter_sessions` with each row, from one read: the blob is sent (binary)
         and hashed here, so a copy reads each blob once and the digest it records is that
         of the bytes it writes. A damaged row raises as ``load_full`` would."""
-        return self._listing(self._STATE_COLUMNS, self._summary_and_state,
+        return self._listing(self._STATE_COLUMNS, summary_and_state,
                              lambda pair: pair[0].session_id, owner_subject, match, batch_size,
                              binary=True)
-
-    @staticmethod
-    def _summary_and_state(row: Any) -> tuple[SessionSummary, LoadedState]:
-        sid = row[0]
-        blob, version = strict_blob(sid, row[1]), strict_version(sid, row[2])
-        owner = row[3] or None
-        summary = SessionSummary(
-            session_id=sid, version=version, owner_subject=owner, pending_message=row[4],
-            blob_size=len(blob), blob_sha256=hashlib.sha256(blob).hexdigest(), ttl_seconds=None,
-            updated_at=as_utc(row[5]) if row[5] is not None else None,
-            extra={"drift_exempt": bool(row[6])})
-        return summary, LoadedState(blob, version, owner, row[4])
 
     def _listing(self, columns: str, convert: Any, key: Any, owner_subject: OwnerFilter,
                  match: str | None, batch_size: int, *, binary: bool = False) -> Iterator[Any]:
@@ -734,19 +722,24 @@ class SqlStateStore(DerivedReads):
                    batch: int = 5000) -> Iterator[str]:
         """Every session id stored on ``db`` (placed there or not), through a server-side
         cursor: what counts, doctor's placement checks and resharding read."""
-        from backends.sql.database import is_absent_table_error
-
         sql = f"SELECT session_id FROM {self._table} WHERE {where}"
-        try:
-            with db.connection() as conn, conn.transaction():
-                with conn.cursor(name="semvecctl_ids") as cur:
-                    cur.itersize = batch
-                    cur.execute(sql, list(args))
-                    for row in cur:
-                        yield row[0]
-        except Exception as exc:
-            if not is_absent_table_error(exc):
-                raise
+        return (row[0] for row in db.stream(sql, args, batch))
+
+
+def summary_and_state(row: Any) -> tuple[SessionSummary, LoadedState]:
+    """A state row (``session_id, state_blob, version, owner_subject, pending_message,
+    updated_at, drift_exempt``, the blob fetched binary) as its summary, the digest that
+    of the bytes fetched, and its loaded state. A damaged row raises as ``load_full``
+    would."""
+    sid = row[0]
+    blob, version = strict_blob(sid, row[1]), strict_version(sid, row[2])
+    owner = row[3] or None
+    summary = SessionSummary(
+        session_id=sid, version=version, owner_subject=owner, pending_message=row[4],
+        blob_size=len(blob), blob_sha256=hashlib.sha256(blob).hexdigest(), ttl_seconds=None,
+        updated_at=as_utc(row[5]) if row[5] is not None else None,
+        extra={"drift_exempt": bool(row[6])})
+    return summary, LoadedState(blob, version, owner, row[4])
 
 
 def _listing_filter(owner_subject: OwnerFilter, prefix: str) -> tuple[str, list[Any]]:

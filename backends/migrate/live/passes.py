@@ -115,8 +115,8 @@ class LiveMigration:
                  progress: Callable[[int], None] | None = None,
                  write_batch: int | None = None, copier: Any = None) -> None:
         self.source, self.target, self.state = source, target, state
-        #: reads and writes a full pass's rows as the source's own bytes, where the pair
-        #: allows it (a reshard: :class:`backends.migrate.live.reshard_copy.ReshardCopier`)
+        #: reads and writes a full pass's rows as the source's driver fetched them, where
+        #: the pair allows it (a reshard: :class:`.reshard_copy.ReshardCopier`)
         self.copier = copier
         self.scope, self.match, self.batch_size = owner_subject, match, batch_size
         #: sessions compared per step and written per batch (a smaller ``write_batch``:
@@ -191,7 +191,7 @@ class LiveMigration:
             if result.method == "version scan":
                 result.method = "version scan (versions only; digests in the final pass)"
             steps = self._moved_by_version(result)
-        elif self.copier is not None and self.copier.usable():  # rows as the source's bytes
+        elif self.copier is not None and self.copier.usable():  # rows as fetched
             pairs = self.copier.iter_rows(owner_subject=self.scope, match=self.match,
                                           batch_size=self.batch_size)
             steps = self._counted_pairs(read_ahead(chunks(pairs, self.step)), result)
@@ -209,8 +209,9 @@ class LiveMigration:
         # a target that restores in batches writes each batch while the next is announced
         behind: WriteBehind[set[str]] | None = (WriteBehind() if self._batch_restore is not None
                                                 else None)
-        with behind or contextlib.nullcontext(), contextlib.closing(steps):  # (the closing
-            for step, states in steps:              # stops a read-ahead thread when a step fails)
+        # (the closing stops a read-ahead thread when a step fails)
+        with behind or contextlib.nullcontext(), contextlib.closing(steps):
+            for step, states in steps:
                 self._copy_step(step, result, moved, states, behind)
                 moved_users.update(self._subjects(moved))
                 moved.clear()
@@ -466,10 +467,12 @@ class LiveMigration:
         if not fresh:
             return set()
         if self.copier is not None:
-            copied = [f for f in fresh if self.copier.owns(f[1])]
-            if copied:
-                rest = [f for f in fresh if not self.copier.owns(f[1])]
-                return self.copier.write(copied) | self._restore_all(rest)
+            fetched: list[tuple[Any, Any, str]] = []
+            rest: list[tuple[Any, Any, str]] = []
+            for item in fresh:
+                (fetched if self.copier.owns(item[1]) else rest).append(item)
+            if fetched:
+                return self.copier.write(fetched) | self._restore_all(rest)
         if self._batch_restore is not None:
             return set(self._batch_restore([RestoreRow(
                 summary.session_id, st.blob, st.version, st.owner_subject, st.pending_message,

@@ -5,9 +5,9 @@ go from the old shard's binary fetch straight into the new shard's binary COPY: 
 driver parses and formats it (in C), and nothing of ours touches it per row besides the
 summary the state file needs. That per-row work of ours (a summary, a loaded state, a
 restore row, the checks a caller's values need) is most of what a pass costs otherwise
-(bench/bench_shards.py). The digest the state file records is computed by the old
-shard in the same statement that reads the row, so it is the digest of the bytes
-written. The target write is the batch restore's insert-if-absent
+(bench/bench_shards.py). The digest the state file records is that of the blob
+fetched, which is the blob written. The target write is the batch restore's
+insert-if-absent
 (:meth:`backends.sql.state.SqlStateStore.restore_copied`): a row that exists there is
 left alone and reported, as with any other rows.
 
@@ -24,8 +24,7 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple, Sequence
 
-from backends.archive.format import sha256_hex
-from backends.contract import OwnerFilter, SessionSummary, UNSCOPED, as_utc
+from backends.contract import OwnerFilter, SessionSummary, UNSCOPED
 from backends.sql.schema import STATE_COPY_COLUMNS
 
 #: moved sessions read per query (their rows are held until written: about 1 MiB at
@@ -87,16 +86,17 @@ class ReshardCopier:
         with contextlib.closing(read_ahead(self._batches(clause, params, match, size),
                                            depth=4)) as batches:
             for db, ids in batches:
-                yield from _snapshot(db, ids, clause, params)
+                yield from _read_moves(db, ids, clause, params)
 
     def _batches(self, clause: str, params: Sequence[Any], match: str | None,
                  size: int) -> Iterator[tuple[Any, list[str]]]:
         """(old shard, ids) of the moves, at most ``size`` ids with one destination each."""
         for db in self._rs.old.placement.state_databases():
             destination = self._rs.destination_on("old", db)
-            batches: dict[int, list[str]] = {}  # per destination (one loop: every id of
-            for (sid,) in db.stream(f"SELECT session_id FROM {db.tables.state} "  # the
-                                    f"WHERE {clause}", params):  # deployment passes through)
+            # one loop, per destination's batch: every id of the deployment passes here
+            batches: dict[int, list[str]] = {}
+            for (sid,) in db.stream(f"SELECT session_id FROM {db.tables.state} WHERE {clause}",
+                                    params):
                 j = destination(sid)
                 if j is None or (match is not None and not fnmatch.fnmatchcase(sid, match)):
                     continue
@@ -122,11 +122,11 @@ class ReshardCopier:
         return existed
 
 
-def _snapshot(db: Any, ids: list[str], clause: str,
-              params: Sequence[Any]) -> Iterator[tuple[SessionSummary, CopiedState]]:
-    """The rows of ``ids`` on ``db`` that are still there, each with its summary (the
-    digest the server computed of the bytes it sent, in the same statement)."""
-    from backends.sql.state import strict_blob, strict_version
+def _read_moves(db: Any, ids: list[str], clause: str,
+                params: Sequence[Any]) -> Iterator[tuple[SessionSummary, CopiedState]]:
+    """The rows of ``ids`` on ``db`` that are still there, in one query, each with its
+    summary (the digest of the blob fetched)."""
+    from backends.sql.state import summary_and_state
 
     columns = ", ".join(STATE_COPY_COLUMNS)
     sql = f"SELECT {columns} FROM {db.tables.state} WHERE session_id = ANY(%s) AND {clause}"
@@ -138,12 +138,5 @@ def _snapshot(db: Any, ids: list[str], clause: str,
     fetched = db.read(work, list)
     batch = CopiedRows(fetched)
     for sid, blob, version, exempt, owner, pending, updated in fetched:
-        blob = strict_blob(sid, blob)
-        version = strict_version(sid, version)
-        owner = owner or None
-        yield (SessionSummary(
-            session_id=sid, version=version, owner_subject=owner, pending_message=pending,
-            blob_size=len(blob), blob_sha256=sha256_hex(blob), ttl_seconds=None,
-            updated_at=as_utc(updated) if updated else None,
-            extra={"drift_exempt": bool(exempt)}),
-            CopiedState(version, owner, pending, batch))
+        summary, state = summary_and_state((sid, blob, version, owner, pending, updated, exempt))
+        yield summary, CopiedState(state.version, state.owner_subject, pending, batch)

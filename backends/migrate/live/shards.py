@@ -46,7 +46,6 @@ import hashlib
 import time
 from typing import Any, Callable, Iterator, Sequence
 
-from backends.archive.format import sha256_hex
 from backends.contract import (
     Capability,
     LoadedState,
@@ -54,7 +53,6 @@ from backends.contract import (
     OwnerFilter,
     SessionSummary,
     UNSCOPED,
-    as_utc,
     offers,
 )
 from backends.errors import BackendConfigError, UnsupportedOperation
@@ -112,9 +110,7 @@ class Reshard:
     def routes(self, session_id: str) -> tuple[int, int]:
         """The indexes the old and the new list route ``session_id`` to (HRW, as
         :func:`backends.sql.placement.shard_index`; each ``i:session_id`` digest computed
-        once for both lists). Every id of the deployment is routed once per pass: one
-        comprehension of one-shot digests is about twice as fast as a loop that copies
-        a prefixed hasher (bench/bench_shards.py)."""
+        once for both lists)."""
         n, m = len(self._old), len(self._new)
         if n == 1 and m == 1:
             return 0, 0
@@ -133,23 +129,18 @@ class Reshard:
     def destination_on(self, side: str, db: Any) -> Callable[[str], int | None]:
         """A test of one session id: placed on ``db`` by the ``side`` ("old" or "new")
         list and moving, it gives the index the new list routes it to; else None. Every
-        id a pass streams from a shard goes through it, so it is :meth:`routes` inlined,
-        with the database's indexes found once; and when the new list only adds
-        databases after the old ones (a grow), a row of an old shard is first weighed
-        against the added ones alone: most stay, and that takes half the digests."""
+        id a pass streams from a shard goes through it, so the database's indexes are
+        found once; and when the new list only adds databases after the old ones (a
+        grow), a row of an old shard is first weighed against the added ones alone:
+        most stay, and that takes half the digests."""
         shards = (self.old if side == "old" else self.new).placement.shards
         mine = {k for k, shard in enumerate(shards) if shard is db}
         n, m, prefixes = len(self._old), len(self._new), self._prefixes
         moving = [[a != b for b in self._new] for a in self._old]
-        blake2b = hashlib.blake2b
+        blake2b, routes = hashlib.blake2b, self.routes
 
         def test(session_id: str) -> int | None:
-            if n == 1 and m == 1:
-                return 0 if 0 in mine and moving[0][0] else None
-            key = session_id.encode()
-            digests = [blake2b(prefix + key).digest() for prefix in prefixes]
-            i = digests.index(max(digests[:n])) if n > 1 else 0
-            j = digests.index(max(digests[:m])) if m > 1 else 0
+            i, j = routes(session_id)
             return j if (i if side == "old" else j) in mine and moving[i][j] else None
 
         grows = side == "old" and m > n and self._new[:n] == self._old and len(mine) == 1
@@ -280,7 +271,7 @@ class MovingSessions:
         """Every move's summary with its row: the ids streamed from each shard, the rows
         read by id, a batch per query; the digest is that of the bytes read. A damaged row
         raises as ``load_full`` would."""
-        from backends.sql.state import owner_clause, strict_blob, strict_version
+        from backends.sql.state import owner_clause, summary_and_state
 
         clause, params = owner_clause(owner_subject)
         size = max(1, min(batch_size, READ_BATCH))
@@ -296,15 +287,7 @@ class MovingSessions:
                     return conn.execute(sql, (part, *params), binary=True).fetchall()
 
                 for row in sorted(db.read(work, list), key=lambda r: r[0]):
-                    sid = row[0]
-                    blob, version = strict_blob(sid, row[1]), strict_version(sid, row[2])
-                    owner = row[3] or None
-                    yield (SessionSummary(
-                        session_id=sid, version=version, owner_subject=owner,
-                        pending_message=row[4], blob_size=len(blob), blob_sha256=sha256_hex(blob),
-                        ttl_seconds=None, updated_at=as_utc(row[5]) if row[5] else None,
-                        extra={"drift_exempt": bool(row[6])}),
-                        LoadedState(blob, version, owner, row[4]))
+                    yield summary_and_state(row)
 
 
 def _newest_first(event: MemoryEvent) -> tuple:
@@ -550,7 +533,7 @@ def plan_reshard(reshard: Reshard, *, timeout: float = 5.0) -> dict[str, Any]:
     sample: list[str] = []
     for db in old.placement.state_databases():
         for sid, size in db.stream(f"SELECT session_id, octet_length(state_blob) FROM "
-                                     f"{db.tables.state}", ()):
+                                   f"{db.tables.state}", ()):
             i, j = reshard.routes(sid)
             if old.placement.shards[i] is not db:
                 continue  # misplaced: not a session of this deployment
