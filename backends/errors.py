@@ -53,7 +53,7 @@ class StateVersionConflict(RuntimeError):
 
 class ErrorTranslator(Protocol):
     """The one signature of every driver-error translator (``translate_error`` in
-    backends.redis.failures, backends.mongo.errors and backends.sql.driver): the
+    backends.redis.errors, backends.mongo.errors and backends.postgres.errors): the
     categorised error for a driver exception, or ``exc`` itself when it is not the
     driver's. ``where`` is a redacted location (a store that must not name hosts may
     ignore it), ``action`` what was being done, ``events`` whether the payload was events

@@ -132,7 +132,7 @@ ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
     BackendInfo("postgres", "backends.postgres:PostgresAdapter",
                 schemes=("postgresql", "postgres"), uri_env=("DATABASE_URL",),
                 extra="pgvector", drivers=("psycopg", "psycopg_pool"),
-                audit="backends.sql.audit:audit",
+                audit="backends.postgres.audit:audit",
                 host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S", default_port=5432,
                 shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS),
 )

@@ -48,9 +48,6 @@ def fold_name(name: str) -> str:
     return "".join(ch for ch in name.strip().lower() if ch not in "-_.").strip()
 
 
-#: A shipped backend is described by its :class:`BackendInfo` (declared in backends.info).
-ShippedBackend = BackendInfo
-
 SHIPPED: dict[str, BackendInfo] = {info.name: info for info in SHIPPED_INFO}
 
 
@@ -138,8 +135,8 @@ class Registry:
     """A snapshot of every known backend. Cheap to build: metadata only."""
 
     def __init__(self, installed: Iterable[InstalledBackend] | None = None,
-                 shipped: Mapping[str, ShippedBackend] | None = None) -> None:
-        self.shipped: dict[str, ShippedBackend] = dict(SHIPPED if shipped is None else shipped)
+                 shipped: Mapping[str, BackendInfo] | None = None) -> None:
+        self.shipped: dict[str, BackendInfo] = dict(SHIPPED if shipped is None else shipped)
         self.installed: list[InstalledBackend] = list(
             discover_installed() if installed is None else installed
         )

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import redis  # noqa: E402
 
-from backends.migrate import export_to_path  # noqa: E402
+from backends.transfer import export_to_path  # noqa: E402
 from backends.redis import RedisBackendAdapter  # noqa: E402
 from tests.support.dedicated_redis import throwaway_redis  # noqa: E402
 

@@ -79,7 +79,7 @@ def listed_in_index_order(url: str) -> list:
     the store's own summary columns and row decoder: a stand-in for a linear listing."""
     import psycopg
 
-    from backends.sql.state import SqlStateStore
+    from backends.postgres.state import SqlStateStore
 
     with psycopg.connect(url) as conn:
         rows = conn.execute(f"SELECT {SqlStateStore._SUMMARY_COLUMNS} FROM semvec_session_state"
@@ -92,7 +92,7 @@ def records_only(url: str, summaries: list, with_events: bool, out: str) -> tupl
     ``ArchiveWriter``: the export's work after its listing."""
     from backends.archive import ArchiveWriter
     from backends.contract import UNSCOPED
-    from backends.migrate.export import ExportResult, iter_records, make_header
+    from backends.transfer.export import ExportResult, iter_records, make_header
     from backends.postgres import PostgresAdapter
 
     with PostgresAdapter(url) as adapter:

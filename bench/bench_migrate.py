@@ -97,7 +97,7 @@ def pg_server():
 
 
 def bulk(redis_url: str, pg_url: str, state_dir: str, traced: bool):
-    from backends.migrate.live import LiveMigration, MigrationState, fingerprint, run_migration
+    from backends.migrate import LiveMigration, MigrationState, fingerprint, run_migration
     from backends.postgres import PostgresAdapter
     from backends.redis import RedisBackendAdapter
 

@@ -217,7 +217,7 @@ def client_side_usec(embedding: tuple[float, ...], user: str, n: int = 2000) -> 
     import timeit
 
     from backends.contract import validate_turn_events
-    from backends.embedding_text import embedding_json
+    from backends.contract.embedding_text import embedding_json
     from backends.redis.event_codec import event_args
 
     event = MemoryEvent(event_id=uuid.uuid4().hex, user_id=user, content="a turn's event",

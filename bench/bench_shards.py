@@ -55,7 +55,7 @@ def seed(shards: list[str], n: int, blob: int) -> None:
 
     import psycopg
 
-    from backends.sql.placement import shard_index
+    from backends.postgres.placement import shard_index
 
     now = datetime.datetime(2026, 1, 1)
     per: dict[int, list[tuple]] = {i: [] for i in range(len(shards))}
@@ -100,7 +100,7 @@ def changes(url: str) -> int:
 
 def bulk(primary: str, old: list[str], new: list[str], state_dir: str,
          write_batch: int | None = None) -> tuple[int, float]:
-    from backends.migrate.live.shards import Reshard, open_state, reshard_migration, run_reshard
+    from backends.migrate.shards import Reshard, open_state, reshard_migration, run_reshard
     from backends.postgres import PostgresAdapter
 
     with PostgresAdapter(primary, shards=old) as a, PostgresAdapter(primary, shards=new) as b:
@@ -122,7 +122,7 @@ def bulk(primary: str, old: list[str], new: list[str], state_dir: str,
 
 
 def moved_ids(n: int, old: int, new: int) -> list[str]:
-    from backends.sql.placement import shard_index
+    from backends.postgres.placement import shard_index
 
     return [f"session-{i:07d}" for i in range(n)
             if shard_index(f"session-{i:07d}", old) != shard_index(f"session-{i:07d}", new)]
@@ -131,7 +131,7 @@ def moved_ids(n: int, old: int, new: int) -> list[str]:
 def read_moved(old: list[str], ids: list[str]) -> list[tuple]:
     import psycopg
 
-    from backends.sql.placement import shard_index
+    from backends.postgres.placement import shard_index
 
     rows: list[tuple] = []
     for i, url in enumerate(old):
@@ -171,7 +171,7 @@ def pipe_floor(old: list[str], url: str, ids: list[str]) -> float:
     import psycopg
     from psycopg import sql
 
-    from backends.sql.placement import shard_index
+    from backends.postgres.placement import shard_index
 
     with psycopg.connect(url, autocommit=True) as dst:
         name = f"floor_{uuid.uuid4().hex[:8]}"

@@ -60,7 +60,7 @@ def list_cli(primary: str, shards: list[str] | None) -> float:
 
 
 def seed(server: _pgseed.Server, sessions: int, count: int) -> tuple[str, list[str], list[int]]:
-    from backends.sql.placement import shard_index
+    from backends.postgres.placement import shard_index
 
     primary = server.create("shlist_primary")
     shards = [server.create(f"shlist_s{i}") for i in range(count)]
@@ -79,7 +79,7 @@ def seed(server: _pgseed.Server, sessions: int, count: int) -> tuple[str, list[s
 def per_row_costs(sessions: int, count: int) -> tuple[float, float]:
     """The sharded listing's own per-row work, alone: the placement check of every row
     (``Placement.places``: one HRW decision) and the k-way heap merge."""
-    from backends.sql.placement import shard_index
+    from backends.postgres.placement import shard_index
 
     ids = [f"session-{i:07d}" for i in range(sessions)]
     started = time.perf_counter()
@@ -100,7 +100,7 @@ def raw_pages(url: str, collate_c: bool, batch: int = 500) -> float:
     in the primary key's own order (the index the engine's table has)."""
     import psycopg
 
-    from backends.sql.state import SqlStateStore
+    from backends.postgres.state import SqlStateStore
 
     collate = ' COLLATE "C"' if collate_c else ""
     started = time.perf_counter()

@@ -80,7 +80,7 @@ def complete_session_id(ctx: Any, incomplete: str) -> list[str]:
 
         from backends.contract import Capability, offers
         from backends.probe import call_with_timeout
-        from backends.session_ids import escape_id
+        from backends.contract.session_ids import escape_id
 
         from semvecctl import application
         from semvecctl.connection import Connection

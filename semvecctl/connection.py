@@ -444,7 +444,7 @@ def shard_list(text: str, option: str) -> tuple[str, ...]:
     naming the entry, redacted. Every entry's credentials are scrubbed from output."""
     from backends.redaction import redact_uri
     from backends.selection import InvalidURI, backend_for_uri
-    from backends.sql.config import parse_shard_list
+    from backends.postgres.config import parse_shard_list
 
     entries = parse_shard_list(text)
     for i, dsn in enumerate(entries):

@@ -1,5 +1,5 @@
 """How the live moves (``migrate`` and ``shards``) show their passes and their status: one
-rendering for both, since both run on :mod:`backends.migrate.live`."""
+rendering for both, since both run on :mod:`backends.migrate`."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def run_passes(run: Any, mig: Any, follow: bool, interval: float, max_passes: Op
 
 def status_of(state_file: str) -> Any:
     """The status value of a state file (``to_row()`` / ``to_dict()``), for a watch view."""
-    from backends.migrate.live import MigrationState, migration_status
+    from backends.migrate import MigrationState, migration_status
 
     state = MigrationState.read(state_file, fold=False)  # counts only; a run may be writing
     try:

@@ -87,8 +87,6 @@ Overwrite = Annotated[
     typer.Option("--overwrite", help="Replace an existing output file (without it an existing "
                                      "file is never touched: exit 2). --yes never allows this."),
 ]
-#: ``sessions export`` / ``events export`` (kept for callers of the former name)
-ArchiveOverwrite = Overwrite
 #: export never asks; --yes is accepted (scripts pass it) and allows nothing
 ExportYes = Annotated[
     bool,

@@ -383,7 +383,7 @@ class Output:
 
     @contextlib.contextmanager
     def phase(self, label: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
-        """One phase of long work (``backends.migrate.progress``): a display of its own,
+        """One phase of long work (``backends.transfer.progress``): a display of its own,
         yielding the ``tick(n)`` the phase calls as it works."""
         with self.progress_task(label, total=total) as task:
             yield task.advance

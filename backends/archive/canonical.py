@@ -8,7 +8,7 @@ encoder; :func:`events_json` writes ``canonical([event_to_record(e) ...])`` for
 :class:`~backends.contract.MemoryEvent` values of the usual types directly, each piece as
 the standard encoder's own C code spells it: strings through the same escaper
 (``encode_basestring_ascii``), the sequence by ``int.__repr__``, the embedding (floats
-only) through :func:`backends.embedding_text.compact_embedding_json` (``repr``'s digits,
+only) through :func:`backends.contract.embedding_text.compact_embedding_json` (``repr``'s digits,
 property-tested), the meta through the standard encoder itself. An event of any other
 shape is encoded the plain way; when anything raises, all of them are, which then gives
 the error that writing them plainly gives. A property test pins the two together.
@@ -23,7 +23,7 @@ from json.encoder import encode_basestring_ascii as _string
 from typing import Any, Iterable
 
 from backends.contract import MemoryEvent
-from backends.embedding_text import compact_embedding_json
+from backends.contract.embedding_text import compact_embedding_json
 
 #: one encoder kept (``json.dumps`` builds one per call for any non-default option)
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True,

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 
 from backends.conformance.model import SubCheckNotApplicable
 from backends.contract import Capability, as_utc, offers
-from backends.owner import UNSCOPED, OwnerScope
+from backends.contract.owner import UNSCOPED, OwnerScope
 
 #: Conventions a method can speak.
 SPEC, SCOPE, NO_OWNER = "owner_subject", "scope", "none"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 #: Re-exported here so the contract stays the one import for adapter authors.
 from backends.errors import StateVersionConflict, is_state_version_conflict
-from backends.owner import (
+from backends.contract.owner import (
     ANONYMOUS_OWNER,
     OwnerFilter,
     OwnerScope,

@@ -9,7 +9,7 @@ import math
 from typing import Any, Callable, Iterator, Sequence
 
 from backends.contract.values import LoadedState, MemoryEvent, SessionSummary
-from backends.owner import UNSCOPED, OwnerFilter, speaks_both_conventions
+from backends.contract.owner import UNSCOPED, OwnerFilter, speaks_both_conventions
 
 
 class EngineEventSurface:
@@ -164,7 +164,7 @@ class ItemEraser:
 
     def erase_sessions(self, session_ids: Sequence[str], *, user_id: str | None = None,
                        scope: Any = None, owner_subject: OwnerFilter = UNSCOPED) -> int:
-        from backends.owner import owner_of_scope, validate_owner_filter
+        from backends.contract.owner import owner_of_scope, validate_owner_filter
 
         if scope is not None and owner_subject is not UNSCOPED:
             raise TypeError("pass scope= or owner_subject=, not both")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 from backends.contract.values import (LoadedState, MemoryEvent, MemoryUnit, RetrievalContext)
-from backends.owner import UNSCOPED, OwnerFilter
+from backends.contract.owner import UNSCOPED, OwnerFilter
 
 
 def protocol_members(protocol: type) -> tuple[tuple[str, bool], ...]:

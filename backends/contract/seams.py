@@ -11,7 +11,7 @@ from typing import Any, ContextManager, Iterable, Iterator, NamedTuple, Protocol
 from backends.contract.protocols import RetrievalBackend
 from backends.contract.values import (IndexAction, IndexReport, IndexSpec, ItemSyncResult, LogShape,
                                       LoadedState, MemoryEvent, MemoryItem, SessionSummary)
-from backends.owner import UNSCOPED, OwnerFilter
+from backends.contract.owner import UNSCOPED, OwnerFilter
 
 
 @runtime_checkable

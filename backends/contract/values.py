@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, NamedTuple, Sequence
 
 from backends.errors import InvalidEvent
-from backends.owner import UNSCOPED, OwnerFilter
+from backends.contract.owner import UNSCOPED, OwnerFilter
 
 
 def as_utc(value: datetime) -> datetime:

@@ -1,52 +1,36 @@
-"""Moving sessions between backends without losing or silently changing any: export to
-an archive, import from one (verify, plan, apply, read back), and copy (both, staged).
+"""Live migration: move a session store between backends while the engine keeps
+writing to the source, resumable after any interruption, verified by content, with a
+cutover gate. Built on the machinery export, import and copy share (the one loss rule,
+strict batched reads, version-checked writes, the verification's comparisons).
 
 Usable without the CLI::
 
-    from backends.migrate import export_to_path, SessionImporter, ArchiveFile
-    export_to_path(redis_adapter, "backup.jsonl.gz", source_uri=redact_uri(url))
-    importer = SessionImporter(pg_adapter, ArchiveFile("backup.jsonl.gz"), on_conflict="skip")
-    importer.verify(); importer.apply(); assert importer.verify_target().ok
-
-What a target cannot keep (or a source cannot provide) is refused by one rule,
-:func:`backends.migrate.loss.settle`, unless ``allow_loss=True``.
+    from backends.migrate import LiveMigration, MigrationState, fingerprint, run_migration
+    state = MigrationState.open("m.state", source=fingerprint("redis", redis_label),
+                                target=fingerprint("postgres", pg_label))
+    mig = LiveMigration(redis_adapter, pg_adapter, state)
+    run_migration(mig, follow=True, max_passes=10)
+    result = cutover(mig)          # after the writers stop; result.ok and result.receipt
 """
 
-from backends.migrate.copy import staged_copy, verify_copy
-from backends.migrate.errors import ImportConflict, LossyTransfer, UnimportableRecord
-from backends.migrate.export import (
-    ExportResult,
-    check_exportable,
-    export_to_path,
-    export_to_stream,
-    staged_export,
-    write_archive,
+from backends.migrate.checks import check_losses, count_source, plan
+from backends.migrate.finish import (
+    AbortPlan,
+    CutoverResult,
+    abort_plan,
+    apply_abort,
+    cutover,
+    switch_settings,
+    write_receipt,
 )
-from backends.migrate.importer import ImportResult, PlanRow, PlanTotals, SessionImporter
-from backends.migrate.loss import Loss, persistence_warning, settle
-from backends.migrate.sources import ArchiveFile, StagedStream
-from backends.migrate.verify import VerifyReport
+from backends.migrate.passes import LiveMigration, PassResult, run_migration
+from backends.migrate.state import MigrationState, StateBusy, StateMismatch, fingerprint
+from backends.migrate.status import MigrationStatus, migration_status
+from backends.migrate.verify import LiveVerifyReport, verify_live
 
 __all__ = [
-    "ArchiveFile",
-    "ExportResult",
-    "ImportConflict",
-    "ImportResult",
-    "Loss",
-    "LossyTransfer",
-    "PlanRow",
-    "PlanTotals",
-    "SessionImporter",
-    "StagedStream",
-    "UnimportableRecord",
-    "VerifyReport",
-    "check_exportable",
-    "export_to_path",
-    "export_to_stream",
-    "persistence_warning",
-    "settle",
-    "staged_copy",
-    "staged_export",
-    "verify_copy",
-    "write_archive",
+    "AbortPlan", "CutoverResult", "LiveMigration", "LiveVerifyReport", "MigrationState",
+    "MigrationStatus", "PassResult", "StateBusy", "StateMismatch", "abort_plan", "apply_abort",
+    "check_losses", "count_source", "cutover", "fingerprint", "migration_status", "plan",
+    "run_migration", "switch_settings", "verify_live", "write_receipt",
 ]

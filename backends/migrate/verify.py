@@ -1,187 +1,241 @@
-"""After a write, read the target back and compare it with what should be there.
+"""Verify a live migration by content: is the target what the source holds now?
 
-The comparison is per session: blob sha256, owner, pending message, version (when the
-target could preserve it) and, when items travelled, the live item ids and texts (and
-embeddings within float32 rounding: pgvector stores float4), and the drift-exempt flag
-where the target stores one. Sessions the import skipped because they already existed
-(or had expired) are counted apart, not as mismatches. Events are compared one by one
-(every field; the sequence where the target keeps sequences) and each restored user's
-counter must have reached the archived one.
+Per session: blob sha256, version, owner, pending message, drift-exempt flag (where both
+stores keep one) and expiry (within ``ttl_tolerance`` seconds, where both keep one). Per
+user: every event (every field, the sequence where both keep sequences), the log's order,
+and the counter (the target's must have reached the source's). A difference is
+classified: the source moved since this migration last copied it (a writer is still
+active: the next pass copies it), or the target differs (a real difference). Sessions
+someone else wrote on the target under an id we copy are conflicts (kept, reported);
+sessions on the target that the source never had and we never wrote are listed as
+foreign (kept, never a difference).
+
+Digests are order-independent (a sum of per-row hashes), so source and target digests
+can be compared whatever order each store enumerates in; both go into the receipt.
 """
 
 from __future__ import annotations
 
-import math
+import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterator
 
-from backends.archive.format import sha256_hex
-from backends.contract import Capability, UNSCOPED, offers
-from backends.migrate.batch_reads import batch_loader, chunks
-from backends.migrate.loss import keeps_sequences, state_store_member
+from backends.archive.format import log_order
+from backends.contract import Capability, OwnerFilter, StoredDigest, UNSCOPED, offers
+from backends.transfer.batch_reads import chunks, digest_loader
+from backends.transfer.export import drift_reader
+from backends.migrate.state import MigrationState
+from backends.transfer.loss import keeps_expiry, keeps_sequences, session_event_source, state_store_member
+from backends.transfer.verify import event_difference
 
-MAX_EXAMPLES = 20
+MAX_LISTED = 50
+#: sessions compared per round trip to the target
+CHUNK = 500
+_MOD = 1 << 256
+
+
+class _SetDigest:
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, *parts: Any) -> None:
+        h = hashlib.sha256("\x00".join(str(p) for p in parts).encode("utf-8", "surrogateescape"))
+        self.total = (self.total + int.from_bytes(h.digest(), "big")) % _MOD
+
+    def hexdigest(self) -> str:
+        return f"{self.total:064x}"
 
 
 @dataclass
-class VerifyReport:
-    compared: int = 0
-    matched: int = 0
-    skipped: int = 0
-    mismatched: int = 0
-    examples: list[str] = field(default_factory=list)
-    source_count: int | None = None
+class LiveVerifyReport:
+    sessions_compared: int = 0
+    sessions_matched: int = 0
     events_compared: int = 0
     events_matched: int = 0
-    events_skipped: int = 0
+    users: int = 0
+    #: differences because the source moved after the last pass (writers active)
+    source_moved: int = 0
+    differences: list[str] = field(default_factory=list)
+    different: int = 0
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)
+    sessions_digest: str = ""
+    events_digest: str = ""
+    sampled: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.mismatched == 0
+        return not self.different and not self.source_moved and not self.conflicts
 
-    def note(self, reason: str) -> None:
-        self.mismatched += 1
-        if len(self.examples) < MAX_EXAMPLES:
-            self.examples.append(reason)
+    def note(self, reason: str, *, moved: bool = False) -> None:
+        if moved:
+            self.source_moved += 1
+            reason += " (moved on the source since the last pass)"
+        else:
+            self.different += 1
+        if len(self.differences) < MAX_LISTED:
+            self.differences.append(reason)
 
-
-@dataclass(frozen=True)
-class Expected:
-    session_id: str
-    blob_sha256: str
-    version: int
-    owner_subject: str | None
-    pending_message: str | None
-    items: Sequence[Any] | None = None  # MemoryItem; None = not compared
-    drift_exempt: bool | None = None  # None = not compared
-
-
-def _same_embedding(a: Sequence[float] | None, b: Sequence[float] | None) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    if len(a) != len(b):
-        return False
-    return all(math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-7) for x, y in zip(a, b))
+    def to_dict(self) -> dict[str, Any]:
+        data = dict(self.__dict__)
+        data["conflicts"] = [{"session_id": s, "why": w} for s, w in self.conflicts]
+        data["ok"] = self.ok
+        return data
 
 
-def item_difference(expected: Sequence[Any], actual: Sequence[Any]) -> str | None:
-    want = {i.item_id: i for i in expected}
-    have = {i.item_id: i for i in actual}
-    if set(want) != set(have):
-        missing = sorted(set(want) - set(have))
-        extra = sorted(set(have) - set(want))
-        return f"live items differ (missing {missing[:3]}, unexpected {extra[:3]})"
-    for item_id, item in want.items():
-        other = have[item_id]
-        if (item.text, item.tier, tuple(item.tiers), dict(item.unit)) != (
-                other.text, other.tier, tuple(other.tiers), dict(other.unit)):
-            return f"item {item_id!r} differs"
-        if not _same_embedding(item.embedding, other.embedding):
-            return f"item {item_id!r} has a different embedding"
-    return None
-
-
-def compare(target: Any, expected: Expected, state: Any, *,
-            versions_preserved: bool) -> str | None:
-    """The first difference between ``state`` (the target's row, read unscoped) and
-    ``expected``, or None."""
-    sid = expected.session_id
-    if state is None:
-        return f"{sid!r}: missing on the target"
-    if sha256_hex(state.blob) != expected.blob_sha256:
-        return f"{sid!r}: blob sha256 differs"
-    if state.owner_subject != expected.owner_subject:
-        return f"{sid!r}: owner differs"
-    if (state.pending_message or None) != (expected.pending_message or None):
-        return f"{sid!r}: pending message differs"
-    if versions_preserved and state.version != expected.version:
-        return f"{sid!r}: version {state.version} on the target, {expected.version} expected"
-    if expected.drift_exempt is not None:
-        is_exempt = state_store_member(target, Capability.DRIFT_STATUS)
-        if is_exempt is None or bool(is_exempt(sid)) != expected.drift_exempt:
-            return f"{sid!r}: drift_exempt differs"
-    if expected.items is not None and offers(target, Capability.LIVE_ITEMS):
-        diff = item_difference(expected.items, list(target.iter_live_items(sid)))
-        if diff:
-            return f"{sid!r}: {diff}"
-    return None
-
-
-def check_all(report: VerifyReport, target: Any, expected: Iterable[Expected], *,
-              skipped: set[str], versions_preserved: bool,
-              compare_skipped: frozenset[str] | set[str] = frozenset()) -> None:
-    """Compare every expected session with the target, reading the target's rows a chunk
-    per round trip where it can batch reads (see :mod:`backends.migrate.batch_reads`).
-
-    Sessions in ``skipped`` are counted apart and not compared, except those also in
-    ``compare_skipped`` (a copy's "already there": the source is the truth, so a target
-    row that differs from it is a mismatch, said as one that was skipped)."""
-    load_many = batch_loader(target)
-    for chunk in chunks(expected):
-        report.compared += len(chunk)
-        wanted = [e for e in chunk if e.session_id not in skipped or e.session_id in compare_skipped]
-        report.skipped += sum(1 for e in chunk if e.session_id in skipped)
-        if not wanted:
-            continue
-        states = load_many([e.session_id for e in wanted], UNSCOPED)
-        for want, state in zip(wanted, states):
-            reason = compare(target, want, state, versions_preserved=versions_preserved)
-            if reason is None:
-                report.matched += 1
-            elif want.session_id in skipped:
-                report.note(f"{reason} (skipped as already there; the target was left as it "
-                            "is and differs from the source)")
-            else:
-                report.note(reason)
-
-
-def event_difference(want: Any, have: Any, *, sequences: bool) -> str | None:
-    """The first field in which the target's event differs from the archived one."""
-    if have is None:
-        return f"event {want.event_id}: missing on the target"
-    fields = ["user_id", "content", "owner_subject", "session_id", "source_event_id"]
-    if sequences and want.sequence:
-        fields.append("sequence")
-    for name in fields:
-        if (getattr(want, name) or "") != (getattr(have, name) or ""):
-            return f"event {want.event_id}: {name} differs"
-    if dict(want.meta) != dict(have.meta):
-        return f"event {want.event_id}: meta differs"
-    if abs((want.created_at - have.created_at).total_seconds()) > 1e-3:
-        return f"event {want.event_id}: created_at differs"
-    if not _same_embedding(tuple(want.embedding), tuple(have.embedding)):
-        return f"event {want.event_id}: embedding differs"
-    return None
-
-
-def check_events(report: VerifyReport, store: Any, batches: Iterable[tuple[Sequence[Any], Any]], *,
-                 skipped: set[str], tick: Callable[[int], None] | None = None) -> None:
-    """Compare archived events with the target's event store. ``batches`` yields
-    ``(events, counter)`` where counter is ``(user_id, value)`` for a user log, else None.
-    Events in ``skipped`` (already on the target) are counted apart; ``tick(n)`` is
-    called as each batch's events are compared (progress)."""
-    sequences = keeps_sequences(store)
-    getter = getattr(store, "get_event", None) or store.get
-    tops: dict[str, int] = {}
-    for events, counter in batches:
-        for event in events:
-            report.events_compared += 1
-            if event.event_id in skipped:
-                report.events_skipped += 1
+def verify_live(source: Any, target: Any, state: MigrationState, *,
+                owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
+                sample: int | None = None, ttl_tolerance: float = 60.0,
+                batch_size: int = 500) -> LiveVerifyReport:
+    """Compare (see module). The target is read a chunk of ids per round trip, as
+    digests with their drift flags where it offers that (``load_digests_many``); the
+    source's flags come with its listing where it reports them."""
+    report = LiveVerifyReport(sampled=sample is not None)
+    report.conflicts = state.conflicts()
+    conflicted = {sid for sid, _ in report.conflicts}
+    both_drift = (state_store_member(source, Capability.DRIFT_STATUS) is not None
+                  and state_store_member(target, Capability.DRIFT_STATUS) is not None)
+    source_exempt = drift_reader(source)
+    load_target = digest_loader(target, drift=both_drift)
+    both_ttl = keeps_expiry(target) and offers(source, Capability.KEEPS_SESSION_TTL)
+    src_digest, dst_digest = _SetDigest(), _SetDigest()
+    summaries = source.iter_sessions(owner_subject=owner_subject, match=match, batch_size=batch_size)
+    seen_sids: list[str] = []
+    state.begin_seen()
+    for chunk in chunks(summaries, CHUNK):
+        if sample is not None:
+            chunk = chunk[: max(0, sample - report.sessions_compared)]
+            if not chunk:
+                break
+        state.add_seen(s.session_id for s in chunk)
+        have = load_target([s.session_id for s in chunk], UNSCOPED)
+        differing: list[tuple[Any, str]] = []
+        for summary, st in zip(chunk, have):
+            sid = summary.session_id
+            seen_sids.append(sid)
+            report.sessions_compared += 1
+            src_digest.add(sid, summary.version, summary.blob_sha256, summary.owner_subject)
+            if st is not None:
+                dst_digest.add(sid, st.version, st.blob_sha256, st.owner_subject)
+            if sid in conflicted:
                 continue
-            reason = event_difference(event, getter(event.event_id), sequences=sequences)
-            if reason is None:
-                report.events_matched += 1
-                tops[event.user_id] = max(tops.get(event.user_id, 0), event.sequence)
+            why = _session_difference(summary, st)
+            if why is None and st is not None and both_drift \
+                    and source_exempt(summary) != st.drift_exempt:
+                why = "drift_exempt differs"
+            if why is None and both_ttl and summary.ttl_seconds is not None:
+                there = target.describe_session(sid)
+                ttl = None if there is None else there.ttl_seconds
+                if ttl is None or abs(ttl - summary.ttl_seconds) > ttl_tolerance:
+                    why = f"expiry differs (source {summary.ttl_seconds}s, target {ttl}s)"
+            if why is None:
+                report.sessions_matched += 1
             else:
-                report.note(reason)
-        if tick is not None and events:
-            tick(len(events))
-        if counter is not None:
-            tops[counter[0]] = max(tops.get(counter[0], 0), counter[1])
-    if not sequences:
+                differing.append((summary, why))
+        _note_differences(report, state, differing)
+    if sample is None:
+        for row in state.unseen_copied():  # we copied it, the source no longer has it
+            if target.state_store().current_version(row.sid, owner_subject=UNSCOPED) is not None:
+                report.note(f"session {row.sid!r}: on the target, deleted on the source", moved=True)
+        report.foreign = _foreign(source, target, state)
+    report.sessions_digest = src_digest.hexdigest()
+    if dst_digest.hexdigest() != src_digest.hexdigest() and report.ok:
+        report.note("the session digests of source and target differ")
+    _verify_events(source, target, state, report, owner_subject,
+                   seen_sids if sample is not None else None)
+    return report
+
+
+def _note_differences(report: LiveVerifyReport, state: MigrationState,
+                      differing: list[tuple[Any, str]]) -> None:
+    """Each difference, as moved (the source changed after this migration last copied
+    the session: the next pass copies it) or not; only these rows of the state file are
+    read."""
+    rows = state.sessions([summary.session_id for summary, _ in differing])
+    for summary, why in differing:
+        row = rows.get(summary.session_id)
+        moved = (row is None or row.src_version != summary.version
+                 or row.digest != summary.blob_sha256)
+        report.note(f"session {summary.session_id!r}: {why}", moved=moved)
+
+
+def _session_difference(summary: Any, st: StoredDigest | None) -> str | None:
+    if st is None:
+        return "missing on the target"
+    if st.blob_sha256 != summary.blob_sha256:
+        return "blob sha256 differs"
+    if st.version != summary.version:
+        return f"version {st.version} on the target, {summary.version} on the source"
+    if st.owner_subject != summary.owner_subject:
+        return "owner differs"
+    if (st.pending_message or None) != (summary.pending_message or None):
+        return "pending message differs"
+    return None
+
+
+def _foreign(source: Any, target: Any, state: MigrationState) -> list[str]:
+    """Target sessions this migration never wrote and the source does not hold."""
+    found = []
+    source_store = source.state_store()
+    for chunk in chunks(_session_ids(target), CHUNK):
+        ours = state.tracked(chunk)
+        for sid in chunk:
+            if sid not in ours and source_store.current_version(sid, owner_subject=UNSCOPED) is None:
+                found.append(sid)
+    return sorted(found)
+
+
+def _session_ids(adapter: Any) -> Iterator[str]:
+    """Every session id ``adapter`` lists, without reading its rows where it can."""
+    if offers(adapter, Capability.SESSION_IDS):
+        return adapter.iter_session_ids(owner_subject=UNSCOPED)
+    return (summary.session_id for summary in adapter.iter_sessions(owner_subject=UNSCOPED))
+
+
+def _verify_events(source: Any, target: Any, state: MigrationState, report: LiveVerifyReport,
+                   owner_subject: OwnerFilter, sampled: list[str] | None) -> None:
+    src = session_event_source(source)
+    dst = target.event_store()
+    if src is None or dst is None:
         return
-    for user, top in tops.items():
-        have = store.read_counter(user)
-        if have < top:
-            report.note(f"the counter of user {user!r} is {have} on the target, below {top}")
+    sequences = keeps_sequences(dst) and keeps_sequences(src)
+    users = set(state.users())
+    if sampled is not None:
+        users = set()
+        for sid in sampled:
+            users.update(src.session_subjects(sid))
+    recorded_conflicts = set(state.event_conflicts())
+    digest = _SetDigest()
+    read_counter = src.read_counter if offers(src, Capability.RESTORE_EVENTS) else None
+    for user in sorted(users):
+        report.users += 1
+        log = src.list_events(user, owner_subject=owner_subject)
+        ours = state.events_of(user)
+        there = {e.event_id: e for e in dst.list_events(user)}
+        for event in log:
+            report.events_compared += 1
+            digest.add(event.event_id, event.user_id, event.session_id,
+                       hashlib.sha256(event.content.encode("utf-8", "surrogateescape")).hexdigest())
+            if event.event_id in recorded_conflicts:
+                continue
+            why = event_difference(event, there.get(event.event_id), sequences=sequences)
+            if why is None:
+                report.events_matched += 1
+            else:
+                report.note(why, moved=ours.get(event.event_id) != "copied")
+        source_ids = {e.event_id for e in log}
+        for event_id in sorted(set(there) - source_ids):
+            if ours.get(event_id) == "copied":
+                report.note(f"event {event_id}: on the target, not on the source", moved=True)
+        if sequences:  # the order of the log: the same ids in the same sequence order
+            mine = [e.event_id for e in sorted((there[i] for i in source_ids if i in there),
+                                               key=log_order)]
+            theirs = [e.event_id for e in sorted(log, key=log_order)]
+            if mine != theirs:
+                report.note(f"user {user!r}: the event log's order differs")
+            if read_counter is not None and offers(dst, Capability.RESTORE_EVENTS):
+                want, have = int(read_counter(user)), int(dst.read_counter(user))
+                if have < want:
+                    report.note(f"user {user!r}: counter {have} on the target, {want} on the source",
+                                moved=True)
+    report.events_digest = digest.hexdigest()

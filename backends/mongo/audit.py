@@ -14,10 +14,10 @@ import uuid
 from datetime import datetime
 from typing import Any, Callable, Iterator
 
-from backends.doctor.indexes import engine_index_names, index_findings
-from backends.doctor.model import (Finding, Leftovers, Section, SequenceWalk, Severity,
+from backends.contract.index_findings import engine_index_names, index_findings
+from backends.contract.findings import (Finding, Leftovers, Section, SequenceWalk, Severity,
                                    unknown_name, unreadable_event, unreadable_state)
-from backends.event_fields import embedding_problem, meta_problem
+from backends.contract.event_fields import embedding_problem, meta_problem
 
 _WHY_DUPLICATE = ("order and deletion by sequence are ambiguous; the unique index "
                   "ix_evt_user_seq cannot be built")
@@ -36,7 +36,7 @@ def _is_uuid(value: Any) -> bool:
 class MongoAudit:
     def __init__(self, adapter: Any, *, batch: int = 500, timeout: float = 5.0,
                  progress: Callable[[int], None] | None = None) -> None:
-        from backends.mongo import names
+        from backends.mongo import schema as names
 
         self.adapter = adapter
         self.db = adapter.database

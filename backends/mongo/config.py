@@ -10,7 +10,7 @@ from typing import Mapping
 
 from backends.errors import BackendConfigError
 from backends.info import declared, declared_ttl_env
-from backends.mongo.names import DEFAULT_DATABASE
+from backends.mongo.schema import DEFAULT_DATABASE
 from backends.redaction import redact_uri
 
 _TRUE = {"1", "true", "yes", "on"}

@@ -28,9 +28,9 @@ from backends.contract import (
     validate_event,
 )
 from backends.errors import CorruptEvent, InvalidEvent, StateVersionConflict
-from backends.event_fields import strict_embedding, strict_meta
+from backends.contract.event_fields import strict_embedding, strict_meta
 from backends.mongo.errors import driver_errors
-from backends.mongo.names import COUNTERS_COLLECTION, EVENTS_COLLECTION
+from backends.mongo.schema import COUNTERS_COLLECTION, EVENTS_COLLECTION
 from backends.mongo.state import bson_utc, bson_time, owner_clause
 
 #: The counter field the engine increments, and the one older semvecctl releases used.

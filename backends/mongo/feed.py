@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.mongo.names import EVENTS_COLLECTION, STATE_COLLECTION
+from backends.mongo.schema import EVENTS_COLLECTION, STATE_COLLECTION
 
 #: what the server sends before closing a stream whose collection went away: a gap
 GAP_OPERATIONS = ("drop", "rename", "dropDatabase", "invalidate")

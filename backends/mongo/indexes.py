@@ -28,7 +28,7 @@ from backends.mongo.manifest import (
     SearchIndex,
     build_manifest,
 )
-from backends.mongo.names import ITEMS_COLLECTION
+from backends.mongo.schema import ITEMS_COLLECTION
 
 NO_ATLAS_SEARCH = "unsupported: this deployment has no Atlas Search"
 
@@ -340,7 +340,7 @@ def _describe_regular(entry: RegularIndex) -> str:
 
 
 def _extra_detail(name: str) -> str:
-    from backends.mongo.names import SESSION_TTL_INDEX
+    from backends.mongo.schema import SESSION_TTL_INDEX
 
     if name == SESSION_TTL_INDEX:
         return ("idle TTL index present although no TTL is configured: sessions still expire "

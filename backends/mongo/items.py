@@ -17,7 +17,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from backends.contract import UNSCOPED, ItemSyncResult, MemoryItem, OwnerFilter
 from backends.mongo.errors import driver_errors
-from backends.mongo.names import ITEMS_COLLECTION
+from backends.mongo.schema import ITEMS_COLLECTION
 from backends.mongo.state import bson_utc, bson_time, owner_clause, utcnow
 from backends.retrieval.items import tier_order_key, with_tier_positions
 

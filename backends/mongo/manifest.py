@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from backends.contract import IndexSpec
-from backends.mongo.names import (
+from backends.mongo.schema import (
     COUNTERS_COLLECTION,
     EVENT_USER_INDEX,
     EVENT_USER_SEQ_INDEX,

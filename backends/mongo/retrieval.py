@@ -42,7 +42,7 @@ from typing import Any, Mapping, Sequence
 from backends.contract import UNSCOPED, MemoryUnit, RetrievalContext, validate_owner_filter
 from backends.errors import UnsupportedOperation
 from backends.mongo.errors import driver_errors, is_no_atlas_search
-from backends.mongo.names import LEXICAL_SEARCH_INDEX, VECTOR_SEARCH_INDEX
+from backends.mongo.schema import LEXICAL_SEARCH_INDEX, VECTOR_SEARCH_INDEX
 from backends.mongo.state import owner_clause
 from backends.retrieval import apply_narrowing, fetch_width, rrf_fuse
 from backends.retrieval.fusion import SERVER_SIGNAL_WEIGHTS, effective_rrf_k

@@ -31,7 +31,7 @@ from backends.contract import (
 )
 from backends.errors import CorruptState, StateVersionConflict, cas_refusal, session_exists
 from backends.mongo.errors import driver_errors
-from backends.mongo.names import STATE_COLLECTION
+from backends.mongo.schema import STATE_COLLECTION
 
 #: Everything but the blob: what reads that do not need it fetch.
 META_PROJECTION = {"blob": 0}

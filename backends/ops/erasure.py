@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
-from backends.contract import Capability, OwnerFilter, offers
+from backends.contract import Capability, offers
 from backends.errors import UnsupportedOperation
 from backends.ops.eventlog import require_event_store
 
@@ -97,10 +97,6 @@ class ErasurePlan:
     #: on a deployment of several databases (SQL shards): ``event:<id>`` / ``state:<session>``
     #: -> the database holding it, read before anything is removed
     locations: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def owner_filter(self) -> OwnerFilter:
-        return self.owner
 
     def places(self) -> dict[str, dict[str, Any]]:
         places: dict[str, dict[str, Any]] = {

@@ -21,9 +21,9 @@ from backends.archive import ArchiveWriter
 from backends.archive.format import log_order
 from backends.contract import UNSCOPED, Capability, OwnerFilter, offers
 from backends.errors import UnsupportedOperation
-from backends.migrate.batch_reads import EVENT_PAGE, iter_user_log
-from backends.migrate.export import make_header
-from backends.migrate.loss import counter_reader
+from backends.transfer.batch_reads import EVENT_PAGE, iter_user_log
+from backends.transfer.export import make_header
+from backends.transfer.loss import counter_reader
 
 #: events read per round trip from a store that assigns sequences
 PAGE = EVENT_PAGE

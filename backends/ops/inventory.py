@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from backends.contract import UNSCOPED, Capability, OwnerFilter, as_utc, offers
 from backends.errors import UnsupportedOperation
-from backends.migrate.progress import store_count
+from backends.transfer.progress import store_count
 
 #: --sort keys, each with what "first" means
 SORT_KEYS = {

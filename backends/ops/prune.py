@@ -198,7 +198,7 @@ def archive_idle(adapter: Any, sessions: Iterable[IdleSession], path: str | os.P
     """Write the idle sessions, whole, to an archive at ``path`` (atomic; absent if
     interrupted). A session written between being judged idle and being read is left
     out (it is no longer idle)."""
-    from backends.migrate.export import ExportResult, iter_records, make_header
+    from backends.transfer.export import ExportResult, iter_records, make_header
 
     judged: dict[str, int] = {}
 

@@ -24,7 +24,7 @@ from backends.contract import (
     OwnerFilter,
     speaks_both_conventions,
 )
-from backends.sql.adapter import PostgresAdapter
+from backends.postgres.adapter import PostgresAdapter
 from backends.pgvector.schema import PGVECTOR_LAYOUT
 
 
@@ -43,10 +43,10 @@ class PgVectorAdapter(PostgresAdapter):
 
     Options: ``schema``, ``dimensions``, ``connect_timeout`` (s),
     ``statement_timeout_ms``, ``pool_size``, ``create_tables`` (see
-    :mod:`backends.sql.schema`), ``search_mode`` (auto/exact/hnsw) and
+    :mod:`backends.postgres.schema`), ``search_mode`` (auto/exact/hnsw) and
     ``exact_search_limit`` (see :mod:`backends.pgvector.retrieval`). The connection
     pool's URI parameters (``pool_max_lifetime``, ``pool_max_idle``, ``pool_timeout``,
-    ``pool_check``) are described in :mod:`backends.sql.pool`.
+    ``pool_check``) are described in :mod:`backends.postgres.pool`.
     """
 
     name = "pgvector"

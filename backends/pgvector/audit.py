@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-from backends.doctor.model import Finding, Severity
+from backends.contract.findings import Finding, Severity
 from backends.pgvector.schema import ITEMS_TABLE
-from backends.sql.audit import SqlAudit
+from backends.postgres.audit import SqlAudit
 
 
 class PgVectorAudit(SqlAudit):
     def flavour_checks(self, present: set[str]) -> Iterator[Finding]:
-        from backends.sql.schema import STATE_TABLE
+        from backends.postgres.schema import STATE_TABLE
 
         if ITEMS_TABLE in present and STATE_TABLE in present:
             yield from self.orphan_items()

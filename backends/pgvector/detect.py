@@ -41,7 +41,7 @@ def choose_sql_backend(uri: str, *, timeout: float = 3.0, shards: str | None = N
     (the layout every SQL deployment has), with the reason saying it was not inspected.
     On a sharded deployment (``shards``, else the engine's variable) whose primary holds
     no item table, a shard that holds one decides: items live on their sessions' shards."""
-    from backends.sql.config import SqlConfig
+    from backends.postgres.config import SqlConfig
 
     try:
         options: dict = {"connect_timeout": timeout, "statement_timeout_ms": int(timeout * 1000)}
@@ -66,7 +66,7 @@ def choose_sql_backend(uri: str, *, timeout: float = 3.0, shards: str | None = N
 
 def _choose_on(config: Any, timeout: float) -> SqlChoice:
     try:
-        from backends.sql.pool import ConnectionPool
+        from backends.postgres.pool import ConnectionPool
 
         conn = ConnectionPool(config).connect()
     except Exception as exc:  # noqa: BLE001 - the caller's next step reports it properly

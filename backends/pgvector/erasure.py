@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from backends.contract import ItemEraser, OwnerFilter
-from backends.sql.placement import Placement
-from backends.sql.state import owner_clause
+from backends.postgres.placement import Placement
+from backends.postgres.state import owner_clause
 
 
 def item_eraser(placement: Placement, taken_along: dict[str, int] | None = None) -> ItemEraser:

@@ -27,10 +27,10 @@ from backends.contract import (
     MemoryItem,
     OwnerFilter,
 )
-from backends.sql.database import Database
-from backends.sql.placement import Placement
+from backends.postgres.database import Database
+from backends.postgres.placement import Placement
 from backends.pgvector.schema import ITEMS_GROUP, ITEMS_TABLE, missing_item_columns
-from backends.sql.state import owner_clause
+from backends.postgres.state import owner_clause
 from backends.retrieval.items import tier_order_key, with_tier_positions
 
 ITEM_COLUMNS = (

@@ -52,11 +52,11 @@ import weakref
 from typing import Any
 
 from backends.contract import UNSCOPED, MemoryUnit, RetrievalContext
-from backends.sql.database import Database
-from backends.sql.placement import Placement
+from backends.postgres.database import Database
+from backends.postgres.placement import Placement
 from backends.pgvector.items import as_vector, vector_tuple
 from backends.pgvector.schema import ITEMS_TABLE
-from backends.sql.state import owner_clause
+from backends.postgres.state import owner_clause
 from backends.retrieval.fusion import SERVER_SIGNAL_WEIGHTS, effective_rrf_k
 
 #: The shared server-side split (``backends.retrieval.fusion``).
@@ -296,7 +296,7 @@ class PgVectorRetrievalBackend:
     def _plan_for(self, conn: Any, ctx: RetrievalContext, force: str | None) -> str | None:
         """"exact", "hnsw", or None: decide in the statement from the session's size."""
         if self._iterative_scan is None:
-            from backends.sql.schema import extension_version
+            from backends.postgres.schema import extension_version
 
             self._iterative_scan = supports_iterative_scan(extension_version(conn))
         if not self._iterative_scan:

@@ -1,6 +1,6 @@
 """What ``pgvector`` adds to the engine's SQL layout: the item-mirror table (with its
 full-text column and later upgrade columns), its indexes (recency b-tree, HNSW, GIN) and
-one extended-statistics object, as a :class:`~backends.sql.schema.SqlLayout` the shared
+one extended-statistics object, as a :class:`~backends.postgres.schema.SqlLayout` the shared
 SQL layer provisions, validates and ensures like the engine's own tables.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.sql.schema import (
+from backends.postgres.schema import (
     ENGINE_INDEXES,
     FLAVOUR_TABLES,
     STATE,

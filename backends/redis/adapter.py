@@ -21,7 +21,7 @@ from typing import Any, Iterator, Sequence
 from backends.contract import ClosesOnce, owner_of_scope, speaks_both_conventions, UNSCOPED, LoadedState, OwnerFilter, SessionSummary, StateStoreSeams
 from backends.errors import UnsupportedOperation
 from backends.info import declared
-from backends.redis.uris import RedisSettings
+from backends.redis.config import RedisSettings
 
 
 #: "the caller named no owner" (``None`` is an owner value: unowned), as ``takes_scope`` tells it
@@ -52,11 +52,11 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
             import redis  # noqa: F401 - presence check only
         except ImportError as exc:
             raise declared(self.name).missing_driver() from exc
-        from backends.redis.event_store import RedisEventStore
-        from backends.redis.state_store import RedisStateStore
+        from backends.redis.events import RedisEventStore
+        from backends.redis.state import RedisStateStore
         from backends.redis.scripts import use_for_scripts
         from backends.redis.turns import TurnWriter
-        from backends.redis.uris import make_client
+        from backends.redis.config import make_client
 
         self.settings = RedisSettings.resolve(uri, options)
         self._where = self.settings.redacted_url

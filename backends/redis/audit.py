@@ -10,9 +10,9 @@ per load/conformance-run prefix seen), and an index is walked in chunks by a (sc
 member) cursor (duplicates and gaps are adjacent scores), which the repairs' own removals
 cannot shift. The screen parses every meta and embedding whole (cjson) and checks each
 number is finite; a key it returns is judged again by the decoders' own JSON rules
-(backends.event_fields). The engine's other key families (ENGINE-WIRE 6b) are passed
+(backends.contract.event_fields). The engine's other key families (ENGINE-WIRE 6b) are passed
 over. A session key whose id is not UTF-8 is reported with the id escaped
-(backends.session_ids). On a Redis Cluster each primary is scanned on its own and state rows are read
+(backends.contract.session_ids). On a Redis Cluster each primary is scanned on its own and state rows are read
 with per-key pipelines (a script may not touch keys of several slots); the event family
 is not checked there, because the adapter keeps no event log on a cluster.
 
@@ -28,12 +28,12 @@ import uuid
 from datetime import datetime
 from typing import Any, Callable, Iterator
 
-from backends.doctor.model import (Finding, Leftovers, Section, SequenceWalk, Severity, unknown_name,
+from backends.contract.findings import (Finding, Leftovers, Section, SequenceWalk, Severity, unknown_name,
                                    unreadable_event, unreadable_state)
-from backends.event_fields import embedding_problem, meta_problem
-from backends.redis import keys
-from backends.redis.state_store import damage_of
-from backends.session_ids import escape_id, from_key, shown
+from backends.contract.event_fields import embedding_problem, meta_problem
+from backends.redis import schema
+from backends.redis.state import damage_of
+from backends.contract.session_ids import escape_id, from_key, shown
 
 _BATCH = 500
 _CHUNK = 1000
@@ -250,15 +250,15 @@ def _lua_list(names: tuple[str, ...]) -> str:
 
 
 _SCAN_SCREEN = (_SCAN_SCREEN
-                .replace("{--ENGINE_KEYS--}", _lua_list(keys.ENGINE_KEYS))
-                .replace("{--ENGINE_PREFIXES--}", _lua_list(keys.ENGINE_KEY_PREFIXES)))
+                .replace("{--ENGINE_KEYS--}", _lua_list(schema.ENGINE_KEYS))
+                .replace("{--ENGINE_PREFIXES--}", _lua_list(schema.ENGINE_KEY_PREFIXES)))
 _SCREEN_LIMIT = 10_000
 
 #: in the order the screen takes them (its ARGV 5-9)
-_FAMILIES = (keys.STATE_PREFIX, keys.EVENT_PREFIX, keys.USER_SEQ_INDEX_PREFIX,
-             keys.USER_TIME_INDEX_PREFIX, keys.USER_COUNTER_PREFIX)
-_LETTERS = {"s": keys.STATE_PREFIX, "e": keys.EVENT_PREFIX, "u": keys.USER_SEQ_INDEX_PREFIX,
-            "t": keys.USER_TIME_INDEX_PREFIX}
+_FAMILIES = (schema.STATE_PREFIX, schema.EVENT_PREFIX, schema.USER_SEQ_INDEX_PREFIX,
+             schema.USER_TIME_INDEX_PREFIX, schema.USER_COUNTER_PREFIX)
+_LETTERS = {"s": schema.STATE_PREFIX, "e": schema.EVENT_PREFIX, "u": schema.USER_SEQ_INDEX_PREFIX,
+            "t": schema.USER_TIME_INDEX_PREFIX}
 
 
 
@@ -308,7 +308,7 @@ class RedisAudit:
     def run(self) -> Iterator[Finding]:
         """Every finding; driver errors leave as categorised backend errors (exit 4
         when unreachable), the URI redacted."""
-        from backends.redis.failures import redis_errors
+        from backends.redis.errors import redis_errors
 
         yield from self.deployment()
         with redis_errors(self.adapter.settings.redacted_url):
@@ -366,10 +366,10 @@ class RedisAudit:
             for raw in raw_keys:
                 text = _text(raw)
                 self._run_data(text)
-                if text.startswith(keys.STATE_PREFIX):
+                if text.startswith(schema.STATE_PREFIX):
                     states.append(raw)
                 elif not any(text.startswith(p) for p in _FAMILIES) \
-                        and not keys.is_engine_key(text):
+                        and not schema.is_engine_key(text):
                     yield self._unknown(text)
             if states:
                 yield from self._states(node, states)
@@ -382,14 +382,14 @@ class RedisAudit:
 
     def _family(self, node: Any, family: str, raw_keys: list[bytes]) -> Iterator[Finding]:
         """The detailed checks of keys the screen returned."""
-        if family == keys.STATE_PREFIX:
+        if family == schema.STATE_PREFIX:
             yield from self._states(node, raw_keys)
-        elif family == keys.EVENT_PREFIX:
+        elif family == schema.EVENT_PREFIX:
             yield from self._event_rows(raw_keys)
-        elif family == keys.USER_SEQ_INDEX_PREFIX:
+        elif family == schema.USER_SEQ_INDEX_PREFIX:
             for raw in raw_keys:
                 yield from self._seq_index(_text(raw))
-        elif family == keys.USER_TIME_INDEX_PREFIX:
+        elif family == schema.USER_TIME_INDEX_PREFIX:
             for raw in raw_keys:
                 yield from self._time_index(_text(raw))
         # counters are checked from their user's sequence index
@@ -400,8 +400,8 @@ class RedisAudit:
         pipe = node.pipeline(transaction=False)
         for raw in raw_keys:
             pipe.type(raw)
-            pipe.hmget(raw, [keys.F_VERSION, keys.F_OWNER, keys.F_PENDING])
-            pipe.hexists(raw, keys.F_BLOB)
+            pipe.hmget(raw, [schema.F_VERSION, schema.F_OWNER, schema.F_PENDING])
+            pipe.hexists(raw, schema.F_BLOB)
             pipe.pttl(raw)
         replies = pipe.execute(raise_on_error=False)
         rows = []
@@ -413,10 +413,10 @@ class RedisAudit:
         return rows
 
     def _states(self, node: Any, raw_keys: list[bytes]) -> Iterator[Finding]:
-        prefix = len(keys.STATE_PREFIX.encode("utf-8"))
+        prefix = len(schema.STATE_PREFIX.encode("utf-8"))
         for raw, row in zip(raw_keys, self._state_rows(node, raw_keys)):
             session_id = from_key(raw[prefix:])  # every byte kept; shown escaped
-            yield from self._state_row(keys.STATE_PREFIX + escape_id(session_id), session_id, row)
+            yield from self._state_row(schema.STATE_PREFIX + escape_id(session_id), session_id, row)
 
     def _state_row(self, key: str, session_id: str, row: list[Any]) -> Iterator[Finding]:
         kind, version, owner, pending, has_blob, ttl = row
@@ -443,15 +443,15 @@ class RedisAudit:
     # -- events --------------------------------------------------------------------
 
     def _event_rows(self, raw_keys: list[bytes]) -> Iterator[Finding]:
-        flat = self._events(keys=raw_keys, args=[keys.EVENT_PREFIX, keys.USER_SEQ_INDEX_PREFIX,
-                                                  keys.USER_TIME_INDEX_PREFIX])
+        flat = self._events(keys=raw_keys, args=[schema.EVENT_PREFIX, schema.USER_SEQ_INDEX_PREFIX,
+                                                  schema.USER_TIME_INDEX_PREFIX])
         w = _EVENT_WIDTH
         for i, raw in enumerate(raw_keys):
             yield from self._event_row(_text(raw), flat[i * w:(i + 1) * w])
 
     def _event_row(self, key: str, row: list[Any]) -> Iterator[Finding]:
         kind, ev_id, user, created, seq, source, emb, meta, u_score, t_score = row
-        key_id = key[len(keys.EVENT_PREFIX):]
+        key_id = key[len(schema.EVENT_PREFIX):]
         if _text(kind) != "hash":
             yield Finding("event.wrong-type", Severity.error, f"key {key}",
                           f"event key holds a {_text(kind)}, not a hash",
@@ -497,7 +497,7 @@ class RedisAudit:
         if not user_text:
             return
         sequence = int(seq_raw) if seq_ok else None
-        u_key, t_key = keys.user_seq_index_key(user_text), keys.user_time_index_key(user_text)
+        u_key, t_key = schema.user_seq_index_key(user_text), schema.user_time_index_key(user_text)
         if u_score is not None and u_score is not False and sequence is not None \
                 and float(u_score) != sequence:
             yield Finding("event.index-mismatch", Severity.error, f"key {u_key} member {key_id}",
@@ -519,7 +519,7 @@ class RedisAudit:
             if fixable else "repair the event's fields first, then re-index it")
         if fixable:
             assert sequence is not None and epoch is not None
-            k4 = [u_key, t_key, keys.user_counter_key(user_text), key]
+            k4 = [u_key, t_key, schema.user_counter_key(user_text), key]
             args = [key_id, sequence, repr(epoch)]
             finding.fix = lambda: self._reindex(keys=k4, args=args)
             finding.verify = lambda: (self.client.zscore(u_key, key_id) is not None
@@ -534,7 +534,7 @@ class RedisAudit:
         low, after = "-inf", b""
         while True:
             flat = self._index(keys=[index_key],
-                               args=[keys.EVENT_PREFIX, low, after, _CHUNK])
+                               args=[schema.EVENT_PREFIX, low, after, _CHUNK])
             rest = int(flat[-1])
             for i in range(0, len(flat) - 1, 3):
                 yield _text(flat[i]), float(flat[i + 1]), flat[i + 2] == 1
@@ -555,12 +555,12 @@ class RedisAudit:
     def _dangling(self, index_key: str, member: str, label: str) -> Finding:
         finding = Finding(
             "index.dangling", Severity.error, f"key {index_key} member {member}",
-            f"{label} entry without its event (no {keys.EVENT_PREFIX}{member})",
+            f"{label} entry without its event (no {schema.EVENT_PREFIX}{member})",
             "listings fail or skip it, and counts disagree with the data",
             "drop the entry (safe: the event is already gone)")
-        finding.fix = lambda: self._drop(keys=[index_key], args=[keys.EVENT_PREFIX, member])
+        finding.fix = lambda: self._drop(keys=[index_key], args=[schema.EVENT_PREFIX, member])
         finding.verify = lambda: (self.client.zscore(index_key, member) is None
-                                  or bool(self.client.exists(keys.event_key(member))))
+                                  or bool(self.client.exists(schema.event_key(member))))
         return finding
 
     def _seq_index(self, index_key: str) -> Iterator[Finding]:
@@ -568,7 +568,7 @@ class RedisAudit:
         if wrong is not None:
             yield wrong
             return
-        user = index_key[len(keys.USER_SEQ_INDEX_PREFIX):]
+        user = index_key[len(schema.USER_SEQ_INDEX_PREFIX):]
         walk = SequenceWalk(user, f"key {index_key}",
                             "order and deletion by sequence are ambiguous; an export "
                             "cannot be re-imported")
@@ -594,7 +594,7 @@ class RedisAudit:
             yield from self._counter(user, top)
 
     def _counter(self, user: str, top: int) -> Iterator[Finding]:
-        counter_key = keys.user_counter_key(user)
+        counter_key = schema.user_counter_key(user)
         try:
             raw = self.client.get(counter_key)
         except Exception:  # noqa: BLE001 - a counter of the wrong type
@@ -629,8 +629,8 @@ class RedisAudit:
     # -- the namespace and the deployment -------------------------------------------
 
     def _run_data(self, key: str) -> None:
-        for prefix in (keys.STATE_PREFIX, keys.USER_SEQ_INDEX_PREFIX,
-                       keys.USER_TIME_INDEX_PREFIX, keys.USER_COUNTER_PREFIX):
+        for prefix in (schema.STATE_PREFIX, schema.USER_SEQ_INDEX_PREFIX,
+                       schema.USER_TIME_INDEX_PREFIX, schema.USER_COUNTER_PREFIX):
             if key.startswith(prefix):
                 self.leftovers.see(key[len(prefix):])
                 return

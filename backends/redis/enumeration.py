@@ -31,14 +31,14 @@ from typing import Any, Iterator
 
 from backends.contract import (UNSCOPED, LoadedState, OwnerFilter, SessionSummary, owner_matches,
                                validate_owner_filter)
-from backends.redis import keys
-from backends.redis.failures import redis_errors
+from backends.redis import schema
+from backends.redis.errors import redis_errors
 from backends.redis.scripts import bulk, checkout, script
-from backends.redis.state_store import RedisStateStore, damage_of, optional_text
-from backends.session_ids import from_key, to_key
+from backends.redis.state import RedisStateStore, damage_of, optional_text
+from backends.contract.session_ids import from_key, to_key
 
-_FIELDS = (keys.F_BLOB, keys.F_VERSION, keys.F_OWNER, keys.F_PENDING, keys.F_DRIFT_EXEMPT)
-_PREFIX = keys.STATE_PREFIX.encode("utf-8")
+_FIELDS = (schema.F_BLOB, schema.F_VERSION, schema.F_OWNER, schema.F_PENDING, schema.F_DRIFT_EXEMPT)
+_PREFIX = schema.STATE_PREFIX.encode("utf-8")
 
 
 def _summary(session_id: str, values: Any, pttl: Any) -> SessionSummary | None:
@@ -197,8 +197,8 @@ def _rows(client: Any, where: str, owner_subject: OwnerFilter, match: str | None
 
 
 def _pattern(match: str | None) -> str:
-    return keys.escape_glob(keys.STATE_PREFIX) + (
-        keys.fnmatch_to_redis_prefilter(match) if match else "*"
+    return schema.escape_glob(schema.STATE_PREFIX) + (
+        schema.fnmatch_to_redis_prefilter(match) if match else "*"
     )
 
 
@@ -268,7 +268,7 @@ def iter_cluster_sessions(
 def node_client_for(cluster: Any, where: str, session_id: str) -> Any:
     """The plain client of the primary that owns a session's slot."""
     with redis_errors(where):
-        node = cluster.get_node_from_key(keys.addressable_state_key(session_id))
+        node = cluster.get_node_from_key(schema.addressable_state_key(session_id))
         return cluster.get_redis_connection(node)
 
 
@@ -285,7 +285,7 @@ def describe_session(
 
 
 _VERSIONS_HEAD = b"*4\r\n" + bulk(b"HMGET")
-_VERSIONS_TAIL = bulk(keys.F_VERSION.encode("utf-8")) + bulk(keys.F_OWNER.encode("utf-8"))
+_VERSIONS_TAIL = bulk(schema.F_VERSION.encode("utf-8")) + bulk(schema.F_OWNER.encode("utf-8"))
 
 
 def _read_versions(client: Any, raw_keys: list[bytes]) -> list[Any]:
@@ -315,8 +315,8 @@ def iter_versions(client: Any, where: str, *, owner_subject: OwnerFilter = UNSCO
     hand-packed round trip of HMGETs of version and owner per batch (a live migration's
     catch-up passes over unchanged sessions). A version that is not a number is reported as 0."""
     validate_owner_filter(owner_subject)
-    pattern = keys.escape_glob(keys.STATE_PREFIX) + (
-        keys.fnmatch_to_redis_prefilter(match) if match else "*")
+    pattern = schema.escape_glob(schema.STATE_PREFIX) + (
+        schema.fnmatch_to_redis_prefilter(match) if match else "*")
     cursor = 0
     while True:
         with redis_errors(where):

@@ -15,10 +15,10 @@ from datetime import datetime, timezone
 from typing import Mapping
 
 from backends.contract import MemoryEvent, as_utc, meta_json
-from backends.embedding_text import embedding_json_bytes
+from backends.contract.embedding_text import embedding_json_bytes
 from backends.errors import CorruptEvent
-from backends.event_fields import strict_embedding, strict_meta
-from backends.redis import keys
+from backends.contract.event_fields import strict_embedding, strict_meta
+from backends.redis import schema
 
 
 def event_args(event: MemoryEvent) -> list[str | bytes]:
@@ -42,10 +42,10 @@ def event_args(event: MemoryEvent) -> list[str | bytes]:
 def event_keys(event: MemoryEvent) -> list[str]:
     """The four keys an event touches, in commit_turn.lua's order."""
     return [
-        keys.event_key(event.event_id),
-        keys.user_seq_index_key(event.user_id),
-        keys.user_time_index_key(event.user_id),
-        keys.user_counter_key(event.user_id),
+        schema.event_key(event.event_id),
+        schema.user_seq_index_key(event.user_id),
+        schema.user_time_index_key(event.user_id),
+        schema.user_counter_key(event.user_id),
     ]
 
 
@@ -63,7 +63,7 @@ def decode_event(raw: Mapping[bytes, bytes], key: str | None = None) -> MemoryEv
     given, names the event whose hash lacks its own ``event_id``)."""
     if not raw:
         return None
-    fallback = key[len(keys.EVENT_PREFIX):] if key and key.startswith(keys.EVENT_PREFIX) else "?"
+    fallback = key[len(schema.EVENT_PREFIX):] if key and key.startswith(schema.EVENT_PREFIX) else "?"
     fields: dict[str, str] = {}
     bad: tuple[str, str] | None = None
     for k, v in raw.items():

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.redis import keys
-from backends.session_ids import from_key
+from backends.redis import schema
+from backends.contract.session_ids import from_key
 
 #: the event classes that cover every write a session store sees
 NEEDED = ("h", "g", "x", "$")
@@ -48,8 +48,8 @@ class KeyspaceFeed:
 
     def _patterns(self) -> list[str]:
         prefix = f"__keyspace@{self._db}__:"
-        return [prefix + keys.escape_glob(keys.STATE_PREFIX) + "*",
-                prefix + keys.escape_glob(keys.USER_COUNTER_PREFIX) + "*"]
+        return [prefix + schema.escape_glob(schema.STATE_PREFIX) + "*",
+                prefix + schema.escape_glob(schema.USER_COUNTER_PREFIX) + "*"]
 
     def _subscribe(self) -> None:
         # subscribe confirmations are kept (and skipped below): with redis-py ignoring
@@ -72,8 +72,8 @@ class KeyspaceFeed:
         may have been lost (then resubscribed: the caller scans in full once)."""
         sessions: set[str] = set()
         users: set[str] = set()
-        state_prefix = f"__keyspace@{self._db}__:{keys.STATE_PREFIX}".encode()
-        user_prefix = f"__keyspace@{self._db}__:{keys.USER_COUNTER_PREFIX}".encode()
+        state_prefix = f"__keyspace@{self._db}__:{schema.STATE_PREFIX}".encode()
+        user_prefix = f"__keyspace@{self._db}__:{schema.USER_COUNTER_PREFIX}".encode()
         try:
             while True:
                 message = self._pubsub.get_message(timeout=0.0)

@@ -12,7 +12,7 @@ from typing import Any, Callable, TypeVar
 
 from backends.errors import CATEGORIES, BackendUnreachable, Category, category_of
 from backends.probe import call_with_timeout
-from backends.redis.uris import RedisSettings, make_client
+from backends.redis.config import RedisSettings, make_client
 
 T = TypeVar("T")
 _GRACE_S = 0.25
@@ -113,7 +113,7 @@ def durability_verdict(info: dict[str, Any], session_ttl_s: int) -> dict[str, An
 
 def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
     """Reachability, server facts and the durability verdict; never raises."""
-    from backends.redis.failures import translate_error
+    from backends.redis.errors import translate_error
 
     started = time.monotonic()
 

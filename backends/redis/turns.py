@@ -19,12 +19,12 @@ from typing import Any, Sequence
 
 from backends.contract import MemoryEvent, validate_turn_events
 from backends.errors import InvalidEvent
-from backends.redis import keys
+from backends.redis import schema
 from backends.redis.event_codec import event_args, event_keys
-from backends.redis.failures import mapped_error, redis_errors
+from backends.redis.errors import mapped_error, redis_errors
 from backends.redis.scripts import no_script_error, script
 from backends.contract import validate_save_args
-from backends.redis.state_store import (ALREADY_EXISTS, ALREADY_STORED, EVENT_EXISTS, WRITTEN,
+from backends.redis.state import (ALREADY_EXISTS, ALREADY_STORED, EVENT_EXISTS, WRITTEN,
                                          conflict_for)
 
 _COMMIT_TURN = script("commit_turn")
@@ -93,7 +93,7 @@ class TurnWriter:
             mode, expected, new_text = "update", str(expected_version), str(new_version)
         owner = owner_subject or ""
         pending = pending_message or ""  # normalise_pending's rule: an empty one is none
-        state_key = keys.STATE_PREFIX + session_id  # keys.state_key, without the call
+        state_key = schema.STATE_PREFIX + session_id  # schema.state_key, without the call
         target = self.script_client
         if events or cut_connection or target is None:
             checked = validate_turn_events(events)
@@ -164,7 +164,7 @@ def append_events(client: Any, where: str, events: Sequence[MemoryEvent]) -> lis
     checked = validate_turn_events(events)
     if not checked:
         return []
-    reply = _run(client, where, "none", keys.state_key(""), ["", "", b"", "", "", "0"], checked)
+    reply = _run(client, where, "none", schema.state_key(""), ["", "", b"", "", "", "0"], checked)
     if reply[0] == EVENT_EXISTS:
         duplicate = checked[int(reply[1]) - 1].event_id
         raise InvalidEvent(f"event id {duplicate!r} already exists; nothing was written")

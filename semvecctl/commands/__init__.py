@@ -53,9 +53,6 @@ COMMANDS: dict[str, Entry] = {
                                         "fish)."),
 }
 
-#: the order of ``semvecctl --help`` (kept for callers of the former name)
-ORDER = tuple(COMMANDS)
-
 
 def help_of(name: str) -> str:
     """The one-line help of command ``name`` (a module's ``HELP``)."""

@@ -7,7 +7,7 @@ each, re-reads the place it repaired, then audits the whole store again: the exi
 the repaired count are those of that re-audit (a repair it finds undone is not counted).
 On a sharded SQL deployment every database is audited, and rows the routing never reads
 (misplaced, duplicate or conflicting sessions, events and items away from their shard)
-are findings with their own repairs (:mod:`backends.sql.relocation`). The audit logic is
+are findings with their own repairs (:mod:`backends.postgres.relocation`). The audit logic is
 in :mod:`backends.ops.doctor`.
 """
 

@@ -17,7 +17,7 @@ from semvecctl.commands import help_of
 # the export's options are the sessions export's: one --overwrite rule
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, ArchiveOverwrite, Backend, EventOwner, EventUnowned, ExportYes, Output, StreamOutput, Uri
+from semvecctl.options import AdapterFactory, Overwrite, Backend, EventOwner, EventUnowned, ExportYes, Output, StreamOutput, Uri
 from semvecctl.output import Column, OutputFormat, StreamFormat
 
 NAME = "events"
@@ -162,7 +162,7 @@ def export_events(
     unowned: EventUnowned = False,
     out_path: str = typer.Option("-", "--out", "-O",
                                  help="Archive file (gzip when it ends in .gz), or - for stdout."),
-    overwrite: ArchiveOverwrite = False,
+    overwrite: Overwrite = False,
     yes: ExportYes = False,
 ) -> None:
     """Write the user's (filtered) log to a sessions archive: atomic 0600 file, checksummed,

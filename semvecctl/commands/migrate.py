@@ -1,7 +1,7 @@
 """``semvecctl migrate plan|run|status|verify|cutover|abort``: move a live deployment
 between backends while the engine keeps writing to the source.
 
-The work is done by :mod:`backends.migrate.live`; this module parses, confirms, renders.
+The work is done by :mod:`backends.migrate`; this module parses, confirms, renders.
 ``plan``, ``status`` and ``verify`` only read; ``run``, ``cutover`` and ``abort`` preview
 unless ``--apply``, then ask (``--yes`` answers). Exit codes: 0 done (or the preview had
 nothing in the way); 1 a check failed (a loss refused without ``--allow-loss``, verify or
@@ -93,7 +93,7 @@ class _Pair:
         return f"{spec.display_uri} shards {shards}" if shards else spec.display_uri
 
     def fingerprints(self) -> tuple[str | None, str]:
-        from backends.migrate.live import fingerprint
+        from backends.migrate import fingerprint
 
         src = (None if self.source_conn is None else
                fingerprint(self.source_conn.spec.backend, self.label(self.source_conn)))
@@ -111,7 +111,7 @@ def _existing_state(path: str, pair: _Pair) -> Iterator[Any]:
     """The state file, refused (exit 2) when missing or bound to another pair; a claim
     made in the block (a command about to write) is refused with exit 3 while another
     process runs the migration."""
-    from backends.migrate.live import MigrationState, StateBusy, StateMismatch
+    from backends.migrate import MigrationState, StateBusy, StateMismatch
 
     source_fp, target_fp = pair.fingerprints()
     try:
@@ -127,7 +127,7 @@ def _existing_state(path: str, pair: _Pair) -> Iterator[Any]:
 
 
 def _migration(source: Any, target: Any, state: Any, progress: Any = None) -> Any:
-    from backends.migrate.live import LiveMigration
+    from backends.migrate import LiveMigration
 
     scope, match = state.filters
     return LiveMigration(source, target, state, owner_subject=scope, match=match, progress=progress)
@@ -149,7 +149,7 @@ def plan_migration(from_uri: MigrateFrom = None, to_uri: MigrateTo = None,
     keep (the loss rule of 'sessions copy'), and a bulk-pass estimate from a timed
     sample of source reads. Writes nothing.
     """
-    from backends.migrate.live import plan
+    from backends.migrate import plan
 
     pair = _Pair(from_uri, to_uri, from_adapter, to_adapter, owner, unowned,
                  shards=pair_shards(from_shards, to_shards))
@@ -204,7 +204,7 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
     session someone else wrote on the target is a conflict: reported (exit 1), never
     overwritten.
     """
-    from backends.migrate.live import (MigrationState, StateBusy, StateMismatch, check_losses,
+    from backends.migrate import (MigrationState, StateBusy, StateMismatch, check_losses,
                                        run_migration as run)
 
     from semvecctl.metrics import recorder
@@ -277,7 +277,7 @@ def migration_status(state_file: MigrationStateFile, watch: Watch = None,
                      output: Output = OutputFormat.table) -> None:
     """Phase, copied, remaining, lag, rate, ETA and whether cutover is possible (reads
     the state file only); --watch follows it while a run works."""
-    from backends.migrate.live import StateMismatch
+    from backends.migrate import StateMismatch
 
     try:
         status = status_of(state_file)
@@ -312,7 +312,7 @@ def verify_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = Non
     Per session: blob digest, version, owner, pending message, drift flag, expiry
     (within --ttl-tolerance). Per user: every event (ids, content, order) and the counter.
     """
-    from backends.migrate.live import verify_live
+    from backends.migrate import verify_live
 
     pair = _Pair(from_uri, to_uri, from_adapter, to_adapter,
                  shards=pair_shards(from_shards, to_shards))
@@ -368,7 +368,7 @@ def cutover_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = No
     prints the settings to switch (secrets redacted) and writes a JSON receipt. Preview
     unless --apply.
     """
-    from backends.migrate.live import cutover, switch_settings, write_receipt
+    from backends.migrate import cutover, switch_settings, write_receipt
 
     apply = current().wants_apply(apply=apply, yes=yes)
     pair = _Pair(from_uri, to_uri, from_adapter, to_adapter,
@@ -412,7 +412,7 @@ def abort_migration(state_file: MigrationStateFile, to_uri: MigrateTo = None,
     """Remove from the target what this migration wrote (and only that), using the state
     file: each session still at the version we wrote, each event we wrote. Preview
     unless --apply."""
-    from backends.migrate.live import abort_plan, apply_abort
+    from backends.migrate import abort_plan, apply_abort
 
     apply = current().wants_apply(apply=apply, yes=yes)
     pair = _Pair(None, to_uri, None, to_adapter, need_source=False,

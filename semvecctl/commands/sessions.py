@@ -56,7 +56,7 @@ def summary_row(summary: Any) -> dict[str, Any]:
     saying which field) keeps its ``damaged`` text, so json/jsonl say so, and its version
     only when the stored one is usable (``null``, never the placeholder 0); the table shows
     VERSION ``damaged``. The id is shown escaped, as inspect/delete take it back."""
-    from backends.session_ids import escape_id
+    from backends.contract.session_ids import escape_id
 
     damaged = bool(summary.extra and summary.extra.get("damaged"))
     row = {
@@ -172,7 +172,7 @@ def inspect_session(
 ) -> None:
     """Version, owner, pending message, blob size/sha256, TTL and what the blob is."""
     from backends.ops.blobinfo import describe_blob
-    from backends.session_ids import escape_id, shown, unescape_id
+    from backends.contract.session_ids import escape_id, shown, unescape_id
     from backends.ops.snapshot import read_snapshot
 
     from backends.errors import CorruptState
@@ -269,7 +269,7 @@ def delete_session(
 ) -> None:
     """Delete one session (scoped by --owner / --unowned, checked by --if-version): a
     preview unless --apply, which asks first."""
-    from backends.session_ids import shown, unescape_id
+    from backends.contract.session_ids import shown, unescape_id
 
     out = current().output
     apply = current().wants_apply(apply=apply, yes=yes)

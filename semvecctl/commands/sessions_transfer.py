@@ -1,7 +1,7 @@
 """``semvecctl sessions export|import|copy``: backups and migrations between backends.
 
 Adds three commands to the ``sessions`` group (this module has no ``app`` of its own). The
-work is done by :mod:`backends.migrate` and :mod:`backends.archive`; this module parses
+work is done by :mod:`backends.transfer` and :mod:`backends.archive`; this module parses
 flags, renders previews and maps refusals to exit codes:
 
 - 0: done (a preview with nothing in the way, an import or copy applied and read back).
@@ -39,7 +39,7 @@ from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import Connection, pair_shards
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (AdapterFactory, AllowLoss, Apply, BatchSize, ArchiveOverwrite, Backend, ExportYes, FromShards, ToShards,
+from semvecctl.options import (AdapterFactory, AllowLoss, Apply, BatchSize, Overwrite, Backend, ExportYes, FromShards, ToShards,
                                MatchSessions, MetricsFile, SessionOwner, SessionUnowned, StreamOutput, Uri,
                                Yes)
 from semvecctl.output import Column, StreamFormat
@@ -123,7 +123,7 @@ def export_sessions(
     allow_loss: AllowLoss = False,
     out_path: str = typer.Option("-", "--out", "-O", help="Archive file (gzip when it ends in .gz), or - for stdout."),
     batch_size: BatchSize = 500,
-    overwrite: ArchiveOverwrite = False,
+    overwrite: Overwrite = False,
     skip_damaged: bool = typer.Option(
         False, "--skip-damaged",
         help="Write every session that reads strictly and list the damaged ones left out "
@@ -140,8 +140,8 @@ def export_sessions(
     """
     from datetime import datetime, timezone
 
-    from backends.migrate import check_exportable, export_to_path, export_to_stream
-    from backends.migrate.progress import EXPORTING, store_count
+    from backends.transfer import check_exportable, export_to_path, export_to_stream
+    from backends.transfer.progress import EXPORTING, store_count
     from semvecctl.durations import parse_duration
 
     app = current()
@@ -344,7 +344,7 @@ def _run_import(importer: Any, *, apply: bool, output: StreamFormat, verb: str,
 
 @contextlib.contextmanager
 def _archive_source(path: str) -> Iterator[Any]:
-    from backends.migrate import ArchiveFile, StagedStream
+    from backends.transfer import ArchiveFile, StagedStream
 
     if path == "-":
         import tempfile
@@ -383,7 +383,7 @@ def import_sessions(
     sessions are never overwritten; versions are preserved where the target can restore
     them (it says where it cannot); everything written is read back and compared.
     """
-    from backends.migrate import SessionImporter
+    from backends.transfer import SessionImporter
 
     apply = current().wants_apply(apply=apply, yes=yes)
     metrics = recorder(metrics_file, "sessions import")
@@ -442,7 +442,7 @@ def copy_sessions(
     source's events of the copied sessions behind is refused unless --with-events carries
     them or --allow-loss accepts the loss.
     """
-    from backends.migrate import SessionImporter, check_exportable, staged_copy, verify_copy
+    from backends.transfer import SessionImporter, check_exportable, staged_copy, verify_copy
 
     out = current().output
     metrics = recorder(metrics_file, "sessions copy")
@@ -484,7 +484,7 @@ def copy_sessions(
                 out.info(f"{exported.vanished} session(s) disappeared from the source while reading")
 
             def read_back(result: Any) -> Any:
-                from backends.migrate.export import user_sessions
+                from backends.transfer.export import user_sessions
 
                 only = user_sessions(source, users, scope) if users else None
                 report = verify_copy(source, target, result, owner_subject=scope, match=match,

@@ -4,7 +4,7 @@ live SQL deployment (grow, shrink, reorder) while the engine keeps writing on th
 The deployment is the one the connection names (``--uri`` or ``DATABASE_URL``, and
 ``--shards`` or ``SEMVEC_STATE_DB_SHARDS``: the OLD list); ``--to-shards`` is the NEW
 list. Only the sessions whose shard changes are copied, with their events and items, to
-their new shard, by the live migration's machinery (:mod:`backends.migrate.live.shards`):
+their new shard, by the live migration's machinery (:mod:`backends.migrate.shards`):
 the same state file, resume, verify, cutover and abort as ``migrate``. Exit codes: 0 done
 (or a preview); 1 a check failed (conflicts, differences, writers still active at
 cutover); 2 usage (a bad --to-shards, a state file of another reshard, no state file);
@@ -68,7 +68,7 @@ def _new_list(text: str) -> tuple[str, ...]:
 def _deployment(backend: Optional[str], uri: Optional[str], to_shards: str) -> Iterator[Any]:
     """The reshard of the named deployment (old list) to ``to_shards`` (new list), both
     adapters closed afterwards."""
-    from backends.migrate.live.shards import Reshard
+    from backends.migrate.shards import Reshard
     from backends.registry import fold_name
 
     from semvecctl.connection import SHARDED_BACKENDS, Connection
@@ -90,8 +90,8 @@ def _deployment(backend: Optional[str], uri: Optional[str], to_shards: str) -> I
 def _existing(path: str, reshard: Any) -> Iterator[Any]:
     """The state file, refused (exit 2) when missing or another reshard's; a claim in
     the block refused with exit 3 while another process runs it."""
-    from backends.migrate.live import StateBusy, StateMismatch
-    from backends.migrate.live.shards import read_state
+    from backends.migrate import StateBusy, StateMismatch
+    from backends.migrate.shards import read_state
 
     try:
         state = read_state(path, reshard)
@@ -124,7 +124,7 @@ def plan_reshard(to_shards: str = ToShardsOpt, backend: Backend = None, uri: Uri
     bytes, the events and items that go with them, the new databases' health and tables,
     and a bulk-pass estimate from a timed sample of reads. Writes nothing.
     """
-    from backends.migrate.live.shards import plan_reshard as plan
+    from backends.migrate.shards import plan_reshard as plan
 
     out = current().output
     with _deployment(backend, uri, to_shards) as reshard:
@@ -170,10 +170,10 @@ def run_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
     command continues after any interruption, SIGKILL included. A row someone else wrote
     on a new shard under a moved id is a conflict: reported (exit 1), never overwritten.
     """
-    from backends.migrate.live import StateBusy, StateMismatch
-    from backends.migrate.live.shards import SETTINGS, open_state, reshard_migration
-    from backends.migrate.live.shards import run_reshard as run_moves
-    from backends.migrate.live.state import MigrationState
+    from backends.migrate import StateBusy, StateMismatch
+    from backends.migrate.shards import SETTINGS, open_state, reshard_migration
+    from backends.migrate.shards import run_reshard as run_moves
+    from backends.migrate.state import MigrationState
 
     from semvecctl.metrics import recorder
 
@@ -235,7 +235,7 @@ def reshard_status(state_file: str = StateOpt, watch: Watch = None,
                    output: Output = OutputFormat.table) -> None:
     """Phase, moved sessions copied, remaining, lag, rate, ETA and whether cutover is
     possible (reads the state file only); --watch follows it while a run works."""
-    from backends.migrate.live import StateMismatch
+    from backends.migrate import StateMismatch
 
     try:
         status = status_of(state_file)
@@ -283,7 +283,7 @@ def verify_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
     """Compare the moved sessions on their old and new shards by content (read-only):
     state blob, version, owner, pending message, drift flag; events; items. Exit 1 with
     the differences when they are not identical."""
-    from backends.migrate.live.shards import reshard_migration, verify_reshard as verify
+    from backends.migrate.shards import reshard_migration, verify_reshard as verify
 
     out = current().output
     with _deployment(backend, uri, to_shards) as reshard, _existing(state_file, reshard) as state:
@@ -314,10 +314,10 @@ def cutover_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
     switch the old copies are misplaced rows: 'semvecctl doctor --fix --apply' removes
     them. Preview unless --apply.
     """
-    from backends.migrate.live.shards import DOCTOR_ADVICE, cutover_reshard as cutover
-    from backends.migrate.live.shards import reshard_migration
-    from backends.migrate.live import write_receipt
-    from backends.sql.config import SHARDS_ENV
+    from backends.migrate.shards import DOCTOR_ADVICE, cutover_reshard as cutover
+    from backends.migrate.shards import reshard_migration
+    from backends.migrate import write_receipt
+    from backends.postgres.config import SHARDS_ENV
 
     apply = current().wants_apply(apply=apply, yes=yes)
     out = current().output
@@ -358,7 +358,7 @@ def abort_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
     """Remove from the new shards the copies this reshard wrote (and only those: each
     session still at the version it wrote, each event it wrote); the old shards are not
     touched. Preview unless --apply."""
-    from backends.migrate.live.shards import abort_reshard as abort, reshard_migration
+    from backends.migrate.shards import abort_reshard as abort, reshard_migration
 
     apply = current().wants_apply(apply=apply, yes=yes)
     out = current().output
@@ -379,7 +379,7 @@ def abort_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
             return
         state.claim()
         current().confirm(what, yes=yes)
-        from backends.migrate.live import apply_abort
+        from backends.migrate import apply_abort
 
         apply_abort(mig.target, state, plan)
     if output != OutputFormat.table:

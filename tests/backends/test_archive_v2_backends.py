@@ -18,8 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 from backends.contract import Capability, EventRestorer, MemoryEvent
-from backends.migrate import ArchiveFile, LossyTransfer, SessionImporter, export_to_path
-from backends.migrate.loss import keeps_expiry, keeps_sequences, state_store_member
+from backends.transfer import ArchiveFile, LossyTransfer, SessionImporter, export_to_path
+from backends.transfer.loss import keeps_expiry, keeps_sequences, state_store_member
 from semvecctl.app import app
 from tests.support import transfer_doubles
 

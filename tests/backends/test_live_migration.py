@@ -1,4 +1,4 @@
-"""Live migration (``backends.migrate.live``) for every pair of session stores we run:
+"""Live migration (``backends.migrate``) for every pair of session stores we run:
 bulk + follow while a writer thread commits turns with events to the source, then
 cutover: identical by content, checked by the migration's own verify AND by reading both
 stores here. Also: a session someone else wrote on the target is a conflict (reported,
@@ -22,8 +22,8 @@ import uuid
 import pytest
 
 from backends.contract import MemoryEvent
-from backends.migrate import LossyTransfer
-from backends.migrate.live import (
+from backends.transfer import LossyTransfer
+from backends.migrate import (
     LiveMigration,
     MigrationState,
     StateMismatch,
@@ -492,7 +492,7 @@ def test_a_redis_cluster_source_is_scanned_on_every_primary(redis_cluster, store
 
 
 def test_plan_counts_what_moves_and_names_what_the_target_needs(stores):
-    from backends.migrate.live import plan
+    from backends.migrate import plan
 
     source, _ = stores("redis", "a")
     target, _ = stores("redis", "b")
@@ -593,7 +593,7 @@ def test_a_row_already_identical_on_the_target_counts_as_copied(stores, tmp_path
 def test_read_ahead_hands_over_every_step_its_error_and_stops_when_left():
     """The full pass's read-ahead: the steps in order; a read's error at its place; a
     caller that stops early leaves no reading thread behind (and closes the source)."""
-    from backends.migrate.live.readahead import read_ahead
+    from backends.migrate.readahead import read_ahead
 
     assert list(read_ahead(iter(range(50)))) == list(range(50))
 

@@ -1,5 +1,5 @@
 """The state file's journal: sessions the file has no row for are announced per batch
-and folded into rows once per pass (``backends.migrate.live.state``). What must hold is
+and folded into rows once per pass (``backends.migrate.state``). What must hold is
 what held with a row per session: a key the scan returns twice is copied once, at its
 newest version, never a conflict; a run killed between the target's writes and their
 record resumes with nothing lost, duplicated or miscounted; a reader folding the journal
@@ -14,7 +14,7 @@ import contextlib
 
 import pytest
 
-from backends.migrate.live import (
+from backends.migrate import (
     LiveMigration,
     MigrationState,
     fingerprint,
@@ -22,7 +22,7 @@ from backends.migrate.live import (
     run_migration,
     verify_live,
 )
-from backends.migrate.live import passes
+from backends.migrate import passes
 
 OWNER = "tenant-j"
 

@@ -12,9 +12,9 @@ import pytest
 
 from backends.contract import Capability, offers
 from backends.errors import CorruptState
-from backends.migrate.batch_reads import digest_loader
-from backends.migrate.live import LiveMigration, run_migration, verify_live
-from backends.migrate.loss import state_store_member
+from backends.transfer.batch_reads import digest_loader
+from backends.migrate import LiveMigration, run_migration, verify_live
+from backends.transfer.loss import state_store_member
 from tests.backends.test_live_migration import open_state, stores  # noqa: F401 - the fixture
 
 OWNER = "tenant-a"

@@ -1,5 +1,5 @@
 """Export then import between every backend pair we can run here, through the library
-(``backends.migrate``) and through ``semvecctl sessions copy``.
+(``backends.transfer``) and through ``semvecctl sessions copy``.
 
 Redis and PostgreSQL+pgvector are real servers started by the suite's fixtures; MongoDB
 is ``mongomock`` (no real MongoDB on our machines), injected with the Mongo adapter's
@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from backends.contract import ItemMirror, LiveItemSource, MemoryItem
 from backends.memory import MemoryBackendAdapter
-from backends.migrate import ArchiveFile, SessionImporter, export_to_path
+from backends.transfer import ArchiveFile, SessionImporter, export_to_path
 from semvecctl.app import app
 from tests.support import transfer_doubles
 
@@ -175,7 +175,7 @@ def test_export_then_import_round_trip(request, tmp_path, source_name, target_na
     assert importer.verify().count == 5
     assert {r.action for r in importer.plan()} == {"create"}
     if loses_items:  # the one loss rule: refused before any write unless accepted
-        from backends.migrate import LossyTransfer
+        from backends.transfer import LossyTransfer
 
         with pytest.raises(LossyTransfer, match=f"{exported.items} item\\(s\\)"):
             SessionImporter(target, ArchiveFile(path)).apply()
@@ -221,7 +221,7 @@ def test_redis_ttl_travels_between_redis_databases(redis_server, redis_url, tmp_
 
 
 def test_a_ttl_the_target_cannot_keep_is_refused_unless_the_loss_is_accepted(redis_url, tmp_path):
-    from backends.migrate import LossyTransfer
+    from backends.transfer import LossyTransfer
 
     from backends.redis import RedisBackendAdapter
 
@@ -331,7 +331,7 @@ def test_cli_copy_pgvector_to_mongomock_with_items(pgvector, pgvector_url, share
 
 def test_redis_batched_reads_agree_with_load_full_in_every_scope(redis):
     from backends.contract import UNSCOPED
-    from backends.migrate.batch_reads import batch_loader
+    from backends.transfer.batch_reads import batch_loader
 
     tag = uuid.uuid4().hex[:8]
     seed(redis, tag)

@@ -263,7 +263,7 @@ def test_events_export_of_a_sequence_less_log_imports_oldest_first(pgvector, pgv
 
 def test_sessions_export_user_of_a_sequence_less_log_is_oldest_first(pgvector, tmp_path):
     from backends.archive import ArchiveReader, UserRecord
-    from backends.migrate import export_to_path
+    from backends.transfer import export_to_path
 
     tag = uuid.uuid4().hex[:8]
     ids = seed_sessions(pgvector, tag, 1)
@@ -278,7 +278,7 @@ def test_sessions_export_user_of_a_sequence_less_log_is_oldest_first(pgvector, t
 
 def test_import_numbers_unnumbered_events_of_many_sessions_in_log_order(pgvector, redis, tmp_path):
     """A user's events spread over sessions are numbered by time, not session by session."""
-    from backends.migrate import ArchiveFile, SessionImporter, export_to_path
+    from backends.transfer import ArchiveFile, SessionImporter, export_to_path
 
     tag = uuid.uuid4().hex[:8]
     ids = seed_sessions(pgvector, tag, 2)
@@ -340,8 +340,8 @@ def test_postgres_to_mongo_copy_keeps_updated_at(pgvector, pgvector_url, monkeyp
 
 
 def test_a_target_that_keeps_a_clock_it_cannot_restore_is_a_loss(pgvector, tmp_path):
-    from backends.migrate import ArchiveFile, LossyTransfer, SessionImporter, export_to_path
-    from backends.migrate.loss import restarts_clocks
+    from backends.transfer import ArchiveFile, LossyTransfer, SessionImporter, export_to_path
+    from backends.transfer.loss import restarts_clocks
 
     tag = uuid.uuid4().hex[:8]
     seed_sessions(pgvector, tag, 2)

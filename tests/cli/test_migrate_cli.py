@@ -133,7 +133,7 @@ def test_a_second_run_cutover_or_abort_of_a_migration_in_progress_is_refused(
     the test, standing for a ``run --follow`` still working), another ``run``, ``cutover``
     or ``abort`` is refused before it writes anything (exit 3, one line naming the
     holder); previews, ``status`` and ``verify`` only read and still answer."""
-    from backends.migrate.live import MigrationState
+    from backends.migrate import MigrationState
 
     seed(source, 3)
     state = str(tmp_path / "m.state")

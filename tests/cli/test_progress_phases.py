@@ -136,8 +136,8 @@ def test_on_a_pipe_only_the_summary_lines(tmp_path):
 
 def test_a_conflicting_copy_says_so_before_reading_the_whole_source():
     """The first session the target holds stops the copy while the source is read."""
-    from backends.migrate import staged_copy
-    from backends.migrate.errors import ImportConflict
+    from backends.transfer import staged_copy
+    from backends.transfer.errors import ImportConflict
 
     source = MemoryBackendAdapter()
     for i in range(5000):

@@ -158,7 +158,7 @@ def test_export_refuses_to_overwrite_without_overwrite_even_with_yes(archive):
 
 
 def test_sessions_enumerated_twice_are_written_once(source, tmp_path, monkeypatch):
-    from backends.migrate import export_to_path
+    from backends.transfer import export_to_path
 
     repeating = transfer_doubles.Repeating(source, {"s1", "s4"})
     path = tmp_path / "a.jsonl"

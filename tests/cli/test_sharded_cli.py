@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from backends.contract import MemoryEvent
-from backends.sql.placement import shard_index
+from backends.postgres.placement import shard_index
 from semvecctl.app import app
 from tests.support.maintenance import _pg_dump
 

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from backends.sql.placement import shard_index
+from backends.postgres.placement import shard_index
 from semvecctl.app import app
 
 pytestmark = pytest.mark.postgres

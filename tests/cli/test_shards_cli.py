@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from backends.sql.placement import shard_index
+from backends.postgres.placement import shard_index
 from semvecctl.app import app
 from tests.backends.postgres.test_reshard import _event, _rows, deployment, seed, snapshot
 
@@ -121,7 +121,7 @@ def test_grow_through_run_and_cutover_prints_the_switch_redacted(grow, tmp_path)
 
 
 def _count_copied(state):
-    from backends.migrate.live import MigrationState
+    from backends.migrate import MigrationState
 
     if not os.path.exists(state):
         return 0

@@ -205,7 +205,7 @@ def test_newer_archive_version_advice_does_not_name_pypi(long_id_archive, redis_
 def test_a_write_rule_the_checks_do_not_know_is_still_named_not_unexpected(long_id_archive):
     """A target whose write refuses a value for a reason of its own (a plain ValueError):
     the import stops naming the session and how far it got, as a refusal (exit 1)."""
-    from backends.migrate import ArchiveFile, SessionImporter, UnimportableRecord
+    from backends.transfer import ArchiveFile, SessionImporter, UnimportableRecord
     from semvecctl.errors import classify
 
     class Picky(MemoryBackendAdapter):

@@ -144,7 +144,7 @@ def test_atomic_case_is_not_applicable_off_the_engine_layout(redis_url):
 def test_reference_adapter_is_driven_without_any_owner_subject(engine_env, monkeypatch):
     """Every call the suite makes names the owner as scope= (an OwnerScope), never
     owner_subject=: the adapter would raise TypeError otherwise."""
-    from backends.owner import OwnerScope
+    from backends.contract.owner import OwnerScope
     from tests.support.engine_style import adapter as module
 
     seen = []

@@ -37,7 +37,7 @@ from typing import Any, Iterator
 
 from backends.contract import UNSCOPED, validate_turn_events
 from backends.memory import MemoryStateStore, _Row
-from backends.owner import owner_matches
+from backends.contract.owner import owner_matches
 from tests.support.conformance_doubles import EventfulMemoryAdapter, InMemoryEventStore
 
 _READS = ("load", "get", "list", "current", "iter", "describe", "count", "query", "is_")

@@ -29,8 +29,8 @@ from backends.archive import (
 from backends.archive.format import canonical, sha256_hex
 from backends.contract import MemoryEvent
 from backends.memory import MemoryBackendAdapter
-from backends.migrate import ArchiveFile, LossyTransfer, SessionImporter, StagedStream, export_to_path
-from backends.migrate.errors import ImportConflict
+from backends.transfer import ArchiveFile, LossyTransfer, SessionImporter, StagedStream, export_to_path
+from backends.transfer.errors import ImportConflict
 from semvecctl.app import app
 from tests.support import transfer_doubles as doubles
 
@@ -358,7 +358,7 @@ def test_a_sequence_taken_by_another_event_is_a_conflict(source, target, tmp_pat
 
 def v2_archive(src, names, **options) -> bytes:
     buf = io.BytesIO()
-    from backends.migrate import export_to_stream
+    from backends.transfer import export_to_stream
 
     export_to_stream(src, buf, source_uri="seamed://", **options)
     return buf.getvalue()

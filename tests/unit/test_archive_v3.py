@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from backends.archive import ArchiveDamaged, ArchiveHeader, ArchiveReader, ArchiveWriter, UserRecord, verify_archive
 from backends.archive.format import USER_PART_EVENTS, canonical, event_to_record, sha256_hex
 from backends.contract import MemoryEvent
-from backends.migrate import SessionImporter, StagedStream
+from backends.transfer import SessionImporter, StagedStream
 from semvecctl.app import app
 from tests.support import transfer_doubles as doubles
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from backends.embedding_text import compact_embedding_json, embedding_json
+from backends.contract.embedding_text import compact_embedding_json, embedding_json
 
 
 @settings(max_examples=400, deadline=None)

@@ -11,7 +11,7 @@ import pytest
 
 from backends import errors as be
 from backends.archive.errors import ArchiveDamaged, ArchiveError, ArchiveUnsupported
-from backends.migrate.errors import ImportConflict, LossyTransfer
+from backends.transfer.errors import ImportConflict, LossyTransfer
 from backends.selection import InvalidURI
 from semvecctl.application import Application
 from semvecctl.errors import CliError, classify

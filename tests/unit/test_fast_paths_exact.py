@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from backends.archive.canonical import event_to_record, events_json
 from backends.archive.format import _plain_line, canonical, signed_line
 from backends.contract import MemoryEvent
-from backends import event_fields
-from backends.event_fields import _why, embedding_problem, meta_problem
+from backends.contract import event_fields
+from backends.contract.event_fields import _why, embedding_problem, meta_problem
 
 # JSON-ish values, with what canonical JSON refuses or spells with care: NaN and
 # infinities, integers beyond 64 bits, non-ASCII text, lone surrogates, non-str keys

@@ -172,8 +172,8 @@ def test_numbers_no_float_or_store_can_hold_are_refused_as_damage(line, change):
 @given(mutations(VALID))
 def test_import_of_a_refused_archive_writes_nothing(tmp_path_factory, data):
     from backends.memory import MemoryBackendAdapter
-    from backends.migrate.importer import SessionImporter
-    from backends.migrate.sources import ArchiveFile
+    from backends.transfer.importer import SessionImporter
+    from backends.transfer.sources import ArchiveFile
 
     path = tmp_path_factory.mktemp("arch") / "a.jsonl"
     path.write_bytes(data)

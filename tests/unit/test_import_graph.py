@@ -166,14 +166,14 @@ def test_known_edges_still_exist():
 
 
 def test_sql_layer_imports_nothing_from_pgvector():
-    """``backends/sql/`` is the base; ``backends/pgvector/`` a flavour that imports it."""
+    """``backends/postgres/`` is the base; ``backends/pgvector/`` a flavour that imports it."""
     graph = import_graph()
     offending = sorted(
         f"{module} -> {target}" for module, targets in graph.items()
-        if module == "backends.sql" or module.startswith("backends.sql.")
+        if module == "backends.postgres" or module.startswith("backends.postgres.")
         for target in targets
         if target == "backends.pgvector" or target.startswith("backends.pgvector."))
-    assert not offending, "backends/sql/ must not import backends/pgvector/:\n" + "\n".join(
+    assert not offending, "backends/postgres/ must not import backends/pgvector/:\n" + "\n".join(
         offending)
 
 
@@ -184,7 +184,7 @@ def test_pgvector_holds_only_what_it_adds():
     present = {p.stem for p in (ROOT / "backends" / "pgvector").glob("*.py")}
     assert not (present & shared), f"shared SQL modules in backends/pgvector/: {present & shared}"
     graph = import_graph()
-    assert any(t.startswith("backends.sql") for t in graph["backends.pgvector.adapter"])
+    assert any(t.startswith("backends.postgres") for t in graph["backends.pgvector.adapter"])
 
 
 def _code_strings(path: Path) -> list[str]:
@@ -202,9 +202,9 @@ def test_the_shared_sql_layer_holds_no_flavour_ddl():
     (backends/pgvector/schema.py); sql/ provisions the layout it is given and knows a
     flavour's tables by name only (FLAVOUR_TABLES), so no backend misreads another's."""
     from backends.pgvector.schema import PGVECTOR_LAYOUT
-    from backends.sql.schema import ENGINE_LAYOUT, FLAVOUR_TABLES
+    from backends.postgres.schema import ENGINE_LAYOUT, FLAVOUR_TABLES
 
-    for path in sorted((ROOT / "backends" / "sql").glob("*.py")):
+    for path in sorted((ROOT / "backends" / "postgres").glob("*.py")):
         code = " ".join(_code_strings(path)).lower()
         for word in ("vector(", "hnsw", "tsvector", "semvec_items_", "semvec_memory_items"):
             if word == "semvec_memory_items" and path.name == "schema.py":
@@ -249,17 +249,7 @@ def test_redaction_is_a_leaf():
 def test_selection_names_no_backend_module():
     """SQL detection is declared in BackendInfo, not named in the selector."""
     source = (ROOT / "backends" / "selection.py").read_text(encoding="utf-8")
-    assert "backends.sql" not in source and "backends.pgvector" not in source
+    assert "backends.postgres" not in source and "backends.pgvector" not in source
     from backends.info import declared
 
     assert declared("pgvector").detect == "backends.pgvector.detect:DETECTOR"
-
-
-def test_uris_shim_keeps_the_old_names():
-    import backends.redaction as redaction
-    import backends.selection as selection
-    import backends.uris as uris
-
-    assert uris.redact_uri is redaction.redact_uri and uris.scrub is redaction.scrub
-    assert uris.InvalidURI is selection.InvalidURI
-    assert uris.choose_backend_for_uri is selection.choose_backend_for_uri

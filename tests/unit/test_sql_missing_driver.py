@@ -26,7 +26,7 @@ def test_missing_psycopg_names_the_selected_backend(monkeypatch, module):
 
 
 def test_missing_pool_names_the_selected_backend(monkeypatch):
-    from backends.sql.pool import _load_pool_class
+    from backends.postgres.pool import _load_pool_class
 
     monkeypatch.setitem(sys.modules, "psycopg_pool", None)
     with pytest.raises(MissingDriver, match=r"^backend 'postgres' needs the 'psycopg_pool'"):

@@ -1,4 +1,4 @@
-"""The write-behind of a live migration's passes (``backends.migrate.live.writebehind``):
+"""The write-behind of a live migration's passes (``backends.migrate.writebehind``):
 a batch is recorded on the caller's thread, in order, before the next batch is written;
 a write's error reaches the caller; a caller that fails lets the running write end and
 records nothing of it."""
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from backends.migrate.live.writebehind import WriteBehind
+from backends.migrate.writebehind import WriteBehind
 
 
 def test_each_batch_is_recorded_on_the_callers_thread_before_the_next_is_written():

@@ -3,7 +3,7 @@
 :func:`audit` picks the audit an adapter's :class:`~backends.info.BackendInfo` declares
 (``audit``: each store family's own, in its backend's package) and falls back to strict
 reads over the session enumeration for any other adapter that can list its sessions (the
-generic audit). Audits stream :class:`~backends.doctor.model.Finding` objects and
+generic audit). Audits stream :class:`~backends.contract.findings.Finding` objects and
 never write; safe repairs ride on the findings and run only when a caller applies them.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from backends.doctor.model import Finding, Section, Severity, apply_repair, blocking, plan
+from backends.contract.findings import Finding, Section, Severity, apply_repair, blocking, plan
 
 __all__ = ["Finding", "Section", "Severity", "apply_repair", "audit", "blocking", "plan"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-from backends.doctor.model import Finding, unreadable_state
+from backends.contract.findings import Finding, unreadable_state
 
 
 def audit(adapter: Any, *, batch: int = 500,

@@ -17,8 +17,8 @@ from tests.support.change_streams import ChangeStreamClient, history_lost
 from tests.support.fixtures.mongo import LockedClient
 
 from backends.contract import Capability, MemoryEvent, offers
-from backends.migrate.live import LiveMigration, cutover
-from backends.mongo.names import EVENTS_COLLECTION, STATE_COLLECTION
+from backends.migrate import LiveMigration, cutover
+from backends.mongo.schema import EVENTS_COLLECTION, STATE_COLLECTION
 from tests.backends.test_live_migration import (
     OWNER,
     Writer,
@@ -243,7 +243,7 @@ def test_follow_with_a_writer_then_cutover_is_identical(pair):
     source, writer_side, target, _, mig = pair
     versions = seed(source)
     writer = Writer(writer_side, versions)
-    from backends.migrate.live import run_migration
+    from backends.migrate import run_migration
 
     first = run_migration(mig)[0]
     assert first.copied == len(versions)

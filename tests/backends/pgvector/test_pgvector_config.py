@@ -41,7 +41,7 @@ def test_no_uri_and_no_env_is_a_config_error(monkeypatch):
 
 
 def test_the_location_comes_from_our_variable_then_the_engines(monkeypatch):
-    from backends.sql.config import SqlConfig
+    from backends.postgres.config import SqlConfig
 
     monkeypatch.setenv("DATABASE_URL", "postgresql+psycopg://u:pw@engine-host/db")
     monkeypatch.delenv("SEMVEC_PGVECTOR_URL", raising=False)

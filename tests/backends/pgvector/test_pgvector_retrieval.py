@@ -362,7 +362,7 @@ def test_exact_search_against_hnsw_on_the_same_store(pgvector_adapter_factory):
     assert recall_at_k(backend.semantic_ranking(ctx, 10), truth, 10) >= 0.8
     # the exact plan can never read the ANN index, even when the planner is told to
     # avoid every other path (whether the HNSW plan uses it is the planner's cost call)
-    from backends.sql.state import owner_clause
+    from backends.postgres.state import owner_clause
 
     owner_sql, owner_params = owner_clause("acme")
     sql, params = backend._statement(["semantic", "recency"], "exact", 10, CANDIDATE_POOL,

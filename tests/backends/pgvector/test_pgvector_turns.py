@@ -343,7 +343,7 @@ def test_driver_errors_map_to_categories(sqlstate, category):
     import psycopg
 
     import backends.errors as errors
-    from backends.sql.driver import translate_error
+    from backends.postgres.errors import translate_error
 
     cls = psycopg.errors.lookup(sqlstate)
     mapped = translate_error(cls("boom"), "postgresql://h/db", action="a query")

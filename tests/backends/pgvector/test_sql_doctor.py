@@ -181,7 +181,7 @@ def test_strict_audit_parses_meta_and_embedding(store):
 
 def test_engine_tables_are_not_unknown(store):
     """#24: every table the engine's create_tables() makes (ENGINE-WIRE 6b) is its own."""
-    from backends.sql.audit import ENGINE_TABLES
+    from backends.postgres.audit import ENGINE_TABLES
 
     with psycopg.connect(store, autocommit=True) as conn:
         for table in sorted(ENGINE_TABLES):

@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from backends.errors import BackendConfigError, BackendError, BackendTransient, BackendUnreachable
-from backends.sql.config import SqlConfig
-from backends.sql.pool import ConnectionPool, split_pool_parameters
+from backends.postgres.config import SqlConfig
+from backends.postgres.pool import ConnectionPool, split_pool_parameters
 from semvecctl.app import app
 
 pytestmark = pytest.mark.postgres

@@ -1,4 +1,4 @@
-"""Resharding a live SQL deployment (``backends.migrate.live.shards``) on the suite's real
+"""Resharding a live SQL deployment (``backends.migrate.shards``) on the suite's real
 PostgreSQL, one database per shard: the plan's moves are the HRW routing's, a run and a
 cutover leave every session readable on its new-routing shard identical to before (its
 events once, its items), shrink and reorder work, abort removes only its copies, and the
@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from backends.contract import MemoryEvent, MemoryItem
-from backends.sql.placement import shard_index
+from backends.postgres.placement import shard_index
 
 pytestmark = pytest.mark.postgres
 
@@ -81,7 +81,7 @@ def _rows(url, table="semvec_session_state", column="session_id"):
 
 
 def _reshard(backend, primary, old, new):
-    from backends.migrate.live.shards import Reshard
+    from backends.migrate.shards import Reshard
 
     return Reshard(deployment(backend, primary, old), deployment(backend, primary, new))
 
@@ -117,7 +117,7 @@ def test_each_shards_moves_are_the_routings(sharded_sql, shape):
 
 
 def test_plan_moves_are_the_routings_three_to_four(sharded_sql):
-    from backends.migrate.live.shards import plan_reshard
+    from backends.migrate.shards import plan_reshard
 
     four = sharded_sql.make(4)
     old, new = four.shards[:3], four.shards
@@ -156,7 +156,7 @@ def test_a_move_someone_else_wrote_on_the_new_shard_is_a_conflict_and_kept(shard
     time): a batch where one moved session already exists on its new shard keeps that
     row, reports it once as a conflict, and still writes the rest of the batch; a row
     there identical to the source's is recognised as copied."""
-    from backends.migrate.live.shards import open_state, reshard_migration, run_reshard
+    from backends.migrate.shards import open_state, reshard_migration, run_reshard
 
     four = sharded_sql.make(4)
     old, new = four.shards[:3], four.shards
@@ -192,7 +192,7 @@ def test_a_shard_of_other_column_types_moves_its_rows_the_parsed_way(sharded_sql
     """Rows go as fetched only between tables of the engine's column types (binary COPY
     needs them); a shard whose ``version`` column is bigint makes the pass parse and
     write each row instead, with the same result."""
-    from backends.migrate.live.shards import open_state, reshard_migration, run_reshard
+    from backends.migrate.shards import open_state, reshard_migration, run_reshard
 
     four = sharded_sql.make(4)
     old, new = four.shards[:3], four.shards
@@ -218,7 +218,7 @@ def test_a_shard_of_other_column_types_moves_its_rows_the_parsed_way(sharded_sql
 
 @pytest.mark.parametrize("backend", ["postgres", "pgvector"])
 def test_grow_three_to_four_copies_only_the_moves_and_cutover_passes(sharded_sql, tmp_path, backend):
-    from backends.migrate.live.shards import (
+    from backends.migrate.shards import (
         cutover_reshard, open_state, reshard_migration, run_reshard, verify_reshard)
 
     four = sharded_sql.make(4)
@@ -270,7 +270,7 @@ def test_grow_three_to_four_copies_only_the_moves_and_cutover_passes(sharded_sql
 
 @pytest.mark.parametrize("change", ["shrink", "reorder", "from-primary", "to-primary"])
 def test_shrink_three_to_two_reorder_and_to_and_from_no_list(sharded_sql, tmp_path, change):
-    from backends.migrate.live.shards import (
+    from backends.migrate.shards import (
         cutover_reshard, open_state, reshard_migration, run_reshard)
 
     primary, shards = sharded_sql.primary, sharded_sql.shards
@@ -303,7 +303,7 @@ def test_shrink_three_to_two_reorder_and_to_and_from_no_list(sharded_sql, tmp_pa
 
 
 def test_abort_removes_only_its_copies(sharded_sql, tmp_path):
-    from backends.migrate.live.shards import abort_reshard, open_state, reshard_migration, run_reshard
+    from backends.migrate.shards import abort_reshard, open_state, reshard_migration, run_reshard
 
     four = sharded_sql.make(4)
     old, new = four.shards[:3], four.shards

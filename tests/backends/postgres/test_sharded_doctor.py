@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from backends.contract import MemoryEvent, MemoryItem
-from backends.sql.placement import shard_index
+from backends.postgres.placement import shard_index
 from semvecctl.app import app
 
 pytestmark = pytest.mark.postgres
@@ -199,7 +199,7 @@ def test_an_interrupted_move_is_finished_by_the_next_run_and_a_third_finds_nothi
     """Interrupted after the shard got its copy and before the misplaced row went: two
     identical copies, the engine reads the moved one; the next run removes the other."""
     from backends.ops.doctor import apply_repair
-    from backends.sql import relocation
+    from backends.postgres import relocation
 
     adapter, sharded = deployment
     shards = sharded.shards

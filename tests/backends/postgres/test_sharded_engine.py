@@ -125,7 +125,7 @@ def test_doctor_finds_a_misplaced_copy_of_an_engine_session_and_the_fix_keeps_th
         engine_deployment):
     from semvec.api.owner_scope import OwnerScope
 
-    from backends.sql.placement import shard_index
+    from backends.postgres.placement import shard_index
 
     engine, env = engine_deployment
     sessions = [f"mis-{n:02d}" for n in range(12)]
@@ -172,7 +172,7 @@ def test_the_engine_grows_from_3_to_4_shards_under_its_own_writer_losing_nothing
     from semvec.compliance.event_store import MemoryEvent as EngineEvent
 
     from backends.postgres import PostgresAdapter
-    from backends.sql.placement import shard_index
+    from backends.postgres.placement import shard_index
     from tests.cli.test_shards_cli import _count_copied
 
     engine, env = engine_deployment

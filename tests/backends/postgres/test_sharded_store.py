@@ -16,7 +16,7 @@ import pytest
 
 from backends.contract import MemoryEvent
 from backends.errors import BackendUnreachable
-from backends.sql.placement import shard_index
+from backends.postgres.placement import shard_index
 
 pytestmark = pytest.mark.postgres
 

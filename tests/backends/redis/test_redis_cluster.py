@@ -177,7 +177,7 @@ def test_standalone_client_on_a_cluster_node_gets_advice(cluster):
                                              ("?cluster=false", False), ("", False),
                                              ("?x=1&cluster=yes", True)])
 def test_cluster_flag_parsing(query, expected):
-    from backends.redis.uris import RedisSettings
+    from backends.redis.config import RedisSettings
 
     settings = RedisSettings.resolve(f"redis://h:1/0{query}", {}, environ={})
     assert settings.cluster is expected and "cluster" not in settings.url
@@ -185,7 +185,7 @@ def test_cluster_flag_parsing(query, expected):
 
 def test_cluster_flag_nonsense_is_a_config_error():
     from backends.errors import BackendConfigError
-    from backends.redis.uris import RedisSettings
+    from backends.redis.config import RedisSettings
 
     with pytest.raises(BackendConfigError, match="cluster"):
         RedisSettings.resolve("redis://h:1/0?cluster=maybe", {}, environ={})

@@ -26,7 +26,7 @@ from backends.errors import (
 )
 from backends.redis import RedisBackendAdapter
 from backends.redis.health import durability_verdict
-from backends.redis.uris import RedisSettings
+from backends.redis.config import RedisSettings
 from tests.support.fixtures.redis_server import closed_port, free_port
 from tests.support.bounds import bounded_by
 
@@ -350,7 +350,7 @@ def test_fixture_skips_or_fails_without_a_server(tmp_path, require, outcome):
 def test_driver_errors_map_to_categories(error, category):
     import importlib
 
-    from backends.redis.failures import translate_error
+    from backends.redis.errors import translate_error
 
     module, name = error.split(":")
     exc = getattr(importlib.import_module(module), name)("boom")
@@ -371,7 +371,7 @@ def test_driver_errors_map_to_categories(error, category):
 def test_retry_now_is_told_apart_from_host_down(error, category):
     import redis.exceptions as rx
 
-    from backends.redis.failures import redis_errors
+    from backends.redis.errors import redis_errors
 
     driver_error = getattr(rx, error)("boom")
     with pytest.raises(category) as raised:
@@ -385,7 +385,7 @@ def test_tls_failures_are_configuration_errors():
 
     import redis.exceptions as rx
 
-    from backends.redis.failures import translate_error
+    from backends.redis.errors import translate_error
 
     wrapped = rx.ConnectionError("Error 1 connecting to h:6380. [SSL: CERTIFICATE_VERIFY_FAILED]")
     wrapped.__cause__ = ssl.SSLCertVerificationError("certificate verify failed")
@@ -402,7 +402,7 @@ def test_wrongtype_on_a_session_key_is_corrupt_state_naming_it():
     from redis.exceptions import ResponseError
 
     from backends.errors import CorruptState
-    from backends.redis.failures import redis_errors
+    from backends.redis.errors import redis_errors
 
     with pytest.raises(CorruptState) as raised:
         with redis_errors("redis://h", "sess-1"):
@@ -429,6 +429,6 @@ def test_wrongtype_on_a_session_key_is_corrupt_state_naming_it():
 def test_error_replies_map_to_categories(text, category):
     from redis.exceptions import ResponseError
 
-    from backends.redis.failures import translate_error
+    from backends.redis.errors import translate_error
 
     assert type(translate_error(ResponseError(text), "redis://h")).__name__ == category

@@ -11,7 +11,7 @@ import pytest
 from backends.contract import EventStore, MemoryEvent
 from backends.errors import InvalidEvent, StateVersionConflict
 from backends.redis import RedisBackendAdapter
-from backends.redis.keys import EVENT_FIELDS
+from backends.redis.schema import EVENT_FIELDS
 
 pytestmark = pytest.mark.redis
 
@@ -127,7 +127,7 @@ def test_list_in_sequence_order_with_after_and_limit(events):
 
 
 def test_three_state_owner_filter_applies_before_the_limit(events, monkeypatch):
-    from backends.redis import event_store
+    from backends.redis import events as event_store
 
     monkeypatch.setattr(event_store, "PAGE_SIZE", 3)  # force several pages
     user = uid("u")
@@ -167,7 +167,7 @@ def test_delete_older_than_is_strict_and_cleans_every_index(events, raw):
 
 
 def test_delete_older_than_across_users_and_in_batches(events, monkeypatch):
-    from backends.redis import event_store
+    from backends.redis import events as event_store
 
     monkeypatch.setattr(event_store, "DELETE_BATCH", 2)
     alice, bob = uid("alice"), uid("bob")
@@ -186,7 +186,7 @@ def test_delete_older_than_needs_an_aware_cutoff(events):
 
 
 def test_purge_user_erases_events_indexes_and_counter(events, raw, monkeypatch):
-    from backends.redis import event_store
+    from backends.redis import events as event_store
 
     monkeypatch.setattr(event_store, "DELETE_BATCH", 2)  # several batches
     user, other = uid("u"), uid("other")

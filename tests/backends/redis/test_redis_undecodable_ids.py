@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from backends.errors import CorruptState
 from backends.redis import RedisBackendAdapter
-from backends.session_ids import escape_id, from_key, unescape_id
+from backends.contract.session_ids import escape_id, from_key, unescape_id
 from semvecctl.app import app
 from tests.support.dedicated_redis import throwaway_redis
 

@@ -1,0 +1,418 @@
+"""Export: enumerate a backend's sessions and stream them into an archive.
+
+Memory does not grow with the number of sessions: one summary, one blob (and that
+session's items) at a time, a running digest, and a fixed-size duplicate filter. A
+session enumerated twice (Redis SCAN may report a key twice while the server resizes
+its table) is written once: the filter makes it a suspect, and the finished archive is
+rewritten without the later copy when a second pass confirms it.
+
+Archive v2 content read here: each session's ``drift_exempt`` (the enumeration's
+``extra["drift_exempt"]`` when it reports one, else the store's ``is_drift_exempt``),
+its absolute expiry (read time + the TTL enumeration reports), with ``with_events`` its
+compliance events (the users from ``session_subjects(session_id)``, each user's events
+filtered to the session; one ``session_subjects`` call per session, which on Redis scans
+every event hash, so prefer ``users`` on a large store), and with ``users`` a whole-user log per user (every event,
+then the counter, read in that order so the counter is never below an exported
+sequence). What the source cannot provide is settled by :mod:`backends.transfer.loss`.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import contextlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence
+
+from backends.archive import (
+    ArchiveHeader,
+    ArchiveReader,
+    ArchiveWriter,
+    SessionRecord,
+    atomic_output,
+)
+from backends.archive.format import log_order, utc_now
+from backends.archive.seen import SeenFilter, confirmed_duplicates
+from backends.contract import Capability, OwnerFilter, UNSCOPED, as_utc, offers
+from backends.errors import CorruptState, IntegrityError, UnsupportedOperation
+from backends.transfer.batch_reads import READ_CHUNK, batch_loader, chunks, iter_user_log
+from backends.transfer.loss import (
+    counter_reader,
+    export_losses,
+    session_event_source,
+    settle,
+    state_store_member,
+)
+
+Progress = Callable[[Iterable[Any]], Iterable[Any]]
+
+
+@dataclass
+class ExportResult:
+    count: int = 0
+    items: int = 0
+    events: int = 0
+    users: int = 0
+    digest: str = ""
+    #: accepted losses, one line each (see backends.transfer.loss)
+    warnings: list[str] = field(default_factory=list)
+    #: enumerated, but deleted (or re-owned out of scope) before its blob was read
+    vanished: int = 0
+    #: sessions the enumeration reported twice, written once
+    duplicates_dropped: int = 0
+    suspects: set[str] = field(default_factory=set, repr=False)
+    #: a copy's accepted loss of the source's events (see backends.transfer.copy)
+    left_behind: list[str] = field(default_factory=list)
+    #: (session id, why) of each damaged session left out (``skip_damaged``)
+    damaged: list[tuple[str, str]] = field(default_factory=list)
+
+
+def check_exportable(adapter: Any, *, with_items: bool, with_events: bool = False,
+                     users: Sequence[str] = (), allow_loss: bool = False,
+                     updated_since: datetime | None = None) -> list[str]:
+    """Refuse an export that cannot run (no enumeration; ``users`` without an event store;
+    ``updated_since`` on a store that keeps no write time) or that would lose what it was
+    asked to carry (the loss rule); returns the warnings for accepted losses."""
+    name = getattr(adapter, "name", "?")
+    if not offers(adapter, Capability.SESSIONS):
+        raise UnsupportedOperation(f"backend {name!r} cannot enumerate sessions, so it cannot be exported")
+    if updated_since is not None and not offers(adapter.state_store(), Capability.WRITE_TIME):
+        raise UnsupportedOperation(f"backend {name!r} keeps no time of a session's last write, "
+                                   "so --since cannot select the recently written sessions; "
+                                   "nothing was exported (drop --since to export them all)")
+    if users and adapter.event_store() is None:
+        raise UnsupportedOperation(f"backend {name!r} has no event store, so there is no user log "
+                                   "to export; drop --user")
+    return settle(export_losses(adapter, with_items=with_items, with_events=with_events,
+                                users=users), allow_loss=allow_loss)
+
+
+def make_header(adapter: Any, source_uri: str, *, with_items: bool, owner_subject: OwnerFilter,
+                match: str | None, with_events: bool = False,
+                users: Sequence[str] = (), updated_since: datetime | None = None) -> ArchiveHeader:
+    from backends import __version__
+
+    filters: dict[str, Any] = {}
+    if owner_subject is not UNSCOPED:
+        filters["owner_subject"] = owner_subject  # None = unowned only
+    if match is not None:
+        filters["match"] = match
+    if users:
+        filters["users"] = list(users)
+    if updated_since is not None:
+        filters["updated_since"] = as_utc(updated_since).isoformat()
+    return ArchiveHeader(source_backend=str(getattr(adapter, "name", "?")), source_uri=source_uri,
+                         created_at=ArchiveHeader.now(), tool_version=__version__,
+                         with_items=with_items, filters=filters,
+                         # a whole-user log carries events too: the header says so
+                         with_events=bool(with_events or users))
+
+
+def drift_reader(adapter: Any) -> Callable[[Any], bool]:
+    is_exempt = state_store_member(adapter, Capability.DRIFT_STATUS)
+
+    def read(summary: Any) -> bool:
+        reported = (summary.extra or {}).get("drift_exempt")
+        if isinstance(reported, bool):
+            return reported
+        return bool(is_exempt(summary.session_id)) if is_exempt is not None else False
+
+    return read
+
+
+#: events of users' logs kept while exporting with events (bounds the export's memory)
+LOG_CACHE_EVENTS = 100_000
+#: sessions ahead whose users' logs are read with the one a session needs (one query)
+PREFETCH_SESSIONS = 200
+
+
+class _SessionEvents:
+    """A session's events: the users from ``session_subjects(session_id)``, each user's
+    log read once per export (grouped by session, kept while the cache holds fewer than
+    LOG_CACHE_EVENTS events) instead of once per session the user appears in."""
+
+    def __init__(self, store: Any, owner_subject: OwnerFilter, skip_users: set[str]) -> None:
+        self._store = store
+        self._owner = owner_subject
+        self._skip = skip_users
+        self._logs: dict[str, dict[str, list[Any]]] = {}
+        self._cached = 0
+        self._by_session: dict[str, list[str]] | None = None
+        self._order: list[str] | None = None
+
+    def _log(self, user: str, session_id: str) -> dict[str, list[Any]]:
+        if user not in self._logs:
+            logs = self._read_logs(user, session_id)
+            if self._cached + sum(map(len, logs.values())) > LOG_CACHE_EVENTS:
+                self._logs.clear()
+                self._cached = 0
+            for who, events in logs.items():
+                by_session: dict[str, list[Any]] = {}
+                for event in events:
+                    by_session.setdefault(event.session_id, []).append(event)
+                self._logs[who] = by_session
+                self._cached += len(events)
+        return self._logs[user]
+
+    def _read_logs(self, user: str, session_id: str) -> dict[str, list[Any]]:
+        """``user``'s log; where the store reads several users' logs in one query
+        (``events_of_users``, SQL: its user index) and knows every session's users, the
+        logs of the users of the next sessions in id order come along (an export walks
+        the sessions in that order), so the export does not ask once per user."""
+        several = getattr(self._store, "events_of_users", None)
+        if several is None or self._by_session is None:
+            return {user: self._store.list_events(user, owner_subject=self._owner)}
+        if self._order is None:
+            self._order = sorted(self._by_session)
+        wanted = {user: None}
+        start = bisect.bisect_left(self._order, session_id)
+        for sid in self._order[start:start + PREFETCH_SESSIONS]:
+            for who in self._by_session[sid]:
+                if who not in self._logs and who not in self._skip:
+                    wanted[who] = None
+        return several(list(wanted), owner_subject=self._owner)
+
+    def _subjects(self, session_id: str) -> list[str]:
+        """A store that can map every session to its users in one pass (Redis, where
+        each ``session_subjects`` call scans the whole log) is asked once per export."""
+        if not offers(self._store, Capability.SUBJECTS_BY_SESSION):
+            return self._store.session_subjects(session_id)
+        if self._by_session is None:
+            self._by_session = self._store.subjects_by_session()
+        return self._by_session.get(session_id, [])
+
+    def __call__(self, session_id: str) -> tuple[Any, ...]:
+        found: list[Any] = []
+        for user in sorted(set(self._subjects(session_id)) - self._skip):
+            found.extend(self._log(user, session_id).get(session_id, ()))
+        return tuple(sorted(found, key=lambda e: (e.user_id, *log_order(e))))
+
+
+def user_sessions(adapter: Any, users: Sequence[str], owner_subject: OwnerFilter) -> set[str]:
+    """The sessions the users have events in (what a whole-user export selects)."""
+    store = adapter.event_store()
+    return {e.session_id for user in users
+            for e in store.list_events(user, owner_subject=owner_subject) if e.session_id}
+
+
+def write_user_logs(adapter: Any, writer: ArchiveWriter, users: Sequence[str],
+                    owner_subject: OwnerFilter = UNSCOPED) -> None:
+    """Stream each user's log into ``writer`` in parts (see ``ArchiveWriter.add_user_log``),
+    then the counter, read after the events: it only grows, so it covers every one."""
+    store = adapter.event_store()
+    read_counter = counter_reader(adapter)
+    for user in users:
+        events: Iterable[Any] = iter_user_log(store, user, owner_subject)
+        if not offers(store, Capability.ASSIGNS_SEQUENCES):  # read newest first: sort it
+            events = sorted(events, key=log_order)
+        def counter(top: int, user: str = user) -> int | None:
+            return max(int(read_counter(user)), top) if read_counter is not None else None
+
+        writer.add_user_log(user, events, counter)
+
+
+class DamagedSession(IntegrityError):
+    """A session the export could not read strictly (the store raised a damaged-row
+    error): the export stops, naming it, and leaves no file, unless ``skip_damaged``."""
+
+    def __init__(self, session_id: str, why: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"{why}; nothing was exported (no file was written). Pass "
+                         "--skip-damaged to export the other sessions and list what was left out")
+
+
+def _damage(exc: CorruptState) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _load_chunk(load_many: Any, load_one: Any, ids: list[str], owner_subject: OwnerFilter,
+                result: ExportResult, skip_damaged: bool | None) -> list[Any]:
+    """The chunk's states. A damaged row: ``skip_damaged=None`` lets the store's error
+    through, False raises :class:`DamagedSession` (the export's refusal, with advice),
+    True reads around it (the chunk again, one session at a time), records it in
+    ``result.damaged`` and gives ``_DAMAGED`` in its place."""
+    try:
+        return load_many(ids, owner_subject)
+    except CorruptState as exc:
+        if skip_damaged is None:
+            raise
+        if not skip_damaged:
+            raise DamagedSession(getattr(exc, "session_id", "?"), _damage(exc)) from None
+    states: list[Any] = []
+    for sid in ids:
+        try:
+            states.append(load_one(sid, owner_subject=owner_subject))
+        except CorruptState as exc:
+            result.damaged.append((sid, _damage(exc)))
+            states.append(_DAMAGED)
+    return states
+
+
+#: a chunk slot whose session was damaged and left out (not "vanished")
+_DAMAGED = object()
+
+
+def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilter = UNSCOPED,
+                 match: str | None = None, with_items: bool = False, with_events: bool = False,
+                 users: Sequence[str] = (), batch_size: int = 500,
+                 summaries: Iterable[Any] | None = None,
+                 skip_damaged: bool | None = None,
+                 updated_since: datetime | None = None) -> Iterator[SessionRecord]:
+    """Full records for every enumerated session, in enumeration order, read a chunk of
+    64 at a time (see :mod:`backends.transfer.batch_reads`): memory is bounded by the chunk.
+    With ``users``, only the sessions those users have events in; with ``summaries``,
+    exactly those (already selected by the caller, e.g. ``sessions prune``). A session
+    whose strict read fails (any ``CorruptState``) stops the export naming it (the
+    store's error, or with ``skip_damaged=False`` :class:`DamagedSession`), unless
+    ``skip_damaged``: then it is left out and listed in ``result.damaged``. With
+    ``updated_since``, only sessions whose stored write time is at or after it."""
+    load_many = batch_loader(adapter)
+    load_one = adapter.state_store().load_full
+    drift = drift_reader(adapter)
+    store = session_event_source(adapter) if with_events else None
+    events_of = _SessionEvents(store, owner_subject, set(users)) if store is not None else None
+    selected = user_sessions(adapter, users, owner_subject) if users else None
+    keeps_clock = offers(adapter.state_store(), Capability.WRITE_TIME)
+    if summaries is None:
+        summaries = adapter.iter_sessions(owner_subject=owner_subject, match=match,
+                                          batch_size=batch_size)
+    if selected is not None:
+        summaries = (s for s in summaries if s.session_id in selected)
+    if updated_since is not None:
+        since = as_utc(updated_since)
+        summaries = (s for s in summaries
+                     if s.updated_at is not None and as_utc(s.updated_at) >= since)
+    for chunk in chunks(summaries, READ_CHUNK):
+        states = _load_chunk(load_many, load_one, [s.session_id for s in chunk], owner_subject,
+                             result, skip_damaged)
+        read_at = utc_now()
+        for summary, state in zip(chunk, states):
+            if state is _DAMAGED:
+                continue
+            if state is None:  # deleted (or re-owned out of scope) since it was enumerated
+                result.vanished += 1
+                continue
+            items = None
+            if with_items:
+                items = tuple(adapter.iter_live_items(summary.session_id, owner_subject=owner_subject))
+            events = None
+            if events_of is not None:
+                events = events_of(summary.session_id)
+            expires_at = (None if summary.ttl_seconds is None
+                          else read_at + timedelta(seconds=summary.ttl_seconds))
+            yield SessionRecord(
+                session_id=summary.session_id, version=state.version,
+                owner_subject=state.owner_subject, pending_message=state.pending_message,
+                blob=bytes(state.blob), expires_at=expires_at, items=items,
+                drift_exempt=drift(summary), events=events,
+                updated_at=summary.updated_at if keeps_clock else None,
+            )
+
+
+def write_archive(adapter: Any, stream: IO[bytes], *, source_uri: str,
+                  owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
+                  with_items: bool = False, with_events: bool = False,
+                  users: Sequence[str] = (), allow_loss: bool = False, batch_size: int = 500,
+                  progress: Progress | None = None,
+                  skip_damaged: bool | None = None,
+                  updated_since: datetime | None = None) -> ExportResult:
+    """One pass: enumerate and write. Duplicates are only *suspected* here (see module).
+
+    What the source cannot provide is refused by the loss rule before the first line is
+    written; with ``allow_loss`` it is left out and said in ``result.warnings``."""
+    users = tuple(dict.fromkeys(users))
+    warnings = check_exportable(adapter, with_items=with_items, with_events=with_events,
+                                users=users, allow_loss=allow_loss, updated_since=updated_since)
+    with_items = with_items and offers(adapter, Capability.LIVE_ITEMS)
+    with_events = with_events and session_event_source(adapter) is not None
+    result = ExportResult(warnings=warnings)
+    header = make_header(adapter, source_uri, with_items=with_items, owner_subject=owner_subject,
+                         match=match, with_events=with_events, users=users,
+                         updated_since=updated_since)
+    writer = ArchiveWriter(stream, header)
+    seen = SeenFilter()
+    records: Iterable[SessionRecord] = iter_records(
+        adapter, result, owner_subject=owner_subject, match=match, with_items=with_items,
+        with_events=with_events, users=users, batch_size=batch_size, skip_damaged=skip_damaged,
+        updated_since=updated_since)
+    if progress is not None:
+        records = progress(records)
+    for record in records:
+        seen.add(record.session_id)
+        writer.add(record)
+    write_user_logs(adapter, writer, users, owner_subject)
+    result.digest = writer.finish()
+    result.count, result.items, result.suspects = writer.count, writer.items, seen.suspects
+    result.events, result.users = writer.events, writer.users
+    return result
+
+
+def rewrite_without_duplicates(source: IO[bytes], dest: IO[bytes], duplicates: set[str],
+                               result: ExportResult) -> None:
+    """Copy an archive keeping only the first record of each duplicated session id."""
+    written: set[str] = set()
+    with ArchiveReader(source) as reader:
+        writer = ArchiveWriter(dest, reader.header)
+        for record in reader.records():
+            if isinstance(record, SessionRecord) and record.session_id in duplicates:
+                if record.session_id in written:
+                    result.duplicates_dropped += 1
+                    continue
+                written.add(record.session_id)
+            writer.add(record)
+        result.digest = writer.finish()
+        result.count, result.items = writer.count, writer.items
+        result.events, result.users = writer.events, writer.users
+
+
+def _duplicates_in(source: IO[bytes], suspects: set[str]) -> set[str]:
+    with ArchiveReader(source) as reader:
+        return confirmed_duplicates((r.session_id for r in reader.sessions()), suspects)
+
+
+def export_to_path(adapter: Any, path: str | os.PathLike[str], **options: Any) -> ExportResult:
+    """Export into ``path`` atomically (0600, temp + fsync + rename; gzip for ``.gz``).
+
+    On any failure or interruption the target name is left as it was (absent, or the
+    previous file) and the temp file is removed.
+    """
+    with atomic_output(path) as out:
+        result = write_archive(adapter, out, **options)
+    if result.suspects:
+        with open(path, "rb") as current:
+            dups = _duplicates_in(current, result.suspects)
+            if dups:
+                current.seek(0)
+                with atomic_output(path) as out:
+                    rewrite_without_duplicates(current, out, dups, result)
+    return result
+
+
+@contextlib.contextmanager
+def staged_export(adapter: Any, **options: Any) -> Iterator[tuple[IO[bytes], ExportResult]]:
+    """Export into an anonymous private temp file (deleted on close), duplicates settled;
+    yields the file rewound to its start. Used for stdout and for ``copy``."""
+    with contextlib.ExitStack() as stack:
+        staged = stack.enter_context(tempfile.TemporaryFile())
+        result = write_archive(adapter, staged, **options)
+        if result.suspects:
+            dups = _duplicates_in(staged, result.suspects)
+            if dups:
+                final = stack.enter_context(tempfile.TemporaryFile())
+                rewrite_without_duplicates(staged, final, dups, result)
+                staged = final
+        staged.seek(0)
+        yield staged, result
+
+
+def export_to_stream(adapter: Any, stream: IO[bytes], **options: Any) -> ExportResult:
+    """Export onto a non-seekable stream (stdout): staged first, so duplicates can be
+    settled and an export that fails half-way sends nothing."""
+    with staged_export(adapter, **options) as (staged, result):
+        shutil.copyfileobj(staged, stream, 1 << 20)
+        stream.flush()
+    return result
