@@ -21,7 +21,7 @@ import pytest
 
 from backends.contract import MemoryEvent
 from backends.errors import BackendUnreachable
-from backends.redis import RedisBackendAdapter, keys
+from backends.redis import RedisBackendAdapter, schema
 from backends.redis.scripts import checkout, script_client
 from tests.support.dedicated_redis import DedicatedRedis
 
@@ -173,8 +173,8 @@ def test_a_turn_after_client_kill_lands_once_with_no_duplicate_and_no_lost_event
         stored = adapter.event_store().list_events(user)
         assert [e.event_id for e in stored] == sent  # each once, in order
         assert [e.sequence for e in stored] == list(range(1, 7))
-        assert raw.get(keys.user_counter_key(user)) == b"6"  # no sequence used twice
-        assert raw.zcard(keys.user_seq_index_key(user)) == 6
+        assert raw.get(schema.user_counter_key(user)) == b"6"  # no sequence used twice
+        assert raw.zcard(schema.user_seq_index_key(user)) == 6
         assert raw.hget("semvec:state:s", "blob") == b"v5"
 
 
