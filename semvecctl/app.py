@@ -22,7 +22,7 @@ from typer.core import TyperGroup
 from typer.exceptions import Abort, Exit, TyperException
 
 from semvecctl import application
-from semvecctl.completers import complete_profile
+from semvecctl.completers import complete_profile, enable_runtime_completion
 from semvecctl.errors import CliError, classify
 from semvecctl.exit_codes import ExitCode
 
@@ -266,21 +266,6 @@ def _attach_examples(command: Any, path: str) -> None:
 
 def _nothing() -> None:
     """The callback of the throwaway host group a command is built in."""
-
-
-#: the variable click's completion scripts set when the shell asks us to complete a word
-COMPLETE_VAR = "_SEMVECCTL_COMPLETE"
-
-
-def enable_runtime_completion() -> None:
-    """Register Typer's completion classes when a shell asks us to complete a word (here,
-    not in the ``completions`` command, so that every invocation does not import it)."""
-    import os
-
-    if os.environ.get(COMPLETE_VAR):
-        from typer._completion_classes import completion_init
-
-        completion_init()
 
 
 def _report(message: str, exc: BaseException | None) -> None:

@@ -106,3 +106,18 @@ def complete_session_id(ctx: Any, incomplete: str) -> list[str]:
         return got.value if isinstance(got.value, list) else []
 
     return _quietly(ids)
+
+
+#: the variable click's completion scripts set when the shell asks us to complete a word
+COMPLETE_VAR = "_SEMVECCTL_COMPLETE"
+
+
+def enable_runtime_completion() -> None:
+    """Register Typer's completion classes when a shell asks us to complete a word (here,
+    not in the ``completions`` command, so that every invocation does not import it)."""
+    import os
+
+    if os.environ.get(COMPLETE_VAR):
+        from typer._completion_classes import completion_init
+
+        completion_init()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from semvecctl.app import COMPLETE_VAR, enable_runtime_completion  # noqa: F401 - re-exported
+from semvecctl.completers import COMPLETE_VAR
 from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.options import Overwrite

@@ -14,7 +14,7 @@ import pytest
 from backends import errors as be
 from semvecctl.exit_codes import ExitCode
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.source_tree import ROOT, files_under, tree_of
 CLI = ROOT / "semvecctl"
 COMMANDS = CLI / "commands"
 
@@ -26,11 +26,11 @@ CATEGORISED = {
 
 def _py(*roots: Path):
     for root in roots:
-        yield from sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+        yield from files_under(root)
 
 
 def _tree(path: Path) -> ast.AST:
-    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return tree_of(path)
 
 
 def _rel(path: Path) -> str:

@@ -11,7 +11,7 @@ from typing import Iterator
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.source_tree import ROOT, tree_of
 COMMANDS = sorted(p for p in (ROOT / "semvecctl" / "commands").glob("*.py"))
 
 SHARED_FLAGS = {"--backend", "--uri", "--adapter", "--owner", "--unowned", "--timeout",
@@ -28,7 +28,7 @@ def _calls(tree: ast.AST) -> set[str]:
 
 @pytest.mark.parametrize("path", COMMANDS, ids=lambda p: p.name)
 def test_commands_declare_no_shared_flag_and_repeat_no_connection_set_up(path):
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = tree_of(path)
     declared = sorted(
         arg.value for node in ast.walk(tree) if isinstance(node, ast.Call)
         and getattr(node.func, "attr", "") == "Option" for arg in node.args
@@ -133,7 +133,7 @@ def _module_level_bindings(tree: ast.Module) -> list[tuple[str, int]]:
 def test_no_module_level_name_is_declared_twice_in_options():
     from collections import defaultdict
 
-    tree = ast.parse((ROOT / "semvecctl" / "options.py").read_text(encoding="utf-8"))
+    tree = tree_of(ROOT / "semvecctl" / "options.py")
     lines: dict[str, list[int]] = defaultdict(list)
     for name, line in _module_level_bindings(tree):
         lines[name].append(line)

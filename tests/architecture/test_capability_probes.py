@@ -11,7 +11,7 @@ from pathlib import Path
 
 from backends.contract import CAPABILITIES, REQUIRED_ADAPTER_MEMBERS, protocol_members
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.source_tree import ROOT, files_under, text_of
 CONTRACT = ROOT / "backends" / "contract"
 
 SEAM_PROTOCOLS = {spec.protocol.__name__ for spec in CAPABILITIES.values()}
@@ -20,7 +20,7 @@ SEAM_MEMBERS = {name for spec in CAPABILITIES.values()
 
 
 def _sources() -> list[Path]:
-    files = sorted((ROOT / "backends").rglob("*.py")) + sorted((ROOT / "semvecctl").rglob("*.py"))
+    files = list(files_under())
     return [p for p in files if CONTRACT not in p.parents]
 
 
@@ -53,7 +53,7 @@ def probes_in(source: str) -> list[tuple[int, str]]:
 
 def test_no_capability_probe_bypasses_offers():
     bad = [f"{path.relative_to(ROOT)}:{line}: {what}"
-           for path in _sources() for line, what in probes_in(path.read_text(encoding="utf-8"))]
+           for path in _sources() for line, what in probes_in(text_of(path))]
     assert not bad, "probe through backends.contract.offers() instead:\n" + "\n".join(bad)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from backends.info import KNOWN_INFO
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.source_tree import ROOT, files_under, tree_of
 SOURCES = (ROOT / "backends", ROOT / "semvecctl")
 HOME = {ROOT / "backends" / "info.py", ROOT / "backends" / "errors.py"}
 #: the leaf that may not import backends.info keeps one named copy, held to it below
@@ -35,7 +35,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 
 def _spelled_facts(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    tree = tree_of(path)
     skip = _docstrings(tree)
     out = []
     for node in ast.walk(tree):
@@ -57,7 +57,7 @@ def _spelled_facts(path: Path) -> list[str]:
 
 def test_no_backend_fact_is_spelled_outside_backend_info():
     offenders = [f"{path.relative_to(ROOT)}:{hit}"
-                 for root in SOURCES for path in sorted(root.rglob("*.py"))
+                 for path in files_under(*SOURCES)
                  if path not in HOME | {LEAF_COPY} and "__pycache__" not in path.parts
                  for hit in _spelled_facts(path)]
     assert offenders == []
@@ -75,7 +75,7 @@ def test_redactions_copy_of_the_bare_userinfo_schemes_is_the_declared_one():
 
     declared = {s for info in KNOWN_INFO if info.bare_userinfo_is_password for s in info.schemes}
     assert BARE_USERINFO_SCHEMES == declared
-    tree = ast.parse(LEAF_COPY.read_text(encoding="utf-8"))
+    tree = tree_of(LEAF_COPY)
     spelled = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Constant)
                and n.value in SCHEMES and id(n) not in _docstrings(tree)]
     assert len(spelled) == len(BARE_USERINFO_SCHEMES - {i.name for i in KNOWN_INFO})  # the one copy
