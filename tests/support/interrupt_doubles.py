@@ -1,4 +1,4 @@
-"""Adapters for tests/cli/test_interrupts.py (loaded by subprocesses through --adapter)."""
+"""Adapters for tests/cli/app/test_interrupts.py (loaded by subprocesses through --adapter)."""
 
 from __future__ import annotations
 

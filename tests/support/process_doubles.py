@@ -7,7 +7,7 @@ an exclusive ``flock`` (which also excludes other instances in the same process)
 from ``SharedFileAdapter(path=...)``, so a child process rebuilds it from a recipe.
 
 The broken ones each break one rule that only the new cases can see, and pass every older
-case (tests/conformance/test_new_groups.py checks both):
+case (tests/backends/conformance/test_cross_process_groups.py checks both):
 
 * ``ProcessLockAdapter`` serialises with a process-local lock only (forks across
   processes: ``concurrency.processes``);

@@ -19,7 +19,7 @@ from tests.support.fixtures.mongo import LockedClient
 from backends.contract import Capability, MemoryEvent, offers
 from backends.migrate import LiveMigration, cutover
 from backends.mongo.schema import EVENTS_COLLECTION, STATE_COLLECTION
-from tests.backends.test_live_migration import (
+from tests.backends.migrate.test_live_migration import (
     OWNER,
     Writer,
     assert_identical,

@@ -173,7 +173,7 @@ def test_the_engine_grows_from_3_to_4_shards_under_its_own_writer_losing_nothing
 
     from backends.postgres import PostgresAdapter
     from backends.postgres.placement import shard_index
-    from tests.cli.test_shards_cli import _count_copied
+    from tests.cli.shards.test_shards import _count_copied
 
     engine, env = engine_deployment
     sessions = [f"grow-{n:02d}" for n in range(60)]
