@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from backends.conformance.model import SubCheckNotApplicable
-from backends.contract import Capability, as_utc, offers
+from backends.contract import as_utc, event_defaults
 from backends.contract.owner import UNSCOPED, OwnerScope
 
 #: Conventions a method can speak.
@@ -204,7 +204,7 @@ class EventsDriver:
     def assigns_sequences(self) -> bool:
         """False when the store declares it keeps no per-user sequence (the engine's
         SQL layout has no sequence column)."""
-        return offers(self.raw, Capability.ASSIGNS_SEQUENCES)
+        return event_defaults(self.raw).assigns_sequences
 
     def append(self, event: Any) -> Any:
         return self.raw.append(event)

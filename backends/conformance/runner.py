@@ -263,26 +263,26 @@ def describe_capabilities(adapter: Any) -> dict[str, Any]:
     caps["seams"] = [CAPABILITIES[c].protocol.__name__ for c in offered if CAPABILITIES[c].seam]
     caps["cleanup_hooks"] = [CAPABILITIES[c].methods[0] for c in
                              (Capability.PURGE_ITEMS, Capability.PURGE_USER) if c in offered]
-    caps.update(_conventions(adapter, _events_or_none(adapter), offered))
+    caps.update(_conventions(adapter, _events_or_none(adapter)))
     caps["fault_points"] = sorted(fault_points_of(adapter))
     return caps
 
 
-def _conventions(adapter: Any, events: Any, offered: list[Any]) -> dict[str, Any]:
+def _conventions(adapter: Any, events: Any) -> dict[str, Any]:
     """How the suite drives this adapter (detected from signatures and declarations)."""
     from backends.conformance.drive import event_surface, owner_convention
-    from backends.contract import Capability
+    from backends.contract import event_defaults, state_defaults
 
     found: dict[str, Any] = {}
     try:
         store = adapter.state_store()
         found["owner_convention"] = owner_convention(store.save)
-        found["idempotent_retries"] = Capability.IDEMPOTENT_RETRIES in offered
+        found["idempotent_retries"] = state_defaults(store).idempotent_retries
     except Exception as exc:  # noqa: BLE001
         found["owner_convention"] = f"error: {describe_exception(exc)}"
     if events is not None:
         found["event_surface"] = event_surface(events) or "incomplete"
-        found["assigns_sequences"] = Capability.ASSIGNS_SEQUENCES in offered
+        found["assigns_sequences"] = event_defaults(events).assigns_sequences
     return found
 
 

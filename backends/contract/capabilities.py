@@ -9,18 +9,13 @@ from enum import Enum
 from typing import Any
 
 from backends.contract.protocols import protocol_members
-from backends.contract.seams import (BatchDigestReader, BatchSessionRestorer, BatchStateReader,
-                                     ChangeFeedSource, Closeable, VersionLister,
-                                     SessionIdLister, SessionStateLister, DriftExemption, DriftStatus,
-                                     ErasureOffer, EventDeleter, ExpiryListing, EventPurger, EventRefReader,
-                                     EventRestorer, ExpiryDeclaration, FaultSeam, HealthDetails,
-                                     IndexEntryDropper, IndexEntryReader, IndexManager,
-                                     ItemMirror, ItemPurger, LiveItemSource, PagedEventReader,
-                                     RetryDeclaration, SearchIndexWaiter, SequenceDeclaration,
+from backends.contract.seams import (BatchSessionRestorer, Closeable, DriftExemption, DriftStatus,
+                                     ErasureOffer, EventDeleter, EventLogShapes, EventPurger,
+                                     EventRestorer, FaultSeam, HealthDetails, IndexManager,
+                                     ItemMirror, ItemPurger, LiveItemSource, SearchIndexWaiter,
                                      ServerRetrieval, SessionEnumerator, SessionRestorer,
-                                     SessionCounter, SessionSubjects, SubjectsBySession,
-                                     WriteCheck, EventLogShapes, ItemMirrorSize,
-                                     WriteTimeDeclaration)
+                                     SessionStateLister, SessionSubjects, SubjectsBySession,
+                                     VersionLister)
 
 
 class Capability(str, Enum):
@@ -41,46 +36,31 @@ class Capability(str, Enum):
     PURGE_ITEMS = "purge-items"
     CLOSE = "close"
     FAULTS = "faults"
-    KEEPS_SESSION_TTL = "keeps-session-ttl"
-    IDEMPOTENT_RETRIES = "idempotent-retries"
-    BATCH_READS = "batch-reads"
-    BATCH_DIGESTS = "batch-digests"
     DRIFT_EXEMPT = "drift-exempt"
     PURGE_USER = "purge-user"
     RESTORE_EVENTS = "restore-events"
     SESSION_SUBJECTS = "session-subjects"
     SUBJECTS_BY_SESSION = "subjects-by-session"
-    ASSIGNS_SEQUENCES = "assigns-sequences"
-    WRITE_TIME = "write-time"
-    LISTS_EXPIRY = "lists-expiry"
     ERASURE = "erasure"
-    EVENT_REFS = "event-refs"
-    INDEX_ENTRIES = "index-entries"
-    DROP_INDEX_ENTRIES = "drop-index-entries"
     DELETE_EVENT = "delete-event"
-    PAGED_EVENTS = "paged-events"
     DRIFT_STATUS = "drift-status"
-    WRITE_CHECK = "write-check"
-    SESSION_COUNT = "session-count"
     EVENT_LOG_SHAPES = "event-log-shapes"
-    ITEM_MIRROR_SIZE = "item-mirror-size"
     BATCH_RESTORE = "batch-restore"
-    CHANGE_FEED = "change-feed"
     VERSION_LIST = "version-list"
     SESSION_STATES = "session-states"
-    SESSION_IDS = "session-ids"
 
 
 @dataclass(frozen=True)
 class CapabilitySpec:
     """Where a capability lives and how it shows. ``methods`` (all must be callable) and
-    ``flag`` (a declared attribute whose absence means ``flag_default``) are read from
-    ``protocol``, so a capability's members are said once, in its protocol; ``seam``
-    marks the operator seams the CLI lists and detects on the adapter."""
+    ``flag`` (a declared attribute: the fault seam's ``fault_points``, offered when it
+    names at least one point) are read from ``protocol``, so a capability's members are
+    said once, in its protocol; ``seam`` marks the operator seams the CLI lists and
+    detects on the adapter. Shortcuts and declarations are no capabilities: they have a
+    default on a base (:mod:`backends.contract.defaults`)."""
 
     holder: str
     protocol: type
-    flag_default: bool = False
     seam: bool = False
     methods: tuple[str, ...] = field(init=False)
     flag: str | None = field(init=False)
@@ -88,8 +68,9 @@ class CapabilitySpec:
     def __post_init__(self) -> None:
         members = protocol_members(self.protocol)
         flags = [name for name, is_method in members if not is_method]
-        if len(flags) > 1:
-            raise TypeError(f"{self.protocol.__name__} declares more than one flag: {flags}")
+        if len(flags) > 1 or (flags and flags != ["fault_points"]):
+            raise TypeError(f"{self.protocol.__name__} declares a flag other than the fault "
+                            f"points ({flags}): a declaration has a default on a base instead")
         object.__setattr__(self, "methods", tuple(n for n, is_method in members if is_method))
         object.__setattr__(self, "flag", flags[0] if flags else None)
 
@@ -101,10 +82,8 @@ class CapabilitySpec:
             return False
         if self.flag is None:
             return True
-        value = getattr(obj, self.flag, self.flag_default)
-        if self.flag == "fault_points":
-            return isinstance(value, (set, frozenset)) and bool(value)
-        return value is not False if self.flag_default else value is True
+        value = getattr(obj, self.flag, None)
+        return isinstance(value, (set, frozenset)) and bool(value)
 
 
 _A, _S, _E = "adapter", "state_store", "event_store"
@@ -126,12 +105,6 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
         _A, ServerRetrieval, seam=True),
     Capability.CLOSE: CapabilitySpec(_A, Closeable),
     Capability.FAULTS: CapabilitySpec(_A, FaultSeam),
-    Capability.KEEPS_SESSION_TTL: CapabilitySpec(
-        _A, ExpiryDeclaration),
-    Capability.IDEMPOTENT_RETRIES: CapabilitySpec(
-        _S, RetryDeclaration),
-    Capability.BATCH_READS: CapabilitySpec(_S, BatchStateReader),
-    Capability.BATCH_DIGESTS: CapabilitySpec(_S, BatchDigestReader),
     Capability.DRIFT_EXEMPT: CapabilitySpec(_S, DriftExemption),
     Capability.PURGE_USER: CapabilitySpec(_E, EventPurger),
     Capability.RESTORE_EVENTS: CapabilitySpec(
@@ -139,26 +112,13 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.SESSION_SUBJECTS: CapabilitySpec(_E, SessionSubjects),
     Capability.SUBJECTS_BY_SESSION: CapabilitySpec(
         _E, SubjectsBySession),
-    Capability.ASSIGNS_SEQUENCES: CapabilitySpec(
-        _E, SequenceDeclaration, flag_default=True),
-    Capability.WRITE_TIME: CapabilitySpec(_S, WriteTimeDeclaration),
-    Capability.LISTS_EXPIRY: CapabilitySpec(_S, ExpiryListing, flag_default=True),
     Capability.ERASURE: CapabilitySpec(_A, ErasureOffer),
-    Capability.EVENT_REFS: CapabilitySpec(_E, EventRefReader),
-    Capability.INDEX_ENTRIES: CapabilitySpec(_E, IndexEntryReader),
-    Capability.DROP_INDEX_ENTRIES: CapabilitySpec(_E, IndexEntryDropper),
     Capability.DELETE_EVENT: CapabilitySpec(_E, EventDeleter),
-    Capability.PAGED_EVENTS: CapabilitySpec(_E, PagedEventReader),
     Capability.DRIFT_STATUS: CapabilitySpec(_S, DriftStatus),
-    Capability.WRITE_CHECK: CapabilitySpec(_S, WriteCheck),
-    Capability.SESSION_COUNT: CapabilitySpec(_S, SessionCounter),
     Capability.EVENT_LOG_SHAPES: CapabilitySpec(_E, EventLogShapes),
-    Capability.ITEM_MIRROR_SIZE: CapabilitySpec(_A, ItemMirrorSize),
     Capability.BATCH_RESTORE: CapabilitySpec(_S, BatchSessionRestorer),
-    Capability.CHANGE_FEED: CapabilitySpec(_A, ChangeFeedSource),
     Capability.VERSION_LIST: CapabilitySpec(_A, VersionLister),
     Capability.SESSION_STATES: CapabilitySpec(_A, SessionStateLister),
-    Capability.SESSION_IDS: CapabilitySpec(_A, SessionIdLister),
 }
 
 

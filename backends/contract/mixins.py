@@ -1,18 +1,20 @@
 """Mixins that derive one part of the contract from another, so a store or adapter
 writes each behaviour once: the engine's event calls from ours, the derived state reads,
 close-once, the state store's session seams on the adapter, and the engine's item eraser
-over a store's own delete."""
+over a store's own delete. Each store and adapter mixin builds on the shortcuts' base of
+:mod:`backends.contract.defaults`, so every shipped one has them."""
 
 from __future__ import annotations
 
 import math
 from typing import Any, Callable, Iterator, Sequence
 
+from backends.contract.defaults import AdapterDefaults, EventStoreDefaults, StateStoreDefaults
 from backends.contract.values import LoadedState, MemoryEvent, SessionSummary
 from backends.contract.owner import UNSCOPED, OwnerFilter, speaks_both_conventions
 
 
-class EngineEventSurface:
+class EngineEventSurface(EventStoreDefaults):
     """The engine's event-store calls (ENGINE-WIRE §2), derived from ours.
 
     Mix into an event store that implements ``append``, ``list_events``, ``get_event``,
@@ -74,7 +76,7 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 @speaks_both_conventions
-class DerivedReads:
+class DerivedReads(StateStoreDefaults):
     """Mixin for state stores: ``load``, ``load_owner`` and ``current_version`` derived
     from one read, so a store writes ``load_full`` (and, when it can read a row without
     its blob, ``_head``) and the derived shapes are produced in one place. A store with
@@ -127,7 +129,7 @@ class ClosesOnce:
 
 
 @speaks_both_conventions
-class StateStoreSeams:
+class StateStoreSeams(AdapterDefaults):
     """Mixin for adapters: expose the state store's session seams (enumerate, describe,
     restore) on the adapter, where the CLI detects them, without restating each one."""
 

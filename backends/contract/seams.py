@@ -6,7 +6,7 @@ backend X" otherwise)."""
 
 from __future__ import annotations
 
-from typing import Any, ContextManager, Iterable, Iterator, NamedTuple, Protocol, Sequence, runtime_checkable
+from typing import Any, ContextManager, Iterator, NamedTuple, Protocol, Sequence, runtime_checkable
 
 from backends.contract.protocols import RetrievalBackend
 from backends.contract.values import (IndexAction, IndexReport, IndexSpec, ItemSyncResult, LogShape,
@@ -121,14 +121,6 @@ class ServerRetrieval(Protocol):
     def server_retriever(self) -> RetrievalBackend | None: ...
 
 
-@runtime_checkable
-class BatchStateReader(Protocol):
-    """Optional on a state store: ``load_full`` for many sessions in one round trip, in
-    order, ``None`` where a session is missing or filtered out (used by exports)."""
-
-    def load_full_many(self, session_ids: Sequence[str], *,
-                       owner_subject: OwnerFilter = UNSCOPED) -> list[LoadedState | None]: ...
-
 
 class StoredDigest(NamedTuple):
     """A session row as a verification compares it: the blob as its sha256 (hex)."""
@@ -139,17 +131,6 @@ class StoredDigest(NamedTuple):
     pending_message: str | None
     drift_exempt: bool
 
-
-@runtime_checkable
-class BatchDigestReader(Protocol):
-    """Optional on a state store that keeps drift flags: ``load_full_many`` with each
-    blob's sha256 in place of the blob (hashed where the store can, so no blob travels)
-    and the row's drift flag, in order, ``None`` where a session is missing or filtered
-    out; a damaged row raises as ``load_full`` would. What ``migrate verify`` reads of
-    the target, a batch per round trip instead of two flag reads per session."""
-
-    def load_digests_many(self, session_ids: Sequence[str], *,
-                          owner_subject: OwnerFilter = UNSCOPED) -> list[StoredDigest | None]: ...
 
 
 class RestoreRow(NamedTuple):
@@ -196,24 +177,6 @@ class VersionLister(Protocol):
                       batch_size: int = 500) -> Iterator[tuple[str, int]]: ...
 
 
-@runtime_checkable
-class SessionIdLister(Protocol):
-    """Optional on an adapter: the ids its ``iter_sessions`` lists (under the owner
-    filter and glob), in no set order, without reading the rows (no digest computed):
-    what a verification's search for sessions it never wrote reads."""
-
-    def iter_session_ids(self, *, owner_subject: OwnerFilter = UNSCOPED,
-                         match: str | None = None) -> Iterator[str]: ...
-
-
-@runtime_checkable
-class ChangeFeedSource(Protocol):
-    """Optional on an adapter: a feed of what changed (Redis keyspace notifications), or
-    None when the store has it off. The feed's ``drain()`` gives ``(session ids, user
-    ids)`` touched since the last drain, or None when it may have lost messages; a
-    live migration's catch-up passes read only those instead of scanning everything."""
-
-    def change_feed(self) -> Any: ...
 
 
 @runtime_checkable
@@ -283,32 +246,7 @@ class SubjectsBySession(Protocol):
     def subjects_by_session(self) -> dict[str, list[str]]: ...
 
 
-@runtime_checkable
-class SessionCounter(Protocol):
-    """Optional on a state store: how many sessions a listing with the same owner filter
-    and glob would show, counted by the store (one query, or a scan of keys that reads no
-    value) instead of enumerated; None when the store cannot count these filters more
-    cheaply than the listing (the caller then counts the listing)."""
 
-    def count_sessions(self, *, owner_subject: OwnerFilter = UNSCOPED,
-                       match: str | None = None) -> int | None: ...
-
-
-@runtime_checkable
-class WriteTimeDeclaration(Protocol):
-    """A state store that declares ``records_write_time = True``: its session summaries
-    carry ``updated_at``, the time of the last write (what ``sessions prune`` reads)."""
-
-    records_write_time: bool
-
-
-@runtime_checkable
-class ExpiryListing(Protocol):
-    """A state store that declares ``lists_expiry = False``: its session summaries never
-    carry ``ttl_seconds`` (it keeps no per-session expiry), so copying from it can lose
-    none; absent, a store may list one."""
-
-    lists_expiry: bool
 
 
 @runtime_checkable
@@ -318,28 +256,7 @@ class DriftExemption(Protocol):
     def set_drift_exempt(self, session_id: str, exempt: bool) -> None: ...
 
 
-@runtime_checkable
-class RetryDeclaration(Protocol):
-    """A state store that declares ``idempotent_retries = True``: a save retried with the
-    same bytes after a lost reply is answered as the first was."""
 
-    idempotent_retries: bool
-
-
-@runtime_checkable
-class SequenceDeclaration(Protocol):
-    """An event store that declares ``assigns_sequences = False`` keeps no per-user
-    sequence (the engine's SQL layout); absent, a store assigns them."""
-
-    assigns_sequences: bool
-
-
-@runtime_checkable
-class ExpiryDeclaration(SessionRestorer, Protocol):
-    """A restoring adapter that declares ``keeps_session_ttl = True``: it restores a
-    session's expiry too."""
-
-    keeps_session_ttl: bool
 
 
 @runtime_checkable
@@ -351,28 +268,7 @@ class ErasureOffer(Protocol):
     def erasure_backend(self) -> Any: ...
 
 
-@runtime_checkable
-class EventRefReader(Protocol):
-    """Optional on an event store: every event of a user id under any owner, read raw as
-    ``(event_id, owner_subject, session_id, problem)``, so a damaged event is found too."""
 
-    def event_refs(self, user_id: str) -> Iterable[tuple[Any, ...]]: ...
-
-
-@runtime_checkable
-class IndexEntryReader(Protocol):
-    """Optional on an event store that keeps its indexes apart (Redis): how many index
-    entries of each kind a user id has."""
-
-    def index_entries(self, user_id: str) -> Any: ...
-
-
-@runtime_checkable
-class IndexEntryDropper(Protocol):
-    """Optional on an event store that keeps its indexes apart: drop a user id's index
-    entries that point at no event."""
-
-    def drop_index_entries(self, user_id: str, event_ids: Sequence[str]) -> Any: ...
 
 
 @runtime_checkable
@@ -381,14 +277,6 @@ class EventDeleter(Protocol):
 
     def delete_event(self, event_id: str) -> bool: ...
 
-
-@runtime_checkable
-class PagedEventReader(Protocol):
-    """Optional on an event store that keeps no sequence numbers: a user's events newest
-    first, read a page at a time."""
-
-    def iter_events(self, user_id: str, *, owner_subject: OwnerFilter = UNSCOPED,
-                    page: int = 500) -> Iterator[MemoryEvent]: ...
 
 
 @runtime_checkable
@@ -399,16 +287,6 @@ class DriftStatus(Protocol):
     def is_drift_exempt(self, session_id: str) -> bool: ...
 
 
-@runtime_checkable
-class WriteCheck(Protocol):
-    """Optional on a state store with stricter write rules than the contract's: run the
-    checks a save or restore of these values runs, without any I/O (raises what the write
-    would)."""
-
-    def check_write(self, session_id: str, blob: bytes, *, version: int | None,
-                    owner_subject: str | None = None,
-                    pending_message: str | None = None) -> None: ...
-
 
 @runtime_checkable
 class EventLogShapes(Protocol):
@@ -416,11 +294,3 @@ class EventLogShapes(Protocol):
     streaming pass, memory bounded by a batch of users (what ``semvecctl stats`` reads)."""
 
     def iter_log_shapes(self, *, batch_size: int = 500) -> Iterator[LogShape]: ...
-
-
-@runtime_checkable
-class ItemMirrorSize(Protocol):
-    """Optional on an adapter with an item mirror: how big it is (rows, evicted rows and,
-    where the store can say cheaply, bytes; ``None`` when it cannot), for ``stats``."""
-
-    def item_mirror_size(self) -> dict[str, int | None]: ...

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from backends.contract import Capability, OwnerFilter, UNSCOPED, offers
+from backends.contract import (Capability, OwnerFilter, UNSCOPED, offers, event_defaults, state_defaults)
 from backends.transfer.batch_reads import batch_loader
 from backends.transfer.loss import (
     Loss,
@@ -36,11 +36,11 @@ def _capability_losses(source: Any, target: Any) -> list[Loss]:
         every.items = 0
     if session_event_source(source) is None:
         every.events = every.sequenced_events = 0
-    elif not offers(source.event_store(), Capability.ASSIGNS_SEQUENCES):
+    elif not event_defaults(source.event_store()).assigns_sequences:
         every.sequenced_events = 0
-    if not offers(source.state_store(), Capability.WRITE_TIME):
+    if not state_defaults(source.state_store()).records_write_time:
         every.sessions_with_write_time = 0
-    if not offers(source.state_store(), Capability.LISTS_EXPIRY):
+    if not state_defaults(source.state_store()).lists_expiry:
         every.sessions_expiring = 0
     return import_losses(target, every)
 
@@ -65,7 +65,7 @@ def count_source(source: Any, *, owner_subject: OwnerFilter = UNSCOPED, match: s
     """One scan of the source: what a migration would move."""
     counts = SourceCounts()
     is_exempt = state_store_member(source, Capability.DRIFT_STATUS)
-    keeps_clock = offers(source.state_store(), Capability.WRITE_TIME)
+    keeps_clock = state_defaults(source.state_store()).records_write_time
     with_items = items and offers(source, Capability.LIVE_ITEMS)
     sids = []
     for summary in source.iter_sessions(owner_subject=owner_subject, match=match,

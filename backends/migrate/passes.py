@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Iterable, Iterator
 
 from backends.archive.format import sha256_hex
-from backends.contract import Capability, OwnerFilter, RestoreRow, UNSCOPED, offers
+from backends.contract import (Capability, OwnerFilter, RestoreRow, UNSCOPED, offers, adapter_defaults)
 from backends.errors import is_state_version_conflict
 from backends.transfer.batch_reads import batch_loader, chunks
 from backends.migrate.readahead import read_ahead
@@ -146,8 +146,8 @@ class LiveMigration:
     def start_feed(self) -> str:
         """Subscribe to the source's change feed where it has one and it is on (before
         the full scan it will extend); says which way changes will be found."""
-        if self.feed is None and offers(self.source, Capability.CHANGE_FEED):
-            self.feed = self.source.change_feed()
+        if self.feed is None:
+            self.feed = adapter_defaults(self.source).change_feed()
         return self.feed.method if self.feed is not None else "version scan"
 
     def close(self) -> None:

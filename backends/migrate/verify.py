@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from backends.archive.format import log_order
-from backends.contract import Capability, OwnerFilter, StoredDigest, UNSCOPED, offers
+from backends.contract import (Capability, OwnerFilter, StoredDigest, UNSCOPED, offers, adapter_defaults)
 from backends.transfer.batch_reads import chunks, digest_loader
 from backends.transfer.export import drift_reader
 from backends.migrate.state import MigrationState
@@ -96,8 +96,8 @@ def verify_live(source: Any, target: Any, state: MigrationState, *,
     both_drift = (state_store_member(source, Capability.DRIFT_STATUS) is not None
                   and state_store_member(target, Capability.DRIFT_STATUS) is not None)
     source_exempt = drift_reader(source)
-    load_target = digest_loader(target, drift=both_drift)
-    both_ttl = keeps_expiry(target) and offers(source, Capability.KEEPS_SESSION_TTL)
+    load_target = digest_loader(target)
+    both_ttl = keeps_expiry(target) and keeps_expiry(source)
     src_digest, dst_digest = _SetDigest(), _SetDigest()
     summaries = source.iter_sessions(owner_subject=owner_subject, match=match, batch_size=batch_size)
     seen_sids: list[str] = []
@@ -187,9 +187,7 @@ def _foreign(source: Any, target: Any, state: MigrationState) -> list[str]:
 
 def _session_ids(adapter: Any) -> Iterator[str]:
     """Every session id ``adapter`` lists, without reading its rows where it can."""
-    if offers(adapter, Capability.SESSION_IDS):
-        return adapter.iter_session_ids(owner_subject=UNSCOPED)
-    return (summary.session_id for summary in adapter.iter_sessions(owner_subject=UNSCOPED))
+    return adapter_defaults(adapter).iter_session_ids(owner_subject=UNSCOPED)
 
 
 def _verify_events(source: Any, target: Any, state: MigrationState, report: LiveVerifyReport,

@@ -10,27 +10,16 @@ item-mirror documents of a session that is gone.
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime
 from typing import Any, Callable, Iterator
 
 from backends.contract.index_findings import engine_index_names, index_findings
 from backends.contract.findings import (Finding, Leftovers, Section, SequenceWalk, Severity,
                                    unknown_name, unreadable_event, unreadable_state)
-from backends.contract.event_fields import embedding_problem, meta_problem
+from backends.contract.event_check import MISSING, StoredEvent, describe_problems, event_problems
 
 _WHY_DUPLICATE = ("order and deletion by sequence are ambiguous; the unique index "
                   "ix_evt_user_seq cannot be built")
-
-
-def _is_uuid(value: Any) -> bool:
-    if isinstance(value, uuid.UUID):
-        return True
-    try:
-        uuid.UUID(str(value))
-    except ValueError:
-        return False
-    return isinstance(value, str)
 
 
 class MongoAudit:
@@ -128,33 +117,16 @@ class MongoAudit:
             yield from self._user_done(walk)
 
     def _event(self, coll: str, doc: dict[str, Any]) -> Iterator[Finding]:
-        problems = []
-        doc_id, event_id = doc.get("_id"), doc.get("event_id")
-        if not _is_uuid(event_id) or str(event_id) != str(doc_id):
-            problems.append(f"event_id {event_id!r} is not a UUID matching _id")
-        if not isinstance(doc.get("user_id"), str) or not doc.get("user_id"):
-            problems.append("user_id is missing")
-        if "embedding" not in doc or doc["embedding"] is None:
-            problems.append("embedding is null")
-        else:
-            problem = embedding_problem(doc["embedding"], text=False)[1]
-            if problem:
-                problems.append(f"embedding {problem}")
-        if not isinstance(doc.get("created_at"), datetime):
-            problems.append("created_at is not a date")
-        if doc.get("meta") is not None:
-            problem = meta_problem(doc["meta"], text=False)[1]
-            if problem:
-                problems.append(f"meta {problem}")
-        source = doc.get("source_event_id")
-        if source not in (None, "") and not _is_uuid(source):
-            problems.append(f"source_event_id {source!r} is not a UUID")
-        seq = doc.get("sequence")
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-            problems.append(f"sequence {seq!r} is not a positive integer")
+        def field(name: str) -> Any:
+            return doc.get(name, MISSING)
+
+        problems = event_problems(StoredEvent(
+            key=doc.get("_id"), event_id=field("event_id"), user_id=field("user_id"),
+            created_at=field("created_at"), embedding=field("embedding"), meta=field("meta"),
+            source_event_id=field("source_event_id"), sequence=field("sequence"), text=False))
         if problems:
-            yield unreadable_event(f"document {coll} {doc_id!r} (user {doc.get('user_id')!r})",
-                                   "; ".join(problems))
+            yield unreadable_event(f"document {coll} {doc.get('_id')!r} (user {doc.get('user_id')!r})",
+                                   describe_problems(problems))
 
     def _user_done(self, walk: SequenceWalk) -> Iterator[Finding]:
         gap = walk.gap_finding()

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
-from backends.contract import Capability, offers
+from backends.contract import Capability, offers, event_defaults
 from backends.errors import UnsupportedOperation
 from backends.ops.eventlog import require_event_store
 
@@ -56,10 +56,7 @@ class EventRef(NamedTuple):
 
 def event_refs(store: Any, user_id: str) -> list[EventRef]:
     """Every event of ``user_id`` under any owner, damaged ones included."""
-    if offers(store, Capability.EVENT_REFS):
-        return [EventRef(*ref) for ref in store.event_refs(user_id)]
-    return [EventRef(e.event_id, e.owner_subject or "", e.session_id or "", None)
-            for e in store.list_events(user_id)]
+    return [EventRef(*ref) for ref in event_defaults(store).event_refs(user_id)]
 
 
 def _owner_of(ref_owner: str | None) -> str | None:
@@ -240,7 +237,7 @@ def _visible_state(state: Any, session_id: str, owner: str | None) -> bool:
 
 def _index_entries(store: Any, user_id: str) -> dict[str, int]:
     """``index_entries(user_id)`` of a store that keeps its indexes apart (Redis), else {}."""
-    return dict(store.index_entries(user_id)) if offers(store, Capability.INDEX_ENTRIES) else {}
+    return dict(event_defaults(store).index_entries(user_id))
 
 
 def removed_digest(ids: Iterable[str]) -> str:
@@ -320,8 +317,8 @@ def apply_erasure(adapter: Any, plan: ErasurePlan, journal: Any = None) -> dict[
             batch = plan.event_ids[start:start + EVENT_BATCH]
             gone_ids = [eid for eid in batch if store.delete_event(eid)]
             journal.append({"step": "events", "deleted": gone_ids})
-        if plan.dangling and offers(store, Capability.DROP_INDEX_ENTRIES):
-            store.drop_index_entries(plan.user_id, plan.dangling)
+        if plan.dangling:
+            event_defaults(store).drop_index_entries(plan.user_id, plan.dangling)
             journal.append({"step": "dangling", "dropped": list(plan.dangling)})
         # the sequence counter stays (the engine never touches it when it erases)
     return receipt(adapter, plan, journal.records, survivors)

@@ -19,7 +19,7 @@ from typing import IO, Any, Callable, Iterable, Iterator
 
 from backends.archive import ArchiveWriter
 from backends.archive.format import log_order
-from backends.contract import UNSCOPED, Capability, OwnerFilter, offers
+from backends.contract import UNSCOPED, OwnerFilter, event_defaults
 from backends.errors import UnsupportedOperation
 from backends.transfer.batch_reads import EVENT_PAGE, iter_user_log
 from backends.transfer.export import make_header
@@ -40,7 +40,7 @@ def require_event_store(adapter: Any) -> Any:
 
 def order_of(store: Any) -> str:
     """How :func:`iter_events` orders this store's log, in words."""
-    if offers(store, Capability.ASSIGNS_SEQUENCES):
+    if event_defaults(store).assigns_sequences:
         return "sequence order"
     return "newest first (this store keeps no sequence numbers, as the engine lists them)"
 
@@ -109,7 +109,7 @@ def write_user_archive(adapter: Any, stream: IO[bytes], user_id: str, *, source_
                                         session_id=session_id)
     if progress is not None:
         events = progress(events)
-    if not offers(store, Capability.ASSIGNS_SEQUENCES):  # read newest first: archive oldest first
+    if not event_defaults(store).assigns_sequences:  # read newest first: archive oldest first
         events = sorted(events, key=log_order)
     read = counter_reader(adapter)
     writer = ArchiveWriter(stream, header)

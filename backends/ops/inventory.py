@@ -1,7 +1,7 @@
 """How many sessions a store holds, and its sessions in an order an operator asks for
 (``sessions count``, ``sessions list --sort``).
 
-A count is the store's own (one query, the ``SessionCounter`` seam) where it offers one,
+A count is the store's own (one query, its ``count_sessions``) where it offers one,
 else the listing counted as it streams (memory stays flat either way). Sorting needs
 the whole listing before the first row: with a limit only the ``limit`` best rows are
 kept (a heap, memory bounded by the limit); without one every summary is held.
@@ -13,7 +13,7 @@ import heapq
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Iterator
 
-from backends.contract import UNSCOPED, Capability, OwnerFilter, as_utc, offers
+from backends.contract import UNSCOPED, OwnerFilter, as_utc, state_defaults
 from backends.errors import UnsupportedOperation
 from backends.transfer.progress import store_count
 
@@ -55,7 +55,7 @@ def sort_key(adapter: Any, by: str) -> Callable[[Any], tuple]:
     """The key that puts a summary where ``--sort by`` wants it (ties by session id).
     ``idle`` needs a stored write time: refused on a store that keeps none."""
     if by == "idle":
-        if not offers(adapter.state_store(), Capability.WRITE_TIME):
+        if not state_defaults(adapter.state_store()).records_write_time:
             raise UnsupportedOperation(
                 f"backend {getattr(adapter, 'name', '?')!r} keeps no time of a session's last "
                 "write, so --sort idle cannot order its sessions; sort by size or version")

@@ -30,7 +30,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from backends.contract import Capability, MemoryEvent, offers
+from backends.contract import MemoryEvent, event_defaults
 from backends.errors import (
     BackendAuthError,
     BackendConfigError,
@@ -350,7 +350,7 @@ def _verify_with_events(events_store: Any, run: _Run, j: int, sid: str,
     sequences = [e.sequence for e in events]
     # a store whose layout keeps no sequence (the engine's SQL tables) declares it;
     # its events are then audited by id alone
-    sequenced = offers(events_store, Capability.ASSIGNS_SEQUENCES)
+    sequenced = event_defaults(events_store).assigns_sequences
     if sequenced and sequences != list(range(1, len(events) + 1)):
         problems.append(f"{sid}: sequences of {user} are not 1..{len(events)} in order "
                         f"(first values {sequences[:5]})")

@@ -26,8 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Iterator
 
 from backends.archive import ArchiveReader, ArchiveWriter, atomic_output
-from backends.contract import (UNSCOPED, Capability, OwnerFilter, StateVersionConflict, as_utc,
-                               offers)
+from backends.contract import (UNSCOPED, OwnerFilter, StateVersionConflict, as_utc, state_defaults)
 from backends.errors import BackendConfigError, UnsupportedOperation
 
 Clock = Callable[[Any, datetime], "datetime | None"]
@@ -71,7 +70,7 @@ def write_clock(adapter: Any, *, assume_ttl: int | None = None) -> Clock:
     TTL variable says nothing about what the engine applied."""
     store = adapter.state_store()
     name = getattr(adapter, "name", "?")
-    if offers(store, Capability.WRITE_TIME):
+    if state_defaults(store).records_write_time:
         return lambda summary, _now: summary.updated_at
     if assume_ttl is not None:
         if isinstance(assume_ttl, bool) or not isinstance(assume_ttl, int) or assume_ttl <= 0:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Iterator
 
-from backends.contract import UNSCOPED, Capability, OwnerFilter, as_utc, offers
+from backends.contract import UNSCOPED, Capability, OwnerFilter, as_utc, offers, adapter_defaults
 
 #: values below this get a bucket each; above, 8 buckets per power of two
 _EXACT = 16
@@ -350,8 +350,9 @@ def collect(adapter: Any, *, owner_subject: OwnerFilter = UNSCOPED, match: str |
         for summary in limited(adapter.iter_sessions(**options)):
             observe(summary)
     stats.sampled = sample is not None
-    if sample is None and offers(adapter, Capability.ITEM_MIRROR_SIZE):  # a scan: not per refresh
-        stats.item_mirror = dict(adapter.item_mirror_size())
+    size = adapter_defaults(adapter).item_mirror_size() if sample is None else None  # a scan
+    if size is not None:
+        stats.item_mirror = dict(size)
     if with_events:
         _collect_events(adapter, stats, batch_size, sample)
     return stats

@@ -27,7 +27,7 @@ import os
 from typing import Any, Callable, Iterator
 
 from backends.contract.index_findings import index_findings
-from backends.contract.event_fields import embedding_problem, meta_problem
+from backends.contract.event_check import StoredEvent, describe_problems, event_problems
 from backends.info import declared_ttl_env
 from backends.contract.findings import (Finding, Leftovers, Section, Severity, chunks,
                                    unknown_name, unreadable_event, unreadable_state)
@@ -154,47 +154,36 @@ class SqlAudit:
                 "let the next write set updated_at, or set it by hand after checking")
 
     def events(self) -> Iterator[Finding]:
-        """Every event the engine could not read. The server filters: cheap checks in SQL,
-        an embedding that is not plainly a JSON array of decimal numbers and a meta that
-        is not plainly a JSON object are sent for the strict parse in Python (the same
-        rules the decoders apply), so only suspect rows cross the wire."""
+        """Every event the engine could not read. The server filters out the plainly
+        sound rows (cheap checks in SQL: a UUID id and source, a user, a time, an
+        embedding that is plainly a JSON array of decimal numbers, a meta that is plainly
+        a JSON object); each suspect row is judged by the shared strict judge
+        (:mod:`backends.contract.event_check`), so only suspect rows cross the wire and
+        the verdict is every backend's."""
         t = self.tables.events
-        checks = [
-            ("event_id !~ %(uuid)s", "event_id is not a UUID"),
-            ("coalesce(user_id, '') = ''", "user_id is missing"),
-            ("created_at IS NULL", "created_at is missing"),
-            ("embedding IS NULL OR btrim(embedding::text) = 'null'", "embedding is null"),
-            ("coalesce(source_event_id, '') <> '' AND source_event_id !~ %(uuid)s",
-             "source_event_id is not a UUID"),
+        plain = [
+            "event_id !~ %(uuid)s",
+            "coalesce(user_id, '') = ''",
+            "created_at IS NULL",
+            "embedding IS NULL OR btrim(embedding::text) = 'null'",
+            "coalesce(source_event_id, '') <> '' AND source_event_id !~ %(uuid)s",
+            # a JSON array of plain decimals (a 3-digit exponent may overflow a float)
+            "embedding::text !~ %(array)s OR embedding::text ~ '[eE][-+]?[0-9]{3}'",
+            "meta IS NOT NULL AND btrim(meta::text) NOT IN ('{}', '') AND "
+            + ("NOT (meta::text IS JSON OBJECT)" if self._server_version() >= 160000 else "true"),
         ]
-        # a JSON array of plain decimals (a 3-digit exponent may overflow a float: parsed)
-        emb_suspect = ("embedding IS NOT NULL AND btrim(embedding::text) <> 'null' AND"
-                       " (embedding::text !~ %(array)s OR embedding::text ~ '[eE][-+]?[0-9]{3}')")
-        meta_suspect = ("meta IS NOT NULL AND btrim(meta::text) NOT IN ('{}', '') AND "
-                        + ("NOT (meta::text IS JSON OBJECT)" if self._server_version() >= 160000
-                           else "true"))
-        cases = ", ".join(f"CASE WHEN {cond} THEN %(w{i})s END" for i, (cond, _) in enumerate(checks))
-        where = " OR ".join(f"({cond})" for cond, _ in checks)
+        where = " OR ".join(f"({cond})" for cond in plain)
         params: dict[str, Any] = {"uuid": _UUID, "array": _NUMBER_ARRAY}
-        params.update({f"w{i}": words for i, (_, words) in enumerate(checks)})
-        sql = (f"SELECT event_id, user_id, concat_ws('; ', {cases}),"
-               f" CASE WHEN {emb_suspect} THEN embedding::text END,"
-               f" CASE WHEN {meta_suspect} THEN meta::text END"
-               f" FROM {t} WHERE {where} OR ({emb_suspect}) OR ({meta_suspect})")
-        for event_id, user_id, listed, embedding, meta in self._rows(sql, params):  # type: ignore[arg-type]
+        sql = (f"SELECT event_id, user_id, created_at, embedding::text, meta::text,"
+               f" source_event_id FROM {t} WHERE {where}")
+        for event_id, user_id, created_at, embedding, meta, source in self._rows(sql, params):  # type: ignore[arg-type]
             self._tick()
-            problems = [listed] if listed else []
-            if embedding is not None:
-                problem = embedding_problem(embedding)[1]
-                if problem:
-                    problems.append(f"embedding {problem}")
-            if meta is not None:
-                problem = meta_problem(meta)[1]
-                if problem:
-                    problems.append(f"meta {problem}")
+            problems = event_problems(StoredEvent(
+                key=event_id, event_id=event_id, user_id=user_id, created_at=created_at,
+                embedding=embedding, meta=meta, source_event_id=source, sequenced=False))
             if problems:
                 yield unreadable_event(self._at(f"row {t} {event_id!r} (user {user_id!r})"),
-                                       "; ".join(problems))
+                                       describe_problems(problems))
 
     def _server_version(self) -> int:
         with self.db.connection() as conn:

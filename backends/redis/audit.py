@@ -24,13 +24,12 @@ is indexed only at a sequence no other event holds.
 from __future__ import annotations
 
 import re
-import uuid
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
 from backends.contract.findings import (Finding, Leftovers, Section, SequenceWalk, Severity, unknown_name,
                                    unreadable_event, unreadable_state)
-from backends.contract.event_fields import embedding_problem, meta_problem
+from backends.contract.event_check import MISSING, StoredEvent, describe_problems, event_problems
 from backends.redis import schema
 from backends.redis.state import damage_of
 from backends.contract.session_ids import escape_id, from_key, shown
@@ -268,12 +267,9 @@ def _text(raw: Any) -> str:
     return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
 
 
-def _is_uuid(text: str) -> bool:
-    try:
-        uuid.UUID(text)
-    except ValueError:
-        return False
-    return True
+def _field(raw: Any) -> Any:
+    """A field as the audit script read it: Lua's nil (False) is a field the hash lacks."""
+    return MISSING if raw is None or raw is False else raw
 
 
 class RedisAudit:
@@ -458,42 +454,21 @@ class RedisAudit:
                           "reads of this event fail (WRONGTYPE)",
                           "inspect it and delete it by hand if it is not an event")
             return
-        problems = []
-        ev_text, user_text, emb_text = _text(ev_id), _text(user), _text(emb)
-        if not _is_uuid(key_id) or ev_text != key_id:
-            problems.append(f"event_id {ev_text!r} is not a UUID matching its key")
-        if not user_text:
-            problems.append("user_id is missing")
-        if emb is None or emb is False:
-            problems.append("embedding is missing")
-        elif emb_text.strip() in ("null", ""):
-            problems.append(f"embedding is {emb_text.strip() or 'empty'}")
-        else:
-            problem = embedding_problem(emb)[1]
-            if problem:
-                problems.append(f"embedding {problem}")
-        if meta is not None and meta is not False:
-            problem = meta_problem(meta)[1]
-            if problem:
-                problems.append(f"meta {problem}")
-        src = _text(source)
-        if src and not _is_uuid(src):
-            problems.append(f"source_event_id {src!r} is not a UUID")
+        user_text = _text(user)
+        problems = event_problems(StoredEvent(
+            key=key_id, event_id=_field(ev_id), user_id=_field(user), created_at=_field(created),
+            embedding=_field(emb), meta=_field(meta), source_event_id=_field(source),
+            sequence=_field(seq)))
         epoch: float | None = None
         try:
             stamp = datetime.fromisoformat(_text(created))
-            epoch = stamp.timestamp() if stamp.tzinfo else None
-            if epoch is None:
-                from datetime import timezone
-                epoch = stamp.replace(tzinfo=timezone.utc).timestamp()
+            epoch = (stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)).timestamp()
         except ValueError:
-            problems.append(f"created_at {_text(created)[:40]!r} is not an ISO time")
+            pass
         seq_raw = seq if isinstance(seq, bytes) else b""
         seq_ok = bool(_DECIMAL.fullmatch(seq_raw))
-        if not seq_ok:
-            problems.append(f"sequence {_text(seq)[:20]!r} is not a positive decimal")
         if problems:
-            yield unreadable_event(f"key {key}", "; ".join(problems))
+            yield unreadable_event(f"key {key}", describe_problems(problems))
         if not user_text:
             return
         sequence = int(seq_raw) if seq_ok else None

@@ -37,7 +37,7 @@ from backends.archive import (
 )
 from backends.archive.format import log_order, utc_now
 from backends.archive.seen import SeenFilter, confirmed_duplicates
-from backends.contract import Capability, OwnerFilter, UNSCOPED, as_utc, offers
+from backends.contract import (Capability, OwnerFilter, UNSCOPED, as_utc, offers, event_defaults, state_defaults)
 from backends.errors import CorruptState, IntegrityError, UnsupportedOperation
 from backends.transfer.batch_reads import READ_CHUNK, batch_loader, chunks, iter_user_log
 from backends.transfer.loss import (
@@ -80,7 +80,7 @@ def check_exportable(adapter: Any, *, with_items: bool, with_events: bool = Fals
     name = getattr(adapter, "name", "?")
     if not offers(adapter, Capability.SESSIONS):
         raise UnsupportedOperation(f"backend {name!r} cannot enumerate sessions, so it cannot be exported")
-    if updated_since is not None and not offers(adapter.state_store(), Capability.WRITE_TIME):
+    if updated_since is not None and not state_defaults(adapter.state_store()).records_write_time:
         raise UnsupportedOperation(f"backend {name!r} keeps no time of a session's last write, "
                                    "so --since cannot select the recently written sessions; "
                                    "nothing was exported (drop --since to export them all)")
@@ -207,7 +207,7 @@ def write_user_logs(adapter: Any, writer: ArchiveWriter, users: Sequence[str],
     read_counter = counter_reader(adapter)
     for user in users:
         events: Iterable[Any] = iter_user_log(store, user, owner_subject)
-        if not offers(store, Capability.ASSIGNS_SEQUENCES):  # read newest first: sort it
+        if not event_defaults(store).assigns_sequences:  # read newest first: sort it
             events = sorted(events, key=log_order)
         def counter(top: int, user: str = user) -> int | None:
             return max(int(read_counter(user)), top) if read_counter is not None else None
@@ -276,7 +276,7 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
     store = session_event_source(adapter) if with_events else None
     events_of = _SessionEvents(store, owner_subject, set(users)) if store is not None else None
     selected = user_sessions(adapter, users, owner_subject) if users else None
-    keeps_clock = offers(adapter.state_store(), Capability.WRITE_TIME)
+    keeps_clock = state_defaults(adapter.state_store()).records_write_time
     if summaries is None:
         summaries = adapter.iter_sessions(owner_subject=owner_subject, match=match,
                                           batch_size=batch_size)

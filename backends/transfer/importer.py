@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Iterator
 from backends.archive import ArchiveReader, ArchiveSummary, SessionRecord, UserRecord, verify_archive
 from backends.archive.format import log_order
 from backends.archive.reader import claimed_records
-from backends.contract import Capability, UNSCOPED, offers, validate_save_args
+from backends.contract import Capability, UNSCOPED, offers, state_defaults
 from backends.errors import BackendError, UnsupportedOperation, is_state_version_conflict
 from backends.transfer.errors import ImportConflict, UnimportableRecord
 from backends.transfer.loss import (
@@ -245,14 +245,11 @@ class SessionImporter:
         session and the archive line, in the preview as before an import's first write."""
         if not isinstance(record, SessionRecord):
             return
-        check = state_store_member(self.adapter, Capability.WRITE_CHECK)
         version = record.version if self.restores_versions else None
         try:
-            if check is not None:
-                check(record.session_id, record.blob, version=version,
-                      owner_subject=record.owner_subject, pending_message=record.pending_message)
-            else:
-                validate_save_args(record.session_id, record.blob, version, record.owner_subject)
+            state_defaults(self.adapter.state_store()).check_write(
+                record.session_id, record.blob, version=version,
+                owner_subject=record.owner_subject, pending_message=record.pending_message)
         except (ValueError, TypeError) as exc:
             sid = record.session_id
             shown = repr(sid) if len(sid) <= 60 else f"{sid[:40]!r}… ({len(sid)} characters)"

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from backends.contract import Capability, OwnerFilter, UNSCOPED, offers
+from backends.contract import (Capability, OwnerFilter, UNSCOPED, offers, adapter_defaults, event_defaults, state_defaults)
 from backends.transfer.errors import LossyTransfer
 
 
@@ -147,7 +147,7 @@ def events_left_behind(adapter: Any, session_ids: Any, *,
 
 
 def keeps_expiry(adapter: Any) -> bool:
-    return offers(adapter, Capability.KEEPS_SESSION_TTL)
+    return offers(adapter, Capability.RESTORE) and adapter_defaults(adapter).keeps_session_ttl
 
 
 def write_time_restorer(adapter: Any) -> Any:
@@ -171,11 +171,12 @@ def restarts_clocks(adapter: Any) -> bool:
     TTL) but an import could not restore it: every imported session would look fresh.
     A store that keeps no write time (Redis, memory) has no such clock to restart; its
     clock is the expiry, settled on its own."""
-    return offers(adapter.state_store(), Capability.WRITE_TIME) and write_time_restorer(adapter) is None
+    return (state_defaults(adapter.state_store()).records_write_time
+            and write_time_restorer(adapter) is None)
 
 
 def keeps_sequences(store: Any) -> bool:
-    return offers(store, Capability.ASSIGNS_SEQUENCES)
+    return event_defaults(store).assigns_sequences
 
 
 class _AppendRestorer:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, ContextManager, Iterable, Iterator, Optional
 
-from backends.contract import UNSCOPED, Capability, OwnerFilter, offers
+from backends.contract import UNSCOPED, OwnerFilter, state_defaults
 
 Tick = Callable[[int], None]
 Phases = Callable[[str, Optional[int]], ContextManager[Tick]]
@@ -51,10 +51,8 @@ def counted(items: Iterable[Any], tick: Tick) -> Iterator[Any]:
 def store_count(adapter: Any, *, owner_subject: OwnerFilter = UNSCOPED,
                 match: str | None = None) -> int | None:
     """How many sessions an enumeration with these filters yields, where the state store
-    counts them itself (the ``SessionCounter`` seam: one query); None elsewhere, so a
+    counts them itself (its ``count_sessions``: one query); None elsewhere, so a
     progress total is never an enumeration of its own."""
-    store = adapter.state_store()
-    if offers(store, Capability.SESSION_COUNT):
-        counted = store.count_sessions(owner_subject=owner_subject, match=match)
-        return None if counted is None else int(counted)
-    return None
+    counted = state_defaults(adapter.state_store()).count_sessions(owner_subject=owner_subject,
+                                                                  match=match)
+    return None if counted is None else int(counted)

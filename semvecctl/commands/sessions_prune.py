@@ -91,7 +91,7 @@ def prune_sessions(
     """Delete sessions not written for longer than --idle-for (preview unless --apply)."""
     import os
 
-    from backends.contract import Capability, offers
+    from backends.contract import Capability, state_defaults
     from backends.ops.journal import Journal, JournalMismatch, journal_path
     from backends.ops.prune import (PruneResult, archive_idle, archived_sessions, check_assumed_ttl,
                                 delete_idle, discard_partials, find_idle, write_clock)
@@ -115,7 +115,7 @@ def prune_sessions(
     metrics.track(result, backend=spec.backend)
     with conn.open() as adapter_obj:
         require_seam(adapter_obj, Capability.SESSIONS, "session listing")
-        if ttl is not None and offers(adapter_obj.state_store(), Capability.WRITE_TIME):
+        if ttl is not None and state_defaults(adapter_obj.state_store()).records_write_time:
             current().abort(f"--assume-ttl is for stores that keep no write time; backend "
                             f"{adapter_obj.name!r} stores one (leave --assume-ttl out)", ExitCode.USAGE)
         write_clock(adapter_obj, assume_ttl=ttl)  # exit 3 before anything without a write time

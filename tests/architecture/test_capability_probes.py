@@ -2,21 +2,27 @@
 ``backends.contract``. This reads the source of ``backends/`` and ``semvecctl/`` (function
 bodies included) and fails on any probe that bypasses them: ``isinstance``/``issubclass``
 against a seam protocol of the capability table, or ``getattr``/``hasattr`` of a member
-name that reveals a capability. Only ``backends/contract/`` itself may look."""
+name that reveals a capability or of a shortcut with a default (called, never probed).
+Only ``backends/contract/`` itself may look."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from backends.contract import CAPABILITIES, REQUIRED_ADAPTER_MEMBERS, protocol_members
+from backends.contract import (CAPABILITIES, REQUIRED_ADAPTER_MEMBERS, AdapterDefaults,
+                               EventStoreDefaults, StateStoreDefaults, protocol_members)
 
 from tests.support.source_tree import ROOT, files_under, text_of
 CONTRACT = ROOT / "backends" / "contract"
 
 SEAM_PROTOCOLS = {spec.protocol.__name__ for spec in CAPABILITIES.values()}
+#: the shortcuts and declarations with a default on a base are never probed either: they
+#: are called (through ``state_defaults()`` and its kin where a store may not inherit)
+DEFAULTED_MEMBERS = {name for base in (AdapterDefaults, EventStoreDefaults, StateStoreDefaults)
+                     for name in vars(base) if not name.startswith("_")}
 SEAM_MEMBERS = {name for spec in CAPABILITIES.values()
-                for name, _callable in protocol_members(spec.protocol)}
+                for name, _callable in protocol_members(spec.protocol)} | DEFAULTED_MEMBERS
 
 
 def _sources() -> list[Path]:

@@ -154,8 +154,6 @@ def _user_probes(ctx: CaseContext, tenants: _Tenants, user: str) -> None:
         got = _ask(lambda: count(user))
         ctx.expect(got is _REFUSED or got == 0, f"count_for_user({label})",
                    "0 (no event has that user id) or a refusal", repr(got))
-    if offers(events.raw, Capability.PAGED_EVENTS):
-        pass  # paging is list_events with after_sequence; the listing above covers it
 
 
 def _empty_owner_probes(ctx: CaseContext, tenants: _Tenants) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from backends.conformance.catalogue import case
 from backends.conformance.context import CaseContext
 from backends.conformance.model import NotApplicable
-from backends.contract import ANONYMOUS_OWNER, Capability, LoadedState, offers
+from backends.contract import ANONYMOUS_OWNER, LoadedState, state_defaults
 
 
 def loaded_blob(got):
@@ -372,7 +372,7 @@ def delete_checks_version(ctx: CaseContext) -> None:
 
 
 def _declares_idempotent_retries(store) -> bool:
-    return offers(store, Capability.IDEMPOTENT_RETRIES)
+    return state_defaults(store).idempotent_retries
 
 
 @case("state")

@@ -6,8 +6,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from backends.contract import (CAPABILITIES, FAULT_POINTS, Capability, capabilities_of,
-                               fault_points_of, offers)
+from backends.contract import (CAPABILITIES, FAULT_POINTS, Capability, adapter_defaults,
+                               capabilities_of, event_defaults, fault_points_of, offers,
+                               state_defaults)
 from backends.memory import MemoryBackendAdapter
 
 
@@ -62,19 +63,46 @@ class _Adapter:
 
 def test_an_instance_is_asked_through_its_stores():
     found = set(capabilities_of(_Adapter()))
-    assert {Capability.PURGE_USER, Capability.IDEMPOTENT_RETRIES, Capability.DRIFT_EXEMPT,
-            Capability.FAULTS, Capability.CLOSE, Capability.KEEPS_SESSION_TTL} <= found
-    assert Capability.ASSIGNS_SEQUENCES not in found  # declared False
+    assert {Capability.PURGE_USER, Capability.DRIFT_EXEMPT, Capability.FAULTS,
+            Capability.CLOSE} <= found
     assert fault_points_of(_Adapter()) == FAULT_POINTS
 
 
-def test_declarations_keep_their_defaults():
-    assert offers(object(), Capability.ASSIGNS_SEQUENCES)  # absent: a store assigns them
-    assert not offers(object(), Capability.IDEMPOTENT_RETRIES)  # absent: not promised
+def test_declarations_are_read_with_the_bases_defaults():
+    """A declaration is a class attribute, on the base or on any object (a store that
+    inherits nothing is seen through a view that keeps what it declares)."""
+    assert event_defaults(object()).assigns_sequences is True  # absent: a store assigns them
+    assert event_defaults(_Events()).assigns_sequences is False  # declared False
+    assert state_defaults(object()).idempotent_retries is False  # absent: not promised
+    assert state_defaults(_Store()).idempotent_retries is True
     truthy = type("S", (), {"idempotent_retries": 1})()
-    assert not offers(truthy, Capability.IDEMPOTENT_RETRIES)  # only a real True counts
+    assert state_defaults(truthy).idempotent_retries is False  # only a real True counts
+    assert adapter_defaults(_Adapter()).keeps_session_ttl is True
+    assert adapter_defaults(object()).keeps_session_ttl is False
+    assert event_defaults(None) is None
     assert not offers(None, Capability.PURGE_USER)
     assert fault_points_of(object()) == frozenset()
+
+
+def test_shortcuts_default_to_the_slow_correct_way_and_keep_a_stores_own():
+    """A store that inherits no base gets the shortcuts' defaults over the required
+    contract, and keeps a shortcut it has of its own; a shipped store is itself."""
+    from backends.contract import LoadedState, StateStoreDefaults
+
+    class Plain:
+        def load_full(self, sid, *, owner_subject=None):
+            return None if sid == "nope" else LoadedState(sid.encode(), 1, None, None)
+
+    class Own(Plain):
+        def count_sessions(self, *, owner_subject=None, match=None):
+            return 7
+
+    plain = state_defaults(Plain())
+    assert [s and s.blob for s in plain.load_full_many(["a", "nope"])] == [b"a", None]
+    assert plain.count_sessions() is None
+    assert state_defaults(Own()).count_sessions() == 7
+    store = MemoryBackendAdapter().state_store()
+    assert isinstance(store, StateStoreDefaults) and state_defaults(store) is store
 
 
 def test_a_store_that_cannot_be_built_offers_nothing_and_nothing_raises():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.contract import Capability, offers
+from backends.contract import Capability, StateStoreDefaults, state_defaults
 from backends.errors import CorruptState
 from backends.transfer.batch_reads import digest_loader
 from backends.migrate import LiveMigration, run_migration, verify_live
@@ -93,7 +93,7 @@ def test_each_difference_is_named(pair, tmp_path, source_kind, target_kind):
 def test_the_batch_digest_read_answers_what_the_fallback_would(stores, kind):  # noqa: F811
     adapter = stores(kind, "b")[0]
     store = adapter.state_store()
-    assert offers(store, Capability.BATCH_DIGESTS)
+    assert type(store).load_digests_many is not StateStoreDefaults.load_digests_many  # its own
     store.save("d-1", b"one", expected_version=None, owner_subject=OWNER)
     store.save("d-2", b"two", expected_version=None, pending_message="held")
     store.set_drift_exempt("d-2", True)
@@ -108,7 +108,8 @@ def test_the_batch_digest_read_answers_what_the_fallback_would(stores, kind):  #
 
 
 def _fallback_loader(adapter):
-    """``digest_loader`` on a view of ``adapter`` that offers no batch digest read."""
+    """``digest_loader`` on a view of ``adapter`` whose store has no digest read of its
+    own: the default's (rows read, hashed here)."""
 
     class Plain:
         def __init__(self, inner):
@@ -127,8 +128,9 @@ def _fallback_loader(adapter):
         def state_store(self):
             return Plain(adapter.state_store())
 
-    assert not offers(View().state_store(), Capability.BATCH_DIGESTS)
-    return digest_loader(View(), drift=True)
+    defaulted = state_defaults(View().state_store()).load_digests_many
+    assert defaulted.__func__ is StateStoreDefaults.load_digests_many
+    return digest_loader(View())
 
 
 @pytest.mark.parametrize("damage,field", [("state_blob = NULL", "state_blob"),

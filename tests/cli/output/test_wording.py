@@ -47,7 +47,7 @@ def target(request):
 
 
 def test_inspect_renders_meta_as_json_and_seq_dash_without_sequences(target):
-    from backends.contract import Capability, MemoryEvent, offers
+    from backends.contract import MemoryEvent, event_defaults
 
     user = f"nit-{uuid.uuid4().hex[:8]}"
     meta = {"kind": "turn", "n": 2, "tags": ["a", "b"]}
@@ -63,7 +63,7 @@ def test_inspect_renders_meta_as_json_and_seq_dash_without_sequences(target):
                                 env=target.env)
     assert listed.exit_code == 0, listed.output
     row = listed.stdout.splitlines()[1].split()
-    sequenced = offers(target.adapter.event_store(), Capability.ASSIGNS_SEQUENCES)
+    sequenced = event_defaults(target.adapter.event_store()).assigns_sequences
     assert row[1] == ("1" if sequenced else "-")
     as_json = CliRunner().invoke(app, ["events", "list", "--user", user, *target.args,
                                        "-o", "jsonl"], env=target.env)
