@@ -63,6 +63,13 @@ class BackendInfo:
     #: the variable listing the DSNs a deployment spreads its sessions over (the engine's
     #: ``SEMVEC_STATE_DB_SHARDS``, ENGINE-WIRE section 10); its DSNs are secrets
     shards_env: str | None = None
+    #: the variable naming the schema (the SQL backends': one for both, so a deployment
+    #: switching between them keeps every session)
+    schema_env: str | None = None
+    #: ``module:object`` of the SQL layout (``backends.postgres.schema.SqlLayout``) a backend
+    #: built on the PostgreSQL base provisions: the backends sharing its scheme know its
+    #: tables by name (loaded only when one of them needs them)
+    sql_layout: str | None = None
 
     @property
     def driver(self) -> str | None:
@@ -118,6 +125,8 @@ SHIPPED_INFO: tuple[BackendInfo, ...] = (
 )
 #: the engine's SQL shard list (ENGINE-WIRE section 10): DSNs, so a secret
 _SHARDS_ENV = "SEMVEC_STATE_DB_SHARDS"
+#: the SQL backends' schema variable
+_SQL_SCHEMA_ENV = "SEMVEC_PGVECTOR_SCHEMA"
 #: the drivers the engine's SQLAlchemy URLs may name (``asyncpg`` is mapped to a sync one)
 _SQL_DRIVERS = ("psycopg", "psycopg2", "asyncpg")
 ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
@@ -127,14 +136,15 @@ ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
                 extra="pgvector", drivers=("psycopg", "psycopg_pool", "pgvector"),
                 audit="backends.pgvector.audit:audit",
                 detect="backends.pgvector.detect:DETECTOR",
+                sql_layout="backends.pgvector.schema:PGVECTOR_LAYOUT",
                 host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S", default_port=5432,
-                shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS),
+                shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS, schema_env=_SQL_SCHEMA_ENV),
     BackendInfo("postgres", "backends.postgres:PostgresAdapter",
                 schemes=("postgresql", "postgres"), uri_env=("DATABASE_URL",),
                 extra="pgvector", drivers=("psycopg", "psycopg_pool"),
                 audit="backends.postgres.audit:audit",
                 host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S", default_port=5432,
-                shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS),
+                shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS, schema_env=_SQL_SCHEMA_ENV),
 )
 KNOWN_INFO: tuple[BackendInfo, ...] = SHIPPED_INFO + ENTRY_POINT_INFO
 
