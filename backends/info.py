@@ -66,6 +66,9 @@ class BackendInfo:
     #: the variable naming the schema (the SQL backends': one for both, so a deployment
     #: switching between them keeps every session)
     schema_env: str | None = None
+    #: ``module:object`` of the backend's settings table (``backends.settings.Setting``
+    #: rows), loaded only when the settings are listed or rendered
+    settings: str | None = None
     #: ``module:object`` of the SQL layout (``backends.postgres.schema.SqlLayout``) a backend
     #: built on the PostgreSQL base provisions: the backends sharing its scheme know its
     #: tables by name (loaded only when one of them needs them)
@@ -116,11 +119,13 @@ SHIPPED_INFO: tuple[BackendInfo, ...] = (
     BackendInfo("redis", "backends.redis:RedisBackendAdapter",
                 schemes=("redis", "rediss", "unix"), uri_env=("REDIS_URL",),
                 extra="redis", drivers=("redis",), audit="backends.redis.audit:audit",
+                settings="backends.redis.config:SETTINGS",
                 path_schemes=("unix",), ttl_env="SEMVEC_REDIS_SESSION_TTL_S", default_port=6379,
                 bare_userinfo_is_password=True),
     BackendInfo("mongo", "backends.mongo:MongoBackendAdapter",
                 schemes=("mongodb", "mongodb+srv"), uri_env=("MONGODB_URI",),
                 extra="mongo", drivers=("pymongo",), audit="backends.mongo.audit:audit",
+                settings="backends.mongo.config:SETTINGS",
                 ttl_env="SEMVEC_MONGO_SESSION_TTL_S", default_port=27017),
 )
 #: the engine's SQL shard list (ENGINE-WIRE section 10): DSNs, so a secret
@@ -137,12 +142,13 @@ ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
                 audit="backends.pgvector.audit:audit",
                 detect="backends.pgvector.detect:DETECTOR",
                 sql_layout="backends.pgvector.schema:PGVECTOR_LAYOUT",
+                settings="backends.pgvector.config:SETTINGS",
                 host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S", default_port=5432,
                 shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS, schema_env=_SQL_SCHEMA_ENV),
     BackendInfo("postgres", "backends.postgres:PostgresAdapter",
                 schemes=("postgresql", "postgres"), uri_env=("DATABASE_URL",),
                 extra="pgvector", drivers=("psycopg", "psycopg_pool"),
-                audit="backends.postgres.audit:audit",
+                audit="backends.postgres.audit:audit", settings="backends.postgres.config:SETTINGS",
                 host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S", default_port=5432,
                 shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS, schema_env=_SQL_SCHEMA_ENV),
 )

@@ -3,7 +3,8 @@ timeouts.
 
 Each backend passes its own :class:`SqlVariables` (its name, the variables naming its
 location, schema and embedding width); :data:`POSTGRES_VARIABLES` are the ``postgres``
-backend's. Kept free of driver imports so the registry can read adapter attributes
+backend's, and :meth:`SqlVariables.settings` the settings table every backend built on
+this base has (``semvecctl config settings`` renders it). Kept free of driver imports so the registry can read adapter attributes
 without psycopg.
 """
 
@@ -18,6 +19,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from backends.errors import BackendConfigError
 from backends.info import declared
 from backends.redaction import redact_uri
+from backends.settings import Setting, option_names
 
 
 
@@ -31,6 +33,30 @@ class SqlVariables:
     url_env: tuple[str, ...]
     schema_env: str | None = None
     dimensions_env: str | None = None
+
+    def settings(self) -> tuple[Setting, ...]:
+        """The settings of a backend built on this base, in the order its unknown-option
+        message lists them (a flavour appends its own)."""
+        url = self.url_env[0] if self.url_env else None
+        return (
+            Setting("uri", url, "URI", None,
+                    "where PostgreSQL is: postgresql:// (the engine's postgresql+psycopg:// "
+                    "too; ?schema=NAME selects a schema; pool_* parameters tune the pool)",
+                    secret=True, fallback_env=self.url_env[1:], option=False),
+            Setting("schema", self.schema_env, "identifier", "public",
+                    "the schema holding the tables (also ?schema= in the URI)"),
+            Setting("dimensions", self.dimensions_env, f"int 1..{MAX_DIMENSIONS}", None,
+                    f"embedding width (default: the deployed column's, else "
+                    f"{DEFAULT_DIMENSIONS})"),
+            Setting("connect_timeout", None, "seconds", 5.0, "time allowed to connect"),
+            Setting("statement_timeout_ms", None, "milliseconds", 30_000,
+                    "each statement's time limit"),
+            Setting("pool_size", None, "int 1..64", 4, "connections the pool opens at most"),
+            Setting("create_tables", None, "bool", True,
+                    "writes create missing tables (off: run semvecctl indexes ensure)"),
+            Setting("shards", SHARDS_ENV, "DSN list", None,
+                    "the engine's shard list of the DATABASE_URL deployment", secret=True),
+        )
 
 
 #: the ``postgres`` backend's: the engine's DATABASE_URL, honoured as the engine does
@@ -196,8 +222,7 @@ class SqlConfig:
         if options:
             raise BackendConfigError(
                 f"unknown {backend} option(s): " + ", ".join(sorted(options))
-                + " (known: schema, dimensions, connect_timeout, statement_timeout_ms, "
-                "pool_size, create_tables, shards)"
+                + f" (known: {', '.join(option_names(variables.settings()))})"
             )
         return config
 
@@ -258,3 +283,7 @@ def database_key(conninfo: str) -> tuple:
         return (conninfo,)
     return ((parts.hostname or "").lower(), port or 5432, parts.path.strip("/"),
             parts.username or "", parts.query if not parts.hostname else "")
+
+
+#: every setting of the postgres backend
+SETTINGS: tuple[Setting, ...] = POSTGRES_VARIABLES.settings()
