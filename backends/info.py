@@ -63,6 +63,16 @@ class BackendInfo:
     #: the variable listing the DSNs a deployment spreads its sessions over (the engine's
     #: ``SEMVEC_STATE_DB_SHARDS``, ENGINE-WIRE section 10); its DSNs are secrets
     shards_env: str | None = None
+    #: the variable naming the schema (the SQL backends': one for both, so a deployment
+    #: switching between them keeps every session)
+    schema_env: str | None = None
+    #: ``module:object`` of the backend's settings table (``backends.settings.Setting``
+    #: rows), loaded only when the settings are listed or rendered
+    settings: str | None = None
+    #: ``module:object`` of the SQL layout (``backends.postgres.schema.SqlLayout``) a backend
+    #: built on the PostgreSQL base provisions: the backends sharing its scheme know its
+    #: tables by name (loaded only when one of them needs them)
+    sql_layout: str | None = None
 
     @property
     def driver(self) -> str | None:
@@ -109,15 +119,19 @@ SHIPPED_INFO: tuple[BackendInfo, ...] = (
     BackendInfo("redis", "backends.redis:RedisBackendAdapter",
                 schemes=("redis", "rediss", "unix"), uri_env=("REDIS_URL",),
                 extra="redis", drivers=("redis",), audit="backends.redis.audit:audit",
+                settings="backends.redis.config:SETTINGS",
                 path_schemes=("unix",), ttl_env="SEMVEC_REDIS_SESSION_TTL_S", default_port=6379,
                 bare_userinfo_is_password=True),
     BackendInfo("mongo", "backends.mongo:MongoBackendAdapter",
                 schemes=("mongodb", "mongodb+srv"), uri_env=("MONGODB_URI",),
                 extra="mongo", drivers=("pymongo",), audit="backends.mongo.audit:audit",
+                settings="backends.mongo.config:SETTINGS",
                 ttl_env="SEMVEC_MONGO_SESSION_TTL_S", default_port=27017),
 )
 #: the engine's SQL shard list (ENGINE-WIRE section 10): DSNs, so a secret
 _SHARDS_ENV = "SEMVEC_STATE_DB_SHARDS"
+#: the SQL backends' schema variable
+_SQL_SCHEMA_ENV = "SEMVEC_PGVECTOR_SCHEMA"
 #: the drivers the engine's SQLAlchemy URLs may name (``asyncpg`` is mapped to a sync one)
 _SQL_DRIVERS = ("psycopg", "psycopg2", "asyncpg")
 ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
@@ -127,14 +141,16 @@ ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
                 extra="pgvector", drivers=("psycopg", "psycopg_pool", "pgvector"),
                 audit="backends.pgvector.audit:audit",
                 detect="backends.pgvector.detect:DETECTOR",
+                sql_layout="backends.pgvector.schema:PGVECTOR_LAYOUT",
+                settings="backends.pgvector.config:SETTINGS",
                 host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S", default_port=5432,
-                shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS),
+                shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS, schema_env=_SQL_SCHEMA_ENV),
     BackendInfo("postgres", "backends.postgres:PostgresAdapter",
                 schemes=("postgresql", "postgres"), uri_env=("DATABASE_URL",),
                 extra="pgvector", drivers=("psycopg", "psycopg_pool"),
-                audit="backends.postgres.audit:audit",
+                audit="backends.postgres.audit:audit", settings="backends.postgres.config:SETTINGS",
                 host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S", default_port=5432,
-                shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS),
+                shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS, schema_env=_SQL_SCHEMA_ENV),
 )
 KNOWN_INFO: tuple[BackendInfo, ...] = SHIPPED_INFO + ENTRY_POINT_INFO
 

@@ -198,7 +198,7 @@ def run(url: str, args, PgVectorAdapter, RetrievalContext) -> None:
 
         # selective filter: a 200-item session in a table of 10,200
         q = queries[0]
-        with adapter._db.connection(vector=True) as conn:
+        with adapter._db.connection(typed=True) as conn:
             for setting in ("off", "relaxed_order"):
                 with conn.transaction():
                     conn.execute(f"SET LOCAL hnsw.iterative_scan = {setting}")

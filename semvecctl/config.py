@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from backends.info import declared, declared_ttl_env
+from backends.info import declared_ttl_env
 from semvecctl import application
 from semvecctl.exit_codes import ExitCode
 
@@ -133,21 +133,13 @@ def select_profile(config: Config, name: str | None,
     return config.profiles[chosen]
 
 
-#: every variable that changes what a command does, and what it changes (``config view``
-#: shows each; a test fails when the source reads a SEMVEC*/SEMVECCTL* variable this
-#: table does not list). The backends' URI variables come from backends.info.
+#: every variable that changes what a command does besides the backends' own settings,
+#: and what it changes (``config view`` shows each, after every variable of the
+#: backends' settings tables, :mod:`backends.settings`; a test fails when the source
+#: reads a SEMVEC*/SEMVECCTL* variable neither lists).
 BEHAVIOUR_VARIABLES: dict[str, str] = {
     "SEMVEC_SESSION_BACKEND": "backend name, when no flag names one (a -P profile beats it)",
-    declared_ttl_env("redis"): "Redis: the per-session TTL re-applied on each write",
-    "SEMVEC_MONGO_DB": "MongoDB database (default semvec)",
-    declared_ttl_env("mongo"): "MongoDB: the idle TTL index on session state (doctor, indexes)",
-    "SEMVEC_MONGO_ITEM_SYNC": "MongoDB: 1 turns on the item mirror and server-side retrieval",
-    "SEMVEC_MONGO_EMBEDDING_DIM": "MongoDB: embedding width of the Atlas vector index",
-    "SEMVEC_PGVECTOR_DIMENSIONS": "pgvector: embedding column size",
-    "SEMVEC_PGVECTOR_SCHEMA": "pgvector: schema",
     declared_ttl_env("postgres"): "SQL: the engine's session TTL sweep (doctor reports it)",
-    declared("postgres").shards_env or "": "SQL: the shard list of the DATABASE_URL deployment "
-                                           "(--shards beats it)",
     "SEMVEC_RRF_K": "retrieval: the RRF constant (default 60)",
     "SEMVEC_RRF_WEIGHTS": "retrieval: the RRF weights (default 1.0 each)",
     "SEMVECCTL_CONFIG": "the config file",

@@ -124,6 +124,7 @@ def resolve_connection(
     """Combine flags, environment and profile into one connection spec. ``shards`` is
     the SQL deployment's shard list given for this store (a two-store command's
     ``--from-shards``/``--to-shards``); by default the global ``--shards``."""
+    from backends.mongo.config import ENV_DATABASE
     from backends.registry import ENV_VAR, fold_name
     from backends.selection import InvalidURI, backend_for_uri, choose_backend_for_uri, fitting_backends
 
@@ -152,7 +153,7 @@ def resolve_connection(
     options: dict[str, Any] = dict(profile.options) if profile else {}
     #: -P NAME on the command line: its settings beat the environment's
     named = profile is not None and bool(app.profile)
-    database = ((profile.database if named else None) or env.get("SEMVEC_MONGO_DB")
+    database = ((profile.database if named else None) or env.get(ENV_DATABASE)
                 or (profile.database if profile else None))
 
     reason = ""

@@ -126,6 +126,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "semvecctl load cleanup --prefix semvec-load-0123abcd- --uri redis://cache:6379/0 --apply --yes",
     ),
     "config view": ("semvecctl config view -o json",),
+    "config settings": ("semvecctl config settings redis", "semvecctl config settings -o markdown"),
     "config set-profile": ("semvecctl config set-profile staging --uri redis://cache:6379/0",),
     "config get-profiles": ("semvecctl config get-profiles",),
     "config use-profile": ("semvecctl config use-profile staging",),

@@ -8,6 +8,7 @@ data subject), so one factory makes them.
 """
 
 
+from enum import Enum
 from typing import Annotated, Any, Optional
 
 import typer
@@ -22,6 +23,21 @@ Output = Annotated[
 StreamOutput = Annotated[
     StreamFormat,
     typer.Option("--output", "-o", help="Output format (jsonl streams one object per line).",
+                 case_sensitive=False),
+]
+
+
+class DocFormat(str, Enum):
+    """Formats of a reference table (``config settings``): markdown is what the docs show."""
+
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+DocOutput = Annotated[
+    DocFormat,
+    typer.Option("--output", "-o", help="Output format (markdown: the table the docs show).",
                  case_sensitive=False),
 ]
 Backend = Annotated[

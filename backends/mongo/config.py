@@ -1,5 +1,6 @@
 """Where the Mongo adapter's settings come from: explicit arguments first, then the
-environment (``MONGODB_URI``, ``SEMVEC_MONGO_DB``, ...). There is no default host on
+environment (``MONGODB_URI``, ``SEMVEC_MONGO_DB``, ...), as :data:`SETTINGS` declares
+them (the table ``semvecctl config settings mongo`` renders). There is no default host on
 purpose: silently connecting to localhost would hide a misconfigured deployment."""
 
 from __future__ import annotations
@@ -12,23 +13,35 @@ from backends.errors import BackendConfigError
 from backends.info import declared, declared_ttl_env
 from backends.mongo.schema import DEFAULT_DATABASE
 from backends.redaction import redact_uri
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"", "0", "false", "no", "off"}
+from backends.settings import Setting, parse_flag, setting
 
 ENV_URL = declared("mongo").uri_env[0]
 _TTL_ENV = declared_ttl_env("mongo")
 DEFAULT_SERVER_SELECTION_TIMEOUT_MS = 5000
 DEFAULT_CONNECT_TIMEOUT_MS = 5000
 
-
-def parse_flag(name: str, value: str | None) -> bool:
-    text = (value or "").strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise BackendConfigError(f"{name} must be one of 1/0, true/false, yes/no, on/off")
+#: every setting of the mongo backend (the adapter's keyword arguments)
+SETTINGS: tuple[Setting, ...] = (
+    Setting("uri", ENV_URL, "URI", None,
+            "where MongoDB is: mongodb:// or mongodb+srv:// (required: no default host)",
+            secret=True, option=False),
+    Setting("database", "SEMVEC_MONGO_DB", "database name", DEFAULT_DATABASE,
+            "the database holding semvec's collections"),
+    Setting("session_ttl_s", _TTL_ENV, "whole seconds", None,
+            "idle TTL index on session state"),
+    Setting("item_sync", "SEMVEC_MONGO_ITEM_SYNC", "bool", False,
+            "1 turns on the item mirror and server-side retrieval"),
+    Setting("dimensions", "SEMVEC_MONGO_EMBEDDING_DIM", "int >= 1", None,
+            "embedding width of the Atlas vector index"),
+    Setting("server_selection_timeout_ms", None, "milliseconds",
+            DEFAULT_SERVER_SELECTION_TIMEOUT_MS, "time allowed to find a server"),
+    Setting("connect_timeout_ms", None, "milliseconds", DEFAULT_CONNECT_TIMEOUT_MS,
+            "time allowed to connect"),
+)
+#: the database variable (the CLI's profiles fill the same setting)
+ENV_DATABASE = setting(SETTINGS, "database").env or ""
+_ENV_ITEM_SYNC = setting(SETTINGS, "item_sync").env or ""
+_ENV_DIMENSIONS = setting(SETTINGS, "dimensions").env or ""
 
 
 def parse_positive_int(name: str, value: object, *, allow_zero: bool = False) -> int | None:
@@ -77,14 +90,14 @@ def resolve_settings(
         raise BackendConfigError(
             f"not a MongoDB URI: {redact_uri(resolved_uri)} (expected mongodb:// or mongodb+srv://)"
         )
-    db_name = database or env.get("SEMVEC_MONGO_DB") or DEFAULT_DATABASE
+    db_name = database or env.get(ENV_DATABASE) or DEFAULT_DATABASE
     if any(ch in db_name for ch in '/\\. "$') or len(db_name) > 63:
-        raise BackendConfigError("SEMVEC_MONGO_DB is not a valid MongoDB database name")
+        raise BackendConfigError(f"{ENV_DATABASE} is not a valid MongoDB database name")
     ttl = session_ttl_s if session_ttl_s is not None else env.get(_TTL_ENV)
     sync = item_sync if item_sync is not None else parse_flag(
-        "SEMVEC_MONGO_ITEM_SYNC", env.get("SEMVEC_MONGO_ITEM_SYNC")
+        _ENV_ITEM_SYNC, env.get(_ENV_ITEM_SYNC)
     )
-    dims = dimensions if dimensions is not None else env.get("SEMVEC_MONGO_EMBEDDING_DIM")
+    dims = dimensions if dimensions is not None else env.get(_ENV_DIMENSIONS)
     return MongoSettings(
         uri=resolved_uri,
         database=db_name,

@@ -14,7 +14,7 @@ way). Importing this module does not import psycopg.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from backends.info import declared
 from backends.contract import (
@@ -25,7 +25,7 @@ from backends.contract import (
     speaks_both_conventions,
 )
 from backends.postgres.adapter import PostgresAdapter
-from backends.pgvector.schema import PGVECTOR_LAYOUT
+from backends.pgvector.schema import PGVECTOR_LAYOUT, register_vector_type
 
 
 @speaks_both_conventions
@@ -54,6 +54,17 @@ class PgVectorAdapter(PostgresAdapter):
     #: driver modules, checked without importing them by ``backends list --check``
     required_modules = declared("pgvector").drivers
     _layout = PGVECTOR_LAYOUT
+
+    @classmethod
+    def _variables(cls) -> Any:
+        from backends.pgvector.config import PGVECTOR_VARIABLES
+
+        return PGVECTOR_VARIABLES
+
+    @classmethod
+    def _connection_hook(cls) -> Callable[[Any], bool] | None:
+        """Connections that read or write items know the ``vector`` type."""
+        return register_vector_type
 
     def __init__(self, uri: str | None = None, **options: Any) -> None:
         from backends.errors import BackendConfigError

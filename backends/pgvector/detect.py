@@ -47,7 +47,7 @@ def choose_sql_backend(uri: str, *, timeout: float = 3.0, shards: str | None = N
         options: dict = {"connect_timeout": timeout, "statement_timeout_ms": int(timeout * 1000)}
         if shards is not None:
             options["shards"] = shards
-        config = SqlConfig.resolve(uri, options, backend="postgres")
+        config = SqlConfig.resolve(uri, options)
     except Exception as exc:  # noqa: BLE001 - the caller's next step reports it properly
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
         return SqlChoice("postgres", f"the database could not be inspected ({first})")

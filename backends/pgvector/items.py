@@ -231,7 +231,7 @@ class PgVectorItemMirror:
             # the engine's order: by tier, then position in it (item id where unknown)
             return sorted((item_from_row(r) for r in rows), key=tier_order_key)
 
-        return iter(db.read(work, list, vector=True))
+        return iter(db.read(work, list, typed=True))
 
     def mirror_size(self) -> dict[str, int | None]:
         """Rows, evicted rows and their stored bytes (``pg_column_size`` of each row: one
@@ -245,7 +245,7 @@ class PgVectorItemMirror:
 
         total: dict[str, int | None] = {"items": 0, "evicted": 0, "bytes": 0}
         for db in self._placement.state_databases():
-            for key, value in db.read(work, lambda: {}, vector=True).items():
+            for key, value in db.read(work, lambda: {}, typed=True).items():
                 total[key] = (total[key] or 0) + (value or 0)
         return total
 

@@ -231,7 +231,7 @@ class PgVectorRetrievalBackend:
             rows = self._run(conn, plan, candidate_pool(int(limit), self.hnsw_pool), sql, params)
             return [r[0] for r in rows]
 
-        return self._at(ctx).read(work, list, vector=True)
+        return self._at(ctx).read(work, list, typed=True)
 
     # -- the search -----------------------------------------------------------------
 
@@ -272,7 +272,7 @@ class PgVectorRetrievalBackend:
                 self._plans.put(ctx.session_id, ctx.owner_subject, plan)
             return rows, (None if plan == "none" else plan)
 
-        rows, self.last_plan = self._at(ctx).read(work, lambda: ([], None), vector=True)
+        rows, self.last_plan = self._at(ctx).read(work, lambda: ([], None), typed=True)
         candidates = [self._unit(row) for row in rows]
         emit = ctx.stage
         if emit is not None:

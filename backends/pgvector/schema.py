@@ -10,7 +10,6 @@ from typing import Any
 
 from backends.postgres.schema import (
     ENGINE_INDEXES,
-    FLAVOUR_TABLES,
     STATE,
     IndexKey,
     SqlLayout,
@@ -21,7 +20,7 @@ from backends.postgres.schema import (
     statistics_sql,
 )
 
-ITEMS_TABLE = FLAVOUR_TABLES[0]
+ITEMS_TABLE = "semvec_memory_items"
 ITEMS_GROUP = "items"  # the memory-item mirror (needs the vector extension)
 TEXT_SEARCH_CONFIG = "simple"
 
@@ -119,4 +118,23 @@ ITEM_INDEXES: tuple[IndexKey, ...] = (
 ITEMS = TableGroup(ITEMS_GROUP, (ITEMS_TABLE,), items_ddl, upgrade=_upgrade, extension="vector")
 #: the ``pgvector`` backend: the engine's layout plus the item mirror
 PGVECTOR_LAYOUT = SqlLayout((STATE, ITEMS), ENGINE_INDEXES + ITEM_INDEXES, STATISTICS,
-                            sized_column=(ITEMS_TABLE, "embedding"))
+                            sized_column=(ITEMS_TABLE, "embedding"),
+                            # an older semvecctl pgvector's (engine-incompatible shapes)
+                            legacy_tables=("compliance_events", "compliance_event_counters"))
+
+
+def register_vector_type(conn: Any) -> bool:
+    """Teach this connection the ``vector`` type if the extension exists (else False, and
+    the pool asks again on the connection's next typed use): the hook the adapter hands
+    the pool."""
+    try:
+        from pgvector.psycopg import register_vector
+    except ImportError as exc:
+        from backends.info import declared
+
+        raise declared("pgvector").missing_driver("pgvector") from exc
+    try:
+        register_vector(conn)
+    except Exception:  # noqa: BLE001 - psycopg.ProgrammingError: no vector type in the database
+        return False
+    return True

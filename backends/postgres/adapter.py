@@ -1,8 +1,8 @@
 """``PostgresAdapter``: state and events in the engine's SQL tables, nothing else.
 
-The implementation is shared with ``pgvector`` (:mod:`backends.pgvector`), which is this
-adapter plus an item mirror, vector indexes and server-side retrieval over the same
-state and event tables: a deployment can switch between the two and keep every session.
+The implementation is the base of the flavours built on it (each this adapter plus its
+own layout, connection hook and settings, over the same state and event tables): a
+deployment can switch between them and keep every session.
 Importing this module does not import psycopg.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from backends.info import declared
 from backends.contract import (
@@ -37,8 +37,8 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
 
     ``PostgresAdapter(uri=None, **options)``: ``uri`` is ``postgresql://...`` (a
     SQLAlchemy-style ``postgresql+psycopg://`` is accepted), else ``DATABASE_URL`` as the
-    engine reads it. Options: ``schema`` (also ``?schema=``, else
-    ``SEMVEC_PGVECTOR_SCHEMA``, default ``public``), ``connect_timeout`` (s),
+    engine reads it. Options: ``schema`` (also ``?schema=``, else the SQL backends' schema
+    variable declared in :mod:`backends.info`, default ``public``), ``connect_timeout`` (s),
     ``statement_timeout_ms``, ``pool_size``, ``create_tables``.
 
     Events carry no sequence in this layout (``event_store().assigns_sequences`` is
@@ -51,17 +51,30 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
     required_modules = declared("postgres").drivers
     #: points of the conformance fault seam (:class:`backends.contract.FaultSeam`)
     fault_points = FAULT_POINTS
-    #: what this backend provisions and validates (pgvector's adds its item mirror)
+    #: what this backend provisions and validates (a flavour's adds its own tables)
     _layout = ENGINE_LAYOUT
 
     def __init__(self, uri: str | None = None, **options: Any) -> None:
         self._setup(uri, options)
 
+    @classmethod
+    def _variables(cls) -> Any:
+        """Where this backend reads its settings (a flavour names its own)."""
+        from backends.postgres.config import POSTGRES_VARIABLES
+
+        return POSTGRES_VARIABLES
+
+    @classmethod
+    def _connection_hook(cls) -> Callable[[Any], bool] | None:
+        """Run on a connection before typed use (see :mod:`backends.postgres.pool`); none
+        here (a flavour's prepares its extension's types)."""
+        return None
+
     def _setup(self, uri: str | None, options: dict) -> None:
         from backends.postgres.config import SqlConfig
         from backends.postgres.errors import load_psycopg
 
-        self.config = SqlConfig.resolve(uri, options, backend=self.name)
+        self.config = SqlConfig.resolve(uri, options, variables=self._variables())
         load_psycopg(self.name)  # MissingDriver now, not on first use
 
         from backends.postgres.config import database_key
@@ -72,13 +85,14 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
 
         #: the primary (``DATABASE_URL``): metadata and out-of-turn events; with no shard
         #: list, the only database
-        self._db = Database(self.config, self._layout)
+        hook = self._connection_hook()
+        self._db = Database(self.config, self._layout, prepare_connection=hook)
         databases = {database_key(self.config.conninfo): self._db}
         shards = []
         for config in self.config.shard_configs():
             key = database_key(config.conninfo)
             if key not in databases:
-                databases[key] = Database(config, self._layout)
+                databases[key] = Database(config, self._layout, prepare_connection=hook)
             shards.append(databases[key])
         self.placement = Placement(self._db, shards)
         self._indexes: dict[Any, Any] = {}
@@ -280,7 +294,7 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
     def _database_details(self, db: Any, timeout: float) -> dict[str, Any]:
         """One database's health facts (see :meth:`health_details`)."""
         from backends.selection import detector_for
-        from backends.postgres.schema import LEGACY_TABLES, missing_tables
+        from backends.postgres.schema import legacy_tables, missing_tables
 
         details: dict[str, Any] = {}
         schema = db.config.schema
@@ -295,7 +309,8 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
             server = conn.execute("SHOW server_version").fetchone()[0]
             tables = self._tables_of_interest()
             missing = missing_tables(conn, schema, tables)
-            legacy = [t for t in LEGACY_TABLES if t not in missing_tables(conn, schema, (t,))]
+            legacy = [t for t in legacy_tables(self.name, self._layout)
+                      if t not in missing_tables(conn, schema, (t,))]
             in_recovery = conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]
             settings = dict(conn.execute(
                 "SELECT name, setting FROM pg_settings WHERE name IN"
@@ -331,7 +346,7 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
         return details
 
     def _more_health(self, conn: Any, details: dict[str, Any]) -> None:
-        """Hook for pgvector's extension and embedding facts."""
+        """Hook for a flavour's own facts (its extension, its embeddings)."""
 
     def _release(self) -> None:
         """Release the pool (once: see ClosesOnce)."""

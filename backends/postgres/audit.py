@@ -1,4 +1,4 @@
-"""The SQL audit (``postgres``, and the base of ``pgvector``'s): every check is one query that the
+"""The SQL audit (``postgres``, and the base of a flavour's): every check is one query that the
 server filters, read through a server-side cursor, so only damaged rows cross the wire
 and memory stays flat however large the tables are.
 
@@ -52,7 +52,7 @@ class SqlAudit:
     def __init__(self, adapter: Any, *, batch: int = 500, timeout: float = 5.0,
                  progress: Callable[[int], None] | None = None) -> None:
         from backends.postgres.placement import Placement
-        from backends.postgres.schema import FLAVOUR_TABLES
+        from backends.postgres.schema import companion_tables, legacy_tables
 
         self.adapter = adapter
         self.placement = getattr(adapter, "placement", None) or Placement(adapter._db, ())
@@ -63,7 +63,11 @@ class SqlAudit:
         self.seen = 0
         self._use(self.placement.primary)
         # a flavour's tables are known whichever SQL backend reads the database
-        self.known = {*self.db.layout.tables, *FLAVOUR_TABLES}
+        backend, layout = adapter.config.backend, self.db.layout
+        self.session_tables = companion_tables(backend, layout)
+        self.known = {*layout.tables, *self.session_tables}
+        #: legacy table -> the backend whose older release made it
+        self.legacy = legacy_tables(backend, layout)
 
     def _use(self, db: Any) -> None:
         """Point the per-database checks at ``db`` (the primary unless sharded)."""
@@ -101,7 +105,7 @@ class SqlAudit:
 
     def database(self) -> Iterator[Finding]:
         """Every check of one database (``self.db``)."""
-        from backends.postgres.schema import EVENTS_TABLE, LEGACY_TABLES, STATE_TABLE
+        from backends.postgres.schema import EVENTS_TABLE, STATE_TABLE
 
         present = self._present()
         if STATE_TABLE in present:
@@ -116,11 +120,12 @@ class SqlAudit:
         for table in sorted(present):
             if table in self.known or table in ENGINE_TABLES:
                 continue
-            if table.startswith("semvec_") or table in LEGACY_TABLES:
+            if table.startswith("semvec_") or table in self.legacy:
+                owner = self.legacy.get(table)
                 yield unknown_name(
                     "namespace.unknown-table", self._at(f"table {self.schema}.{table}"),
                     "a table in the engine's namespace that semvecctl does not know"
-                    + (" (an older semvecctl pgvector layout)" if table in LEGACY_TABLES else ""))
+                    + (f" (an older semvecctl {owner} layout)" if owner else ""))
 
     def _tick(self) -> None:
         self.seen += 1
@@ -190,12 +195,12 @@ class SqlAudit:
             return int(conn.info.server_version)
 
     def flavour_checks(self, present: set[str]) -> Iterator[Finding]:
-        """A flavour's checks of its own tables (pgvector's item mirror); none here."""
+        """A flavour's checks of its own tables (its subclass's); none here."""
         return iter(())
 
     def leftovers(self, present: set[str]) -> Iterator[Finding]:
         """Rows a load or conformance run left (its cleanup never finished)."""
-        from backends.postgres.schema import EVENTS_TABLE, FLAVOUR_TABLES, STATE_TABLE
+        from backends.postgres.schema import EVENTS_TABLE, STATE_TABLE
 
         found = Leftovers(self._at("rows"), lambda prefix: (
             f"list them with semvecctl sessions list --match '{prefix}*', then delete each "
@@ -203,7 +208,7 @@ class SqlAudit:
             f"{self.tables.events} WHERE user_id LIKE '{prefix}%')"))
         for table, column, name in ((STATE_TABLE, "session_id", self.tables.state),
                                     (EVENTS_TABLE, "user_id", self.tables.events),
-                                    *((t, "session_id", self.tables.of(t)) for t in FLAVOUR_TABLES)):
+                                    *((t, "session_id", self.tables.of(t)) for t in self.session_tables)):
             if table not in present:
                 continue
             sql = (f"SELECT DISTINCT {column} FROM {name} WHERE {column} LIKE 'semvec-load-%%'"

@@ -1,7 +1,11 @@
-"""Where a SQL backend (``postgres``, ``pgvector``) connects and how: URI, schema,
-dimensions, timeouts.
+"""Where a SQL backend built on this base connects and how: URI, schema, dimensions,
+timeouts.
 
-Kept free of driver imports so the registry can read adapter attributes without psycopg.
+Each backend passes its own :class:`SqlVariables` (its name, the variables naming its
+location, schema and embedding width); :data:`POSTGRES_VARIABLES` are the ``postgres``
+backend's, and :meth:`SqlVariables.settings` the settings table every backend built on
+this base has (``semvecctl config settings`` renders it). Kept free of driver imports so the registry can read adapter attributes
+without psycopg.
 """
 
 from __future__ import annotations
@@ -15,14 +19,52 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from backends.errors import BackendConfigError
 from backends.info import declared
 from backends.redaction import redact_uri
+from backends.settings import Setting, option_names
 
-#: where each SQL backend looks for its location, first hit wins (declared in backends.info;
-#: DATABASE_URL is the engine's own variable, honoured as the engine does)
-URL_VARIABLES = {name: declared(name).uri_env for name in ("pgvector", "postgres")}
-ENV_URL = URL_VARIABLES["pgvector"][0]
-ENV_DATABASE_URL = URL_VARIABLES["postgres"][0]
-ENV_DIMENSIONS = "SEMVEC_PGVECTOR_DIMENSIONS"
-ENV_SCHEMA = "SEMVEC_PGVECTOR_SCHEMA"
+
+
+@dataclass(frozen=True)
+class SqlVariables:
+    """What one backend built on this base reads from the environment: its name (in
+    messages), the variables naming its location (first hit wins), its schema variable
+    and its embedding-width variable (None: the option alone)."""
+
+    backend: str
+    url_env: tuple[str, ...]
+    schema_env: str | None = None
+    dimensions_env: str | None = None
+
+    def settings(self) -> tuple[Setting, ...]:
+        """The settings of a backend built on this base, in the order its unknown-option
+        message lists them (a flavour appends its own)."""
+        url = self.url_env[0] if self.url_env else None
+        return (
+            Setting("uri", url, "URI", None,
+                    "where PostgreSQL is: postgresql:// (the engine's postgresql+psycopg:// "
+                    "too; ?schema=NAME selects a schema; pool_* parameters tune the pool)",
+                    secret=True, fallback_env=self.url_env[1:], option=False),
+            Setting("schema", self.schema_env, "identifier", "public",
+                    "the schema holding the tables (also ?schema= in the URI)"),
+            Setting("dimensions", self.dimensions_env, f"int 1..{MAX_DIMENSIONS}", None,
+                    f"embedding width (default: the deployed column's, else "
+                    f"{DEFAULT_DIMENSIONS})"),
+            Setting("connect_timeout", None, "seconds", 5.0, "time allowed to connect"),
+            Setting("statement_timeout_ms", None, "milliseconds", 30_000,
+                    "each statement's time limit"),
+            Setting("pool_size", None, "int 1..64", 4, "connections the pool opens at most"),
+            Setting("create_tables", None, "bool", True,
+                    "writes create missing tables (off: run semvecctl indexes ensure)"),
+            Setting("shards", SHARDS_ENV, "DSN list", None,
+                    "the engine's shard list of the DATABASE_URL deployment", secret=True),
+        )
+
+
+#: the ``postgres`` backend's: the engine's DATABASE_URL, honoured as the engine does
+#: (declared in backends.info)
+POSTGRES_VARIABLES = SqlVariables("postgres", declared("postgres").uri_env,
+                                  schema_env=declared("postgres").schema_env)
+#: the engine's deployment variable (its shard list applies to that database)
+ENV_DATABASE_URL = POSTGRES_VARIABLES.url_env[0]
 #: SQLAlchemy driver suffixes the engine accepts in its URLs (``postgresql+psycopg://``;
 #: declared in backends.info); we connect with psycopg 3 whichever is named
 DRIVER_SUFFIXES = declared("postgres").scheme_suffixes
@@ -40,7 +82,7 @@ def parse_shard_list(text: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 DEFAULT_DIMENSIONS = 384
-MAX_DIMENSIONS = 16000  # pgvector's limit for the vector type (HNSW indexes stop at 2000)
+MAX_DIMENSIONS = 16000  # the widest embedding column the vector extension takes
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _SCHEMES = declared("postgres").schemes
@@ -83,11 +125,13 @@ class SqlConfig:
     #: False when neither dimensions= nor the environment set it: an existing items
     #: table's embedding column then decides (see Database.dimensions)
     dimensions_explicit: bool = True
-    #: the SQL backend this config is for (``postgres`` or ``pgvector``): named in messages
+    #: the SQL backend this config is for: named in messages
     backend: str = "postgres"
     #: the shard DSNs, in the engine's order (empty: the primary is the only shard); see
     #: :mod:`backends.postgres.placement`
     shards: tuple[str, ...] = ()
+    #: the backend's variables this config was resolved with (its shards' too)
+    variables: SqlVariables = POSTGRES_VARIABLES
 
     def shard_configs(self) -> list["SqlConfig"]:
         """One config per shard DSN: this one's schema, timeouts and pool settings, the
@@ -98,15 +142,16 @@ class SqlConfig:
                    "shards": ()}
         if self.dimensions_explicit:
             options["dimensions"] = self.dimensions
-        return [SqlConfig.resolve(dsn, dict(options), backend=self.backend,
+        return [SqlConfig.resolve(dsn, dict(options), variables=self.variables,
                                   role=f"shard {i} of {SHARDS_ENV}")
                 for i, dsn in enumerate(self.shards)]
 
     @classmethod
-    def resolve(cls, uri: str | None, options: dict, *, backend: str = "postgres",
-                role: str = "") -> "SqlConfig":
-        """Options and environment to a config. ``backend`` names the caller in messages
-        and picks its URL variables (:data:`URL_VARIABLES`). The engine's SQLAlchemy
+    def resolve(cls, uri: str | None, options: dict, *,
+                variables: SqlVariables = POSTGRES_VARIABLES, role: str = "") -> "SqlConfig":
+        """Options and environment to a config. ``variables`` are the calling backend's:
+        its name in messages, where it looks for its location, schema and embedding
+        width (:class:`SqlVariables`). The engine's SQLAlchemy
         spellings (``postgresql+psycopg://``, ``+psycopg2``, ``+asyncpg``) are accepted.
 
         The ``shards`` option (a comma-separated string or a list of DSNs; empty: no
@@ -115,14 +160,14 @@ class SqlConfig:
         came from the environment, or is the database ``DATABASE_URL`` names (or that
         variable is unset). ``role`` names a shard in messages."""
         options = dict(options)
-        variables = URL_VARIABLES.get(backend, (ENV_URL,))
+        backend = variables.backend
         from_env = uri is None
         if uri is None:
-            uri = next((os.environ[v] for v in variables if os.environ.get(v)), None)
+            uri = next((os.environ[v] for v in variables.url_env if os.environ.get(v)), None)
         if not uri:
             raise BackendConfigError(
                 f"the {backend} backend needs a location: pass uri='postgresql://...' or set "
-                + " or ".join(variables)
+                + " or ".join(variables.url_env)
             )
         try:
             parts = urlsplit(uri)
@@ -144,14 +189,14 @@ class SqlConfig:
         )
         _require_tls_files(kept, backend, redact_uri(uri))
         schema = options.pop("schema", None) or (uri_schema[-1] if uri_schema else None)
-        schema = schema or os.environ.get(ENV_SCHEMA) or "public"
+        schema = schema or _env(variables.schema_env) or "public"
         if not _IDENT.match(schema):
             raise BackendConfigError(
                 f"{backend} schema must be a plain identifier (letters, digits, _), got {schema!r}"
             )
         dims = options.pop("dimensions", None)
         if dims is None:
-            dims = os.environ.get(ENV_DIMENSIONS) or None
+            dims = _env(variables.dimensions_env) or None
         explicit = dims is not None
         if dims is None:
             dims = DEFAULT_DIMENSIONS
@@ -172,14 +217,18 @@ class SqlConfig:
             dimensions_explicit=explicit,
             backend=backend,
             shards=_shards(options.pop("shards", None), uri, from_env),
+            variables=variables,
         )
         if options:
             raise BackendConfigError(
                 f"unknown {backend} option(s): " + ", ".join(sorted(options))
-                + " (known: schema, dimensions, connect_timeout, statement_timeout_ms, "
-                "pool_size, create_tables, shards)"
+                + f" (known: {', '.join(option_names(variables.settings()))})"
             )
         return config
+
+
+def _env(variable: str | None) -> str | None:
+    return os.environ.get(variable) if variable else None
 
 
 def _shards(given: Any, uri: str, from_env: bool) -> tuple[str, ...]:
@@ -234,3 +283,7 @@ def database_key(conninfo: str) -> tuple:
         return (conninfo,)
     return ((parts.hostname or "").lower(), port or 5432, parts.path.strip("/"),
             parts.username or "", parts.query if not parts.hostname else "")
+
+
+#: every setting of the postgres backend
+SETTINGS: tuple[Setting, ...] = POSTGRES_VARIABLES.settings()

@@ -9,7 +9,7 @@ from typing import Any, Iterator, Sequence
 
 from backends.errors import BackendConfigError
 from backends.postgres.config import SqlConfig
-from backends.postgres.pool import ConnectionPool
+from backends.postgres.pool import ConnectionHook, ConnectionPool
 from backends.postgres.schema import ENGINE_LAYOUT, SqlLayout, Tables, ensure_group
 
 #: SQLSTATEs meaning "our table (or its schema) is not there": undefined_table,
@@ -27,11 +27,15 @@ def is_absent_table_error(exc: BaseException) -> bool:
 
 
 class Database:
-    def __init__(self, config: SqlConfig, layout: SqlLayout = ENGINE_LAYOUT) -> None:
+    def __init__(self, config: SqlConfig, layout: SqlLayout = ENGINE_LAYOUT, *,
+                 prepare_connection: ConnectionHook | None = None) -> None:
+        """``prepare_connection`` is the backend's connection hook (see
+        :mod:`backends.postgres.pool`), run on the connections of typed reads and of
+        writes to a group that needs an extension."""
         self.config = config
         self.layout = layout
         self.tables = Tables(config.schema)
-        self.pool = ConnectionPool(config)
+        self.pool = ConnectionPool(config, prepare_connection=prepare_connection)
         self._provisioned: set[str] = set()
         self._lock = threading.Lock()
         self._deployed_dimensions: int | None = None
@@ -39,7 +43,7 @@ class Database:
     @property
     def dimensions(self) -> int:
         """The embedding width in force: the configured one when it was given, else the
-        deployed ``vector(n)`` column of the layout, else the default."""
+        deployed width of the layout's sized column, else the default."""
         if self.config.dimensions_explicit:
             return self.config.dimensions
         if self._deployed_dimensions is None:
@@ -47,7 +51,8 @@ class Database:
         return self._deployed_dimensions or self.config.dimensions
 
     def deployed_dimensions(self) -> int | None:
-        """``n`` of the layout's ``vector(n)`` column, or None when there is none."""
+        """The type modifier (``n`` of ``type(n)``) of the layout's sized column, or None
+        when there is none."""
         sized = self.layout.sized_column
         if sized is None:
             return None
@@ -64,8 +69,8 @@ class Database:
         return self.read(work, lambda: None)
 
     @contextmanager
-    def connection(self, *, vector: bool = False) -> Iterator[Any]:
-        with self.pool.connection(vector=vector) as conn:
+    def connection(self, *, typed: bool = False) -> Iterator[Any]:
+        with self.pool.connection(typed=typed) as conn:
             yield conn
 
     def provision(self, name: str, *, explicit: bool = False) -> None:
@@ -92,7 +97,7 @@ class Database:
                 else:
                     executed = ensure_group(conn, self.tables, group, self.dimensions)
                     if executed and group.extension:
-                        self.pool.forget_vector_registration()
+                        self.pool.forget_prepared_connections()
             self._provisioned.add(name)
 
     def forget_provisioning(self) -> None:
@@ -105,11 +110,11 @@ class Database:
     def write(self, name: str, work):
         """Run ``work(conn)`` after provisioning the group ``name``; if the tables vanished
         since (dropped by an operator), provision again and retry once. A group that
-        needs an extension writes on connections with its types registered."""
+        needs an extension writes on connections the backend's hook has prepared."""
         self.provision(name)
         typed = self.layout.group(name).extension is not None
         try:
-            with self.connection(vector=typed) as conn:
+            with self.connection(typed=typed) as conn:
                 return work(conn)
         except Exception as exc:
             if not is_absent_table_error(exc):
@@ -117,7 +122,7 @@ class Database:
             with self._lock:
                 self._provisioned.discard(name)
         self.provision(name)
-        with self.connection(vector=typed) as conn:
+        with self.connection(typed=typed) as conn:
             return work(conn)
 
     def stream(self, sql: str, args: Sequence[Any], batch: int = 5000) -> Iterator[Any]:
@@ -134,18 +139,19 @@ class Database:
                 raise
 
     def session_tables(self) -> tuple[str, ...]:
-        """Tables besides the state whose rows belong to a session and go with it: every
-        flavour's, whether or not this backend's layout provisions them (a ``postgres``
-        adapter deleting a session of a pgvector database takes its items too)."""
-        from backends.postgres.schema import FLAVOUR_TABLES
+        """Tables besides the state whose rows belong to a session and go with it: this
+        layout's and those of every backend sharing the database, whether or not this
+        backend provisions them (deleting a session takes a flavour's rows too)."""
+        from backends.postgres.schema import companion_tables
 
-        return FLAVOUR_TABLES
+        return companion_tables(self.config.backend, self.layout)
 
-    def read(self, work, absent, *, vector: bool = False):
+    def read(self, work, absent, *, typed: bool = False):
         """Run ``work(conn)``; a missing table or schema means nothing is stored, so the
-        read answers ``absent()`` instead of creating anything."""
+        read answers ``absent()`` instead of creating anything. ``typed``: on a connection
+        the backend's hook has prepared."""
         try:
-            with self.connection(vector=vector) as conn:
+            with self.connection(typed=typed) as conn:
                 return work(conn)
         except Exception as exc:
             if is_absent_table_error(exc):

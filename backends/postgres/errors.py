@@ -20,7 +20,7 @@ from backends.redaction import redact_uri
 
 
 def missing_driver(backend: str, module: str) -> MissingDriver:
-    """The MissingDriver for ``backend`` (``postgres`` or ``pgvector``) lacking ``module``,
+    """The MissingDriver for ``backend`` (the backend built on this base) lacking ``module``,
     naming the extra its declaration in :mod:`backends.info` installs."""
     from backends.info import declared
 
@@ -34,19 +34,6 @@ def load_psycopg(backend: str = "postgres") -> Any:
     except ImportError as exc:
         raise missing_driver(backend, "psycopg") from exc
     return psycopg
-
-
-def register_vector_type(conn: Any) -> bool:
-    """Teach this connection the ``vector`` type if the extension exists (else False)."""
-    try:
-        from pgvector.psycopg import register_vector
-    except ImportError as exc:
-        raise missing_driver("pgvector", "pgvector") from exc
-    try:
-        register_vector(conn)
-    except Exception:  # noqa: BLE001 - psycopg.ProgrammingError: no vector type in the database
-        return False
-    return True
 
 
 # SQLSTATEs: 28xxx invalid authorization, 42501 insufficient privilege; serialization

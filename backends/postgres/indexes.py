@@ -6,13 +6,12 @@ Drift is judged on access method, key columns, operator classes (``vector_cosine
 uniqueness, validity, the dimension of the embedding column the vector index covers, and
 the HNSW build options (``m``, ``ef_construction``: an index rebuilt with ``m = 8`` has
 another recall/latency trade-off than the one planned, so it is drift). An option not
-set on the index counts as pgvector's default.
+set on the index counts as the access method's default.
 
 What is managed is the database's :class:`~backends.postgres.schema.SqlLayout`: for
 ``postgres`` exactly what the engine's schema needs (the two tables, their primary keys
-and ``ix_semvec_memory_events_user_id``); ``pgvector``'s layout
-(:mod:`backends.pgvector.schema`) adds its item table, indexes and a recommended
-extended-statistics object, which ``ensure`` creates and ANALYZEs.
+and ``ix_semvec_memory_events_user_id``); a flavour's layout adds its tables, indexes and
+extended-statistics objects, which ``ensure`` creates (and ANALYZEs).
 """
 
 from __future__ import annotations
@@ -331,7 +330,7 @@ class SqlIndexManager:
             if apply:
                 ensure_group(conn, self._db.tables, group, dims)
         if apply and absent:
-            self._db.pool.forget_vector_registration()
+            self._db.pool.forget_prepared_connections()
             found, absent, column_type = self._catalog(conn)
         for key in self._manifest:
             report = self._judge(key, found, absent, column_type, dims)

@@ -3,7 +3,7 @@ list (``SEMVEC_STATE_DB_SHARDS``, ENGINE-WIRE section 10), decided here and nowh
 
 A deployment is a primary (``DATABASE_URL``: the engine's metadata, and the events
 appended outside a turn) plus an ordered list of shards holding the session state, the
-events of each turn and (pgvector) the items, each on its session's shard. With no
+events of each turn and (a flavour's) the items, each on its session's shard. With no
 shard list the primary is the only shard. A session's shard is rendezvous hashing over
 the list ORDER: the index ``i`` with the largest ``blake2b(f"{i}:{session_id}")`` digest
 (compared as bytes); the DSN text plays no part, so reordering the list moves sessions.

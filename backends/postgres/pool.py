@@ -1,7 +1,10 @@
 """The SQL backends' connection pool: psycopg_pool's, configured from the URI.
 
 Connections run in autocommit mode with the statement timeout and UTC set once per
-connection; callers open explicit transactions, and a connection handed back inside
+connection. A backend built on this base may hand the pool its own connection hook
+(``prepare_connection``, e.g. teaching a connection an extension's types): the pool runs
+it on a borrowed connection when the borrower asks (``typed=True``), once per connection
+once it succeeds. Callers open explicit transactions, and a connection handed back inside
 one is rolled back by the pool (a broken one is discarded). What psycopg_pool adds over
 a hand-rolled pool: each connection is checked when it is handed out (a connection the
 server dropped, after a restart, a failover or ``pg_terminate_backend``, is replaced
@@ -33,12 +36,12 @@ import logging
 import threading
 import weakref
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.errors import BackendConfigError, BackendUnreachable
 from backends.postgres.config import SqlConfig
-from backends.postgres.errors import load_psycopg, translate_error, register_vector_type
+from backends.postgres.errors import load_psycopg, translate_error
 
 #: the URI query parameters read here, with their defaults
 POOL_PARAMETERS: dict[str, Any] = {"pool_max_lifetime": 3600.0, "pool_max_idle": 600.0,
@@ -104,17 +107,24 @@ def _load_pool_class(backend: str = "postgres") -> Any:
     return DriverPool
 
 
+#: a backend's connection hook: prepares one connection, True when done (False: the
+#: database cannot yet, e.g. its extension is not created; asked again on the next use)
+ConnectionHook = Callable[[Any], bool]
+
+
 class ConnectionPool:
-    def __init__(self, config: SqlConfig) -> None:
+    def __init__(self, config: SqlConfig, *,
+                 prepare_connection: ConnectionHook | None = None) -> None:
         self._config = config
+        self._prepare = prepare_connection
         self._conninfo, self._settings = split_pool_parameters(config.conninfo,
                                                                config.display_uri)
         self._pool: Any = None
         self._full_check: Any = None
         self._closed = False
         self._lock = threading.Lock()
-        #: connections that have the ``vector`` type registered
-        self._vector_ready: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        #: connections the hook has prepared
+        self._prepared: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -219,14 +229,14 @@ class ConnectionPool:
             ) from exc
 
     @contextmanager
-    def connection(self, *, vector: bool = False) -> Iterator[Any]:
-        """Borrow a connection; with ``vector=True`` the ``vector`` type is registered
-        (when the extension exists). Driver errors surface mapped to our categories."""
+    def connection(self, *, typed: bool = False) -> Iterator[Any]:
+        """Borrow a connection; with ``typed=True`` the backend's connection hook has run
+        on it (when the database allows). Driver errors surface mapped to our categories."""
         conn = self._getconn()
         try:
-            if vector and conn not in self._vector_ready:
-                if register_vector_type(conn):
-                    self._vector_ready.add(conn)
+            if typed and self._prepare is not None and conn not in self._prepared:
+                if self._prepare(conn):
+                    self._prepared.add(conn)
             yield conn
         except Exception as exc:
             mapped = translate_error(exc, self._config.display_uri, action="a query")
@@ -251,9 +261,10 @@ class ConnectionPool:
             except Exception:  # noqa: BLE001
                 pass
 
-    def forget_vector_registration(self) -> None:
-        """After the extension is created, connections must register the type anew."""
-        self._vector_ready = weakref.WeakSet()
+    def forget_prepared_connections(self) -> None:
+        """After an extension is created, connections must be prepared anew (its types
+        have new identities)."""
+        self._prepared = weakref.WeakSet()
 
     def close(self) -> None:
         with self._lock:

@@ -30,7 +30,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from backends.postgres.schema import STATE_GROUP
+from backends.postgres.schema import STATE_GROUP, shared_layouts
 
 if TYPE_CHECKING:  # pragma: no cover
     from backends.postgres.database import Database
@@ -201,9 +201,12 @@ def _ensure_tables(owner: "Database", tables: Iterable[str]) -> None:
     for table in tables:
         groups = [g for g in owner.layout.groups if table in g.tables]
         if not groups:
+            keepers = [name for name, layout in shared_layouts(owner.config.backend)
+                       if table in layout.tables]
             raise RelocationRefused(
                 f"the session's shard has no table {table} in this backend's layout: "
-                "use the backend that keeps it (pgvector), or semvecctl indexes ensure")
+                f"use the backend that keeps it ({' or '.join(keepers) or 'its own'}), "
+                "or semvecctl indexes ensure")
         owner.provision(groups[0].name)
 
 

@@ -1,4 +1,4 @@
-"""Table layout of the SQL backends (``postgres``, ``pgvector``) and the DDL that provisions it.
+"""Table layout of the SQL backends built on this base and the DDL that provisions it.
 
 Table creation policy (operators asked for no surprises):
 
@@ -15,31 +15,22 @@ Table creation policy (operators asked for no surprises):
   ``ix_semvec_memory_events_user_id``, because the engine creates it with its table.
 
 State and events use the engine's tables exactly (``semvec_session_state``,
-``semvec_memory_events``), shared by the ``postgres`` and ``pgvector`` backends, so an
-engine deployment can switch between them and keep every session. A flavour adds its
-own tables, indexes and statistics as a :class:`SqlLayout` of its own (``pgvector``'s is
-:data:`backends.pgvector.schema.PGVECTOR_LAYOUT`): this module provisions whatever
-layout it is given and names none of a flavour's DDL.
+``semvec_memory_events``), shared by every backend built on this base, so an engine
+deployment can switch between them and keep every session. A flavour adds its own
+tables, indexes and statistics as a :class:`SqlLayout` of its own, declared in its
+``BackendInfo.sql_layout``: this module provisions whatever layout it is given and names
+none of a flavour's tables or DDL.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable
 
 STATE_TABLE = "semvec_session_state"
 EVENTS_TABLE = "semvec_memory_events"
 EVENTS_USER_INDEX = "ix_semvec_memory_events_user_id"
-#: Tables a flavour adds to the engine's schema, their rows keyed by ``session_id``. Every
-#: SQL backend reads one database whatever flavour provisioned it, so none reports
-#: another's table as unknown (doctor) or leaves its rows behind when a session is
-#: deleted; a flavour's layout adds only tables named here (a test holds it to that).
-FLAVOUR_TABLES = ("semvec_memory_items",)
-
-#: Tables an older semvecctl pgvector created (engine-incompatible shapes); reported by
-#: health, never read or written.
-LEGACY_TABLES = ("compliance_events", "compliance_event_counters")
-
 #: advisory-lock key serialising DDL across processes ("semvecdd" as an int64)
 _DDL_LOCK_KEY = 0x73656D7665636464
 
@@ -185,6 +176,9 @@ class SqlLayout:
     statistics: tuple[StatisticsObject, ...] = ()
     #: (table, column) whose type is ``vector(n)``: the deployed embedding width
     sized_column: tuple[str, str] | None = None
+    #: tables an older release of the backend created (engine-incompatible shapes):
+    #: reported by health and doctor, never read or written
+    legacy_tables: tuple[str, ...] = ()
 
     def group(self, name: str) -> TableGroup:
         for group in self.groups:
@@ -209,6 +203,47 @@ ENGINE_INDEXES: tuple[IndexKey, ...] = (
 STATE = TableGroup(STATE_GROUP, (STATE_TABLE, EVENTS_TABLE), lambda t, _dims: state_ddl(t))
 #: the ``postgres`` backend: the engine's layout and nothing else
 ENGINE_LAYOUT = SqlLayout((STATE,), ENGINE_INDEXES)
+
+
+@lru_cache(maxsize=None)
+def shared_layouts(backend: str) -> tuple[tuple[str, SqlLayout], ...]:
+    """(backend, layout) of every declared backend sharing ``backend``'s URI schemes that
+    declares a layout (``BackendInfo.sql_layout``, loaded by name: this base imports no
+    flavour). Every backend built on this base reads one database whatever backend
+    provisioned it, so none reports another's table as unknown (doctor) or leaves its rows
+    behind when a session is deleted."""
+    import importlib
+
+    from backends.info import KNOWN_INFO, known
+
+    own = known(backend)
+    if own is None:
+        return ()
+    found = []
+    for info in KNOWN_INFO:
+        if info.sql_layout and set(info.schemes) & set(own.schemes):
+            module, _, name = info.sql_layout.partition(":")
+            found.append((info.name, getattr(importlib.import_module(module), name)))
+    return tuple(found)
+
+
+def companion_tables(backend: str, layout: SqlLayout) -> tuple[str, ...]:
+    """Tables besides the state whose rows are keyed by ``session_id``: ``layout``'s and
+    those of the layouts ``backend`` shares a database with (:func:`shared_layouts`)."""
+    tables = list(layout.tables)
+    for _name, other in shared_layouts(backend):
+        tables += other.tables
+    return tuple(t for t in dict.fromkeys(tables) if t not in (STATE_TABLE, EVENTS_TABLE))
+
+
+def legacy_tables(backend: str, layout: SqlLayout) -> dict[str, str]:
+    """Legacy table -> the backend whose older release created it (``layout``'s own, then
+    those of :func:`shared_layouts`)."""
+    found = {t: backend for t in layout.legacy_tables}
+    for name, other in shared_layouts(backend):
+        for table in other.legacy_tables:
+            found.setdefault(table, name)
+    return found
 
 
 def has_copy_types(conn: Any, table: str) -> bool:

@@ -223,7 +223,7 @@ def damage_of(session_id: str, blob_present: Any, version: Any) -> str:
 @speaks_both_conventions
 class SqlStateStore(DerivedReads):
     """StateStoreProtocol over the engine's ``semvec_session_state`` table (plus the
-    operator seams it can serve). Shared by the ``postgres`` and ``pgvector`` backends.
+    operator seams it can serve). Shared by every backend built on this base.
 
     Reads are strict: a NULL ``state_blob`` or a NULL / below-1 ``version`` raises
     :class:`CorruptState` naming the session and the field. The layout keeps no blob
@@ -409,8 +409,8 @@ class SqlStateStore(DerivedReads):
     def _delete_items(self, conn: Any, db: Database, session_id: str) -> None:
         """The deleted session's rows in the flavours' tables (the item mirror: every
         owner's, they belong to the session), in the caller's transaction; nothing where
-        such a table does not exist (the ``postgres`` layout, or pgvector before its first
-        item)."""
+        such a table does not exist (the ``postgres`` layout, or a flavour's before its
+        first row)."""
         for table in db.session_tables():
             qualified = db.tables.of(table)
             if conn.execute("SELECT to_regclass(%s)", (qualified,)).fetchone()[0] is None:

@@ -1,4 +1,5 @@
-"""Redis connection settings: URI, environment and adapter options in one place.
+"""Redis connection settings: URI, environment and adapter options in one place, declared
+in :data:`SETTINGS` (the table ``semvecctl config settings redis`` renders).
 
 Cluster mode is explicit, never guessed: ``?cluster=true`` on the URI (or the adapter
 option ``cluster=True``) selects redis-py's RedisCluster client. Auto-detecting it would
@@ -18,6 +19,7 @@ from backends.errors import BackendConfigError
 from backends.info import declared, declared_ttl_env
 from backends.redaction import redact_uri
 from backends.selection import InvalidURI
+from backends.settings import FALSE, TRUE, Setting, option_names
 
 _INFO = declared("redis")
 DEFAULT_URL = "redis://localhost:6379/0"
@@ -25,11 +27,27 @@ ENV_URL = _INFO.uri_env[0]
 ENV_TTL = declared_ttl_env("redis")
 SCHEMES = _INFO.schemes
 CLUSTER_PARAM = "cluster"
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off", "")
+_TRUE, _FALSE = TRUE, FALSE
 
 DEFAULT_CONNECT_TIMEOUT_S = 3.0
 DEFAULT_SOCKET_TIMEOUT_S = 5.0
+
+#: every setting of the redis backend (the resolver below reads them)
+SETTINGS: tuple[Setting, ...] = (
+    Setting("uri", ENV_URL, "URI", DEFAULT_URL,
+            "where Redis is: redis://, rediss:// (TLS) or unix://; ?cluster=true for a Redis "
+            "Cluster", secret=True, option=False),
+    Setting("connect_timeout", None, "seconds", DEFAULT_CONNECT_TIMEOUT_S,
+            "time allowed to connect"),
+    Setting("socket_timeout", None, "seconds", DEFAULT_SOCKET_TIMEOUT_S,
+            "time allowed for a reply"),
+    Setting("timeout", None, "seconds", None, "sets both timeouts at once (--timeout)"),
+    Setting("ttl_seconds", ENV_TTL, "whole seconds", 0,
+            "per-session TTL re-applied on each write (0: no expiry)"),
+    Setting("retries", None, "int >= 0", 1, "retries of a failed connection or command"),
+    Setting("max_connections", None, "int >= 1", None, "the connection pool's size"),
+    Setting("cluster", None, "bool", False, "a Redis Cluster (beats ?cluster= on the URI)"),
+)
 
 
 def _positive_float(name: str, value: Any) -> float:
@@ -133,8 +151,7 @@ class RedisSettings:
         ``cluster`` (option) beats ``?cluster=`` (URI), which is stripped from the URL.
         """
         env = os.environ if environ is None else environ
-        known = {"connect_timeout", "socket_timeout", "timeout", "ttl_seconds", "retries",
-                 "max_connections", "cluster"}
+        known = set(option_names(SETTINGS))
         unknown = sorted(set(options) - known)
         if unknown:
             raise BackendConfigError(

@@ -1,10 +1,11 @@
-"""``semvecctl config view|get-profiles|use-profile|set-profile``: the configuration,
-kubectl style, with every secret redacted.
+"""``semvecctl config view|settings|get-profiles|use-profile|set-profile``: the
+configuration, kubectl style, with every secret redacted.
 
 ``view`` answers "which store will a command talk to, and why": the config file in use,
 the selected profile and what selected it, every profile, every variable that changes
 what a command does, and the connection that flags, environment and profile resolve to.
-``use-profile`` and ``set-profile`` edit the config file atomically (temp file and
+``settings`` renders each backend's settings table (:mod:`backends.settings`; its
+Markdown is what the docs show). ``use-profile`` and ``set-profile`` edit the config file atomically (temp file and
 rename, mode 0600). URIs are redacted and option values whose name suggests a secret are
 masked; nothing here ever prints a credential.
 """
@@ -20,7 +21,8 @@ from semvecctl.commands import help_of
 from semvecctl.completers import complete_profile
 from semvecctl.connection import Connection, URI_ENV
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, Output, ProfileBackend, ProfileUri, Uri
+from semvecctl.options import (AdapterFactory, Backend, DocFormat, DocOutput, Output,
+                               ProfileBackend, ProfileUri, Uri)
 from semvecctl.output import Column, OutputFormat
 
 NAME = "config"
@@ -66,8 +68,11 @@ def view(
     spec = conn.spec
 
     environment = {ENV_VAR: os.environ.get(ENV_VAR) or None}
+    secret = _secret_variables()
     for var in _variables():
         value = os.environ.get(var)
+        if value and var in secret and "://" not in value:
+            app.remember_secret_value(value)  # a secret without a URI's shape: masked whole
         environment[var] = app.scrub(redact_uri(value) if value and "://" in value else value) \
             if value else None
     document = {
@@ -121,14 +126,70 @@ def view(
 
 
 def _variables() -> list[str]:
-    """Every variable ``view`` shows: each backend's URI variables, then the rest of
-    :data:`semvecctl.config.BEHAVIOUR_VARIABLES`."""
+    """Every variable ``view`` shows: each backend's URI variables, every variable of the
+    backends' settings tables, then :data:`semvecctl.config.BEHAVIOUR_VARIABLES`."""
     from backends.info import KNOWN_INFO
+    from backends.settings import declared_settings, variables
 
     from semvecctl.config import BEHAVIOUR_VARIABLES
 
     uri_vars = sorted({var for info in KNOWN_INFO for var in info.uri_env} | set(URI_ENV.values()))
-    return list(dict.fromkeys(uri_vars + list(BEHAVIOUR_VARIABLES)))
+    table_vars = [v for table in declared_settings().values() for v in variables(table)]
+    return list(dict.fromkeys(uri_vars + table_vars + list(BEHAVIOUR_VARIABLES)))
+
+
+def _secret_variables() -> set[str]:
+    """Variables whose values ``view`` never prints: the backends' declared secrets and
+    every table's secret settings."""
+    from backends.info import KNOWN_INFO
+    from backends.settings import declared_settings, secret_variables
+
+    return ({v for info in KNOWN_INFO for v in info.secret_variables}
+            | {v for table in declared_settings().values() for v in secret_variables(table)})
+
+
+def settings_markdown(backend: str) -> str:
+    """The settings of ``backend`` as a Markdown table (name | variable | type | default |
+    meaning), as the docs show them; a backend without a table gets an empty one."""
+    from backends.settings import markdown, settings_of
+
+    return markdown(settings_of(backend))
+
+
+@app.command("settings")
+def settings(
+    backend: Optional[str] = typer.Argument(None, help="The backend whose settings to list "
+                                                       "(default: every backend's).",
+                                            show_default=False),
+    output: DocOutput = DocFormat.table,
+) -> None:
+    """Each backend's settings, declared once in its config: option, variable, type,
+    default and meaning (secret ones are marked; no value is read or printed)."""
+    from backends.registry import fold_name
+    from backends.settings import declared_settings, markdown
+
+    app_ = current()
+    tables = declared_settings()
+    if backend is not None:
+        name = fold_name(backend)
+        if name not in tables:
+            app_.abort(f"no settings declared for backend {backend!r}; backends with settings: "
+                       f"{', '.join(sorted(tables))}", ExitCode.USAGE)
+        tables = {name: tables[name]}
+    if output == DocFormat.markdown:
+        app_.output.write("\n".join(f"### {name}\n\n{markdown(table)}"
+                                     for name, table in tables.items()).rstrip("\n"))
+        return
+    rows = [{"backend": name, "name": row.name, "variables": list(row.variables),
+             "type": row.type, "default": row.default, "secret": row.secret,
+             "option": row.option, "meaning": row.help}
+            for name, table in tables.items() for row in table]
+    app_.output.emit({"settings": rows}, output.value, rows=rows, columns=[
+        Column("BACKEND", "backend"), Column("NAME", "name", style="bold"),
+        Column("VARIABLE", lambda r: ", ".join(r["variables"]) or None),
+        Column("TYPE", "type"), Column("DEFAULT", lambda r: None if r["default"] is None
+                                       else str(r["default"])),
+        Column("SECRET", lambda r: "yes" if r["secret"] else ""), Column("MEANING", "meaning")])
 
 
 def _profile_rows(config: Any, selected: str | None) -> list[dict[str, Any]]:
@@ -181,7 +242,8 @@ def set_profile(
     uri: ProfileUri = None,
     backend: ProfileBackend = None,
     database: Optional[str] = typer.Option(None, "--database", show_default=False,
-                                           help="MongoDB database (as SEMVEC_MONGO_DB)."),
+                                           help="MongoDB database (the mongo backend's "
+                                                "database setting; see config settings mongo)."),
 ) -> None:
     """Create a profile or change the fields given (kubectl's set-context); other
     profiles and fields are kept."""

@@ -65,6 +65,9 @@ def test_pgvector_holds_only_what_it_adds():
     shared = {"pool", "database", "state", "events", "indexes", "placement", "relocation"}
     present = {p.stem for p in (ROOT / "backends" / "pgvector").glob("*.py")}
     assert not (present & shared), f"shared SQL modules in backends/pgvector/: {present & shared}"
+    # its config.py says which variables it reads; the resolver is the base's
+    config = text_of(ROOT / "backends" / "pgvector" / "config.py")
+    assert "class SqlConfig" not in config and "def resolve" not in config
     imported = {node.module for node in ast.walk(tree_of(ROOT / "backends" / "pgvector" / "adapter.py"))
                 if isinstance(node, ast.ImportFrom) and node.module}
     assert any(m.startswith("backends.postgres") for m in imported)
@@ -82,19 +85,21 @@ def _code_strings(path: Path) -> list[str]:
 
 def test_the_shared_sql_layer_holds_no_flavour_ddl():
     """The item table's DDL, its vector and text indexes and its statistics are pgvector's
-    (backends/pgvector/schema.py); sql/ provisions the layout it is given and knows a
-    flavour's tables by name only (FLAVOUR_TABLES), so no backend misreads another's."""
+    (backends/pgvector/schema.py); the postgres base provisions the layout it is given and
+    learns a flavour's tables from the layout its BackendInfo declares, so no backend
+    misreads another's: a ``postgres`` adapter knows pgvector's tables and takes their rows
+    along."""
     from backends.pgvector.schema import PGVECTOR_LAYOUT
-    from backends.postgres.schema import ENGINE_LAYOUT, FLAVOUR_TABLES
+    from backends.postgres.schema import ENGINE_LAYOUT, companion_tables, legacy_tables
 
     for path in sorted((ROOT / "backends" / "postgres").glob("*.py")):
         code = " ".join(_code_strings(path)).lower()
-        for word in ("vector(", "hnsw", "tsvector", "semvec_items_", "semvec_memory_items"):
-            if word == "semvec_memory_items" and path.name == "schema.py":
-                continue  # FLAVOUR_TABLES: the name, nothing else
+        for word in ("vector(", "hnsw", "tsvector", "semvec_items_", "semvec_memory_items",
+                     "compliance_event"):
             assert word not in code, f"{path.name} spells {word!r}"
     added = set(PGVECTOR_LAYOUT.tables) - set(ENGINE_LAYOUT.tables)
-    assert added and added <= set(FLAVOUR_TABLES)
+    assert added and added <= set(companion_tables("postgres", ENGINE_LAYOUT))
+    assert set(PGVECTOR_LAYOUT.legacy_tables) <= set(legacy_tables("postgres", ENGINE_LAYOUT))
     assert set(ENGINE_LAYOUT.indexes) < set(PGVECTOR_LAYOUT.indexes)
 
 
@@ -105,3 +110,15 @@ def test_selection_names_no_backend_module():
     from backends.info import declared
 
     assert declared("pgvector").detect == "backends.pgvector.detect:DETECTOR"
+
+
+def test_the_postgres_base_never_names_pgvector():
+    """backends/postgres/ is generic, as SQLAlchemy's dialect base is: a flavour passes its
+    layout, connection hook and variables; not even a comment names pgvector."""
+    hits = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+            for path in sorted((ROOT / "backends" / "postgres").rglob("*"))
+            if path.is_file() and "__pycache__" not in path.parts
+            for n, line in enumerate(path.read_text(encoding="utf-8",
+                                                    errors="replace").splitlines(), 1)
+            if "pgvector" in line.lower()]
+    assert not hits, "backends/postgres/ names pgvector:\n" + "\n".join(hits)

@@ -41,23 +41,24 @@ def test_no_uri_and_no_env_is_a_config_error(monkeypatch):
 
 
 def test_the_location_comes_from_our_variable_then_the_engines(monkeypatch):
+    from backends.pgvector.config import PGVECTOR_VARIABLES
     from backends.postgres.config import SqlConfig
 
     monkeypatch.setenv("DATABASE_URL", "postgresql+psycopg://u:pw@engine-host/db")
     monkeypatch.delenv("SEMVEC_PGVECTOR_URL", raising=False)
-    config = SqlConfig.resolve(None, {}, backend="pgvector")
+    config = SqlConfig.resolve(None, {}, variables=PGVECTOR_VARIABLES)
     assert config.conninfo == "postgresql://u:pw@engine-host/db"  # SQLAlchemy's +driver dropped
     assert "pw" not in config.display_uri
     monkeypatch.setenv("SEMVEC_PGVECTOR_URL", "postgresql://ours/db")
-    assert SqlConfig.resolve(None, {}, backend="pgvector").conninfo == "postgresql://ours/db"
+    assert SqlConfig.resolve(None, {}, variables=PGVECTOR_VARIABLES).conninfo == "postgresql://ours/db"
     # the postgres backend reads the engine's variable only, and says so
-    assert SqlConfig.resolve(None, {}, backend="postgres").conninfo == \
+    assert SqlConfig.resolve(None, {}).conninfo == \
         "postgresql://u:pw@engine-host/db"
     monkeypatch.delenv("DATABASE_URL")
     with pytest.raises(BackendConfigError, match="postgres backend needs a location.*DATABASE_URL"):
-        SqlConfig.resolve(None, {}, backend="postgres")
+        SqlConfig.resolve(None, {})
     with pytest.raises(BackendConfigError, match="postgres option pool_size"):
-        SqlConfig.resolve("postgresql://h/db", {"pool_size": 0}, backend="postgres")
+        SqlConfig.resolve("postgresql://h/db", {"pool_size": 0})
 
 
 def test_env_supplies_uri_dimensions_and_schema(monkeypatch):

@@ -107,7 +107,7 @@ def test_a_tiny_session_in_a_big_table_still_gets_k_results(pgvector_adapter_fac
     target = items_for(25, seed=5, prefix="t")
     # a crowd of other sessions sitting right next to the query vector
     q = target[0].embedding
-    with adapter._db.connection(vector=True) as conn:
+    with adapter._db.connection(typed=True) as conn:
         from pgvector import Vector
 
         rows = []
@@ -240,7 +240,7 @@ def test_why_iterative_scan_is_on_a_filtered_hnsw_scan_shrinks_without_it(pgvect
     adapter.ensure_schema()
     rng = random.Random(3)
     q = vec(rng)
-    with adapter._db.connection(vector=True) as conn:
+    with adapter._db.connection(typed=True) as conn:
         rows = [("crowd", f"c{n}", Vector([x + rng.uniform(-0.01, 0.01) for x in q]), "x")
                 for n in range(3000)]
         rows += [("small", f"s{n}", Vector(list(vec(rng))), "y") for n in range(30)]
@@ -248,7 +248,7 @@ def test_why_iterative_scan_is_on_a_filtered_hnsw_scan_shrinks_without_it(pgvect
             cur.executemany("INSERT INTO semvec_memory_items (session_id, item_id, embedding, text)"
                             " VALUES (%s, %s, %s, %s)", rows)
     adapter.ensure_indexes()
-    with adapter._db.connection(vector=True) as conn:
+    with adapter._db.connection(typed=True) as conn:
         conn.execute("ANALYZE semvec_memory_items")
         counts = {}
         for setting in ("off", "relaxed_order"):
@@ -367,7 +367,7 @@ def test_exact_search_against_hnsw_on_the_same_store(pgvector_adapter_factory):
     owner_sql, owner_params = owner_clause("acme")
     sql, params = backend._statement(["semantic", "recency"], "exact", 10, CANDIDATE_POOL,
                                      ctx, owner_sql, owner_params, list(q), "")
-    with adapter._db.connection(vector=True) as conn, conn.transaction():
+    with adapter._db.connection(typed=True) as conn, conn.transaction():
         conn.execute("SET LOCAL enable_seqscan = off")
         conn.execute("SET LOCAL enable_sort = off")
         shown = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params))

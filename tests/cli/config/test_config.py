@@ -98,6 +98,39 @@ def test_config_view_shows_every_variable_the_source_reads(cfg, monkeypatch):
     assert "$SEMVEC_SQL_SESSION_TTL_S" in table.stdout and "hidden7" not in table.output
 
 
+def test_config_settings_lists_every_declared_variable_in_each_format(cfg):
+    from backends.info import KNOWN_INFO
+    from backends.settings import declared_settings, variables
+
+    tables = declared_settings()
+    assert {"redis", "mongo", "postgres", "pgvector"} <= set(tables)
+    declared = {v for table in tables.values() for v in variables(table)}
+    # the backends' own facts are among them: every URI variable of a backend with a table
+    assert {v for i in KNOWN_INFO if i.name in tables for v in i.uri_env} <= declared
+    doc = json.loads(run(cfg, "config", "settings", "-o", "json").stdout)
+    assert declared == {v for row in doc["settings"] for v in row["variables"]}
+    markdown = run(cfg, "config", "settings", "-o", "markdown")
+    table = run(cfg, "config", "settings")
+    assert markdown.exit_code == 0 and table.exit_code == 0
+    assert "| name | variable | type | default | meaning |" in markdown.stdout
+    for variable in declared:
+        assert f"`{variable}`" in markdown.stdout and variable in table.stdout, variable
+    one = run(cfg, "config", "settings", "mongo", "-o", "markdown").stdout
+    assert "`SEMVEC_MONGO_DB`" in one and "REDIS_URL" not in one
+    unknown = run(cfg, "config", "settings", "nope")
+    assert unknown.exit_code == 2 and "mongo" in unknown.output
+
+
+def test_config_view_masks_a_secret_setting_without_a_uri_shape(cfg):
+    from backends.info import declared
+
+    variable = declared("postgres").shards_env  # a secret of the SQL backends' tables
+    assert run(cfg, "config", "set-profile", "a", "--uri", "redis://h/0").exit_code == 0
+    result = run(cfg, "config", "view", "-o", "json", env={variable: "hunter2-not-a-dsn"})
+    doc = json.loads(result.stdout)
+    assert doc["environment"][variable] == "***" and "hunter2" not in result.output
+
+
 # -- completion ------------------------------------------------------------------------------
 
 
