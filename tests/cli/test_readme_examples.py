@@ -172,7 +172,7 @@ def test_yaml_examples_parse_as_what_they_show(tmp_path):
 
     found = all_blocks("yaml")
     assert len(found) >= 2
-    for n, (source, body) in enumerate(found):
+    for n, (_source, body) in enumerate(found):
         path = tmp_path / f"example-{n}.yaml"
         path.write_text(body)
         if "known_failures:" in body:
