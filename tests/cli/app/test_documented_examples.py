@@ -1,13 +1,17 @@
-"""#15.10: every command example in README.md runs, as written, against the suite's real
-Redis and PostgreSQL (or memory), in a fresh working directory and HOME.
+"""#15.10: every command example of README.md and of the manual (docs/*.md) runs, as
+written, against the suite's real Redis and PostgreSQL (or memory), one page at a time, in
+a fresh working directory and HOME, seeded the same way for every page.
 
 What is substituted, and nothing else: the example hosts (``redis://cache…`` → the suite's
-Redis, ``postgresql://db/semvec`` → a fresh PostgreSQL database), and ``load run``'s
-``--duration`` (30 s → 1 s). What is not run, by name: installing (``pip``), the test suite
-itself, the benchmark and the MongoDB server recipes (no MongoDB can run here). A new
+Redis, ``postgresql://db/semvec`` → a fresh PostgreSQL database, ``postgresql://db/shardN``
+→ shard databases), and ``load run``'s ``--duration`` (30 s → 1 s). What is not run, by
+name: installing (``pip``), the test suite itself, building the manual (``mkdocs``, the
+docs job's), the benchmark and the MongoDB server recipes (no MongoDB can run here). A new
 example line that fits neither list is run; one that cannot be classified fails the test.
-The YAML config example is loaded with the real config parser; the Python example is
-collected and run by pytest.
+
+Examples run in-process (CliRunner on ``semvecctl.app.app``, tests/support/doc_examples.py)
+unless they need a shell or a real process. An example in a ``console`` block that shows
+output must print exactly that output. YAML, TOML and Python blocks are parsed or run.
 """
 
 from __future__ import annotations
@@ -18,17 +22,23 @@ import random
 import re
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
 
+from tests.support.doc_examples import Example, Workspace, examples_of, fenced_blocks, forget_modules, run
+
 ROOT = Path(__file__).resolve().parents[3]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = ROOT / "docs"
+PAGES: dict[str, str] = {"README.md": README, **{
+    f"docs/{p.name}": p.read_text(encoding="utf-8") for p in sorted(DOCS.glob("*.md"))}}
 
 pytestmark = pytest.mark.postgres
 
 SKIP_PREFIXES = ("pip install", "python -m pytest", "python bench/", "mongod ", "mongosh ",
-                 "SEMVEC_TEST_MONGODB_URI=")
+                 "SEMVEC_TEST_MONGODB_URI=", "mkdocs ")
 
 #: examples whose documented outcome on the suite's servers is not 0
 EXPECTED = {
@@ -42,28 +52,70 @@ EXPECTED = {
     "--min-rbo 0.6": {0, 1},
 }
 
+#: files a page's examples must have made (the examples ran, not just exited 0)
+MADE = {
+    "docs/sessions.md": ("backup.jsonl.gz", "recent.jsonl.gz", "u-17.jsonl.gz"),
+    "docs/conformance.md": ("conformance.xml", "conformance.md"),
+    "docs/indexes.md": ("indexes.md",),
+    "docs/retrieval.md": ("diff.html",),
+    "docs/erase-prune.md": ("idle.jsonl.gz", "u-17.json"),
+    "docs/configuration.md": ("home/.local/share/bash-completion/completions/semvecctl",
+                              "home/.config/semvecctl/config.yaml"),
+    "docs/observability.md": ("health.prom", "health.log"),
+    "docs/migrate.md": ("move.state", "move-receipt.json"),
+    "docs/health.md": ("shape.html",),
+}
 
-def blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
+
+def page_examples(source: str) -> list[Example]:
+    return examples_of(source, PAGES[source], EXPECTED)
 
 
-def shell_examples() -> list[str]:
-    lines: list[str] = []
-    for block in blocks("sh"):
-        joined = block.replace("\\\n", " ")
-        for line in joined.splitlines():
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            lines.append(line)
-    return lines
+def every_example() -> list[Example]:
+    return [e for source in PAGES for e in page_examples(source)]
+
+
+def runnable(line: str) -> str | None:
+    """The line to run, or None for a line skipped by name."""
+    if line.startswith("pip install") and "&& semvecctl" in line:
+        line = line.split("&& ", 1)[1]
+    if line.startswith(SKIP_PREFIXES):
+        return None
+    assert line.startswith(("semvecctl ", "python -c ", "python -m semvecctl ", "timeout ", 'eval "$(semvecctl ')), \
+        f"unclassified documented example: {line}"
+    return line
+
+
+def blocks(lang: str, text: str = README) -> list[str]:
+    return [body for found, body in fenced_blocks(text) if found == lang]
+
+
+def all_blocks(lang: str) -> list[tuple[str, str]]:
+    return [(source, body) for source, text in PAGES.items() for body in blocks(lang, text)]
+
+
+# --- the README's shape ------------------------------------------------------------------
 
 
 def test_quick_start_has_exactly_two_commands():
     section = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     commands = [ln for b in re.findall(r"```sh\n(.*?)```", section, flags=re.S)
                 for ln in b.splitlines() if ln.strip() and not ln.strip().startswith("#")]
-    assert len(commands) == 2, commands
+    assert commands == ["pip install . && semvecctl conformance run --backend memory",
+                        "pip install '.[test]' && python -m pytest -n 2"], commands
+
+
+def test_readme_test_command_is_the_one_ci_runs():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "\npip install '.[test]' && python -m pytest -n 2\n" in ci
+    assert "```sh\npip install '.[test]' && python -m pytest -n 2\n```" in README
+
+
+def test_readme_is_short_and_points_to_the_manual():
+    assert len(README.splitlines()) <= 300
+    assert "](docs/index.md)" in README
+    linked = set(re.findall(r"\]\(docs/([\w.-]+\.md)", README))
+    assert linked == {p.name for p in DOCS.glob("*.md")}, "the README's table lists every page"
 
 
 def test_readme_has_the_placeholder_heading_and_no_unpublished_install():
@@ -74,18 +126,73 @@ def test_readme_has_the_placeholder_heading_and_no_unpublished_install():
     assert "also installs a console\nscript called `semvecctl`" in README
 
 
-def test_yaml_config_example_parses(tmp_path):
+# --- links ---------------------------------------------------------------------------------
+
+
+def _slug(heading: str) -> str:
+    """Python-Markdown's toc slug (what mkdocs and, for these headings, GitHub make)."""
+    text = re.sub(r"`([^`]*)`", r"\1", heading)
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
+def _anchors(text: str) -> set[str]:
+    without_code = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    return {_slug(h) for h in re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", without_code, flags=re.M)}
+
+
+@pytest.mark.parametrize("source", sorted(PAGES))
+def test_every_relative_link_and_anchor_resolves(source):
+    """README → docs/*.md and the pages between themselves; mkdocs --strict checks the
+    same in the docs job, this keeps it checked in the main suite."""
+    base = (ROOT / source).parent
+    text = re.sub(r"^```.*?^```", "", PAGES[source], flags=re.S | re.M)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):
+            continue  # an external address: not checked (no network)
+        path, _, anchor = target.partition("#")
+        file = (base / path).resolve() if path else ROOT / source
+        if not file.exists():
+            broken.append(target)
+        elif anchor and file.suffix == ".md" and anchor not in _anchors(file.read_text(encoding="utf-8")):
+            broken.append(target)
+    assert not broken, broken
+
+
+# --- the non-shell blocks ------------------------------------------------------------------
+
+
+def test_yaml_examples_parse_as_what_they_show(tmp_path):
+    from backends.conformance.known import load_known_failures
     from semvecctl.config import load_config
 
-    (yaml_block,) = blocks("yaml")
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml_block)
-    config = load_config(path)
-    assert config.current_profile == "staging" and set(config.profiles) == {"staging", "atlas"}
+    found = all_blocks("yaml")
+    assert len(found) >= 2
+    for n, (_source, body) in enumerate(found):
+        path = tmp_path / f"example-{n}.yaml"
+        path.write_text(body)
+        if "known_failures:" in body:
+            load_known_failures(path)  # the case ids are checked against the catalogue
+        else:
+            config = load_config(path)
+            assert config.current_profile == "staging" and set(config.profiles) == {"staging", "atlas"}
+
+
+def test_toml_example_is_the_entry_point_group():
+    tomllib = pytest.importorskip("tomllib")
+    (found,) = all_blocks("toml")
+    data = tomllib.loads(found[1])
+    assert data["project"]["entry-points"]["semvec.backends"] == {"mystore": "my_pkg.adapter:MyStoreAdapter"}
+    ours = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "semvec.backends" in ours["project"]["entry-points"]
 
 
 def test_python_plugin_example_runs_under_pytest(tmp_path):
-    (python_block,) = blocks("python")
+    ((_, python_block),) = all_blocks("python")
     source = ("from backends.memory import MemoryBackendAdapter\n"
               "class MyStoreAdapter(MemoryBackendAdapter):\n"
               "    name = 'mystore'\n"
@@ -100,6 +207,9 @@ def test_python_plugin_example_runs_under_pytest(tmp_path):
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert " passed" in result.stdout
+
+
+# --- the shell examples ----------------------------------------------------------------------
 
 
 def _seed(redis_url: str, pg_url: str, workdir: Path) -> None:
@@ -158,52 +268,59 @@ def _substitute(line: str, redis_url: str, pg_url: str, shards: list[str] = ()) 
     return line
 
 
-def test_every_shell_example_runs(redis_url, pgvector_url, sharded_sql, tmp_path):
+def _shown(text: str) -> list[str]:
+    """Output as a page shows it: a table's padding at the end of a line is not visible."""
+    return [line.rstrip() for line in text.rstrip("\n").splitlines()]
+
+
+def test_every_documented_example_is_classified():
+    """The parser finds the examples, and each one either runs or is skipped by name."""
+    examples = every_example()
+    ran = [e for e in examples if runnable(e.line) is not None]
+    assert len(ran) >= 60, [e.line for e in ran]
+    assert sum(e.output is not None for e in examples) >= 2  # some show their output
+    assert {e.source for e in ran} >= {"README.md", "docs/sessions.md", "docs/health.md"}
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("source", [s for s in PAGES if any(runnable(e.line) for e in page_examples(s))])
+def test_every_shell_example_runs(source, redis_url, pgvector_url, request, tmp_path):
+    """A page's examples in their order, on a store seeded as every page's is (the pages
+    are independent: each has its own Redis database flush, PostgreSQL database and
+    working directory)."""
+    examples = page_examples(source)
+    shards: list[str] = []
+    if any("postgresql://db/shard" in e.line for e in examples):
+        sharded = request.getfixturevalue("sharded_sql")
+        shards = [*sharded.shards, *sharded.make(1).shards]
     _seed(redis_url, pgvector_url, tmp_path)
-    shards = [*sharded_sql.shards, *sharded_sql.make(1).shards]
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SEMVEC_", "REDIS_URL", "MONGODB_URI", "SEMVECCTL_"))}
-    env.update(HOME=str(tmp_path / "home"), PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-               NO_COLOR="1", XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"))
-    ran, skipped, failures = [], [], []
-    for original in shell_examples():
-        line = original
-        if line.startswith("pip install") and "&& semvecctl" in line:
-            line = line.split("&& ", 1)[1]
-        if line.startswith(SKIP_PREFIXES):
-            skipped.append(line)
-            continue
-        assert line.startswith(("semvecctl ", "python -c ")), f"unclassified README example: {line}"
-        command = _substitute(line, redis_url, pgvector_url, shards)
-        assert "postgresql://db/shard" not in command, f"a shard the test does not make: {line}"
-        expected = next((codes for key, codes in EXPECTED.items() if key in line), {0})
-        result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env,
-                                capture_output=True, text=True, timeout=300)
-        if result.returncode not in expected or "Traceback" in result.stderr:
-            failures.append(f"{original}\n exit {result.returncode}\n{result.stdout[-800:]}\n"
-                            f"{result.stderr[-800:]}")
-        ran.append(line)
+    workspace = Workspace(tmp_path)
+    failures, ran = [], 0
+    try:
+        for example in examples:
+            line = runnable(example.line)
+            if line is None:
+                continue
+            command = _substitute(line, redis_url, pgvector_url, shards)
+            assert "postgresql://db/shard" not in command, f"a shard the test does not make: {line}"
+            outcome = run(command, workspace)
+            ran += 1
+            wrong_output = example.output is not None and _shown(outcome.stdout) != _shown(example.output)
+            if outcome.exit_code not in example.codes or outcome.crashed or wrong_output:
+                failures.append(f"{example.line}\n exit {outcome.exit_code} (expected "
+                                f"{sorted(example.codes)}; in-process: {outcome.in_process})\n"
+                                f"{outcome.stdout[-800:]}\n{outcome.stderr[-800:]}\n{outcome.crashed}"
+                                + (f"\n shown in {source}:\n{example.output}" if wrong_output else ""))
+    finally:
+        forget_modules("my_pkg")
     assert not failures, "\n\n".join(failures)
-    # every example either ran or was skipped by name, and the parser found them all
-    assert len(ran) + len(skipped) == len(list(shell_examples())) and len(ran) >= 25, ran
-    assert (tmp_path / "backup.jsonl.gz").exists()
-    assert (tmp_path / "conformance.xml").exists()
-    for report in ("conformance.md", "indexes.md", "diff.html"):
-        assert (tmp_path / report).stat().st_size > 0, report
-    assert (tmp_path / "home/.local/share/bash-completion/completions/semvecctl").stat().st_size > 0
-    assert all(s.startswith(SKIP_PREFIXES) for s in skipped)
-
-
-def test_percent_encoding_example_prints_the_encoded_password():
-    (line,) = [ln for ln in shell_examples() if ln.startswith("python -c")]
-    result = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=30,
-                            env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
-    assert result.stdout.strip() == "p%40ss%2Fw%3Ard"
+    assert ran
+    for made in MADE.get(source, ()):
+        assert (tmp_path / made).exists() and (tmp_path / made).stat().st_size > 0, made
 
 
 def test_output_flag_claim_matches_the_app():
-    """README names the commands that do not take -o; check that list against every
+    """The manual names the commands that do not take -o; check that list against every
     command of the built app, so a new command without -o must be documented."""
     import typer
 
@@ -217,11 +334,12 @@ def test_output_flag_claim_matches_the_app():
         else:
             yield path, any("--output" in p.opts for p in cmd.params)
 
-    claim = README.split("Commands that print data take", 1)[1].split("Data goes to stdout", 1)[0]
+    page = PAGES["docs/cli.md"]
+    claim = page.split("Commands that print data take", 1)[1].split("- **Tables**", 1)[0]
     without = [p for p, takes in walk(typer.main.get_command(app)) if not takes]
     assert without
     for path in without:
         assert f"`{' '.join(path)}`" in claim or f"`{path[0]}`" in claim, path
     for path, takes in walk(typer.main.get_command(app)):
         if takes:
-            assert f"`{' '.join(path)}`" not in claim.split("do not:", 1)[-1], path
+            assert f"`{' '.join(path)}`" not in claim.split("do not take `-o`:", 1)[-1], path

@@ -1,16 +1,14 @@
 """#28 item 6: every command's ``--help`` ends with examples, and every example runs as
 written (the README's substitution: the example hosts become the suite's real Redis and a
 fresh PostgreSQL database, seeded as the README's examples are), in the table's order, in
-a fresh working directory and HOME. An example ending in ``# exit N`` must exit N; every
+a fresh working directory and HOME; in-process through CliRunner where the line is a plain
+command (tests/support/doc_examples.py), in bash where it needs a shell. An example ending in ``# exit N`` must exit N; every
 other one exits 0. The commands are discovered from the app, so a new command without
 examples fails here."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from typer.testing import CliRunner
 from semvecctl.app import app
 from semvecctl.examples import EXAMPLES
 from tests.cli.app.test_documented_examples import _seed, _substitute
+from tests.support.doc_examples import Workspace, forget_modules, run
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -65,23 +64,20 @@ def _expected(line: str) -> int:
 @pytest.mark.postgres
 def test_every_help_example_runs(redis_url, pgvector_url, tmp_path):
     _seed(redis_url, pgvector_url, tmp_path)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SEMVEC_", "REDIS_URL", "MONGODB_URI", "SEMVECCTL_", "DATABASE_URL"))}
-    env.update(HOME=str(tmp_path / "home"), PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-               NO_COLOR="1", XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"),
-               XDG_DATA_HOME=str(tmp_path / "home" / ".local" / "share"))
+    workspace = Workspace(tmp_path)  # in-process where the line is a plain command
     failures = []
     ran = 0
-    for lines in EXAMPLES.values():
-        for line in lines:
-            command = _substitute(line, redis_url, pgvector_url)
-            result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env,
-                                    capture_output=True, text=True, timeout=300)
-            ran += 1
-            if result.returncode != _expected(line) or "Traceback" in result.stderr:
-                failures.append(f"{line}\n exit {result.returncode}\n{result.stdout[-600:]}\n"
-                                f"{result.stderr[-600:]}")
+    try:
+        for lines in EXAMPLES.values():
+            for line in lines:
+                command = _substitute(line, redis_url, pgvector_url)
+                outcome = run(command, workspace)
+                ran += 1
+                if outcome.exit_code != _expected(line) or outcome.crashed:
+                    failures.append(f"{line}\n exit {outcome.exit_code} (in-process: {outcome.in_process})\n"
+                                    f"{outcome.stdout[-600:]}\n{outcome.stderr[-600:]}\n{outcome.crashed}")
+    finally:
+        forget_modules("my_pkg")
     assert not failures, "\n\n".join(failures)
     assert ran >= len(COMMANDS)
     for made in ("backup.jsonl.gz", "u-17.jsonl.gz", "u-17.json", "idle.jsonl.gz", "indexes.md",

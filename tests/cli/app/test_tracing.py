@@ -1,6 +1,6 @@
 """Tracing with the ``otel`` extra: the OpenTelemetry SDK's in-memory exporter shows one
 span per command and the instrumentations' database client spans with the stable
-``db.*`` names; off, nothing of OpenTelemetry is imported (tests/unit/test_lazy_imports.py)."""
+``db.*`` names; off, nothing of OpenTelemetry is imported (tests/architecture/test_lazy_imports.py)."""
 
 from __future__ import annotations
 

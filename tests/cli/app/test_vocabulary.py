@@ -303,11 +303,11 @@ def test_completions_install_replaces_a_different_script_only_with_overwrite(tmp
     assert installed.read_text() != "# my own\n"
 
 
-def test_the_vocabulary_is_documented_once_in_readme_and_in_root_help():
+def test_the_vocabulary_is_documented_once_in_the_manual_and_in_root_help():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
-    assert readme.count("## Previews, --apply, --yes, --overwrite") == 1
+    manual = (Path(__file__).resolve().parents[3] / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert manual.count("## Previews, --apply, --yes, --overwrite") == 1
     text = invoke(["--help"]).stdout
     assert "--apply" in text and "--overwrite" in text and "exit 2" in text
 
