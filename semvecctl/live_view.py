@@ -60,13 +60,13 @@ def status_line(status: Any) -> str:
 
 
 def status_view(status: Any, title: str) -> Any:
-    from rich.table import Table
+    """The status as a :func:`~semvecctl.output.kube_table` under a stamped title line,
+    for a watch redrawn in place on a terminal."""
+    from rich.console import Group
     from rich.text import Text
 
+    from semvecctl.output import escape_cell, kube_table
     from semvecctl.watch import stamp
 
-    table = Table(title=f"{stamp()} · {title}")
-    for column in STATUS_COLUMNS:
-        table.add_column(column.header)
-    table.add_row(*(Text(str(value)) for value in status.to_row().values()))  # never markup
-    return table
+    row = [escape_cell(str(value)) for value in status.to_row().values()]
+    return Group(Text(f"{stamp()} · {escape_cell(title)}"), kube_table(STATUS_COLUMNS, [row]))

@@ -86,13 +86,11 @@ def display_width(text: str) -> int:
     return width
 
 
-def pad(text: str, width: int) -> str:
-    """``ljust`` by display width."""
-    return text + " " * max(width - display_width(text), 0)
-
-
 class Column:
-    """A table column: header, how to get the cell from a row, optional style."""
+    """A table column: header, how to get the cell from a row, and its style on a colour
+    terminal (``"bold"``). ``justify`` and ``max_width`` say how a column's values read;
+    the terminal table aligns every column left, as ``kubectl get`` does, so a pipe's
+    columns start under their headers, and never cuts or wraps a cell."""
 
     def __init__(self, header: str, key: str | Callable[[Any], Any], *, style: str | None = None,
                  justify: str = "left", max_width: int | None = None) -> None:
@@ -120,6 +118,63 @@ class Column:
             return escape_cell(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str))
         return escape_cell(str(value))
 
+
+#: spaces between two columns of a table (``kubectl get``'s tabwriter padding)
+COLUMN_GAP = 3
+#: the width tables are laid out at: wide enough that no cell is wrapped or cut to fit
+#: a terminal (a row stays one line, whole)
+_UNBOUNDED = 1 << 20
+#: a streamed table's columns: at least this wide, and (but the last) at most this wide
+#: unless a cell is wider (that row alone is pushed out of line, never cut)
+_STREAM_MIN, _STREAM_MAX = 12, 60
+
+
+def kube_table(columns: Sequence[Column], rows: Iterable[Sequence[str]] = (), *,
+               min_widths: Sequence[int] = (), show_header: bool = True) -> Any:
+    """A borderless rich table laid out like ``kubectl get``: a header row, every column
+    left-aligned, ``COLUMN_GAP`` from the next and at least ``min_widths[i]`` wide, no cell
+    ever wrapped. The bold header and the columns' styles show only on a console with
+    colour. ``rows`` are cell strings, added as plain text (a ``[`` is never markup)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, show_header=show_header, header_style="bold", show_edge=False,
+                  pad_edge=False, padding=(0, COLUMN_GAP, 0, 0))
+    for i, column in enumerate(columns):
+        table.add_column(column.header, style=column.style, no_wrap=True, overflow="ignore",
+                         min_width=min_widths[i] if i < len(min_widths) else None)
+    for row in rows:
+        table.add_row(*(Text(value) for value in row))
+    return table
+
+
+def rich_lines(console: Any, tables: Iterable[Any]) -> list[Any]:
+    """The lines (rich ``Text``) ``console`` draws for ``tables`` at an unbounded width,
+    trailing blanks stripped."""
+    from rich.text import Text
+
+    options = console.options.update(width=_UNBOUNDED)
+    lines = []
+    for table in tables:
+        for segments in console.render_lines(table, options, pad=False):
+            line = Text.assemble(*((segment.text, segment.style) for segment in segments))
+            line.rstrip()
+            lines.append(line)
+    return lines
+
+
+def plain_lines(columns: Sequence[Column], rows: Sequence[Sequence[str]], *,
+                min_widths: Sequence[int] = (), show_header: bool = True) -> list[str]:
+    """What :func:`rich_lines` draws for ``kube_table(columns, rows, ...)`` on a console
+    without colour, without importing rich: a pipe's table costs no cold start and keeps
+    pace with a listing of millions of rows (tests/unit/test_table_output.py holds the
+    two to the same text)."""
+    lines = ([[c.header for c in columns]] if show_header else []) + [list(r) for r in rows]
+    widths = [max([min_widths[i] if i < len(min_widths) else 0,
+                   *(display_width(line[i]) for line in lines)]) for i in range(len(columns))]
+    gap = " " * COLUMN_GAP
+    return [gap.join(value + " " * (widths[i] - display_width(value))
+                     for i, value in enumerate(line)).rstrip() for line in lines]
 
 class _Scrubbed:
     """A text stream that scrubs what is written to it (everything else is the stream's)."""
@@ -230,22 +285,29 @@ class Output:
             self.table(columns or [], rows if rows is not None else data, title=title)
 
     def table(self, columns: Sequence[Column], rows: Iterable[Any], *, title: str | None = None) -> int:
-        """Aligned plain-text columns (kubectl style); bold header only on a colour TTY."""
+        """``rows`` as a :func:`kube_table` on stdout, ``title`` on a line above it."""
         cells = [[col.cell(row) for col in columns] for row in rows]
-        widths = [display_width(col.header) for col in columns]
-        for row in cells:
-            for i, value in enumerate(row):
-                widths[i] = max(widths[i], display_width(value))
-        bold = self._isatty(sys.stdout) and not self.no_color
-        lines = []
-        if title:
-            lines.append(escape_cell(title))
-        header = "  ".join(pad(c.header, widths[i]) for i, c in enumerate(columns)).rstrip()
-        lines.append(f"\x1b[1m{header}\x1b[0m" if bold else header)
-        for row in cells:
-            lines.append("  ".join(pad(v, widths[i]) for i, v in enumerate(row)).rstrip())
-        self.write("\n".join(lines))
+        self._draw(columns, [(cells, True)], title=title)
         return len(cells)
+
+    def _draw(self, columns: Sequence[Column], parts: Sequence[tuple[list[list[str]], bool]], *,
+              min_widths: Sequence[int] = (), title: str | None = None) -> None:
+        """Tables of ``columns`` one under the other (each part: its rows and whether it
+        shows the header): drawn by rich on a terminal with colour, else as the same text
+        without escapes (:func:`plain_lines`). One write, scrubbed whole."""
+        if not (self._isatty(sys.stdout) and not self.no_color):
+            lines = [escape_cell(title)] if title else []
+            for cells, header in parts:
+                lines += plain_lines(columns, cells, min_widths=min_widths, show_header=header)
+            self.write("\n".join(lines))
+            return
+        from rich.text import Text
+
+        console = self._console(sys.stdout)
+        drawn = rich_lines(console, (kube_table(columns, cells, min_widths=min_widths,
+                                                show_header=header) for cells, header in parts))
+        heading = [Text(escape_cell(title))] if title else []
+        console.print(Text("\n").join(heading + drawn), soft_wrap=True)
 
     def stream(self, rows: Iterable[Any], fmt: str | Enum, columns: Sequence[Column]) -> int:
         """Render a possibly huge stream: jsonl and table print as rows arrive."""
@@ -262,17 +324,17 @@ class Output:
             return self._stream_json(rows)
         if fmt == "yaml":
             return self._stream_yaml(rows)
-        # table: plain aligned columns, flushed in chunks so memory stays flat
+        # table: drawn in chunks so memory stays flat; the first chunk sets the widths
         chunk: list[Any] = []
-        header_done = False
-        widths = [max(len(c.header), 12) for c in columns]
+        widths: list[int] | None = None
         for row in rows:
             chunk.append(row)
             count += 1
             if len(chunk) >= 500:
-                header_done = self._flush_plain(columns, chunk, widths, header_done)
+                widths = self._draw_chunk(columns, chunk, widths)
                 chunk = []
-        self._flush_plain(columns, chunk, widths, header_done, final=True)
+        if chunk or widths is None:
+            self._draw_chunk(columns, chunk, widths)
         return count
 
     def _stream_json(self, rows: Iterable[Any]) -> int:
@@ -354,18 +416,33 @@ class Output:
         sys.stdout.flush()
         return count
 
-    def _flush_plain(self, columns: Sequence[Column], chunk: list[Any], widths: list[int],
-                     header_done: bool, final: bool = False) -> bool:
+    def _draw_chunk(self, columns: Sequence[Column], chunk: list[Any],
+                    widths: list[int] | None) -> list[int]:
+        """One chunk of a streamed table under the widths the first chunk set (with the
+        header): each column as wide as its header or widest cell, within the stream's
+        bounds (the last column unbounded). A row with a cell wider than its column is
+        drawn alone, so it alone is pushed out of line and its cell is never cut."""
         cells = [[c.cell(r) for c in columns] for r in chunk]
-        if not header_done:
+        header = widths is None
+        if widths is None:
+            widths = [max(display_width(c.header), _STREAM_MIN) for c in columns]
             for row in cells:
                 for i, value in enumerate(row[:-1]):
-                    widths[i] = min(max(widths[i], display_width(value)), 60)
-            self.write("  ".join(pad(c.header, widths[i]) for i, c in enumerate(columns)).rstrip())
-            header_done = True
+                    widths[i] = min(max(widths[i], display_width(value)), _STREAM_MAX)
+        parts: list[tuple[list[list[str]], bool]] = []
+        run: list[list[str]] = []
         for row in cells:
-            self.write("  ".join(pad(v, widths[i]) for i, v in enumerate(row)).rstrip())
-        return header_done
+            if any(display_width(v) > w for v, w in zip(row[:-1], widths)):
+                if run:
+                    parts.append((run, header and not parts))
+                    run = []
+                parts.append(([row], header and not parts))
+            else:
+                run.append(row)
+        if run or not parts:
+            parts.append((run, header and not parts))
+        self._draw(columns, parts, min_widths=widths)
+        return widths
 
     # -- interaction ------------------------------------------------------------------
 

@@ -258,11 +258,11 @@ def _diff_table(report: Any, single: bool, fusion: dict[str, Any] | None = None)
             Column("IN-PROCESS", "in_process_item", style="bold"),
             Column("SCORE", "in_process_score", justify="right"),
             Column("WHERE", "in_process_presence"),
-            Column("TEXT", "in_process_text", max_width=28),
+            Column("TEXT", "in_process_text"),
             Column("SERVER", "server_item", style="bold"),
             Column("SCORE", "server_score", justify="right"),
             Column("WHERE", "server_presence"),
-            Column("TEXT", "server_text", max_width=28),
+            Column("TEXT", "server_text"),
         ], query.rows, title=f"in-process vs {report.server}")
         kinds = {side: sorted({k for r in query.rows if (k := getattr(r, f"{side}_score_kind"))})
                  for side in ("in_process", "server")}

@@ -4,7 +4,10 @@ renderer itself."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
+import sys
 
 import yaml
 from typer.testing import CliRunner
@@ -76,3 +79,74 @@ def test_sessions_list_table_vs_json_on_redis(redis_url):
     inspected = CliRunner().invoke(app, ["sessions", "inspect", "tbl\nsplit", "--uri", redis_url,
                                          "-o", "yaml"], env=env)
     assert yaml.safe_load(inspected.stdout)["owner_subject"] == "t\tone"
+
+
+CELLS = ["", "a", "会话-一", "ｆｕｌｌ", "e\u0301", "a\\nb", "[bold]x[/]", "x" * 30, "  lead", "mid  "]
+
+
+def test_a_pipe_gets_the_text_rich_draws_without_colour():
+    """The plain twin (no rich import on a pipe) draws what rich draws for the same table
+    on a console without colour: same widths, gaps and rows, markup left as text."""
+    import io
+    import random
+
+    from rich.console import Console
+
+    from semvecctl.output import kube_table, plain_lines, rich_lines
+
+    console = Console(file=io.StringIO(), color_system=None, width=40)
+    columns = [Column("ID", "id"), Column("NEXT", "next", style="bold"), Column("LAST", "last")]
+    pick = random.Random(7)
+    for _ in range(60):
+        rows = [[pick.choice(CELLS) for _ in columns] for _ in range(pick.randrange(0, 5))]
+        widths = [pick.randrange(0, 14) for _ in columns] if pick.random() < 0.5 else []
+        header = pick.random() < 0.8
+        drawn = rich_lines(console, [kube_table(columns, rows, min_widths=widths,
+                                                show_header=header)])
+        assert [line.plain for line in drawn] == plain_lines(
+            columns, rows, min_widths=widths, show_header=header), (rows, widths, header)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _drawn(monkeypatch, stdout, **kwargs) -> str:
+    monkeypatch.setattr(sys, "stdout", stdout)
+    Output(**kwargs).table([Column("ID", "id", style="bold"), Column("NEXT", "next")],
+                           [{"id": "a", "next": "x"}, {"id": "longer-id", "next": "[red]y"}])
+    return stdout.getvalue()
+
+
+def test_colour_only_on_a_terminal_without_no_color(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("COLUMNS", "10")  # narrower than the table: nothing is cut or wrapped
+    plain = _drawn(monkeypatch, io.StringIO())
+    assert plain == "ID          NEXT\na           x\nlonger-id   [red]y\n"
+    coloured = _drawn(monkeypatch, _Terminal())
+    assert "\x1b[1m" in coloured and "\x1b[31m" not in coloured  # bold; markup stays text
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain
+    assert _drawn(monkeypatch, _Terminal(), no_color=True) == plain
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert _drawn(monkeypatch, _Terminal()) == plain
+
+
+def test_a_streamed_table_keeps_the_first_chunks_widths_and_never_cuts_a_cell(monkeypatch):
+    """Columns at least 12 wide and (but the last) at most 60 unless a cell is wider:
+    then that row alone is pushed out of line; later chunks line up under the header."""
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    rows = [{"id": f"s{i}", "v": i} for i in range(499)] + [{"id": "w" * 70, "v": 1}]
+    rows += [{"id": "later-" + "z" * 20, "v": 2}, {"id": "y" * 61, "v": 3}, {"id": "s", "v": 4}]
+    assert Output().stream(iter(rows), "table", [Column("ID", "id"), Column("V", "v")]) == 503
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "ID" + " " * 61 + "V" and lines[1] == "s0" + " " * 61 + "0"  # 60 wide
+    assert lines[500] == "w" * 70 + "   1"  # whole, pushed out alone
+    assert lines[502] == "y" * 61 + "   3"
+    assert {ln.rindex(" ") + 1 for ln in lines if ln[0] not in "wy"} == {63}
+    assert len(lines) == 504
+    short = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", short)
+    Output().stream(iter([{"id": "a", "v": 1}]), "table", [Column("ID", "id"), Column("V", "v")])
+    assert short.getvalue() == "ID" + " " * 13 + "V\na" + " " * 14 + "1\n"  # at least 12
