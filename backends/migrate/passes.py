@@ -3,8 +3,8 @@
 A pass enumerates the source (the version scan: ``iter_sessions``, whose summaries carry
 each session's version and blob digest; ``iter_session_states`` where the source lists
 each row with its summary, so a blob is read once and the digest is that of the bytes
-copied; read one step ahead, :mod:`.readahead`), compares each session with the state
-file, and copies only what moved: a session never copied, or whose version or digest changed. The
+copied; read one step ahead, :mod:`backends.transfer.readahead`), compares each session
+with the state file, and copies only what moved: a session never copied, or whose version or digest changed. The
 state file says what this migration last wrote on the target; every target write is
 checked against it:
 
@@ -39,7 +39,7 @@ from backends.archive.format import sha256_hex
 from backends.contract import (Capability, OwnerFilter, RestoreRow, UNSCOPED, offers, adapter_defaults)
 from backends.errors import is_state_version_conflict
 from backends.transfer.batch_reads import batch_loader, chunks
-from backends.migrate.readahead import read_ahead
+from backends.transfer.readahead import read_ahead
 from backends.migrate.state import MigrationState, SessionRow
 from backends.migrate.writebehind import WriteBehind
 from backends.transfer.loss import (

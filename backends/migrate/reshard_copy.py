@@ -78,7 +78,7 @@ class ReshardCopier:
         """Every move the old list holds, with its row: the ids streamed from each old
         shard (no blob) and routed on a thread of their own, while the rows of the
         batches found so far are read by id, a query per batch and destination."""
-        from backends.migrate.readahead import read_ahead
+        from backends.transfer.readahead import read_ahead
         from backends.postgres.state import owner_clause
 
         clause, params = owner_clause(owner_subject)

@@ -18,14 +18,13 @@ sequence). What the source cannot provide is settled by :mod:`backends.transfer.
 
 from __future__ import annotations
 
-import bisect
-
 import contextlib
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 from backends.archive import (
@@ -40,6 +39,7 @@ from backends.archive.seen import SeenFilter, confirmed_duplicates
 from backends.contract import (Capability, OwnerFilter, UNSCOPED, as_utc, offers, event_defaults, state_defaults)
 from backends.errors import CorruptState, IntegrityError, UnsupportedOperation
 from backends.transfer.batch_reads import READ_CHUNK, batch_loader, chunks, iter_user_log
+from backends.transfer.readahead import read_ahead
 from backends.transfer.loss import (
     counter_reader,
     export_losses,
@@ -126,14 +126,16 @@ def drift_reader(adapter: Any) -> Callable[[Any], bool]:
 
 #: events of users' logs kept while exporting with events (bounds the export's memory)
 LOG_CACHE_EVENTS = 100_000
-#: sessions ahead whose users' logs are read with the one a session needs (one query)
-PREFETCH_SESSIONS = 200
+#: what ``events_of_users`` lists each user's events by (newest first): for its events
+#: (sequence 0, aware UTC times, str ids, one user per list) ascending is ``log_order``
+_BY_TIME_AND_ID = attrgetter("created_at", "event_id")
 
 
 class _SessionEvents:
-    """A session's events: the users from ``session_subjects(session_id)``, each user's
-    log read once per export (grouped by session, kept while the cache holds fewer than
-    LOG_CACHE_EVENTS events) instead of once per session the user appears in."""
+    """A chunk of sessions' events: the users from ``session_subjects(session_id)``, each
+    user's log read once per export (grouped by session, kept while the cache holds
+    fewer than LOG_CACHE_EVENTS events) instead of once per session the user appears in;
+    the users of a chunk not kept yet are read together."""
 
     def __init__(self, store: Any, owner_subject: OwnerFilter, skip_users: set[str]) -> None:
         self._store = store
@@ -142,39 +144,49 @@ class _SessionEvents:
         self._logs: dict[str, dict[str, list[Any]]] = {}
         self._cached = 0
         self._by_session: dict[str, list[str]] | None = None
-        self._order: list[str] | None = None
+        #: several users' logs in one query (SQL: its user index), each newest first
+        self._several = getattr(store, "events_of_users", None)
 
-    def _log(self, user: str, session_id: str) -> dict[str, list[Any]]:
-        if user not in self._logs:
-            logs = self._read_logs(user, session_id)
-            if self._cached + sum(map(len, logs.values())) > LOG_CACHE_EVENTS:
-                self._logs.clear()
-                self._cached = 0
-            for who, events in logs.items():
-                by_session: dict[str, list[Any]] = {}
-                for event in events:
-                    by_session.setdefault(event.session_id, []).append(event)
-                self._logs[who] = by_session
-                self._cached += len(events)
-        return self._logs[user]
+    def of_chunk(self, session_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        """Each session's events, by user then in log order (``log_order``)."""
+        users = {sid: sorted(set(self._subjects(sid)) - self._skip) for sid in session_ids}
+        wanted = [u for u in dict.fromkeys(u for who in users.values() for u in who)
+                  if u not in self._logs]
+        read = self._read_logs(wanted) if wanted else {}
+        found: dict[str, tuple[Any, ...]] = {}
+        for sid, who in users.items():
+            events: list[Any] = []
+            for user in who:
+                log = read[user][0] if user in read else self._logs[user]
+                events.extend(log.get(sid, ()))
+            found[sid] = (tuple(events) if self._several is not None  # sorted per user
+                          else tuple(sorted(events, key=lambda e: (e.user_id, *log_order(e)))))
+        if self._cached + sum(n for _, n in read.values()) > LOG_CACHE_EVENTS:
+            self._logs.clear()
+            self._cached = 0
+        for user, (by_session, n) in read.items():
+            self._logs[user] = by_session
+            self._cached += n
+        return found
 
-    def _read_logs(self, user: str, session_id: str) -> dict[str, list[Any]]:
-        """``user``'s log; where the store reads several users' logs in one query
-        (``events_of_users``, SQL: its user index) and knows every session's users, the
-        logs of the users of the next sessions in id order come along (an export walks
-        the sessions in that order), so the export does not ask once per user."""
-        several = getattr(self._store, "events_of_users", None)
-        if several is None or self._by_session is None:
-            return {user: self._store.list_events(user, owner_subject=self._owner)}
-        if self._order is None:
-            self._order = sorted(self._by_session)
-        wanted = {user: None}
-        start = bisect.bisect_left(self._order, session_id)
-        for sid in self._order[start:start + PREFETCH_SESSIONS]:
-            for who in self._by_session[sid]:
-                if who not in self._logs and who not in self._skip:
-                    wanted[who] = None
-        return several(list(wanted), owner_subject=self._owner)
+    def _read_logs(self, users: list[str]) -> dict[str, Any]:
+        """Each user's log grouped by session, with its number of events; from
+        ``events_of_users`` (one query for the chunk's users) each session's part is put
+        in log order here, once."""
+        if self._several is None:
+            logs = {u: self._store.list_events(u, owner_subject=self._owner) for u in users}
+        else:
+            logs = self._several(users, owner_subject=self._owner)
+        read: dict[str, Any] = {}
+        for user, events in logs.items():
+            by_session: dict[str, list[Any]] = {}
+            for event in events:
+                by_session.setdefault(event.session_id, []).append(event)
+            if self._several is not None:
+                for part in by_session.values():
+                    part.sort(key=_BY_TIME_AND_ID)
+            read[user] = (by_session, len(events))
+        return read
 
     def _subjects(self, session_id: str) -> list[str]:
         """A store that can map every session to its users in one pass (Redis, where
@@ -184,12 +196,6 @@ class _SessionEvents:
         if self._by_session is None:
             self._by_session = self._store.subjects_by_session()
         return self._by_session.get(session_id, [])
-
-    def __call__(self, session_id: str) -> tuple[Any, ...]:
-        found: list[Any] = []
-        for user in sorted(set(self._subjects(session_id)) - self._skip):
-            found.extend(self._log(user, session_id).get(session_id, ()))
-        return tuple(sorted(found, key=lambda e: (e.user_id, *log_order(e))))
 
 
 def user_sessions(adapter: Any, users: Sequence[str], owner_subject: OwnerFilter) -> set[str]:
@@ -256,6 +262,20 @@ def _load_chunk(load_many: Any, load_one: Any, ids: list[str], owner_subject: Ow
 _DAMAGED = object()
 
 
+def _with_events(chunks_of: Iterable[list[Any]],
+                 events_of: _SessionEvents) -> Iterator[tuple[list[Any], Any]]:
+    """Each chunk with its sessions' events (what :func:`read_ahead` reads on its thread
+    while the chunk before is written), or with the error reading them raised, which the
+    caller raises after the chunk's states are read, as it did before reading ahead."""
+    for chunk in chunks_of:
+        try:
+            found: Any = events_of.of_chunk([s.session_id for s in chunk])
+        except Exception as exc:  # noqa: BLE001 - handed to the caller, unchanged
+            yield chunk, exc
+            return
+        yield chunk, found
+
+
 def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilter = UNSCOPED,
                  match: str | None = None, with_items: bool = False, with_events: bool = False,
                  users: Sequence[str] = (), batch_size: int = 500,
@@ -286,9 +306,14 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
         since = as_utc(updated_since)
         summaries = (s for s in summaries
                      if s.updated_at is not None and as_utc(s.updated_at) >= since)
-    for chunk in chunks(summaries, READ_CHUNK):
+    steps: Iterable[tuple[list[Any], Any]] = ((chunk, None) for chunk in chunks(summaries, READ_CHUNK))
+    if events_of is not None:
+        steps = read_ahead(_with_events(chunks(summaries, READ_CHUNK), events_of))
+    for chunk, chunk_events in steps:
         states = _load_chunk(load_many, load_one, [s.session_id for s in chunk], owner_subject,
                              result, skip_damaged)
+        if isinstance(chunk_events, BaseException):  # after the chunk's states, as before
+            raise chunk_events
         read_at = utc_now()
         for summary, state in zip(chunk, states):
             if state is _DAMAGED:
@@ -299,9 +324,7 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
             items = None
             if with_items:
                 items = tuple(adapter.iter_live_items(summary.session_id, owner_subject=owner_subject))
-            events = None
-            if events_of is not None:
-                events = events_of(summary.session_id)
+            events = None if chunk_events is None else chunk_events[summary.session_id]
             expires_at = (None if summary.ttl_seconds is None
                           else read_at + timedelta(seconds=summary.ttl_seconds))
             yield SessionRecord(

@@ -593,7 +593,7 @@ def test_a_row_already_identical_on_the_target_counts_as_copied(stores, tmp_path
 def test_read_ahead_hands_over_every_step_its_error_and_stops_when_left():
     """The full pass's read-ahead: the steps in order; a read's error at its place; a
     caller that stops early leaves no reading thread behind (and closes the source)."""
-    from backends.migrate.readahead import read_ahead
+    from backends.transfer.readahead import read_ahead
 
     assert list(read_ahead(iter(range(50)))) == list(range(50))
 

@@ -6,7 +6,9 @@ next step on a thread while the current one is written overlaps the two waits. A
 ``depth`` steps wait in the queue, so memory stays flat whatever the number of
 sessions. Only the source is read on the thread; the state file (SQLite, bound to its
 thread) and every target write stay on the caller's thread, in the same order as
-without read-ahead, so the crash-safety argument of :mod:`.state` is unchanged.
+without read-ahead, so the crash-safety argument of
+:mod:`backends.migrate.state` is unchanged. An export with events reads the next
+chunk's events the same way while the current chunk is encoded and written.
 """
 
 from __future__ import annotations
