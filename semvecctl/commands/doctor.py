@@ -21,8 +21,7 @@ from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (AdapterFactory, BatchSize, Backend, MetricsFile, StreamOutput, Timeout,
-                               Uri, Yes)
+from semvecctl.options import (BatchSize, MetricsFile, store_command, StreamOutput, Timeout, Yes)
 from semvecctl.output import Column, StreamFormat
 
 NAME = "doctor"
@@ -38,10 +37,9 @@ _COLUMNS = [
 ]
 
 
-def app(
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+@store_command()
+def app(*,
+    conn: Connection,
     fix: bool = typer.Option(False, "--fix", help="Show the repair plan (nothing is written without --apply)."),
     apply: bool = typer.Option(False, "--apply", help="With --fix: perform the repairs that cannot lose data, then audit the whole store again (exit 0 only when that re-audit finds no error). Asks first: --yes answers, required without a terminal (else exit 2)."),
     batch_size: BatchSize = 500,
@@ -59,7 +57,6 @@ def app(
     apply = current().wants_apply(apply=apply, yes=yes, option="--fix --apply")
     out = current().output
     metrics = recorder(metrics_file, NAME)
-    conn = Connection(backend, uri, adapter, timeout=timeout)
     spec = conn.spec
     if apply:
         current().confirm(f"make the safe repairs doctor finds in {spec.display_uri}", yes=yes)

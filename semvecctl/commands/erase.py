@@ -24,8 +24,7 @@ from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (AdapterFactory, Apply, Backend, MetricsFile, Output,
-                               Overwrite, SubjectOwner, SubjectUnowned, Uri, Yes)
+from semvecctl.options import (Apply, MetricsFile, Output, Overwrite, store_command, SubjectOwner, SubjectUnowned, Yes)
 from semvecctl.output import Column, OutputFormat
 
 NAME = "erase"
@@ -45,7 +44,8 @@ def _rows(places: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def app(
+@store_command()
+def app(*,
     user: str = typer.Option(..., "--user", help="The user id of the data subject.",
                              show_default=False),
     owner: SubjectOwner = None,
@@ -56,9 +56,7 @@ def app(
                                                "--apply; FILE.journal keeps an interrupted "
                                                "erasure resumable)."),
     overwrite: Overwrite = False,
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+    conn: Connection,
     output: Output = OutputFormat.table,
     yes: Yes = False,
     metrics_file: MetricsFile = None,
@@ -88,7 +86,6 @@ def app(
         current().abort("--overwrite only applies to --receipt FILE", ExitCode.USAGE)
     app_ = current()
     out = app_.output
-    conn = Connection(backend, uri, adapter)
     spec = conn.spec
     with conn.open() as adapter_obj:
         arguments = {"uri": spec.display_uri, "backend": str(getattr(adapter_obj, "name", "?")),

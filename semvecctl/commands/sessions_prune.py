@@ -22,8 +22,7 @@ from semvecctl.durations import duration_seconds as _duration_seconds
 from semvecctl.durations import parse_duration  # the name the prune tests import
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (AdapterFactory, BatchSize, Apply, AssumeTtl, Backend, MatchSessions, MetricsFile, Overwrite,
-                               SessionOwner, SessionUnowned, StreamOutput, Uri, Yes)
+from semvecctl.options import (Apply, AssumeTtl, BatchSize, MatchSessions, MetricsFile, Overwrite, SessionOwner, SessionUnowned, store_command, StreamOutput, Yes)
 from semvecctl.output import Column, StreamFormat
 
 _COLUMNS = [
@@ -66,12 +65,11 @@ def _journal_has(records: list, phase: str) -> bool:
 
 
 @sessions_app.command("prune")
-def prune_sessions(
+@store_command()
+def prune_sessions(*,
     idle_for: str = typer.Option(..., "--idle-for", metavar="DURATION", show_default=False,
                                  help="Idle longer than this: 30d, 12h, 90m, 45s (1s..3650d)."),
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+    conn: Connection,
     owner: SessionOwner = None,
     unowned: SessionUnowned = False,
     match: MatchSessions = None,
@@ -100,7 +98,6 @@ def prune_sessions(
     metrics = recorder(metrics_file, "sessions prune")
     idle_for_td = parse_duration(idle_for)
     ttl = _parse_ttl(assume_ttl) if assume_ttl is not None else None
-    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     if archive is not None:
         directory = os.path.dirname(os.path.abspath(archive))
