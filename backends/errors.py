@@ -37,6 +37,7 @@ class Category(str, Enum):
     LOSSY = "lossy"
     INVALID_URI = "invalid_uri"
     NOT_FOUND = "not_found"                # registry.TargetNotFound (module:attr)
+    REFUSED = "refused"                    # OperationRefused: the request, as asked
     IMPORT = "import"
     NO_FILE = "no_file"
     OS = "os"
@@ -173,6 +174,14 @@ class CorruptEvent(IntegrityError):
                          "(semvecctl doctor lists every damaged row)")
 
 
+class OperationRefused(BackendError, ValueError):
+    """A use case refused the request as asked, before it changed anything: the arguments
+    contradict the store, or what an interrupted run left beside its evidence (a journal,
+    an archive, a receipt). The message says what to run instead."""
+
+    category = Category.REFUSED
+
+
 class InjectedFault(BackendError):
     """Raised by an adapter's fault seam (conformance only): a failure planted on purpose
     at a named point of a write, to check that the write leaves all or nothing."""
@@ -274,6 +283,7 @@ CATEGORIES: dict[Category, CategoryRule] = {
     Category.LOSSY: CategoryRule("{exc}"),
     Category.INVALID_URI: CategoryRule("{exc}"),
     Category.NOT_FOUND: CategoryRule("{exc}"),
+    Category.REFUSED: CategoryRule("{exc}"),
     Category.IMPORT: CategoryRule("{exc}"),
     Category.NO_FILE: CategoryRule("no such file: {filename}"),
     Category.OS: CategoryRule("{type}: {exc}"),

@@ -33,7 +33,7 @@ def _exit_codes() -> dict[Any, ExitCode]:
     return {
         C.CONFLICT: check, C.INTEGRITY: check, C.CORRUPT: check, C.INJECTED: check,
         C.ARCHIVE_DAMAGED: check, C.LOSSY: check,
-        C.INVALID_URI: usage, C.NO_FILE: usage,
+        C.INVALID_URI: usage, C.NO_FILE: usage, C.REFUSED: usage,
         C.UNREACHABLE: unreachable, C.NETWORK: unreachable, C.TRANSIENT: unreachable,
         C.AUTH: env, C.PERMISSION: env, C.TLS: env, C.CONFIG: env, C.UNSUPPORTED: env,
         C.MISSING_DRIVER: env, C.CONTESTED: env, C.CONTRACT: env, C.INVALID_EVENT: env,
