@@ -75,6 +75,14 @@ Apply = Annotated[
     typer.Option("--apply", help="Write (without it: a preview, nothing changed, exit 0). Asks "
                                  "first: --yes answers, required without a terminal (else exit 2)."),
 ]
+#: ``doctor --fix --apply``: the same vocabulary, said of repairs and their proof
+FixApply = Annotated[
+    bool,
+    typer.Option("--apply", help="With --fix: perform the repairs that cannot lose data, then "
+                                 "audit the whole store again (exit 0 only when that re-audit "
+                                 "finds no error). Asks first: --yes answers, required without "
+                                 "a terminal (else exit 2)."),
+]
 #: how many a streaming read takes per round trip (listing, export, audit, prune, stats)
 BatchSize = Annotated[
     int,
