@@ -12,7 +12,6 @@ event store.
 """
 
 
-import os
 import sys
 from typing import Any, Optional
 
@@ -114,12 +113,7 @@ def _refuse_arguments(user: str, owner: Optional[str], unowned: bool, apply: boo
     if apply and receipt is None:
         current().abort("--apply needs --receipt FILE: the receipt is the evidence, and "
                         "FILE.journal lets the same command finish an interrupted erasure", ExitCode.USAGE)
-    if receipt is not None:
-        directory = os.path.dirname(os.path.abspath(receipt))
-        if not os.path.isdir(directory) or os.path.isdir(receipt):
-            current().abort(f"--receipt {receipt}: not a file in an existing directory", ExitCode.USAGE)
-    elif overwrite:
-        current().abort("--overwrite only applies to --receipt FILE", ExitCode.USAGE)
+    current().evidence_file(receipt, option="--receipt", overwrite=overwrite)
 
 
 def _warn_about(plan: Any) -> None:

@@ -85,8 +85,6 @@ def prune_sessions(*,
     metrics_file: MetricsFile = None,
 ) -> None:
     """Delete sessions not written for longer than --idle-for (preview unless --apply)."""
-    import os
-
     from backends.contract import Capability
     from backends.ops.prune import Prune, PruneRequest, PruneResult
 
@@ -96,12 +94,7 @@ def prune_sessions(*,
         parse_duration(idle_for), apply=apply, archive=archive, overwrite=overwrite,
         assume_ttl=_parse_ttl(assume_ttl) if assume_ttl is not None else None,
         owner_subject=conn.scope, match=match, batch_size=batch_size)
-    if archive is not None:
-        directory = os.path.dirname(os.path.abspath(archive))
-        if not os.path.isdir(directory) or os.path.isdir(archive):
-            current().abort(f"--archive {archive}: not a file in an existing directory", ExitCode.USAGE)
-    elif overwrite:
-        current().abort("--overwrite only applies to --archive FILE", ExitCode.USAGE)
+    current().evidence_file(archive, option="--archive", overwrite=overwrite)
     out = current().output
     spec = conn.spec
     result = PruneResult()
