@@ -37,6 +37,7 @@ class Category(str, Enum):
     LOSSY = "lossy"
     INVALID_URI = "invalid_uri"
     NOT_FOUND = "not_found"                # registry.TargetNotFound (module:attr)
+    REFUSED = "refused"                    # OperationRefused: the request, as asked
     IMPORT = "import"
     NO_FILE = "no_file"
     OS = "os"
@@ -173,6 +174,14 @@ class CorruptEvent(IntegrityError):
                          "(semvecctl doctor lists every damaged row)")
 
 
+class OperationRefused(BackendError, ValueError):
+    """A use case refused the request as asked, before it changed anything: the arguments
+    contradict the store, or what an interrupted run left beside its evidence (a journal,
+    an archive, a receipt). The message says what to run instead."""
+
+    category = Category.REFUSED
+
+
 class InjectedFault(BackendError):
     """Raised by an adapter's fault seam (conformance only): a failure planted on purpose
     at a named point of a write, to check that the write leaves all or nothing."""
@@ -226,10 +235,10 @@ class ContractError(TypeError):
 # -- the one failure vocabulary ------------------------------------------------------------
 #
 # Every failure has ONE category, found by :func:`category_of`; ONE table (:data:`CATEGORIES`)
-# says what each category means to every caller: the exit code of the CLI (the values of
-# ``semvecctl.exit_codes.ExitCode``: 1 check failed, 2 usage, 3 environment, 4 unreachable),
-# its one-line wording, the label ``semvecctl health`` reports and the name a load run counts
-# it under. Nothing else decides what kind of failure an exception is.
+# says what each category means to every caller: its one-line wording, the label a health
+# probe reports and the name a load run counts it under. What a category means to a process
+# (the CLI's exit code) is the caller's: ``semvecctl.exit_codes.EXIT_CODES`` maps every
+# category to one. Nothing else decides what kind of failure an exception is.
 
 
 @dataclass(frozen=True)
@@ -237,55 +246,49 @@ class CategoryRule:
     """One row of :data:`CATEGORIES`. ``wording`` is formatted with ``exc`` (the
     exception), ``type`` (its class name) and ``filename`` (an OSError's)."""
 
-    exit_code: int
     wording: str
-    #: the cause ``semvecctl health`` reports (and shows as the status)
+    #: the cause a health probe reports (and ``semvecctl health`` shows as the status)
     health: str = "error"
     #: the name a load run counts the failure under; None = the exception's class name
     load: str | None = None
 
 
-_ENV, _UNREACH, _CHECK, _USAGE = 3, 4, 1, 2
-
-#: category -> exit code and wording: the one table
+#: category -> wording: the one table
 CATEGORIES: dict[Category, CategoryRule] = {
-    Category.CONFLICT: CategoryRule(_CHECK, "conflict: {exc}", load="conflict"),
-    Category.UNREACHABLE: CategoryRule(_UNREACH, "backend unreachable: {exc}",
+    Category.CONFLICT: CategoryRule("conflict: {exc}", load="conflict"),
+    Category.UNREACHABLE: CategoryRule("backend unreachable: {exc}",
                                        health="unreachable", load="unreachable"),
-    Category.NETWORK: CategoryRule(_UNREACH, "backend unreachable: {type}: {exc}",
+    Category.NETWORK: CategoryRule("backend unreachable: {type}: {exc}",
                                    health="unreachable", load="unreachable"),
     Category.TRANSIENT: CategoryRule(
-        _UNREACH, "backend temporarily unavailable (transient: a failover or a timeout that "
-                  "should pass): {exc}; retry the command", health="transient failure"),
-    Category.AUTH: CategoryRule(_ENV, "backend refused our credentials: {exc}",
+        "backend temporarily unavailable (transient: a failover or a timeout that "
+        "should pass): {exc}; retry the command", health="transient failure"),
+    Category.AUTH: CategoryRule("backend refused our credentials: {exc}",
                                 health="credentials refused", load="auth"),
-    Category.PERMISSION: CategoryRule(_ENV, "permission denied: {exc}",
-                                      health="credentials refused"),
-    Category.TLS: CategoryRule(_ENV, "{exc}", health="tls error"),
-    Category.CONFIG: CategoryRule(_ENV, "{exc}", health="misconfigured", load="config"),
-    Category.UNSUPPORTED: CategoryRule(_ENV, "{exc}", health="misconfigured", load="unsupported"),
-    Category.MISSING_DRIVER: CategoryRule(_ENV, "{exc}", health="misconfigured"),
-    Category.CONTESTED: CategoryRule(_ENV, "{exc}"),
-    Category.CONTRACT: CategoryRule(_ENV, "{exc}"),
-    Category.INTEGRITY: CategoryRule(_CHECK, "integrity check failed: {exc}", load="integrity"),
-    Category.CORRUPT: CategoryRule(_CHECK, "damaged data: {exc} (nothing was written; the row "
-                                           "is left as it is)", load="integrity"),
-    Category.INJECTED: CategoryRule(_CHECK, "injected fault (the adapter's conformance fault "
-                                            "seam is active): {exc}"),
-    Category.INVALID_EVENT: CategoryRule(_ENV, "invalid event: {exc}", load="invalid_event"),
-    Category.ARCHIVE_DAMAGED: CategoryRule(_CHECK, "archive check failed: {exc}",
-                                           load="integrity"),
-    Category.ARCHIVE_UNSUPPORTED: CategoryRule(_ENV, "{exc}"),
-    Category.LOSSY: CategoryRule(_CHECK, "{exc}"),
-    Category.INVALID_URI: CategoryRule(_USAGE, "{exc}"),
-    Category.NOT_FOUND: CategoryRule(_ENV, "{exc}"),
-    Category.IMPORT: CategoryRule(_ENV, "{exc}"),
-    Category.NO_FILE: CategoryRule(_USAGE, "no such file: {filename}"),
-    Category.OS: CategoryRule(_ENV, "{type}: {exc}"),
-    Category.BACKEND: CategoryRule(_ENV, "backend error: {exc}"),
-    #: not known to pass: permanent (3), like every unclassified failure, in every command
-    Category.UNKNOWN: CategoryRule(_ENV, "unexpected {type}: {exc} (rerun with --verbose for "
-                                         "details)"),
+    Category.PERMISSION: CategoryRule("permission denied: {exc}", health="credentials refused"),
+    Category.TLS: CategoryRule("{exc}", health="tls error"),
+    Category.CONFIG: CategoryRule("{exc}", health="misconfigured", load="config"),
+    Category.UNSUPPORTED: CategoryRule("{exc}", health="misconfigured", load="unsupported"),
+    Category.MISSING_DRIVER: CategoryRule("{exc}", health="misconfigured"),
+    Category.CONTESTED: CategoryRule("{exc}"),
+    Category.CONTRACT: CategoryRule("{exc}"),
+    Category.INTEGRITY: CategoryRule("integrity check failed: {exc}", load="integrity"),
+    Category.CORRUPT: CategoryRule("damaged data: {exc} (nothing was written; the row "
+                                   "is left as it is)", load="integrity"),
+    Category.INJECTED: CategoryRule("injected fault (the adapter's conformance fault "
+                                    "seam is active): {exc}"),
+    Category.INVALID_EVENT: CategoryRule("invalid event: {exc}", load="invalid_event"),
+    Category.ARCHIVE_DAMAGED: CategoryRule("archive check failed: {exc}", load="integrity"),
+    Category.ARCHIVE_UNSUPPORTED: CategoryRule("{exc}"),
+    Category.LOSSY: CategoryRule("{exc}"),
+    Category.INVALID_URI: CategoryRule("{exc}"),
+    Category.NOT_FOUND: CategoryRule("{exc}"),
+    Category.REFUSED: CategoryRule("{exc}"),
+    Category.IMPORT: CategoryRule("{exc}"),
+    Category.NO_FILE: CategoryRule("no such file: {filename}"),
+    Category.OS: CategoryRule("{type}: {exc}"),
+    Category.BACKEND: CategoryRule("backend error: {exc}"),
+    Category.UNKNOWN: CategoryRule("unexpected {type}: {exc} (rerun with --verbose for details)"),
 }
 
 #: error classes defined outside this module (or by the engine), by class name: their

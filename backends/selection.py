@@ -1,12 +1,16 @@
 """A backend from a URI: which backend a scheme implies, URI validation, and the choice
-between backends sharing a scheme (asked of the detector their ``BackendInfo`` declares).
+between backends sharing a scheme (asked of the detector their ``BackendInfo`` declares);
+and :func:`choose_store`, the one call from whatever names a store (URI, backend name,
+environment, profile) to the store chosen.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol
 from urllib.parse import SplitResult, urlsplit
 
+from backends.errors import OperationRefused
 from backends.info import KNOWN_INFO, scheme_claims
 from backends.redaction import redact_uri
 
@@ -116,3 +120,150 @@ def choose_backend_for_uri(uri: str, *, shards: str | None = None) -> tuple[str,
         return fits[0], f"the URI scheme implies {fits[0]!r}"
     choice = detector.choose(uri) if shards is None else detector.choose(uri, shards=shards)
     return choice[0], choice[1]
+
+
+# -- one call from what names a store (URI, backend name, environment, profile) to it -------
+
+#: backend -> the variable holding its URI (declared in backends.info)
+_URI_VARIABLES = {info.name: info.uri_env[0] for info in KNOWN_INFO if info.uri_env}
+
+#: backends a URI scheme can imply; a backend name may not contradict these
+SCHEME_IMPLIED = frozenset(info.name for info in KNOWN_INFO if info.schemes)
+
+
+class ProfileLike(Protocol):
+    """What a named profile offers the choice (``semvecctl.config.Profile``)."""
+
+    name: str
+    backend: str | None
+    uri: str | None
+    database: str | None
+    options: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class StoreChoice:
+    """A store named: its backend, URI (None: the backend's default), options, where the
+    choice came from (``flag``, ``env``, ``profile NAME``, ``default``) and why a URI that
+    fits several backends got this one."""
+
+    backend: str
+    uri: str | None = None
+    origin: str = "default"
+    reason: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def uri_variable(name: str) -> str:
+    """The variable holding a backend's URI: declared, or the selected plugin's own
+    ``uri_env`` class attribute (reading it imports the plugin, which is selected)."""
+    from backends.registry import Registry, fold_name
+
+    if fold_name(name) in _URI_VARIABLES:
+        return _URI_VARIABLES[fold_name(name)]
+    info = Registry().info_of(name)
+    return info.uri_env[0] if info is not None and info.uri_env else ""
+
+
+def _from_uri(uri: str, backend: str | None, shards: str | None) -> tuple[str, str]:
+    """The backend a URI names (a given ``backend`` may pick among those its scheme fits,
+    never contradict it), and why when the store itself decided."""
+    from backends.registry import fold_name
+
+    scheme_backend = backend_for_uri(uri)
+    fits = fitting_backends(uri)
+    if backend and fold_name(backend) in SCHEME_IMPLIED and fold_name(backend) not in fits:
+        raise OperationRefused(
+            f"--backend {backend} contradicts the URI scheme, which implies "
+            f"{' or '.join(repr(f) for f in fits)}; drop one of them")
+    if not backend and len(fits) > 1:
+        return choose_backend_for_uri(uri, shards=shards)
+    return backend or scheme_backend, ""
+
+
+def _fits_profile(backend: str, profile: ProfileLike | None) -> bool:
+    """Whether the profile's URI is one for ``backend`` (its backend, or its scheme)."""
+    from backends.registry import fold_name
+
+    if profile is None or not profile.uri:
+        return False
+    if profile.backend:
+        return fold_name(profile.backend) == fold_name(backend)
+    return bool(backend_for_uri(profile.uri)) and fold_name(backend) in fitting_backends(profile.uri)
+
+
+def _uri_for_named(backend: str, env: Mapping[str, str], profile: ProfileLike | None,
+                   named: bool) -> str | None:
+    """The URI of a backend named by flag: its variable's, or the profile's when the
+    profile is for it and was named on the command line (or the variable is unset)."""
+    env_uri = env.get(uri_variable(backend), "") or None
+    if _fits_profile(backend, profile) and (named or env_uri is None):
+        return profile.uri  # type: ignore[union-attr]
+    return env_uri
+
+
+def _from_environment(env: Mapping[str, str], profile: ProfileLike | None,
+                      named: bool) -> StoreChoice | None:
+    """``$SEMVEC_SESSION_BACKEND`` and its URI variable (a profile named on the command
+    line that names a store beats them); None when it is unset."""
+    from backends.registry import ENV_VAR, fold_name
+
+    if named and profile is not None and (profile.backend or profile.uri):
+        return None
+    chosen = env.get(ENV_VAR, "").strip()
+    if not chosen:
+        return None
+    uri = env.get(uri_variable(chosen), "") or None
+    if uri is None and profile is not None and profile.uri and backend_for_uri(profile.uri) \
+            and fold_name(chosen) in fitting_backends(profile.uri):
+        uri = profile.uri
+    return StoreChoice(chosen, uri, "env")
+
+
+def _from_profile(env: Mapping[str, str], profile: ProfileLike | None,
+                  named: bool) -> StoreChoice | None:
+    """The profile's store (None when it names none); its URI unless the environment
+    holds one for its backend and the profile was not named on the command line."""
+    if profile is None or not (profile.backend or profile.uri):
+        return None
+    chosen, reason = profile.backend or backend_for_uri(profile.uri or ""), ""
+    if not profile.backend and profile.uri and len(fitting_backends(profile.uri)) > 1:
+        chosen, reason = choose_backend_for_uri(profile.uri)
+    uri = (profile.uri if named and profile.uri else None) \
+        or env.get(uri_variable(chosen), "") or profile.uri
+    return StoreChoice(chosen, uri, f"profile {profile.name}", reason)
+
+
+def choose_store(backend: str | None = None, uri: str | None = None, *,
+                 env: Mapping[str, str], profile: ProfileLike | None = None,
+                 profile_named: bool = False, shards: str | None = None,
+                 database_env: str | None = None) -> StoreChoice:
+    """The store named by a URI and/or backend name, else the environment
+    (``$SEMVEC_SESSION_BACKEND`` and the backend's URI variable), else a profile, else
+    the default backend (as fsspec's ``url_to_fs`` turns a URL into a filesystem).
+
+    A profile named on the command line (``profile_named``) beats the environment;
+    the profile's options come along, and the database named by the variable
+    ``database_env`` (the mongo backend's, passed by the caller) or the profile's database
+    for a MongoDB store. ``shards`` is the SQL deployment's shard list that
+    helps tell apart backends sharing ``postgresql://``. InvalidURI for a URI we cannot
+    use; OperationRefused for a backend name that contradicts the URI's scheme."""
+    from backends.registry import DEFAULT_BACKEND, fold_name
+
+    named = profile is not None and profile_named
+    if uri:
+        chosen, reason = _from_uri(uri, backend, shards)
+        choice = StoreChoice(chosen, uri, "flag", reason)
+    elif backend:
+        choice = StoreChoice(backend, _uri_for_named(backend, env, profile, named), "flag")
+    else:
+        choice = (_from_environment(env, profile, named) or _from_profile(env, profile, named)
+                  or StoreChoice(DEFAULT_BACKEND))
+    if choice.uri:
+        backend_for_uri(choice.uri)  # InvalidURI: whichever source gave it
+    options: dict[str, Any] = dict(profile.options) if profile is not None else {}
+    database = ((profile.database if named else None) or (env.get(database_env) if database_env else None)  # type: ignore[union-attr]
+                or (profile.database if profile is not None else None))
+    if database and fold_name(choice.backend) == "mongo":
+        options.setdefault("database", database)
+    return StoreChoice(choice.backend, choice.uri, choice.origin, choice.reason, options)

@@ -86,6 +86,18 @@ class Application:
             self.abort(f"{option} {os.fspath(path)} already exists: pass --overwrite to replace "
                        "it, or name another file (nothing was changed)", ExitCode.USAGE)
 
+    def evidence_file(self, path: str | None, *, option: str, overwrite: bool) -> None:
+        """Refuse (exit 2) an evidence file (``--archive``, ``--receipt``) that is not a file
+        in an existing directory, and ``--overwrite`` without one."""
+        from semvecctl.exit_codes import ExitCode
+
+        if path is not None:
+            directory = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(directory) or os.path.isdir(path):
+                self.abort(f"{option} {path}: not a file in an existing directory", ExitCode.USAGE)
+        elif overwrite:
+            self.abort(f"--overwrite only applies to {option} FILE", ExitCode.USAGE)
+
     def abort(self, message: str = "", code: int = 1, *,
               cause: BaseException | None | object = _CHAINED) -> NoReturn:
         """End the command: ``message`` (scrubbed, one line on stderr) and ``code``

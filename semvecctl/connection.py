@@ -29,9 +29,6 @@ URI_ENV: dict[str, str] = {info.name: info.uri_env[0] for info in KNOWN_INFO if 
 #: ``SEMVEC_STATE_DB_SHARDS``): those that declare the shard variable
 SHARDED_BACKENDS = frozenset(info.name for info in KNOWN_INFO if info.shards_env)
 
-#: backends a URI scheme can imply; --backend may not contradict these
-SCHEME_IMPLIED = frozenset(info.name for info in KNOWN_INFO if info.schemes)
-
 #: Commands that may run with no backend named (they read no store's data, or refuse an
 #: unnamed backend themselves). Every other command works on a store and refuses the
 #: implicit in-memory default: a check of an empty store nobody named would go green on
@@ -42,17 +39,6 @@ UNNAMED_BACKEND_OK = frozenset({
     ("backends", "resolve"),     # resolves names and URIs, opens nothing
     ("conformance", "run"),      # refuses an unnamed backend itself (certifies what it is told)
 })
-
-
-def _uri_env(name: str) -> str:
-    """The variable holding a backend's URI: declared, or the selected plugin's own
-    ``uri_env`` class attribute (reading it imports the plugin, which is selected)."""
-    from backends.registry import Registry, fold_name
-
-    if fold_name(name) in URI_ENV:
-        return URI_ENV[fold_name(name)]
-    info = Registry().info_of(name)
-    return info.uri_env[0] if info is not None and info.uri_env else ""
 
 
 def _remember_backend_secrets(name: str, env: Mapping[str, str]) -> None:
@@ -121,107 +107,62 @@ def resolve_connection(
     environ: Mapping[str, str] | None = None,
     shards: Any = FROM_COMMAND_LINE,
 ) -> ConnectionSpec:
-    """Combine flags, environment and profile into one connection spec. ``shards`` is
-    the SQL deployment's shard list given for this store (a two-store command's
-    ``--from-shards``/``--to-shards``); by default the global ``--shards``."""
+    """Combine flags, environment and profile into one connection spec: the choice is
+    the discovery layer's (:func:`backends.selection.choose_store`); the command line's
+    own rules are here (an unnamed store refused, a typed name that exists, secrets
+    scrubbed, the shard list checked). ``shards`` is the SQL deployment's shard list
+    given for this store (a two-store command's ``--from-shards``/``--to-shards``); by
+    default the global ``--shards``."""
     from backends.mongo.config import ENV_DATABASE
-    from backends.registry import ENV_VAR, fold_name
-    from backends.selection import InvalidURI, backend_for_uri, choose_backend_for_uri, fitting_backends
+    from backends.selection import choose_store
 
-    from semvecctl.config import load_config, select_profile
-
-    app = current()
     env = os.environ if environ is None else environ
     if uri is not None and not uri.strip():
         current().abort("--uri is empty: give a connection URI (redis://, mongodb://, "
                         "postgresql://, memory://) or leave the option out", ExitCode.USAGE)
-    config = load_config(app.config_path, env)
-    profile = select_profile(config, app.profile, env)
-    for candidate in (uri, profile.uri if profile else None):
-        app.remember_secret(candidate)
-
+    profile = _profile(env, uri)
     if adapter:
         return ConnectionSpec(backend=backend or "custom", uri=uri, adapter_factory=adapter,
                               origin="flag")
-
-    def implied(u: str) -> str:
-        try:
-            return backend_for_uri(u)
-        except InvalidURI as exc:
-            current().abort(str(exc), ExitCode.USAGE, cause=None)
-
-    options: dict[str, Any] = dict(profile.options) if profile else {}
-    #: -P NAME on the command line: its settings beat the environment's
-    named = profile is not None and bool(app.profile)
-    database = ((profile.database if named else None) or env.get(ENV_DATABASE)
-                or (profile.database if profile else None))
-
-    reason = ""
-    if uri:
-        scheme_backend = implied(uri)
-        fits = fitting_backends(uri)
-        if backend and fold_name(backend) in SCHEME_IMPLIED and fold_name(backend) not in fits:
-            current().abort(
-                f"--backend {backend} contradicts the URI scheme, which implies "
-                f"{' or '.join(repr(f) for f in fits)}; drop one of them", ExitCode.USAGE
-            )
-        chosen = backend or scheme_backend
-        if not backend and len(fits) > 1:
-            chosen, reason = choose_backend_for_uri(
-                uri, shards=app.shards if shards is FROM_COMMAND_LINE else shards)
-        origin = "flag"
-    elif backend:
-        chosen = backend
-        env_uri = env.get(_uri_env(backend), "") or None
-        origin = "flag"
-        fits_profile = bool(profile and profile.uri and (
-            (profile.backend and fold_name(profile.backend) == fold_name(backend))
-            or (not profile.backend and implied(profile.uri)
-                and fold_name(backend) in fitting_backends(profile.uri))
-        ))
-        if fits_profile and (named or env_uri is None):
-            uri = profile.uri  # type: ignore[union-attr]
-        else:
-            uri = env_uri
-    else:
-        env_backend = "" if named and (profile.backend or profile.uri) else \
-            env.get(ENV_VAR, "").strip()  # type: ignore[union-attr]
-        if env_backend:
-            chosen, origin = env_backend, "env"
-            uri = env.get(_uri_env(env_backend), "") or None
-            if uri is None and profile and profile.uri and implied(profile.uri) \
-                    and fold_name(env_backend) in fitting_backends(profile.uri):
-                uri = profile.uri
-        elif profile and (profile.backend or profile.uri):
-            chosen = profile.backend or implied(profile.uri or "")
-            if not profile.backend and profile.uri and len(fitting_backends(profile.uri)) > 1:
-                chosen, reason = choose_backend_for_uri(profile.uri)
-            uri = (profile.uri if named and profile.uri else None) \
-                or env.get(_uri_env(chosen), "") or profile.uri
-            origin = f"profile {profile.name}"
-        else:
-            from backends.registry import DEFAULT_BACKEND
-
-            chosen, origin = DEFAULT_BACKEND, "default"
-            refuse_unnamed_store(env)
-    if uri:
-        implied(uri)
-        app.remember_secret(uri)
-    if origin != "default":
-        require_known_backend(chosen, origin)
-        _remember_backend_secrets(chosen, env)
-    if database and fold_name(chosen) == "mongo":
-        options.setdefault("database", database)
-    if shards is FROM_COMMAND_LINE:
-        shards = app.shards
+    shards = current().shards if shards is FROM_COMMAND_LINE else shards
+    choice = choose_store(backend, uri, env=env, profile=profile,
+                          profile_named=bool(current().profile), shards=shards,
+                          database_env=ENV_DATABASE)
+    if choice.origin == "default":
+        refuse_unnamed_store(env)
+    current().remember_secret(choice.uri)
+    if choice.origin != "default":
+        require_known_backend(choice.backend, choice.origin)
+        _remember_backend_secrets(choice.backend, env)
+    options = dict(choice.options)
     if shards is not None:
-        if fold_name(chosen) not in SHARDED_BACKENDS:
-            current().abort(f"a shard list is a SQL deployment's; backend {chosen!r} has "
-                            "none (use it with postgres or pgvector)", ExitCode.USAGE)
-        shard_list(shards, "a shard list")
-        options["shards"] = shards
-    return ConnectionSpec(backend=chosen, uri=uri, options=options, origin=origin,
-                          choice_reason=reason)
+        options["shards"] = _checked_shards(choice.backend, shards)
+    return ConnectionSpec(backend=choice.backend, uri=choice.uri, options=options,
+                          origin=choice.origin, choice_reason=choice.reason)
+
+
+def _profile(env: Mapping[str, str], uri: str | None) -> Any:
+    """The selected profile (``-P``, ``$SEMVECCTL_PROFILE``, ``current-profile``), its
+    URI and the flag's registered for scrubbing."""
+    from semvecctl.config import load_config, select_profile
+
+    app = current()
+    profile = select_profile(load_config(app.config_path, env), app.profile, env)
+    for candidate in (uri, profile.uri if profile else None):
+        app.remember_secret(candidate)
+    return profile
+
+
+def _checked_shards(backend: str, shards: str) -> str:
+    """A shard list for this store: only a backend that shards takes one (exit 2), and
+    every entry must be a PostgreSQL URL (:func:`shard_list`)."""
+    from backends.registry import fold_name
+
+    if fold_name(backend) not in SHARDED_BACKENDS:
+        current().abort(f"a shard list is a SQL deployment's; backend {backend!r} has "
+                        "none (use it with postgres or pgvector)", ExitCode.USAGE)
+    shard_list(shards, "a shard list")
+    return shards
 
 
 def _command_path() -> tuple[str, ...]:

@@ -3,12 +3,13 @@
 Commands end with :meth:`semvecctl.application.Application.abort` for what they detect
 themselves (it raises :class:`CliError`, caught only at the error boundary in
 ``semvecctl.app``); everything else is looked up in the one category table of
-``backends.errors``, so every command maps errors the same way.
+``backends.errors`` (its wording) and :data:`semvecctl.exit_codes.EXIT_CODES` (its exit
+code), so every command maps errors the same way.
 """
 
 from __future__ import annotations
 
-from semvecctl.exit_codes import ExitCode
+from semvecctl.exit_codes import ExitCode, exit_code_of
 
 
 class CliError(Exception):
@@ -24,9 +25,10 @@ class CliError(Exception):
 
 def classify(exc: BaseException) -> tuple[ExitCode, str]:
     """The exit code and one-line message of any failure: an abort's own, else the row of
-    its category in the one table (``backends.errors.CATEGORIES``)."""
-    from backends.errors import describe, rule_of
+    its category: the wording of ``backends.errors.CATEGORIES``, the exit code of
+    ``semvecctl.exit_codes.EXIT_CODES``."""
+    from backends.errors import category_of, describe
 
     if isinstance(exc, CliError):
         return exc.code, exc.message
-    return ExitCode(rule_of(exc).exit_code), describe(exc)
+    return exit_code_of(category_of(exc)), describe(exc)

@@ -1,15 +1,20 @@
 """Option declarations shared by every command, so flags look and behave the same.
 
-Each flag is declared once here; a command's signature names the declarations it takes
-and hands the connection flags to one :class:`semvecctl.connection.Connection` bundle
-(``--backend``/``--uri``/``--adapter``, ``--owner``/``--unowned``, ``--timeout``). The
-owner flags say what they filter in each command's own words (sessions, events, items, a
-data subject), so one factory makes them.
+Each flag is declared once here; a command's signature names the declarations it takes.
+The store flags (``--backend``/``--uri``/``--adapter``) are not in any command's
+signature: :func:`store_command` adds them to every command that works on one store and
+hands the command one :class:`semvecctl.connection.Connection` bundle, which also takes the
+command's own ``--owner``/``--unowned``/``--timeout`` (the global ``--shards`` and
+``--profile`` reach it through the application). The owner flags say what they filter in
+each command's own words (sessions, events, items, a data subject), so one factory makes
+them.
 """
 
 
+import functools
+import inspect
 from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
@@ -85,6 +90,14 @@ Apply = Annotated[
     bool,
     typer.Option("--apply", help="Write (without it: a preview, nothing changed, exit 0). Asks "
                                  "first: --yes answers, required without a terminal (else exit 2)."),
+]
+#: ``doctor --fix --apply``: the same vocabulary, said of repairs and their proof
+FixApply = Annotated[
+    bool,
+    typer.Option("--apply", help="With --fix: perform the repairs that cannot lose data, then "
+                                 "audit the whole store again (exit 0 only when that re-audit "
+                                 "finds no error). Asks first: --yes answers, required without "
+                                 "a terminal (else exit 2)."),
 ]
 #: how many a streaming read takes per round trip (listing, export, audit, prune, stats)
 BatchSize = Annotated[
@@ -243,3 +256,55 @@ FromShards = Annotated[Optional[str], typer.Option(
 ToShards = Annotated[Optional[str], typer.Option(
     "--to-shards", show_default=False, metavar="DSN,DSN",
     help="The target SQL deployment's shard list, in the engine's order ('' for none).")]
+
+
+# -- the store flags, added to every command that works on one store -------------------------
+
+#: the parameters a command's bundle also takes from the command's own flags, when it has them
+_BUNDLED = ("owner", "unowned", "timeout")
+
+
+def store_command(*, backend: Any = Backend, adapter: bool = True) -> Callable[[Any], Any]:
+    """Give a command the store flags and one connection bundle.
+
+    The decorated function takes a parameter ``conn`` (a
+    :class:`semvecctl.connection.Connection`) in place of ``--backend``/``--uri``/
+    ``--adapter``: the decorator puts those options where ``conn`` stands in the signature
+    Typer reads (so ``--help`` lists them with the command's own), builds the bundle from
+    them and from the command's ``owner``/``unowned``/``timeout`` parameters when it has
+    them (which the command still receives), and calls the command with it. ``backend``
+    is the ``--backend`` declaration (``NamedBackend`` for a command that picks no
+    default); ``adapter=False`` for commands that open no adapter from Python code."""
+    store_params = [("backend", backend), ("uri", Uri)] + ([("adapter", AdapterFactory)]
+                                                          if adapter else [])
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(command, eval_str=True)
+        if "conn" not in signature.parameters:
+            raise TypeError(f"{command.__name__}: a store command takes a 'conn' parameter")
+        injected = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                      annotation=annotation)
+                    for name, annotation in store_params]
+        params: list[inspect.Parameter] = []
+        for param in signature.parameters.values():
+            if param.name == "conn":
+                params.extend(injected)
+            else:
+                params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+
+        @functools.wraps(command)
+        def run(**kwargs: Any) -> Any:
+            from semvecctl.connection import Connection
+
+            store = [kwargs.pop(name) for name, _ in store_params]
+            bundled = {name: kwargs[name] for name in _BUNDLED if name in kwargs}
+            bundled["unowned"] = bool(bundled.get("unowned", False))
+            conn = Connection(*store, **bundled)
+            return command(conn=conn, **kwargs)
+
+        run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in params
+                               if p.annotation is not inspect.Parameter.empty}
+        run.__dict__.pop("__wrapped__", None)  # Typer reads this signature, not the command's
+        return run
+    return decorate

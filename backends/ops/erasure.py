@@ -414,3 +414,83 @@ def receipt(adapter: Any, plan: ErasurePlan, records: Sequence[dict[str, Any]],
         "notes": list(notes),
         **extra,
     }
+
+
+# -- one run: the receipt and the journal beside it ------------------------------------------
+
+
+class Erasure:
+    """One ``erase`` run over an open adapter, bound to its receipt file.
+
+    The receipt is the evidence; ``RECEIPT.journal`` beside it records every step, so a
+    rerun of the same erasure continues an interrupted one and its receipt covers the
+    whole. In order: :meth:`finished` (a previous run wrote its receipt: done),
+    :meth:`plan`, then for an apply :meth:`open_journal`, :meth:`run` and
+    :meth:`write_receipt`. A request that contradicts what is on disk is refused
+    (OperationRefused) before anything is erased."""
+
+    def __init__(self, adapter: Any, user_id: str, owner: str | None, *,
+                 receipt: str | None, source_uri: str, apply: bool = False,
+                 overwrite: bool = False) -> None:
+        self.adapter, self.user_id, self.owner = adapter, user_id, owner
+        self.receipt, self.apply, self.overwrite = receipt, apply, overwrite
+        self.arguments = {"uri": source_uri, "backend": str(getattr(adapter, "name", "?")),
+                          "user": user_id, "owner": owner, "unowned": owner is None}
+        #: an interrupted erasure's journal was found (a preview says --apply continues it)
+        self.interrupted = False
+        self.journal: Any = None
+
+    def finished(self) -> bool:
+        """Whether this very erasure had finished: its receipt exists and the journal it
+        left (stopped before removing it) is removed now. Refuses to replace an existing
+        receipt without ``overwrite``."""
+        import os
+
+        from backends.errors import OperationRefused
+        from backends.ops.journal import Journal, JournalMismatch, journal_path
+
+        if self.receipt is None:
+            return False
+        path = journal_path(self.receipt)
+        try:
+            found = Journal.read(path)
+        except JournalMismatch as exc:
+            raise OperationRefused(f"{exc}; move it away if it is not from an erasure") from exc
+        if found is not None and os.path.exists(self.receipt):
+            # the last run wrote its whole receipt (atomically), then stopped
+            Journal(path, found[0], found[1], True).finish()
+            if self.apply and found[0].get("arguments") == self.arguments:
+                return True
+            found = None
+        if self.apply and found is None and os.path.exists(self.receipt) and not self.overwrite:
+            raise OperationRefused(f"--receipt {self.receipt} already exists: choose another "
+                                   "file, or pass --overwrite to replace it")
+        self.interrupted = found is not None
+        return False
+
+    def plan(self, progress: Progress | None = None) -> ErasurePlan:
+        return plan_erasure(self.adapter, self.user_id, self.owner, progress=progress)
+
+    def open_journal(self) -> Any:
+        """The journal of this erasure: new, or the interrupted one to continue
+        (JournalMismatch when it is another erasure's)."""
+        from backends.ops.journal import Journal
+
+        self.journal = Journal.open(self.receipt or "", "erase", self.arguments)
+        return self.journal
+
+    def run(self, plan: ErasurePlan) -> dict[str, Any]:
+        """Erase, journalled step by step; the receipt of the whole erasure."""
+        return apply_erasure(self.adapter, plan, self.journal)
+
+    def write_receipt(self, result: dict[str, Any]) -> str:
+        """Write the receipt (atomically, synced), then remove the journal; its text."""
+        import json
+
+        from backends.archive import atomic_output
+
+        text = json.dumps(result, indent=2, sort_keys=True) + "\n"
+        with atomic_output(self.receipt or "") as stream:
+            stream.write(text.encode("utf-8"))
+        self.journal.finish()  # the receipt is complete and synced
+        return text

@@ -17,11 +17,14 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from backends.errors import OperationRefused
+
 SUFFIX = ".journal"
 
 
-class JournalMismatch(ValueError):
-    """The journal beside the evidence belongs to a run with other arguments."""
+class JournalMismatch(OperationRefused):
+    """The journal beside the evidence belongs to a run with other arguments (or is no
+    journal): refused before anything is changed."""
 
 
 def journal_path(evidence: str | os.PathLike[str]) -> Path:

@@ -12,8 +12,9 @@ write time is counted as ``unknown`` and never deleted.
 Deletes are version-checked (``delete(expected_version=)``): a session written after it
 was judged idle has moved on and survives, counted as ``kept``. With an archive, the
 idle sessions are written to it first (atomically) and what is deleted is exactly what
-the archive holds, at the archived version (the CLI journals a run beside its archive,
-see :mod:`backends.ops.journal`, so a rerun continues it and never replaces the archive).
+the archive holds, at the archived version (:class:`Prune`, one run, journals an ``apply``
+beside its archive, see :mod:`backends.ops.journal`, so a rerun continues it and never
+replaces the archive).
 Everything streams: memory is bounded by a
 read chunk, whatever the number of sessions.
 """
@@ -26,8 +27,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Iterator
 
 from backends.archive import ArchiveReader, ArchiveWriter, atomic_output
-from backends.contract import (UNSCOPED, OwnerFilter, StateVersionConflict, as_utc, state_defaults)
-from backends.errors import BackendConfigError, UnsupportedOperation
+from backends.contract import UNSCOPED, OwnerFilter, StateVersionConflict, as_utc, state_defaults
+from backends.errors import BackendConfigError, OperationRefused, UnsupportedOperation
 
 Clock = Callable[[Any, datetime], "datetime | None"]
 
@@ -242,3 +243,172 @@ def discard_partials(path: str | os.PathLike[str]) -> int:
         except FileNotFoundError:
             pass
     return removed
+
+
+# -- one run: the checks, the journal beside the archive, the scan or its resume -----------
+
+
+@dataclass(frozen=True)
+class PruneRequest:
+    """What the operator asked for. ``source_uri`` is the store's redacted location (what
+    an archive's header and the journal name)."""
+
+    idle_for: timedelta
+    apply: bool = False
+    archive: str | None = None
+    overwrite: bool = False
+    assume_ttl: int | None = None
+    owner_subject: OwnerFilter = UNSCOPED
+    match: str | None = None
+    batch_size: int = 500
+    source_uri: str = ""
+
+    def journal_arguments(self, backend: str) -> dict[str, Any]:
+        """What a rerun must repeat to continue this run (the keys journals have had)."""
+        owner = self.owner_subject if isinstance(self.owner_subject, str) else None
+        return {"uri": self.source_uri, "backend": backend,
+                "idle_for_s": int(self.idle_for.total_seconds()),
+                "assume_ttl_s": self.assume_ttl, "owner": owner,
+                "unowned": self.owner_subject is None, "match": self.match}
+
+
+def _noop(*_: Any) -> None:
+    return None
+
+
+class Prune:
+    """One ``sessions prune`` run over an open adapter.
+
+    :meth:`start` refuses what cannot go on (OperationRefused, nothing changed), asks
+    ``confirm`` before an ``apply``, and returns the sessions to delete (or preview): the
+    idle ones found now, archived first when an archive is asked for, or, continuing an
+    interrupted ``apply`` journalled beside its archive, exactly what that archive holds.
+    :meth:`delete` deletes them and removes the journal once every one is dealt with.
+    ``progress(items, label)`` wraps the archiving pass; ``notify`` hears a resumption;
+    the counts go to ``result`` (a caller may watch it from the start)."""
+
+    def __init__(self, adapter: Any, request: PruneRequest, *,
+                 confirm: Callable[[], None] = _noop, notify: Callable[[str], None] = _noop,
+                 progress: Callable[[Iterable[Any], str], Iterable[Any]] = lambda i, _: i,
+                 result: PruneResult | None = None) -> None:
+        self.adapter, self.request = adapter, request
+        self.confirm, self.notify, self.progress = confirm, notify, progress
+        self.result = result if result is not None else PruneResult()
+        #: the journal of an ``apply`` with an archive (None otherwise)
+        self.journal: Any = None
+        #: whether this run continues an interrupted one (deleting what its archive holds)
+        self.resumed = False
+
+    def start(self) -> Iterable[IdleSession]:
+        request = self.request
+        if request.assume_ttl is not None and state_defaults(
+                self.adapter.state_store()).records_write_time:
+            raise OperationRefused(
+                f"--assume-ttl is for stores that keep no write time; backend "
+                f"{self.adapter.name!r} stores one (leave --assume-ttl out)")
+        write_clock(self.adapter, assume_ttl=request.assume_ttl)  # before anything else
+        self._refuse_what_the_journal_forbids()
+        if request.apply:
+            self.confirm()
+        if request.archive is not None and request.apply:
+            self.journal = self._open_journal()
+            self.resumed = any(r.get("phase") == "archived" for r in self.journal.records)
+        if request.assume_ttl is not None and request.apply and request.archive is None:
+            # deletes stream: prove the assumed TTL on every key in scope before the first
+            check_assumed_ttl(self.adapter, request.assume_ttl,
+                              owner_subject=request.owner_subject, match=request.match,
+                              batch_size=request.batch_size)
+        if self.resumed:
+            return self._resume()
+        return self._scan()
+
+    def _open_journal(self) -> Any:
+        from backends.ops.journal import Journal
+
+        return Journal.open(self.request.archive or "", "prune",
+                            self.request.journal_arguments(str(self.adapter.name)))
+
+    def _refuse_what_the_journal_forbids(self) -> None:
+        """Refuse to replace an archive: one that exists (without ``overwrite``), or one an
+        interrupted prune's deletes depend on. A journal whose run stopped before its first
+        delete is removed (that archive holds nothing deleted: it may be replaced)."""
+        from backends.ops.journal import Journal, JournalMismatch, journal_path
+
+        archive, request = self.request.archive, self.request
+        if archive is None:
+            return
+        jpath = journal_path(archive)
+        try:
+            found = Journal.read(jpath)
+        except JournalMismatch as exc:
+            raise OperationRefused(f"{exc}; move it away if it is not from a prune") from exc
+        if found is not None and not any(r.get("phase") == "archived" for r in found[1]):
+            # interrupted before its first delete (the archive, if written, holds nothing
+            # that was deleted): start again
+            os.unlink(jpath)
+            return
+        if found is not None and not request.apply:
+            raise OperationRefused(
+                f"{jpath} records an interrupted prune that deleted sessions archived in "
+                f"{archive}; run it again with --apply to finish it (a preview would replace "
+                "that archive)")
+        if found is not None and request.overwrite:
+            raise OperationRefused(
+                f"{archive} holds sessions an interrupted prune deleted ({jpath}); --overwrite "
+                "would lose them: run the same command without --overwrite to finish it")
+        if found is None and os.path.exists(archive) and not request.overwrite:
+            raise OperationRefused(f"--archive {archive} already exists: choose another file, "
+                                   "or pass --overwrite to replace it")
+
+    def _resume(self) -> Iterable[IdleSession]:
+        archive, journal, result = self.request.archive or "", self.journal, self.result
+        if not os.path.isfile(archive):
+            raise BackendConfigError(
+                f"{journal.path} records an interrupted prune whose deleted sessions are in "
+                f"{archive}, but {archive} is gone: put it back and run the same command "
+                "again (nothing more was deleted)")
+        done = next(journal.where(phase="archived"))
+        result.archived, result.digest = int(done["count"]), str(done["digest"])
+        # what the interrupted run's scan found (journals before this field: none)
+        result.examined = int(done.get("examined") or 0)
+        result.idle = int(done.get("idle") or 0)
+        result.unknown = int(done.get("unknown") or 0)
+        self.notify(f"continuing the interrupted prune journalled in {journal.path}: deleting "
+                    f"what {archive} holds ({result.archived} session(s)); the archive is kept")
+        return archived_sessions(archive)
+
+    def _scan(self) -> Iterable[IdleSession]:
+        request, result = self.request, self.result
+        idle = find_idle(self.adapter, request.idle_for, result,
+                         owner_subject=request.owner_subject, match=request.match,
+                         batch_size=request.batch_size, assume_ttl=request.assume_ttl)
+        if request.archive is None:
+            return idle
+        discard_partials(request.archive)
+        try:
+            archive_idle(self.adapter, self.progress(idle, "archiving"), request.archive,
+                         result, source_uri=request.source_uri,
+                         owner_subject=request.owner_subject)
+        except BaseException:  # nothing deleted yet: no run to continue
+            if self.journal is not None:
+                self.journal.finish()
+            raise
+        if self.journal is not None:
+            self.journal.append({"phase": "archived", "count": result.archived,
+                                 "digest": result.digest, "examined": result.examined,
+                                 "idle": result.idle, "unknown": result.unknown})
+        return archived_sessions(request.archive)
+
+    def delete(self, sessions: Iterable[IdleSession]) -> Iterator[tuple[IdleSession, str]]:
+        """Delete ``sessions`` (from :meth:`start`), yielding each outcome; the journal
+        goes once every one is dealt with (the archive was complete and synced before
+        the first delete)."""
+        result = self.result
+        yield from delete_idle(self.adapter, sessions, result,
+                               owner_subject=self.request.owner_subject)
+        if self.resumed:
+            # every session the resumed journal settles was examined, whatever the journal
+            # recorded of the interrupted run's scan
+            result.examined = max(result.examined, result.deleted + result.kept + result.vanished)
+        if self.journal is not None:
+            self.journal.finish()

@@ -15,10 +15,10 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.commands import help_of
+from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (AdapterFactory, KnownFailures, MetricsFile, NamedBackend,
-                               Output, Overwrite, Uri)
+from semvecctl.options import (KnownFailures, MetricsFile, NamedBackend, Output, Overwrite, store_command)
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
@@ -191,10 +191,9 @@ def _render_table(out: Any, report: Any) -> None:
 
 
 @app.command("run")
-def run(
-    backend: NamedBackend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+@store_command(backend=NamedBackend)
+def run(*,
+    conn: Connection,
     only: Optional[list[str]] = typer.Option(
         None, "--only", help="Run only these groups or group.case ids (repeat or comma-separate).",
         show_default=False),
@@ -224,7 +223,6 @@ def run(
     from backends.conformance import ConformanceOptions, plan, run_conformance, write_junit_xml
     from backends.conformance.context import redis_url_of
 
-    from semvecctl.connection import Connection
     from semvecctl.report import write_report
 
     out = current().output
@@ -237,7 +235,6 @@ def run(
     except ValueError as exc:
         current().abort(str(exc), ExitCode.USAGE, cause=None)
     known = _known_failures(known_failures)
-    conn = Connection(backend, uri, adapter)
     spec = conn.spec
     if spec.origin == "default":
         current().abort("name the backend to certify: --backend NAME, --uri URI or "
@@ -255,7 +252,7 @@ def run(
                                  redis_url=redis_url_of(spec.uri),
                                  allow_provisioning=allow_provisioning,
                                  retrieval_dimensions=dimensions, index_dimensions=dimensions)
-    kwargs = dict(selected_name=_selected_name(spec, backend), only=only_list,
+    kwargs = dict(selected_name=_selected_name(spec, conn.backend), only=only_list,
                   options=options, target=spec.display_uri if spec.uri else "",
                   recipe=_recipe_for(spec), known_failures=known)
     if _stderr_is_tty() and output == OutputFormat.table:

@@ -12,8 +12,6 @@ event store.
 """
 
 
-import json
-import os
 import sys
 from typing import Any, Optional
 
@@ -24,8 +22,7 @@ from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (AdapterFactory, Apply, Backend, MetricsFile, Output,
-                               Overwrite, SubjectOwner, SubjectUnowned, Uri, Yes)
+from semvecctl.options import (Apply, MetricsFile, Output, Overwrite, store_command, SubjectOwner, SubjectUnowned, Yes)
 from semvecctl.output import Column, OutputFormat
 
 NAME = "erase"
@@ -45,7 +42,8 @@ def _rows(places: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def app(
+@store_command()
+def app(*,
     user: str = typer.Option(..., "--user", help="The user id of the data subject.",
                              show_default=False),
     owner: SubjectOwner = None,
@@ -56,20 +54,55 @@ def app(
                                                "--apply; FILE.journal keeps an interrupted "
                                                "erasure resumable)."),
     overwrite: Overwrite = False,
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+    conn: Connection,
     output: Output = OutputFormat.table,
     yes: Yes = False,
     metrics_file: MetricsFile = None,
 ) -> None:
     """Preview or erase one data subject; --apply verifies and writes a receipt."""
-    from backends.archive import atomic_output
-    from backends.ops.erasure import apply_erasure, plan_erasure
-    from backends.ops.journal import Journal, JournalMismatch, journal_path
+    from backends.ops.erasure import Erasure
 
     apply = current().wants_apply(apply=apply, yes=yes)
     metrics = recorder(metrics_file, "erase")
+    _refuse_arguments(user, owner, unowned, apply, receipt, overwrite)
+    out = current().output
+    spec = conn.spec
+    with conn.open() as adapter_obj:
+        erasure = Erasure(adapter_obj, user, owner, receipt=receipt, source_uri=spec.display_uri,
+                          apply=apply, overwrite=overwrite)
+        if erasure.finished():
+            out.success(f"this erasure had finished: its receipt is {receipt}")
+            return
+        plan = erasure.plan(progress=lambda items: out.progress(items, label="reading the log"))
+        subject = f"user {user!r} " + (f"of owner {owner!r}" if owner else "without an owner")
+        _warn_about(plan)
+        if not apply:
+            _preview(plan, erasure, output)
+            return
+        current().confirm(f"erase {subject} ({len(plan.event_ids)} event(s), the state of "
+                          f"{len(plan.states)} session(s)"
+                          + (f", {len(plan.shared)} of them shared" if plan.shared else "")
+                          + f") from {spec.display_uri}", yes=yes)
+        journal = erasure.open_journal()
+        if journal.resumed:
+            out.info(f"continuing the interrupted erasure journalled in {journal.path}")
+        try:
+            result = erasure.run(plan)
+            metrics.track(result, backend=plan.backend)
+        except BaseException:  # a signal too: the journal keeps what was done
+            out.warn(f"the erasure of {subject} did not finish and wrote no receipt yet; "
+                     f"{journal.path} records what it did: run the same command again to "
+                     "finish it (its receipt will cover the whole erasure)")
+            raise
+        text = erasure.write_receipt(result)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    _report(result, subject, receipt)
+
+
+def _refuse_arguments(user: str, owner: Optional[str], unowned: bool, apply: bool,
+                      receipt: Optional[str], overwrite: bool) -> None:
+    """The flags that contradict each other, refused before any store is named (exit 2)."""
     if not user.strip():
         current().abort("--user needs a non-empty user id", ExitCode.USAGE)
     if (owner is None) == (not unowned):
@@ -80,89 +113,47 @@ def app(
     if apply and receipt is None:
         current().abort("--apply needs --receipt FILE: the receipt is the evidence, and "
                         "FILE.journal lets the same command finish an interrupted erasure", ExitCode.USAGE)
-    if receipt is not None:
-        directory = os.path.dirname(os.path.abspath(receipt))
-        if not os.path.isdir(directory) or os.path.isdir(receipt):
-            current().abort(f"--receipt {receipt}: not a file in an existing directory", ExitCode.USAGE)
-    elif overwrite:
-        current().abort("--overwrite only applies to --receipt FILE", ExitCode.USAGE)
-    app_ = current()
-    out = app_.output
-    conn = Connection(backend, uri, adapter)
-    spec = conn.spec
-    with conn.open() as adapter_obj:
-        arguments = {"uri": spec.display_uri, "backend": str(getattr(adapter_obj, "name", "?")),
-                     "user": user, "owner": owner, "unowned": owner is None}
-        found = None
-        if receipt is not None:
-            try:
-                found = Journal.read(journal_path(receipt))
-            except JournalMismatch as exc:
-                app_.abort(f"{exc}; move it away if it is not from an erasure", ExitCode.USAGE)
-            if found is not None and os.path.exists(receipt):
-                # the last run wrote its whole receipt (atomically) and stopped before
-                # removing its journal
-                Journal(journal_path(receipt), found[0], found[1], True).finish()
-                if apply and found[0].get("arguments") == arguments:
-                    out.success(f"this erasure had finished: its receipt is {receipt}")
-                    return
-                found = None
-            if apply and found is None and os.path.exists(receipt) and not overwrite:
-                app_.abort(f"--receipt {receipt} already exists: choose another file, or pass "
-                           "--overwrite to replace it", ExitCode.USAGE)
-        plan = plan_erasure(adapter_obj, user, owner,
-                            progress=lambda items: out.progress(items, label="reading the log"))
-        subject = f"user {user!r} " + (f"of owner {owner!r}" if owner else "without an owner")
-        for note in plan.notes:
-            out.info(note)
-        if plan.shared:
-            out.warn("shared session(s), whose state goes with this subject's (the other "
-                     "subjects' events stay): " + "; ".join(
-                         f"{sid} (also {', '.join(who)})" for sid, who in sorted(plan.shared.items())))
-        if plan.damaged:
-            out.warn(f"{len(plan.damaged)} damaged event(s) of this subject are erased by id: "
-                     + ", ".join(sorted(plan.damaged)))
-        if not apply:
-            report = {"user_id": user, "owner_subject": owner, "unowned": owner is None,
-                      "backend": plan.backend, "applied": False, "places": plan.places(),
-                      "shared_sessions": dict(sorted(plan.shared.items()))}
-            out.emit(report, output, columns=_PLACES, rows=_rows(plan.places()))
-            if found is not None:
-                out.info(f"an interrupted erasure is journalled in {journal_path(receipt)}: "
-                         "--apply continues it")
-            out.info("preview only: nothing was removed (pass --apply to erase)")
-            return
-        current().confirm(f"erase {subject} ({len(plan.event_ids)} event(s), the state of "
-                    f"{len(plan.states)} session(s)"
-                    + (f", {len(plan.shared)} of them shared" if plan.shared else "")
-                    + f") from {spec.display_uri}", yes=yes)
-        try:
-            journal = Journal.open(receipt, "erase", arguments)
-        except JournalMismatch as exc:
-            app_.abort(str(exc), ExitCode.USAGE)
-        if journal.resumed:
-            out.info(f"continuing the interrupted erasure journalled in {journal.path}")
-        try:
-            result = apply_erasure(adapter_obj, plan, journal)
-            metrics.track(result, backend=plan.backend)
-        except BaseException:  # a signal too: the journal keeps what was done
-            out.warn(f"the erasure of {subject} did not finish and wrote no receipt yet; "
-                     f"{journal.path} records what it did: run the same command again to "
-                     "finish it (its receipt will cover the whole erasure)")
-            raise
-        text = json.dumps(result, indent=2, sort_keys=True) + "\n"
-        with atomic_output(receipt) as stream:
-            stream.write(text.encode("utf-8"))
-        journal.finish()  # the receipt is complete and synced
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    current().evidence_file(receipt, option="--receipt", overwrite=overwrite)
+
+
+def _warn_about(plan: Any) -> None:
+    """The plan's notes, its shared sessions and its damaged events, on stderr."""
+    out = current().output
+    for note in plan.notes:
+        out.info(note)
+    if plan.shared:
+        out.warn("shared session(s), whose state goes with this subject's (the other "
+                 "subjects' events stay): " + "; ".join(
+                     f"{sid} (also {', '.join(who)})" for sid, who in sorted(plan.shared.items())))
+    if plan.damaged:
+        out.warn(f"{len(plan.damaged)} damaged event(s) of this subject are erased by id: "
+                 + ", ".join(sorted(plan.damaged)))
+
+
+def _preview(plan: Any, erasure: Any, output: OutputFormat) -> None:
+    from backends.ops.journal import journal_path
+
+    out = current().output
+    report = {"user_id": plan.user_id, "owner_subject": plan.owner,
+              "unowned": plan.owner is None, "backend": plan.backend, "applied": False,
+              "places": plan.places(), "shared_sessions": dict(sorted(plan.shared.items()))}
+    out.emit(report, output, columns=_PLACES, rows=_rows(plan.places()))
+    if erasure.interrupted:
+        out.info(f"an interrupted erasure is journalled in {journal_path(erasure.receipt)}: "
+                 "--apply continues it")
+    out.info("preview only: nothing was removed (pass --apply to erase)")
+
+
+def _report(result: dict[str, Any], subject: str, receipt: Optional[str]) -> None:
+    """The closing line: verified, or what the residual scan found left (exit 1)."""
+    out = current().output
     if not result["verification"]["ok"]:
         left = ", ".join(f"{k} {v}" for k, v in result["verification"]["left"].items() if v)
         survivors = (f"; state survived in {', '.join(result['state_survivors'])}, so the "
                      "events were kept for a retry" if result["state_survivors"] else "")
-        app_.abort(f"erased {result['events_deleted']} event(s) of {subject}, but the residual "
-                   f"scan found some left: {left}{survivors}; receipt in {receipt}",
-                   ExitCode.CHECK_FAILED)
+        current().abort(f"erased {result['events_deleted']} event(s) of {subject}, but the "
+                        f"residual scan found some left: {left}{survivors}; receipt in {receipt}",
+                        ExitCode.CHECK_FAILED)
     out.success(f"erased {subject}: {result['events_deleted']} event(s), "
                 f"{result['states_deleted']} state(s), {result['materialized_deleted']} item "
                 f"row(s)" + (f", {len(result['shared_sessions'])} shared session(s)"

@@ -17,7 +17,7 @@ from semvecctl.commands import help_of
 # the export's options are the sessions export's: one --overwrite rule
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Overwrite, Backend, EventOwner, EventUnowned, ExportYes, Output, StreamOutput, Uri
+from semvecctl.options import (EventOwner, EventUnowned, ExportYes, Output, Overwrite, store_command, StreamOutput)
 from semvecctl.output import Column, OutputFormat, StreamFormat
 
 NAME = "events"
@@ -58,12 +58,11 @@ def _user(user: str) -> str:
 
 
 @app.command("list")
-def list_events(
+@store_command()
+def list_events(*,
     user: str = UserOpt,
     session: Optional[str] = SessionOpt,
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+    conn: Connection,
     owner: EventOwner = None,
     unowned: EventUnowned = False,
     limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, max=1_000_000_000,
@@ -76,7 +75,6 @@ def list_events(
                                        require_event_store)
 
     out = current().output
-    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     with conn.open() as adapter_obj:
         store = require_event_store(adapter_obj)
@@ -91,13 +89,12 @@ def list_events(
 
 
 @app.command("inspect")
-def inspect_event(
+@store_command()
+def inspect_event(*,
     event_id: str = typer.Argument(..., help="The event id."),
     user: Optional[str] = typer.Option(None, "--user", show_default=False,
                                        help="Only if the event belongs to this user."),
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+    conn: Connection,
     owner: EventOwner = None,
     unowned: EventUnowned = False,
     output: Output = OutputFormat.table,
@@ -106,7 +103,6 @@ def inspect_event(
     from backends.ops.eventlog import event_row, require_event_store
 
     out = current().output
-    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     with conn.open() as adapter_obj:
         event = require_event_store(adapter_obj).get_event(event_id, owner_subject=scope)
@@ -121,12 +117,11 @@ def inspect_event(
 
 
 @app.command("count")
-def count_events(
+@store_command()
+def count_events(*,
     user: str = UserOpt,
     session: Optional[str] = SessionOpt,
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+    conn: Connection,
     owner: EventOwner = None,
     unowned: EventUnowned = False,
     output: Output = OutputFormat.table,
@@ -135,7 +130,6 @@ def count_events(
     from backends.ops.eventlog import count_events as count, engine_readers_note, require_event_store
 
     out = current().output
-    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     with conn.open() as adapter_obj:
         store = require_event_store(adapter_obj)
@@ -152,12 +146,11 @@ def count_events(
 
 
 @app.command("export")
-def export_events(
+@store_command()
+def export_events(*,
     user: str = UserOpt,
     session: Optional[str] = SessionOpt,
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+    conn: Connection,
     owner: EventOwner = None,
     unowned: EventUnowned = False,
     out_path: str = typer.Option("-", "--out", "-O",
@@ -178,7 +171,6 @@ def export_events(
 
     app_ = current()
     out = app_.output
-    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     to_stdout = archive_target(out_path, out, overwrite=overwrite)
     spec = conn.spec

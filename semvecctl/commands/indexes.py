@@ -19,8 +19,7 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import (AdapterFactory, Apply, Backend, Output, Overwrite, Uri,
-                               WaitTimeout, Watch, WatchTimeout, Yes)
+from semvecctl.options import (Apply, Output, Overwrite, store_command, WaitTimeout, Watch, WatchTimeout, Yes)
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
@@ -80,10 +79,9 @@ def _preview(adapter_obj, dimensions, recreate):
 
 
 @app.command("plan")
-def plan(
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+@store_command()
+def plan(*,
+    conn: Connection,
     dimensions: Dimensions = None,
     recreate: bool = typer.Option(False, "--recreate", help="Plan as if ensure --recreate were given."),
     output: Output = OutputFormat.table,
@@ -92,7 +90,6 @@ def plan(
     from backends.contract import Capability, offers
 
     out = current().output
-    conn = Connection(backend, uri, adapter)
     spec = conn.spec
     with conn.open() as adapter_obj:
         if not offers(adapter_obj, Capability.INDEXES):
@@ -121,10 +118,9 @@ def _refuse_unresolved(rows: list[dict[str, Any]], what: str) -> None:
 
 
 @app.command("ensure")
-def ensure(
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+@store_command()
+def ensure(*,
+    conn: Connection,
     dimensions: Dimensions = None,
     recreate: bool = typer.Option(False, "--recreate",
                                   help="Drop and rebuild (or update in place) indexes whose options differ."),
@@ -141,7 +137,6 @@ def ensure(
 
     out = current().output
     apply = current().wants_apply(apply=apply, yes=yes)
-    conn = Connection(backend, uri, adapter)
     spec = conn.spec
     with conn.open() as adapter_obj:
         if not offers(adapter_obj, Capability.INDEXES):
@@ -258,10 +253,9 @@ def _need_cell(row: dict[str, Any]) -> str:
 
 
 @app.command("validate")
-def validate(
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+@store_command()
+def validate(*,
+    conn: Connection,
     dimensions: Dimensions = None,
     strict: bool = typer.Option(False, "--strict",
                                 help="Also fail (exit 1) on recommended indexes that are missing "
@@ -283,7 +277,6 @@ def validate(
 
     out = current().output
     current().may_replace(report_file, overwrite=overwrite, option="--report")
-    conn = Connection(backend, uri, adapter)
     spec = conn.spec
     with conn.open() as adapter_obj:
         if not offers(adapter_obj, Capability.INDEXES):

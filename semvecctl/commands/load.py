@@ -19,7 +19,7 @@ from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (AdapterFactory, Apply, Backend, MetricsFile, Output, Uri, Yes)
+from semvecctl.options import (Apply, MetricsFile, Output, store_command, Yes)
 from semvecctl.output import Column, OutputFormat
 
 NAME = "load"
@@ -51,10 +51,9 @@ def _rows(report: Any, display_uri: str) -> list[dict[str, Any]]:
 
 
 @app.command("run")
-def run(
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+@store_command()
+def run(*,
+    conn: Connection,
     writers: int = typer.Option(4, "--writers", "-w", min=1, max=256,
                                 help="Concurrent writer threads."),
     duration: float = typer.Option(5.0, "--duration", "-d", min=0.1, max=3600.0,
@@ -78,7 +77,6 @@ def run(
     out = current().output
     apply = current().wants_apply(apply=apply, yes=yes)
     metrics = recorder(metrics_file, "load run")
-    conn = Connection(backend, uri, adapter)
     spec = conn.spec
     if not apply:
         out.info(f"preview only: would run {writers} writer(s) on {sessions} session(s) of "
@@ -146,14 +144,13 @@ def _run_interruptible(adapter_obj: Any, plan: Any, spec: Any, out: Any) -> Any:
 
 
 @app.command("cleanup")
-def cleanup(
+@store_command()
+def cleanup(*,
     prefix: str = typer.Option(..., "--prefix", help="The run's prefix (semvec-load-<hex>-), as printed by 'load run'."),
     sessions: int = typer.Option(0, "--sessions", min=0, max=10_000,
                                  help="The run's --sessions, if known: a lower bound only (what the "
                                       "run left is found by scanning the prefix)."),
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+    conn: Connection,
     apply: Apply = False,
     yes: Yes = False,
 ) -> None:
@@ -170,7 +167,6 @@ def cleanup(
         current().abort(f"--prefix {prefix!r} is not a load-run prefix (semvec-load-<hex>-)",
                         ExitCode.USAGE)
     apply = current().wants_apply(apply=apply, yes=yes)
-    conn = Connection(backend, uri, adapter)
     spec = conn.spec
     if not apply:
         with conn.open() as adapter_obj:

@@ -20,7 +20,7 @@ from semvecctl.completers import complete_session_id
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, Backend, ItemOwner, ItemUnowned, Output, Overwrite, Uri
+from semvecctl.options import (ItemOwner, ItemUnowned, Output, Overwrite, store_command)
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
@@ -142,9 +142,9 @@ def _no_server(adapter: Any) -> NoReturn:
         "nothing to diff against", ExitCode.ENVIRONMENT)
 
 
-def _no_store_named(backend: str | None, uri: str | None, adapter: str | None) -> bool:
+def _no_store_named(conn: Connection) -> bool:
     """No ``--backend``, ``--uri`` or ``--adapter`` on the command line."""
-    return backend is None and uri is None and adapter is None
+    return conn.backend is None and conn.uri is None and conn.adapter is None
 
 
 def _unit_row(rank: int, unit: Any) -> dict[str, Any]:
@@ -158,11 +158,10 @@ def _unit_row(rank: int, unit: Any) -> dict[str, Any]:
 
 
 @app.command("run")
-def run(
+@store_command()
+def run(*,
     session: Session,
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+    conn: Connection,
     query: Query = None,
     query_vector: QueryVector = None,
     like: Like = None,
@@ -189,15 +188,13 @@ def run(
     import contextlib
 
     out = current().output
-    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     spec = _single_spec(query, query_vector, like)
     ctx = _context(session, scope, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
                    rrf_k, rrf_weights)
     # ranking the items of a file in-process touches no store: with no store flag given,
     # none is resolved (nor refused as unnamed), and the report names no backend
-    storeless = items is not None and side is Side.in_process and _no_store_named(
-        backend, uri, adapter)
+    storeless = items is not None and side is Side.in_process and _no_store_named(conn)
     with (contextlib.nullcontext(None) if storeless else conn.open()) as adapter_obj:
         server = server_retriever_of(adapter_obj) if side is Side.server else None
         if side is Side.server and server is None:
@@ -345,11 +342,10 @@ def _query_rows(report: Any) -> list[dict[str, Any]]:
 
 
 @app.command("diff")
-def diff(
+@store_command()
+def diff(*,
     session: Session,
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+    conn: Connection,
     query: Query = None,
     query_vector: QueryVector = None,
     like: Like = None,
@@ -400,7 +396,6 @@ def diff(
     current().may_replace(report_file, overwrite=overwrite, option="--report")
     # diff needs a store whatever --items says: its server side is the store's retriever
     # (with none named it is refused like any command that works on a store)
-    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     if queries is not None:
         if query is not None or query_vector is not None or like is not None:

@@ -16,7 +16,7 @@ from semvecctl.completers import complete_session_id
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection, require_seam
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import AdapterFactory, BatchSize, Apply, Backend, DeleteOwner, DeleteUnowned, MatchSessions, Output, SessionOwner, SessionUnowned, StreamOutput, Uri, Yes
+from semvecctl.options import (Apply, BatchSize, DeleteOwner, DeleteUnowned, MatchSessions, Output, SessionOwner, SessionUnowned, store_command, StreamOutput, Yes)
 from semvecctl.output import Column, OutputFormat, StreamFormat
 
 NAME = "sessions"
@@ -76,10 +76,9 @@ def summary_row(summary: Any) -> dict[str, Any]:
 
 
 @app.command("list")
-def list_sessions(
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+@store_command()
+def list_sessions(*,
+    conn: Connection,
     owner: SessionOwner = None,
     unowned: SessionUnowned = False,
     match: MatchSessions = None,
@@ -100,7 +99,6 @@ def list_sessions(
     from backends.ops.inventory import sessions_in_id_order, sorted_sessions
 
     out = current().output
-    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     with conn.open() as adapter_obj:
         require_seam(adapter_obj, Capability.SESSIONS, "session listing")
@@ -132,10 +130,9 @@ def list_sessions(
 
 
 @app.command("count")
-def count_sessions(
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+@store_command()
+def count_sessions(*,
+    conn: Connection,
     owner: SessionOwner = None,
     unowned: SessionUnowned = False,
     match: MatchSessions = None,
@@ -148,7 +145,6 @@ def count_sessions(
     from backends.ops.inventory import count_sessions as count
 
     out = current().output
-    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     with conn.open() as adapter_obj:
         require_seam(adapter_obj, Capability.SESSIONS, "session listing")
@@ -160,12 +156,11 @@ def count_sessions(
 
 
 @app.command("inspect")
-def inspect_session(
+@store_command()
+def inspect_session(*,
     session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash).",
                                     autocompletion=complete_session_id),
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+    conn: Connection,
     owner: SessionOwner = None,
     unowned: SessionUnowned = False,
     output: Output = OutputFormat.table,
@@ -178,7 +173,6 @@ def inspect_session(
     from backends.errors import CorruptState
 
     out = current().output
-    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     conn.resolve()
     session_id = unescape_id(session_id)  # the escaped form 'sessions list' shows
@@ -252,12 +246,11 @@ def has_undecodable_cause(exc: BaseException) -> bool:
 
 
 @app.command("delete")
-def delete_session(
+@store_command()
+def delete_session(*,
     session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash).",
                                     autocompletion=complete_session_id),
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+    conn: Connection,
     owner: DeleteOwner = None,
     unowned: DeleteUnowned = False,
     if_version: Optional[int] = typer.Option(
@@ -273,7 +266,6 @@ def delete_session(
 
     out = current().output
     apply = current().wants_apply(apply=apply, yes=yes)
-    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     spec = conn.spec
     session_id = unescape_id(session_id)  # the escaped form 'sessions list' shows

@@ -39,9 +39,7 @@ from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import Connection, pair_shards
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (AdapterFactory, AllowLoss, Apply, BatchSize, Overwrite, Backend, ExportYes, FromShards, ToShards,
-                               MatchSessions, MetricsFile, SessionOwner, SessionUnowned, StreamOutput, Uri,
-                               Yes)
+from semvecctl.options import (AllowLoss, Apply, BatchSize, ExportYes, FromShards, MatchSessions, MetricsFile, Overwrite, SessionOwner, SessionUnowned, store_command, StreamOutput, ToShards, Yes)
 from semvecctl.output import Column, StreamFormat
 
 WithItemsOpt = typer.Option(False, "--with-items",
@@ -105,10 +103,9 @@ def _timing(label: str) -> str:
 
 
 @sessions_app.command("export")
-def export_sessions(
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+@store_command()
+def export_sessions(*,
+    conn: Connection,
     owner: SessionOwner = None,
     unowned: SessionUnowned = False,
     match: MatchSessions = None,
@@ -149,7 +146,6 @@ def export_sessions(
     updated_since = (None if since is None
                      else datetime.now(timezone.utc) - parse_duration(since, "--since"))
     metrics = recorder(metrics_file, "sessions export")
-    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     to_stdout = archive_target(out_path, out, overwrite=overwrite)
     spec = conn.spec
@@ -364,11 +360,10 @@ def _archive_source(path: str) -> Iterator[Any]:
 
 
 @sessions_app.command("import")
-def import_sessions(
+@store_command()
+def import_sessions(*,
     archive: str = typer.Argument(..., help="Archive file written by 'sessions export' (or - for stdin)."),
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+    conn: Connection,
     apply: Apply = False,
     on_conflict: OnConflict = OnConflictOpt,
     keep_versions: bool = KeepVersionsOpt,
@@ -388,7 +383,6 @@ def import_sessions(
     apply = current().wants_apply(apply=apply, yes=yes)
     metrics = recorder(metrics_file, "sessions import")
     policy = _on_conflict(on_conflict)
-    conn = Connection(backend, uri, adapter)
     spec = conn.resolve()
     with _archive_source(archive) as source, conn.open() as target:
         importer = SessionImporter(target, source, on_conflict=policy, keep_versions=keep_versions,

@@ -22,7 +22,8 @@ import typer
 from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import Apply, Backend, MetricsFile, Output, Overwrite, Uri, Watch, Yes
+from semvecctl.connection import Connection
+from semvecctl.options import Apply, MetricsFile, Output, Overwrite, Watch, Yes, store_command
 from semvecctl.live_view import STATUS_COLUMNS, run_passes, status_line, status_of, status_view
 from semvecctl.output import Column, OutputFormat
 
@@ -65,16 +66,15 @@ def _new_list(text: str) -> tuple[str, ...]:
 
 
 @contextlib.contextmanager
-def _deployment(backend: Optional[str], uri: Optional[str], to_shards: str) -> Iterator[Any]:
+def _deployment(deployed: Connection, to_shards: str) -> Iterator[Any]:
     """The reshard of the named deployment (old list) to ``to_shards`` (new list), both
     adapters closed afterwards."""
     from backends.migrate.shards import Reshard
     from backends.registry import fold_name
 
-    from semvecctl.connection import SHARDED_BACKENDS, Connection
+    from semvecctl.connection import SHARDED_BACKENDS
 
     new_list = _new_list(to_shards)
-    deployed = Connection(backend, uri)
     spec = deployed.spec
     if spec.adapter_factory or fold_name(spec.backend) not in SHARDED_BACKENDS:
         current().abort(f"'shards' changes a SQL deployment's shard list; backend "
@@ -116,7 +116,8 @@ def _lists(reshard: Any) -> str:
 
 
 @app.command("plan")
-def plan_reshard(to_shards: str = ToShardsOpt, backend: Backend = None, uri: Uri = None,
+@store_command(adapter=False)
+def plan_reshard(*, to_shards: str = ToShardsOpt, conn: Connection,
                  output: Output = OutputFormat.table) -> None:
     """What changing the shard list would move (read-only).
 
@@ -127,7 +128,7 @@ def plan_reshard(to_shards: str = ToShardsOpt, backend: Backend = None, uri: Uri
     from backends.migrate.shards import plan_reshard as plan
 
     out = current().output
-    with _deployment(backend, uri, to_shards) as reshard:
+    with _deployment(conn, to_shards) as reshard:
         report = plan(reshard)
     if output != OutputFormat.table:
         out.emit(report, output)
@@ -157,8 +158,9 @@ def plan_reshard(to_shards: str = ToShardsOpt, backend: Backend = None, uri: Uri
 
 
 @app.command("run")
-def run_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
-                backend: Backend = None, uri: Uri = None, follow: bool = FollowOpt,
+@store_command(adapter=False)
+def run_reshard(*, to_shards: str = ToShardsOpt, state_file: str = StateOpt,
+                conn: Connection, follow: bool = FollowOpt,
                 interval: float = IntervalOpt, max_passes: Optional[int] = MaxPassesOpt,
                 batch_size: int = BatchOpt, apply: Apply = False, yes: Yes = False,
                 metrics_file: MetricsFile = None, output: Output = OutputFormat.table) -> None:
@@ -183,7 +185,7 @@ def run_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
     resuming = os.path.exists(state_file)
     if not resuming and not os.path.isdir(os.path.dirname(os.path.abspath(state_file))):
         current().abort(f"the directory of --state {state_file} does not exist", ExitCode.USAGE)
-    with _deployment(backend, uri, to_shards) as reshard:
+    with _deployment(conn, to_shards) as reshard:
         if resuming:  # another reshard's file, or one another process runs: refused first
             source, target = reshard.fingerprints()
             try:
@@ -277,8 +279,9 @@ def _render_verify(report: Any, output: OutputFormat) -> None:
 
 
 @app.command("verify")
-def verify_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
-                   backend: Backend = None, uri: Uri = None, sample: Optional[int] = SampleOpt,
+@store_command(adapter=False)
+def verify_reshard(*, to_shards: str = ToShardsOpt, state_file: str = StateOpt,
+                   conn: Connection, sample: Optional[int] = SampleOpt,
                    output: Output = OutputFormat.table) -> None:
     """Compare the moved sessions on their old and new shards by content (read-only):
     state blob, version, owner, pending message, drift flag; events; items. Exit 1 with
@@ -286,7 +289,7 @@ def verify_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
     from backends.migrate.shards import reshard_migration, verify_reshard as verify
 
     out = current().output
-    with _deployment(backend, uri, to_shards) as reshard, _existing(state_file, reshard) as state:
+    with _deployment(conn, to_shards) as reshard, _existing(state_file, reshard) as state:
         report = verify(reshard_migration(reshard, state), reshard, sample=sample)
     _render_verify(report, output)
     if not report.ok:
@@ -301,8 +304,9 @@ def verify_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
 
 
 @app.command("cutover")
-def cutover_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
-                    backend: Backend = None, uri: Uri = None, quiet_window: float = QuietOpt,
+@store_command(adapter=False)
+def cutover_reshard(*, to_shards: str = ToShardsOpt, state_file: str = StateOpt,
+                    conn: Connection, quiet_window: float = QuietOpt,
                     receipt: Optional[str] = ReceiptOpt, overwrite: Overwrite = False,
                     apply: Apply = False, yes: Yes = False,
                     output: Output = OutputFormat.table) -> None:
@@ -323,7 +327,7 @@ def cutover_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
     out = current().output
     receipt = receipt or f"{state_file}.receipt.json"
     current().may_replace(receipt, overwrite=overwrite, option="--receipt")
-    with _deployment(backend, uri, to_shards) as reshard, _existing(state_file, reshard) as state:
+    with _deployment(conn, to_shards) as reshard, _existing(state_file, reshard) as state:
         if state.phase == "aborted":
             current().abort("this reshard was aborted; nothing to cut over", ExitCode.USAGE)
         what = f"run the final pass of the reshard {_lists(reshard)} and verify it"
@@ -352,8 +356,9 @@ def cutover_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
 
 
 @app.command("abort")
-def abort_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
-                  backend: Backend = None, uri: Uri = None, apply: Apply = False,
+@store_command(adapter=False)
+def abort_reshard(*, to_shards: str = ToShardsOpt, state_file: str = StateOpt,
+                  conn: Connection, apply: Apply = False,
                   yes: Yes = False, output: Output = OutputFormat.table) -> None:
     """Remove from the new shards the copies this reshard wrote (and only those: each
     session still at the version it wrote, each event it wrote); the old shards are not
@@ -362,7 +367,7 @@ def abort_reshard(to_shards: str = ToShardsOpt, state_file: str = StateOpt,
 
     apply = current().wants_apply(apply=apply, yes=yes)
     out = current().output
-    with _deployment(backend, uri, to_shards) as reshard, _existing(state_file, reshard) as state:
+    with _deployment(conn, to_shards) as reshard, _existing(state_file, reshard) as state:
         if state.phase == "cut-over":
             current().abort("this reshard was cut over: the new list is live, so abort would "
                             "delete live sessions; nothing was changed", ExitCode.USAGE)

@@ -13,8 +13,7 @@ import typer
 from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection, require_seam
-from semvecctl.options import (AdapterFactory, BatchSize, AssumeTtl, Backend, MatchSessions, Output, Overwrite, SessionOwner,
-                               SessionUnowned, Uri, Watch)
+from semvecctl.options import (AssumeTtl, BatchSize, MatchSessions, Output, Overwrite, SessionOwner, SessionUnowned, store_command, Watch)
 from semvecctl.output import Column, OutputFormat
 from semvecctl.report import ReportFile
 
@@ -95,10 +94,9 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"field": k, "value": v} for k, v in rows]
 
 
-def app(
-    backend: Backend = None,
-    uri: Uri = None,
-    adapter: AdapterFactory = None,
+@store_command()
+def app(*,
+    conn: Connection,
     owner: SessionOwner = None,
     unowned: SessionUnowned = False,
     match: MatchSessions = None,
@@ -130,7 +128,6 @@ def app(
     idle_td = parse_duration(idle_for) if idle_for is not None else None
     ttl = (int(parse_duration(assume_ttl, "--assume-ttl").total_seconds())
            if assume_ttl is not None else None)
-    conn = Connection(backend, uri, adapter, owner=owner, unowned=unowned)
     scope = conn.scope
     options = dict(owner_subject=scope, match=match, batch_size=batch_size, idle_for=idle_td,
                    assume_ttl=ttl, top=top, with_events=events)

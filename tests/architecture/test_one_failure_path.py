@@ -1,7 +1,8 @@
 """Issue 33 Build 4: one failure vocabulary and one way out, asserted over the source tree
 so they stay true. Every error class of ``backends.errors`` carries its category, one table
-(``backends.errors.CATEGORIES``) maps a category to exit code and wording, and the CLI
-leaves only through ``current().abort(message, ExitCode.X)``."""
+(``backends.errors.CATEGORIES``) gives a category its wording, the CLI alone maps it to an
+exit code (``semvecctl.exit_codes.EXIT_CODES``), and the CLI leaves only through
+``current().abort(message, ExitCode.X)``."""
 
 from __future__ import annotations
 
@@ -78,9 +79,25 @@ def test_every_error_class_of_backends_errors_carries_a_category_in_the_table():
     for cls in classes:
         assert isinstance(vars(cls).get("category"), be.Category), cls.__name__
     assert set(be.CATEGORIES) == set(be.Category)  # every category has its one row
-    for category, rule in be.CATEGORIES.items():
-        assert ExitCode(rule.exit_code) in (ExitCode.CHECK_FAILED, ExitCode.USAGE,
-                                            ExitCode.ENVIRONMENT, ExitCode.UNREACHABLE), category
+    from semvecctl.exit_codes import EXIT_CODES
+
+    assert set(EXIT_CODES) == set(be.Category)  # ... and its one exit code, in the CLI
+    for category, code in EXIT_CODES.items():
+        assert code in (ExitCode.CHECK_FAILED, ExitCode.USAGE,
+                        ExitCode.ENVIRONMENT, ExitCode.UNREACHABLE), category
+
+
+def test_the_library_keeps_categories_and_the_cli_alone_maps_them_to_exit_codes():
+    """No row of the library's table holds a process exit code: what a failure means to
+    a process is the CLI's to say (``semvecctl.exit_codes``), not the backend layer's."""
+    import dataclasses
+
+    fields = {f.name for f in dataclasses.fields(be.CategoryRule)}
+    assert not {name for name in fields if "exit" in name}, fields
+    source = (ROOT / "backends" / "errors.py").read_text(encoding="utf-8")
+    assert "ExitCode" not in source.replace("semvecctl.exit_codes", "")
+    assert "semvecctl" not in "".join(
+        line for line in source.splitlines() if line.lstrip().startswith(("import", "from")))
 
 
 def test_an_unclassified_error_is_one_answer_everywhere():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -151,24 +151,89 @@ def test_the_binding_walk_finds_every_kind_of_second_declaration():
                                     "K", "V"])
 
 
-#: the writing commands whose --help showed migrate's "Write to the target (default:
-#: preview only)" while the second declaration won
-NOT_MIGRATE_WRITERS = [("erase",), ("sessions", "delete"), ("indexes", "ensure"),
-                       ("sessions", "prune"), ("load", "run"), ("sessions", "copy"),
-                       ("sessions", "import")]
-MIGRATE_WRITERS = [("migrate", "run"), ("migrate", "cutover"), ("migrate", "abort")]
-
-
-def _apply_help(path: tuple[str, ...]) -> str:
+def _every_command() -> list[tuple[tuple[str, ...], Any]]:
+    """Every leaf command of the tree (each module loaded), with its path."""
     import typer
 
     from semvecctl.app import app
 
-    command = typer.main.get_command(app)
-    for name in path:
-        command = command.get_command(None, name)  # type: ignore[union-attr]
-    (apply,) = [p for p in command.params if "--apply" in getattr(p, "opts", ())]
-    return apply.help
+    found: list[tuple[tuple[str, ...], Any]] = []
+
+    def walk(command: Any, path: tuple[str, ...]) -> None:
+        subs = getattr(command, "commands", None)
+        if isinstance(subs, dict) and subs:
+            for name in list(subs):
+                walk(command.get_command(None, name), (*path, name))
+        else:
+            found.append((path, command))
+
+    walk(typer.main.get_command(app), ())
+    return found
+
+
+def _declared(command: Any, name: str) -> Any:
+    """The typer declaration (OptionInfo/ArgumentInfo) the command's own signature gives
+    parameter ``name``: its Annotated metadata, or its default."""
+    import inspect
+    import typing
+
+    from typer.models import ParameterInfo
+
+    param = inspect.signature(command.callback, eval_str=True).parameters[name]
+    for extra in typing.get_args(param.annotation)[1:]:
+        if isinstance(extra, ParameterInfo):
+            return extra
+    return param.default if isinstance(param.default, ParameterInfo) else None
+
+
+COMMANDS_TREE = _every_command()
+WRITERS = [path for path, command in COMMANDS_TREE
+           if any("--apply" in getattr(p, "opts", ()) for p in command.params)]
+
+
+def test_the_walk_finds_every_command_and_the_writers():
+    assert len(COMMANDS_TREE) > 40
+    assert {("erase",), ("doctor",), ("sessions", "prune"), ("migrate", "run")} <= set(WRITERS)
+
+
+@pytest.mark.parametrize("path,command", COMMANDS_TREE, ids=lambda v: " ".join(v) if isinstance(v, tuple) else "")
+def test_no_option_of_any_command_is_declared_twice(path, command):
+    """Every option of every command: no flag is taken by two parameters (click would let
+    one win silently), and each shows the help its command's own signature declares (a
+    second declaration of a shared name cannot win unseen, as issue 42's ``Apply`` did)."""
+    from collections import Counter
+
+    flags = Counter(flag for p in command.params for flag in (*p.opts, *p.secondary_opts))
+    assert [flag for flag, n in flags.items() if n > 1] == [], " ".join(path)
+    names = Counter(p.name for p in command.params)
+    assert [name for name, n in names.items() if n > 1] == [], " ".join(path)
+    for param in command.params:
+        declared = _declared(command, param.name)
+        assert declared is not None, f"{' '.join(path)} {param.name}: no declaration"
+        assert getattr(param, "help", None) == declared.help, f"{' '.join(path)} {param.opts}"
+
+
+@pytest.mark.parametrize("path", WRITERS, ids=" ".join)
+def test_a_writing_commands_help_shows_its_own_apply_text(path):
+    """Every command that writes (it takes --apply): its --help shows the --apply text its
+    own signature declares, and no other command's."""
+    from semvecctl import options
+
+    command = dict(COMMANDS_TREE)[path]
+    (apply,) = [p for p in command.params if "--apply" in p.opts]
+    own = _declared(command, apply.name).help
+    text = _help_text(path)
+    assert "--apply" in text and " ".join(own.split()) in text
+    others = {options.Apply, options.MigrateApply, options.FixApply}
+    for other in others:
+        other_help = other.__metadata__[0].help
+        if other_help != own:
+            assert " ".join(other_help.split()) not in text, path
+    migrate_text = options.MigrateApply.__metadata__[0].help
+    if path[0] == "migrate":
+        assert own == migrate_text  # written to the target
+    else:  # the second declaration that won in issue 42 showed migrate's everywhere
+        assert own != migrate_text and "Write to the target" not in text, path
 
 
 def _help_text(path: tuple[str, ...]) -> str:
@@ -181,20 +246,12 @@ def _help_text(path: tuple[str, ...]) -> str:
     return " ".join(result.stdout.split())
 
 
-@pytest.mark.parametrize("path", NOT_MIGRATE_WRITERS, ids=" ".join)
-def test_a_writing_commands_help_shows_its_own_apply_text(path):
-    from semvecctl.options import Apply
-
-    assert _apply_help(path) == Apply.__metadata__[0].help
-    text = _help_text(path)
-    assert "--apply" in text and "Write (without it: a preview, nothing changed, exit 0)" in text
-    assert "Write to the target" not in text and "preview only" not in text
-
-
-@pytest.mark.parametrize("path", MIGRATE_WRITERS, ids=" ".join)
-def test_migrate_says_its_apply_writes_to_the_target(path):
-    from semvecctl.options import MigrateApply
-
-    assert _apply_help(path) == MigrateApply.__metadata__[0].help
-    text = _help_text(path)
-    assert "--apply" in text and "Write to the target (without it: a preview" in text
+def test_every_store_command_shows_the_store_options_in_its_help():
+    """--backend/--uri/--adapter are declared once (options.store_command) and listed in
+    the --help of each command that works on one store."""
+    stores = [path for path, command in COMMANDS_TREE
+              if {"--uri", "--backend"} <= {f for p in command.params for f in p.opts}]
+    assert len(stores) >= 25
+    for path in stores:
+        text = _help_text(path)
+        assert "--backend" in text and "--uri" in text, path
