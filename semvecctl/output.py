@@ -1,8 +1,11 @@
 """Rendering: data on stdout (table, json, yaml, jsonl), everything else on stderr.
 
 Colour only when the stream is a TTY and neither ``NO_COLOR`` nor ``--no-color`` is set;
-progress bars only on a TTY. Every line written passes through the secret scrubber, so
-a credential that slipped into a message or a value still never reaches the terminal.
+progress bars only on a TTY. Tables are borderless, like ``kubectl get``: rich draws them
+where there is colour, and a pipe gets the same text, without escapes, from
+:func:`plain_lines` (no rich import: cold start, and a listing of millions of rows).
+Every line written passes through the secret scrubber, so a credential that slipped into
+a message or a value still never reaches the terminal.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ def test_memory_passes_with_level_full():
     result = invoke("run", "--backend", "memory")
     assert result.exit_code == 0, result.output
     assert "level: FULL" in result.stdout
-    assert "events       not-applicable" in result.stdout
+    assert "events        not-applicable" in result.stdout
     assert "capabilities: persistent=False event_store=none" in result.stdout
     assert "conformance level FULL for backend 'memory'" in result.stderr
 
