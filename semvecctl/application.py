@@ -44,7 +44,7 @@ class Application:
         self.output = Output(no_color=self.no_color, verbose=self.verbose, scrubber=self.scrub)
 
     def confirm(self, question: str, *, yes: bool) -> None:
-        """Ask before writing (the one vocabulary: README "Previews, --apply, --yes,
+        """Ask before writing (the one vocabulary: the manual (docs/cli.md) "Previews, --apply, --yes,
         --overwrite"). ``--yes`` answers; without it and without a terminal to ask on,
         exit 2; "n" or end of input at the prompt, exit 2 with nothing changed. Here, not
         on Output, because it ends the command through :meth:`abort`."""

@@ -4,7 +4,7 @@ Keyed by command path; :func:`epilog_of` renders them as the command's epilog (t
 attaches it when it builds the command, so no command module repeats it). Every example
 is run by ``tests/cli/app/test_help_examples.py`` against the suite's Redis
 (``redis://cache:6379/0``) and PostgreSQL (``postgresql://db/semvec``), seeded with the
-README's session ``chat-42`` (owner ``acme``), user ``u-17`` and the items of session
+the manual's session ``chat-42`` (owner ``acme``), user ``u-17`` and the items of session
 ``s1``; an example ending in ``# exit N ...`` documents, and is checked for, exit N. The
 test runs them in this order (``doctor --fix --apply`` removes item rows no session
 state owns, so retrieval comes before it).

@@ -84,7 +84,7 @@ AdapterFactory = Annotated[
     typer.Option("--adapter", help="Load the adapter from Python code instead of the registry: module:factory.",
                  show_default=False, rich_help_panel="Backend authors"),
 ]
-#: the one confirmation/overwrite vocabulary (README "Previews, --apply, --yes, --overwrite"):
+#: the one confirmation/overwrite vocabulary (docs/cli.md "Previews, --apply, --yes, --overwrite"):
 #: a command that writes to a store previews unless --apply; --apply asks, --yes answers
 Apply = Annotated[
     bool,
