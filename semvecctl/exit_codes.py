@@ -13,7 +13,8 @@ class ExitCode(IntEnum):
     CHECK_FAILED = 1
     #: bad command line: unknown option, malformed URI, unknown output format; --apply
     #: without --yes and no terminal, a declined confirmation, --yes without --apply, an
-    #: existing file without --overwrite (nothing was changed)
+    #: existing file without --overwrite, a request a use case refused before changing
+    #: anything (OperationRefused: e.g. an interrupted run's journal) (nothing was changed)
     USAGE = 2
     #: environment: driver missing, contested or broken backend, bad configuration
     ENVIRONMENT = 3
