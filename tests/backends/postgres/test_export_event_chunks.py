@@ -16,7 +16,7 @@ import pytest
 from backends.archive.format import log_order
 from backends.contract import UNSCOPED, MemoryEvent
 from backends.errors import CorruptEvent
-from backends.migrate import export
+from backends.transfer import export
 from backends.transfer.export import ExportResult, iter_records
 
 pytestmark = pytest.mark.postgres

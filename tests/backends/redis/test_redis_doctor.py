@@ -385,7 +385,7 @@ def test_apply_interrupted_then_rerun_converges(url, monkeypatch):
     """Each repair is one atomic script, so an interrupted --fix --apply (exit 130) leaves
     some entries repaired and the rest as they were; the rerun repairs exactly the rest,
     its re-audit is clean and it exits 0."""
-    import backends.ops.doctor as doctor_pkg
+    import backends.ops.doctor.checkup as doctor_pkg  # where the checkup looks the repair up
     import backends.redis.audit as audit_module
 
     monkeypatch.setattr(audit_module, "_CHUNK", 40)
