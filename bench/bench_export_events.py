@@ -19,6 +19,8 @@ embedding). Each session's events belong to one user: by default a user per sess
    (what ``write_archive`` streams) given every summary read beforehand in the primary
    key's order, written by ``ArchiveWriter``, with and without events: the listing's
    own cost (``COLLATE "C"`` keyset pages, see bench_shards_list) is then out of both.
+   Given its summaries, ``iter_records`` reads events by user (chunks of users, one
+   query each); the CLI's whole-store export reads them in one sorted pass.
 2. copy (``--small`` sessions, same layout): ``semvecctl sessions copy --from SRC --to DST
    --apply --yes`` with ``--with-events`` from a source that has the events, and without
    from a source with the same sessions and no events (a copy without events from a

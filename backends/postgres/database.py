@@ -125,11 +125,14 @@ class Database:
         with self.connection(typed=typed) as conn:
             return work(conn)
 
-    def stream(self, sql: str, args: Sequence[Any], batch: int = 5000) -> Iterator[Any]:
+    def stream(self, sql: str, args: Sequence[Any], batch: int = 5000, *,
+               unpooled: bool = False) -> Iterator[Any]:
         """Rows of ``sql`` through a server-side cursor, a page per round trip (memory
-        stays flat); a missing table is no rows."""
+        stays flat); a missing table is no rows. ``unpooled``: on a connection of the
+        stream's own (a pass held open while the caller reads through the pool)."""
+        opened = self.pool.unpooled() if unpooled else self.connection()
         try:
-            with self.connection() as conn, conn.transaction():
+            with opened as conn, conn.transaction():
                 with conn.cursor(name="semvecctl_stream") as cur:
                     cur.execute(sql, list(args))
                     while rows := cur.fetchmany(batch):  # iterated in C

@@ -246,6 +246,22 @@ class ConnectionPool:
         finally:
             self._putconn(conn)
 
+    @contextmanager
+    def unpooled(self) -> Iterator[Any]:
+        """A connection of the caller's own for a long pass (outside the pool, so a pass
+        held open beside other reads starves none of them), driver errors mapped as
+        :meth:`connection` maps them; closed afterwards."""
+        conn = self.connect()
+        try:
+            yield conn
+        except Exception as exc:
+            mapped = translate_error(exc, self._config.display_uri, action="a query")
+            if mapped is exc:
+                raise
+            raise mapped from exc
+        finally:
+            conn.close()
+
     def _putconn(self, conn: Any) -> None:
         """Back to the pool, which rolls back an open transaction and discards a broken
         connection; after close() the connection is just closed."""

@@ -11,7 +11,9 @@ Archive v2 content read here: each session's ``drift_exempt`` (the enumeration's
 its absolute expiry (read time + the TTL enumeration reports), with ``with_events`` its
 compliance events (the users from ``session_subjects(session_id)``, each user's events
 filtered to the session; one ``session_subjects`` call per session, which on Redis scans
-every event hash, so prefer ``users`` on a large store), and with ``users`` a whole-user log per user (every event,
+every event hash, so prefer ``users`` on a large store; an export of a whole SQL store
+instead reads them in the store's one pass in session order, ``events_by_session``), and
+with ``users`` a whole-user log per user (every event,
 then the counter, read in that order so the counter is never below an exported
 sequence). What the source cannot provide is settled by :mod:`backends.transfer.loss`.
 """
@@ -169,6 +171,10 @@ class _SessionEvents:
             self._cached += n
         return found
 
+    def close(self) -> None:
+        """Nothing held between chunks but the cache."""
+        self._logs.clear()
+
     def _read_logs(self, users: list[str]) -> dict[str, Any]:
         """Each user's log grouped by session, with its number of events; from
         ``events_of_users`` (one query for the chunk's users) each session's part is put
@@ -196,6 +202,57 @@ class _SessionEvents:
         if self._by_session is None:
             self._by_session = self._store.subjects_by_session()
         return self._by_session.get(session_id, [])
+
+
+class _StreamedEvents:
+    """Chunks of sessions' events matched, merge-join style, against one pass over the
+    store's events in session-id order (``events_by_session``: the SQL store's one sorted
+    query, where the engine's layout has no ``session_id`` index): for an export of the
+    whole listing, which comes in the same order. Should an id ever come out of that
+    order, the rest is read the per-user way (:class:`_SessionEvents`)."""
+
+    def __init__(self, store: Any, owner_subject: OwnerFilter) -> None:
+        self._pass = iter(store.events_by_session(owner_subject=owner_subject))
+        self._ahead: tuple[str, tuple[Any, ...]] | None = None
+        self._started = False
+        self._last: str | None = None
+        self._fallback = _SessionEvents(store, owner_subject, set())
+        self._in_order = True
+
+    def of_chunk(self, session_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        """Each session's events, by user then in log order (``log_order``)."""
+        if not self._in_order or not self._ordered(session_ids):
+            return self._fallback.of_chunk(session_ids)
+        if not self._started:  # the server sorts now: on the read-ahead thread
+            self._started = True
+            self._ahead = next(self._pass, None)
+        found: dict[str, tuple[Any, ...]] = {}
+        for sid in session_ids:
+            while self._ahead is not None and self._ahead[0] < sid:
+                self._ahead = next(self._pass, None)  # a session not listed: not exported
+            if self._ahead is not None and self._ahead[0] == sid:
+                found[sid] = self._ahead[1]
+                self._ahead = next(self._pass, None)
+            else:
+                found[sid] = ()
+        return found
+
+    def _ordered(self, session_ids: Sequence[str]) -> bool:
+        last = self._last
+        for sid in session_ids:
+            if last is not None and sid <= last:
+                self._in_order = False
+                self.close()
+                return False
+            last = sid
+        self._last = last
+        return True
+
+    def close(self) -> None:
+        """End the pass (its query and connection), read to the end or not."""
+        close = getattr(self._pass, "close", None)
+        if close is not None:
+            close()
 
 
 def user_sessions(adapter: Any, users: Sequence[str], owner_subject: OwnerFilter) -> set[str]:
@@ -262,18 +319,21 @@ def _load_chunk(load_many: Any, load_one: Any, ids: list[str], owner_subject: Ow
 _DAMAGED = object()
 
 
-def _with_events(chunks_of: Iterable[list[Any]],
-                 events_of: _SessionEvents) -> Iterator[tuple[list[Any], Any]]:
+def _with_events(chunks_of: Iterable[list[Any]], events_of: _SessionEvents | _StreamedEvents
+                 ) -> Iterator[tuple[list[Any], Any]]:
     """Each chunk with its sessions' events (what :func:`read_ahead` reads on its thread
     while the chunk before is written), or with the error reading them raised, which the
     caller raises after the chunk's states are read, as it did before reading ahead."""
-    for chunk in chunks_of:
-        try:
-            found: Any = events_of.of_chunk([s.session_id for s in chunk])
-        except Exception as exc:  # noqa: BLE001 - handed to the caller, unchanged
-            yield chunk, exc
-            return
-        yield chunk, found
+    try:
+        for chunk in chunks_of:
+            try:
+                found: Any = events_of.of_chunk([s.session_id for s in chunk])
+            except Exception as exc:  # noqa: BLE001 - handed to the caller, unchanged
+                yield chunk, exc
+                return
+            yield chunk, found
+    finally:
+        events_of.close()
 
 
 def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilter = UNSCOPED,
@@ -294,8 +354,13 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
     load_one = adapter.state_store().load_full
     drift = drift_reader(adapter)
     store = session_event_source(adapter) if with_events else None
-    events_of = _SessionEvents(store, owner_subject, set(users)) if store is not None else None
     selected = user_sessions(adapter, users, owner_subject) if users else None
+    events_of: _SessionEvents | _StreamedEvents | None = None
+    if store is not None:
+        whole_listing = summaries is None and not users and match is None and updated_since is None
+        events_of = (_StreamedEvents(store, owner_subject)
+                     if whole_listing and getattr(store, "events_by_session", None) is not None
+                     else _SessionEvents(store, owner_subject, set(users)))
     keeps_clock = state_defaults(adapter.state_store()).records_write_time
     if summaries is None:
         summaries = adapter.iter_sessions(owner_subject=owner_subject, match=match,
