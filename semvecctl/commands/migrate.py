@@ -19,7 +19,7 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.commands import help_of
-from semvecctl.connection import Connection, pair_shards
+from semvecctl.connection import Connection, pair_shards, refuse_unnamed_pair
 from semvecctl.live_view import (STATUS_COLUMNS, refuse_conflicts, refuse_foreign_state, resumes,
                                  run_passes, status_line, status_of, status_view)
 from semvecctl.exit_codes import ExitCode
@@ -70,14 +70,8 @@ class _Pair:
     def __init__(self, from_uri: Optional[str], to_uri: Optional[str], from_adapter: Optional[str],
                  to_adapter: Optional[str], owner: Optional[str] = None, unowned: bool = False,
                  need_source: bool = True, shards: tuple[Any, Any] = (None, None)) -> None:
-        if need_source and not (from_uri or from_adapter):
-            current().abort("name the source with --from URI (or --from-adapter module:factory)",
-                            ExitCode.USAGE)
-        if not (to_uri or to_adapter):
-            current().abort("name the target with --to URI (or --to-adapter module:factory)",
-                            ExitCode.USAGE)
-        if from_uri and to_uri and from_uri == to_uri and not (from_adapter or to_adapter):
-            current().abort("--from and --to name the same store; nothing to migrate", ExitCode.USAGE)
+        refuse_unnamed_pair(from_uri, to_uri, from_adapter, to_adapter, verb="migrate",
+                            need_source=need_source)
         self.source_conn = (Connection(None, from_uri, from_adapter, owner=owner, unowned=unowned,
                                        shards=shards[0])
                             if (from_uri or from_adapter) else None)
