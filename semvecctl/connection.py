@@ -371,6 +371,20 @@ class Connection:
         return open_adapter(self.spec)
 
 
+def refuse_unnamed_pair(from_uri: str | None, to_uri: str | None, from_adapter: str | None,
+                        to_adapter: str | None, *, verb: str, need_source: bool = True) -> None:
+    """Exit 2 unless a two-store command names its target (and, with ``need_source``, its
+    source) and they are not one store: ``verb`` says what there would be nothing to do."""
+    if need_source and not (from_uri or from_adapter):
+        current().abort("name the source with --from URI (or --from-adapter module:factory)",
+                        ExitCode.USAGE)
+    if not (to_uri or to_adapter):
+        current().abort("name the target with --to URI (or --to-adapter module:factory)",
+                        ExitCode.USAGE)
+    if from_uri and to_uri and from_uri == to_uri and not (from_adapter or to_adapter):
+        current().abort(f"--from and --to name the same store; nothing to {verb}", ExitCode.USAGE)
+
+
 def pair_shards(from_shards: str | None, to_shards: str | None) -> tuple[Any, Any]:
     """The shard lists of a two-store command's source and target: ``--from-shards`` and
     ``--to-shards``; the global ``--shards`` would not say which side it means (exit 2)."""

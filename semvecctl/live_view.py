@@ -1,11 +1,13 @@
-"""How the live moves (``migrate`` and ``shards``) show their passes and their status: one
-rendering for both, since both run on :mod:`backends.migrate`."""
+"""How the live moves (``migrate`` and ``shards``) show their passes and their status, and
+refuse a state file or a run's conflicts: one way for both, since both run on
+:mod:`backends.migrate`."""
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
 from semvecctl.application import current
+from semvecctl.exit_codes import ExitCode
 from semvecctl.output import Column, OutputFormat
 
 STATUS_COLUMNS = [Column(h.upper(), h) for h in
@@ -40,6 +42,43 @@ def run_passes(run: Any, mig: Any, follow: bool, interval: float, max_passes: Op
 
     run(mig, follow=follow, interval=interval, max_passes=max_passes, on_pass=said)
     return results
+
+
+def resumes(state_file: str) -> bool:
+    """Whether ``--state`` names a file to resume; exit 2 when it is new and its directory
+    does not exist (the run could record nothing)."""
+    import os
+
+    if os.path.exists(state_file):
+        return True
+    if not os.path.isdir(os.path.dirname(os.path.abspath(state_file))):
+        current().abort(f"the directory of --state {state_file} does not exist", ExitCode.USAGE)
+    return False
+
+
+def refuse_foreign_state(state_file: str, *, source: str, target: str,
+                         settings: dict[str, Any], claim: bool) -> None:
+    """Exit 2 for a state file of another pair or other filters, exit 3 (with ``claim``)
+    for one another process runs: said before either store is touched."""
+    from backends.migrate import MigrationState, StateBusy, StateMismatch
+
+    try:
+        MigrationState.check_resume(state_file, source=source, target=target,
+                                    settings=settings, claim=claim)
+    except StateBusy as exc:
+        current().abort(str(exc), ExitCode.ENVIRONMENT, cause=None)
+    except StateMismatch as exc:
+        current().abort(str(exc), ExitCode.USAGE, cause=None)
+
+
+def refuse_conflicts(results: list[Any], where: str, group: str) -> None:
+    """Exit 1 when the passes found conflicts (rows someone else wrote on ``where``, kept):
+    a cutover must wait until they are resolved."""
+    conflicts = sum(r.conflicts + r.event_conflicts for r in results)
+    if conflicts:
+        current().abort(f"{conflicts} conflict(s): written on {where} by someone else and "
+                        f"kept; see 'semvecctl {group} status' and resolve them before cutover",
+                        ExitCode.CHECK_FAILED)
 
 
 def status_of(state_file: str) -> Any:

@@ -30,6 +30,7 @@ the file is created; a run against another pair is refused (:class:`StateMismatc
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -162,6 +163,18 @@ class MigrationState:
                                 "rerun with the same filters or use a new --state file")
         state.fold()  # what an interrupted run announced, as session rows
         return state
+
+    @classmethod
+    def check_resume(cls, path: str, *, source: str, target: str,
+                     settings: dict[str, Any], claim: bool) -> None:
+        """Open and close an existing file before either store is touched, so a run that
+        cannot resume it fails before any work: :class:`StateMismatch` for another pair or
+        other filters and, with ``claim`` (a run about to write), :class:`StateBusy` while
+        another process runs it."""
+        with contextlib.closing(cls.open(path, source=source, target=target,
+                                         settings=settings)) as early:
+            if claim:
+                early.claim()
 
     @classmethod
     def _create(cls, path: str, source: str, target: str, labels: dict[str, str],

@@ -53,9 +53,6 @@ def view(
 ) -> None:
     """Config file, selected profile (and what selected it), every profile and the
     effective connection; URIs redacted, secret options masked."""
-    from backends.registry import ENV_VAR
-    from backends.redaction import redact_uri
-
     from semvecctl.config import default_config_path, load_config, profile_choice, select_profile
 
     app = current()
@@ -66,6 +63,24 @@ def view(
     select_profile(config, app.profile)  # an unknown profile fails here, as it would anywhere
     conn = Connection(backend, uri, adapter)
     spec = conn.spec
+    document = {
+        "config_file": str(path),
+        "config_file_exists": config.path is not None,
+        "config_file_from": _config_source(app),
+        "profile": selected,
+        "profile_from": why,
+        "profiles": _view_profiles(config, selected),
+        "environment": _environment(app),
+        "connection": _connection_facts(spec),
+    }
+    out.emit(document, output, table=lambda: _render_view(out, document, spec))
+
+
+def _environment(app: Any) -> dict[str, Any]:
+    """Every variable ``view`` shows and its value, URIs redacted and secrets masked whole:
+    the variables that change what a command does are part of the answer."""
+    from backends.registry import ENV_VAR
+    from backends.redaction import redact_uri
 
     environment = {ENV_VAR: os.environ.get(ENV_VAR) or None}
     secret = _secret_variables()
@@ -75,54 +90,60 @@ def view(
             app.remember_secret_value(value)  # a secret without a URI's shape: masked whole
         environment[var] = app.scrub(redact_uri(value) if value and "://" in value else value) \
             if value else None
-    document = {
-        "config_file": str(path),
-        "config_file_exists": config.path is not None,
-        "config_file_from": _config_source(app),
-        "profile": selected,
-        "profile_from": why,
-        "profiles": [
-            {"name": p.name, "backend": p.backend, "uri": redact_uri(p.uri) if p.uri else None,
+    return environment
+
+
+def _view_profiles(config: Any, selected: str | None) -> list[dict[str, Any]]:
+    """Every profile as ``view`` reports it (options too, secrets masked): unlike
+    ``get-profiles``, view shows everything a profile sets."""
+    from backends.redaction import redact_uri
+
+    return [{"name": p.name, "backend": p.backend, "uri": redact_uri(p.uri) if p.uri else None,
              "database": p.database, "options": _redact_options(dict(p.options)),
              "selected": p.name == selected}
-            for p in config.profiles.values()
-        ],
-        "environment": environment,
-        "connection": {
-            "backend": spec.backend,
-            "uri": redact_uri(spec.uri) if spec.uri else None,
-            "from": spec.origin,
-            "adapter_factory": spec.adapter_factory,
-            "options": _redact_options(dict(spec.options)),
-        },
+            for p in config.profiles.values()]
+
+
+def _connection_facts(spec: Any) -> dict[str, Any]:
+    """The connection flags, environment and profile resolve to, URI redacted and secret
+    options masked: what a command would talk to."""
+    from backends.redaction import redact_uri
+
+    return {
+        "backend": spec.backend,
+        "uri": redact_uri(spec.uri) if spec.uri else None,
+        "from": spec.origin,
+        "adapter_factory": spec.adapter_factory,
+        "options": _redact_options(dict(spec.options)),
     }
 
-    def table() -> None:
-        facts = [
-            ("config file", f"{document['config_file']}"
-                            + ("" if document["config_file_exists"] else " (not found)")),
-            ("config file from", document["config_file_from"]),
-            ("profile", f"{selected or '-'} ({why})"),
-            ("backend", f"{spec.backend} (from {spec.origin})"),
-            ("uri", document["connection"]["uri"] or "-"),
-        ]
-        if spec.adapter_factory:
-            facts.append(("adapter factory", spec.adapter_factory))
-        if spec.options:
-            facts.append(("options", ", ".join(f"{k}={v}" for k, v in document["connection"]["options"].items())))
-        facts += [(f"${k}", v or "-") for k, v in environment.items()]
-        out.table([Column("SETTING", 0, style="bold"), Column("VALUE", 1)],
-                  [dict(enumerate(f)) for f in facts])
-        if document["profiles"]:
-            out.write("")
-            out.table(
-                [Column("PROFILE", lambda r: ("* " if r["selected"] else "  ") + r["name"]),
-                 Column("BACKEND", "backend"), Column("URI", "uri"), Column("DATABASE", "database"),
-                 Column("OPTIONS", lambda r: ", ".join(f"{k}={v}" for k, v in r["options"].items()) or None)],
-                document["profiles"],
-            )
 
-    out.emit(document, output, table=table)
+def _render_view(out: Any, document: dict[str, Any], spec: Any) -> None:
+    """The table form of ``view``: the settings, then the profiles (* marks the selected
+    one), drawn from the same document JSON and YAML give."""
+    facts = [
+        ("config file", f"{document['config_file']}"
+                        + ("" if document["config_file_exists"] else " (not found)")),
+        ("config file from", document["config_file_from"]),
+        ("profile", f"{document['profile'] or '-'} ({document['profile_from']})"),
+        ("backend", f"{spec.backend} (from {spec.origin})"),
+        ("uri", document["connection"]["uri"] or "-"),
+    ]
+    if spec.adapter_factory:
+        facts.append(("adapter factory", spec.adapter_factory))
+    if spec.options:
+        facts.append(("options", ", ".join(f"{k}={v}" for k, v in document["connection"]["options"].items())))
+    facts += [(f"${k}", v or "-") for k, v in document["environment"].items()]
+    out.table([Column("SETTING", 0, style="bold"), Column("VALUE", 1)],
+              [dict(enumerate(f)) for f in facts])
+    if document["profiles"]:
+        out.write("")
+        out.table(
+            [Column("PROFILE", lambda r: ("* " if r["selected"] else "  ") + r["name"]),
+             Column("BACKEND", "backend"), Column("URI", "uri"), Column("DATABASE", "database"),
+             Column("OPTIONS", lambda r: ", ".join(f"{k}={v}" for k, v in r["options"].items()) or None)],
+            document["profiles"],
+        )
 
 
 def _variables() -> list[str]:

@@ -190,6 +190,50 @@ def _render_table(out: Any, report: Any) -> None:
         out.write(f"level: {report.level}")
 
 
+def _planned(only: Optional[list[str]]) -> list[Any]:
+    """The cases ``--only`` selects (every case without it); exit 2 naming an id that is
+    no group or case, before any store is touched."""
+    from backends.conformance import plan
+
+    try:
+        return plan(only)
+    except ValueError as exc:
+        current().abort(str(exc), ExitCode.USAGE, cause=None)
+
+
+def _adapters(spec: Any, health_timeout: float) -> Any:
+    """What the run calls for each adapter it needs: the first one built and probed now
+    (a driver missing or a bad URI exits 3, an unreachable store 4), then new ones."""
+    factory = _factory_for(spec)
+    first = factory()
+    _preflight(first, spec, health_timeout)
+    pending = [first]
+
+    def adapters() -> Any:
+        return pending.pop() if pending else factory()
+
+    return adapters
+
+
+def _write_report(out: Any, report: Any, output: OutputFormat, junit: Optional[Path],
+                  report_file: Any) -> None:
+    """The report in every form asked for: the JUnit XML and --report files, then the
+    table or the document on stdout."""
+    from backends.conformance import write_junit_xml
+
+    from semvecctl.report import write_report
+
+    if junit is not None:
+        write_junit_xml(report, junit)
+    write_report(report_file, "conformance", report.to_dict())
+    if output == OutputFormat.table:
+        _render_table(out, report)
+    else:
+        out.emit(report.to_dict(), output)
+    if junit is not None:
+        out.info(f"JUnit XML written to {junit}")
+
+
 @app.command("run")
 @store_command(backend=NamedBackend)
 def run(*,
@@ -220,34 +264,22 @@ def run(*,
 
     With --known-failures, listed cases that fail are expected failures (exit 0 if nothing
     else fails) and listed cases that pass fail the run."""
-    from backends.conformance import ConformanceOptions, plan, run_conformance, write_junit_xml
+    from backends.conformance import ConformanceOptions, run_conformance
     from backends.conformance.context import redis_url_of
-
-    from semvecctl.report import write_report
 
     out = current().output
     current().may_replace(junit, overwrite=overwrite, option="--junit")
     current().may_replace(report_file, overwrite=overwrite, option="--report")
     metrics = recorder(metrics_file, "conformance run")
     only_list = _split_only(only)
-    try:
-        cases = plan(only_list)
-    except ValueError as exc:
-        current().abort(str(exc), ExitCode.USAGE, cause=None)
+    cases = _planned(only_list)
     known = _known_failures(known_failures)
     spec = conn.spec
     if spec.origin == "default":
         current().abort("name the backend to certify: --backend NAME, --uri URI or "
                         "--adapter module:factory", ExitCode.USAGE)
     _refuse_fallback(spec)
-    factory = _factory_for(spec)
-    first = factory()  # construction errors (driver missing, bad URI) exit 3 here
-    _preflight(first, spec, health_timeout)
-    pending = [first]
-
-    def adapters() -> Any:
-        return pending.pop() if pending else factory()
-
+    adapters = _adapters(spec, health_timeout)
     options = ConformanceOptions(writers=writers, health_timeout=health_timeout,
                                  redis_url=redis_url_of(spec.uri),
                                  allow_provisioning=allow_provisioning,
@@ -261,16 +293,7 @@ def run(*,
     else:
         report = run_conformance(adapters, **kwargs)
     metrics.track(report)
-
-    if junit is not None:
-        write_junit_xml(report, junit)
-    write_report(report_file, "conformance", report.to_dict())
-    if output == OutputFormat.table:
-        _render_table(out, report)
-    else:
-        out.emit(report.to_dict(), output)
-    if junit is not None:
-        out.info(f"JUnit XML written to {junit}")
+    _write_report(out, report, output, junit, report_file)
     if report.ok:
         out.success(report.summary())
     else:
@@ -284,12 +307,9 @@ def list_cases(
     output: Output = OutputFormat.table,
 ) -> None:
     """List the groups and cases (what --only accepts) without touching any store."""
-    from backends.conformance import GROUP_DOCS, plan
+    from backends.conformance import GROUP_DOCS
 
-    try:
-        cases = plan(_split_only(only))
-    except ValueError as exc:
-        current().abort(str(exc), ExitCode.USAGE, cause=None)
+    cases = _planned(_split_only(only))
     rows = [{"group": c.group, "case": c.name, "id": c.case_id, "checks": c.doc} for c in cases]
     if output == OutputFormat.table:
         current().output.table([Column("ID", "id"), Column("CHECKS", "checks")], rows)

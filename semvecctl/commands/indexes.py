@@ -144,23 +144,12 @@ def ensure(*,
             return
         definitions, preview = _preview(adapter_obj, dimensions, recreate)
         changes = [a for a in preview if a.action in ("create", "update", "recreate")]
-        applied = False
-        if changes:
-            if not apply:
-                rows = [_action_row(a, definitions) for a in preview]
-                out.emit({"backend": adapter_obj.name, "uri": spec.display_uri, "applied": False,
-                          "indexes": rows}, output, columns=_ACTION_COLUMNS, rows=rows)
-                out.info(f"preview only: {len(changes)} change(s) not applied, nothing was "
-                         "changed (pass --apply to apply them)")
-                _refuse_unresolved(rows, "ensure would leave")
-                return
-            verb = "rebuild or change" if any(a.action == "recreate" for a in changes) else "apply"
-            current().confirm(f"{verb} {len(changes)} index change(s) on backend {adapter_obj.name} "
-                        f"at {spec.display_uri}", yes=yes)
-            actions = adapter_obj.ensure_indexes(dimensions=dimensions, recreate=recreate, apply=True)
-            applied = True
-        else:
-            actions = preview
+        if changes and not apply:
+            _show_preview(adapter_obj, spec, definitions, preview, len(changes), output)
+            return
+        applied = bool(changes)
+        actions = (_apply_changes(adapter_obj, spec, changes, dimensions, recreate, yes)
+                   if changes else preview)
         rows = [_action_row(a, definitions) for a in actions]
         wait_states: dict[str, str] | None = None
         wait_ok = True
@@ -180,35 +169,64 @@ def ensure(*,
         out.info("nothing to change")
 
 
+def _show_preview(adapter_obj: Any, spec: Any, definitions: dict[str, Any], preview: list[Any],
+                  changes: int, output: OutputFormat) -> None:
+    """What ensure would change, nothing applied; exit 1 as the apply would when it would
+    leave an index short of the plan."""
+    out = current().output
+    rows = [_action_row(a, definitions) for a in preview]
+    out.emit({"backend": adapter_obj.name, "uri": spec.display_uri, "applied": False,
+              "indexes": rows}, output, columns=_ACTION_COLUMNS, rows=rows)
+    out.info(f"preview only: {changes} change(s) not applied, nothing was "
+             "changed (pass --apply to apply them)")
+    _refuse_unresolved(rows, "ensure would leave")
+
+
+def _apply_changes(adapter_obj: Any, spec: Any, changes: list[Any], dimensions: int | None,
+                   recreate: bool, yes: bool) -> list[Any]:
+    """Ask (a rebuild is named as such), then apply; returns what ensure did."""
+    verb = "rebuild or change" if any(a.action == "recreate" for a in changes) else "apply"
+    current().confirm(f"{verb} {len(changes)} index change(s) on backend {adapter_obj.name} "
+                      f"at {spec.display_uri}", yes=yes)
+    return adapter_obj.ensure_indexes(dimensions=dimensions, recreate=recreate, apply=True)
+
+
+def _wait_line(states: dict[str, str]) -> str:
+    """A search-index wait as one line: each state change, where nothing is redrawn."""
+    return "search indexes: " + ", ".join(f"{n} {s}" for n, s in sorted(states.items()))
+
+
+def _wait_table(states: dict[str, str], timeout: float) -> Any:
+    """A search-index wait as a table redrawn in place on a terminal."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"waiting up to {timeout:g}s for the search indexes")
+    table.add_column("INDEX")
+    table.add_column("STATE")
+    for name, state in sorted(states.items()):
+        table.add_row(Text(name), Text(state, style="green" if state == "ready" else "yellow"))
+    return table
+
+
 def _wait(adapter_obj: Any, dimensions: int | None, timeout: float,
           poll: float) -> tuple[bool, dict[str, str]]:
+    """``--wait``: until every search index is ready and queryable or ``timeout``; returns
+    whether they are and their last states."""
     out = current().output
     from backends.contract import Capability, offers
 
     if not offers(adapter_obj, Capability.SEARCH_INDEX_WAIT):
         out.info(f"backend {adapter_obj.name} builds its indexes synchronously: nothing to wait for")
         return True, {}
+    import functools
     import sys
 
     from semvecctl.watch import live
 
     last: dict[str, str] = {}
-
-    def line(states: dict[str, str]) -> str:
-        return "search indexes: " + ", ".join(f"{n} {s}" for n, s in sorted(states.items()))
-
-    def render(states: dict[str, str]) -> Any:
-        from rich.table import Table
-        from rich.text import Text
-
-        table = Table(title=f"waiting up to {timeout:g}s for the search indexes")
-        table.add_column("INDEX")
-        table.add_column("STATE")
-        for name, state in sorted(states.items()):
-            table.add_row(Text(name), Text(state, style="green" if state == "ready" else "yellow"))
-        return table
-
-    with live(line, render, stream=sys.stderr) as show:  # redrawn on a TTY, a line per change else
+    render = functools.partial(_wait_table, timeout=timeout)
+    with live(_wait_line, render, stream=sys.stderr) as show:  # redrawn on a TTY, a line per change else
         def progress(states: dict[str, str]) -> None:
             nonlocal last
             if states != last:
@@ -287,12 +305,9 @@ def validate(*,
                     for s in adapter_obj.index_plan(dimensions=dimensions)}
         if watch is not None:  # until every required index matches (queryable) or timeout
             _watch_validate(adapter_obj, dimensions, required, strict, watch, timeout)
-        reports = adapter_obj.validate_indexes(dimensions=dimensions)
-        rows = [_report_row(r, required.get((r.target, r.name), True)) for r in reports]
-        failing = [r for r in rows if not r["ok"] and (r["required"] or strict)]
-        advisory = [r for r in rows if not r["ok"] and not r["required"] and not strict]
-        ok = not failing
-        data = {"backend": adapter_obj.name, "uri": spec.display_uri, "ok": ok,
+        rows = _validation_rows(adapter_obj, dimensions, required)
+        failing = _failing(rows, strict)
+        data = {"backend": adapter_obj.name, "uri": spec.display_uri, "ok": not failing,
                 "strict": strict, "indexes": rows}
         out.emit(data,
                  output,
@@ -301,6 +316,28 @@ def validate(*,
                           Column("STATE", "state"), Column("DIFFERENCES", _differences_cell)],
                  rows=rows)
     write_report(report_file, "indexes", data)
+    _conclude_validation(rows, failing, strict)
+
+
+def _validation_rows(adapter_obj: Any, dimensions: int | None,
+                     required: dict[Any, bool]) -> list[dict[str, Any]]:
+    """The server's indexes against the plan, a row each, marked required or recommended
+    (an index the plan does not name counts as required)."""
+    return [_report_row(r, required.get((r.target, r.name), True))
+            for r in adapter_obj.validate_indexes(dimensions=dimensions)]
+
+
+def _failing(rows: list[dict[str, Any]], strict: bool) -> list[dict[str, Any]]:
+    """The rows that fail the check: required drift, or any drift with --strict."""
+    return [r for r in rows if not r["ok"] and (r["required"] or strict)]
+
+
+def _conclude_validation(rows: list[dict[str, Any]], failing: list[dict[str, Any]],
+                         strict: bool) -> None:
+    """A warning per recommended index that drifts, then exit 1 naming the failing ones,
+    else the success line (which counts the recommended drift)."""
+    out = current().output
+    advisory = [r for r in rows if not r["ok"] and not r["required"] and not strict]
     for row in advisory:
         what = "statistics" if row["kind"] == "statistics" else "index"
         out.warn(f"recommended {what} {row['name']} ({row['target']}) is {row['state']}: "
@@ -325,14 +362,10 @@ def _watch_validate(adapter_obj: Any, dimensions: int | None, required: dict[Any
     from semvecctl.watch import stamp, watch
 
     def sample() -> list[dict[str, Any]]:
-        return [_report_row(r, required.get((r.target, r.name), True))
-                for r in adapter_obj.validate_indexes(dimensions=dimensions)]
-
-    def failing(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [r for r in rows if not r["ok"] and (r["required"] or strict)]
+        return _validation_rows(adapter_obj, dimensions, required)
 
     def line(rows: list[dict[str, Any]]) -> str:
-        bad = failing(rows)
+        bad = _failing(rows, strict)
         return (f"{stamp()} {len(rows) - len(bad)}/{len(rows)} index(es) match"
                 + (": waiting for " + ", ".join(f"{r['name']} {r['state']}" for r in bad)
                    if bad else ""))
@@ -350,4 +383,4 @@ def _watch_validate(adapter_obj: Any, dimensions: int | None, required: dict[Any
         return table
 
     watch(sample, line, every=every, render=render, timeout=timeout, stream=sys.stderr,
-          done=lambda rows: not failing(rows))
+          done=lambda rows: not _failing(rows, strict))

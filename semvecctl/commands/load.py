@@ -72,7 +72,6 @@ def run(*,
     """Write load-test turns to a live store under a unique prefix, audit, remove them
     (a preview unless --apply)."""
     from backends.ops.loadtest import LoadPlan, new_load_prefix
-    from backends.probe import call_with_timeout
 
     out = current().output
     apply = current().wants_apply(apply=apply, yes=yes)
@@ -89,10 +88,7 @@ def run(*,
     plan = LoadPlan(writers=writers, duration_s=duration, sessions=sessions,
                     events_per_turn=events_per_turn, max_commits=max_commits, prefix=prefix)
     with conn.open() as adapter_obj:
-        probe = call_with_timeout(adapter_obj.check_health, _PREFLIGHT_TIMEOUT_S)
-        if probe.value is not True:
-            current().abort(f"backend {adapter_obj.name!r} at {spec.display_uri} is unreachable; "
-                            "nothing was written", ExitCode.UNREACHABLE)
+        _require_reachable(adapter_obj, spec)
         out.info(f"writing under prefix {prefix} for up to {duration:g}s")
         report = _run_interruptible(adapter_obj, plan, spec, out)
         metrics.track(report, backend=adapter_obj.name)
@@ -112,6 +108,17 @@ def run(*,
     out.success(f"{report.commits} commits ({report.commits_per_s:.0f}/s), "
                 f"{report.conflicts} conflicts ({report.conflicts_per_s:.0f}/s) in "
                 f"{report.elapsed_s:.1f}s: nothing lost")
+
+
+def _require_reachable(adapter_obj: Any, spec: Any) -> None:
+    """Exit 4 unless the store answers its health check in time: a run against a store
+    that is down would measure nothing, and nothing is written yet."""
+    from backends.probe import call_with_timeout
+
+    probe = call_with_timeout(adapter_obj.check_health, _PREFLIGHT_TIMEOUT_S)
+    if probe.value is not True:
+        current().abort(f"backend {adapter_obj.name!r} at {spec.display_uri} is unreachable; "
+                        "nothing was written", ExitCode.UNREACHABLE)
 
 
 def cleanup_command(spec: Any, prefix: str, sessions: int) -> str:

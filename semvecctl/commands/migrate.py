@@ -13,15 +13,15 @@ backend is unreachable.
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Any, Iterator, Optional
 
 import typer
 
 from semvecctl.application import current
 from semvecctl.commands import help_of
-from semvecctl.connection import Connection, pair_shards
-from semvecctl.live_view import STATUS_COLUMNS, run_passes, status_line, status_of, status_view
+from semvecctl.connection import Connection, pair_shards, refuse_unnamed_pair
+from semvecctl.live_view import (STATUS_COLUMNS, refuse_conflicts, refuse_foreign_state, resumes,
+                                 run_passes, status_line, status_of, status_view)
 from semvecctl.exit_codes import ExitCode
 from semvecctl.options import (
     FromShards,
@@ -70,14 +70,8 @@ class _Pair:
     def __init__(self, from_uri: Optional[str], to_uri: Optional[str], from_adapter: Optional[str],
                  to_adapter: Optional[str], owner: Optional[str] = None, unowned: bool = False,
                  need_source: bool = True, shards: tuple[Any, Any] = (None, None)) -> None:
-        if need_source and not (from_uri or from_adapter):
-            current().abort("name the source with --from URI (or --from-adapter module:factory)",
-                            ExitCode.USAGE)
-        if not (to_uri or to_adapter):
-            current().abort("name the target with --to URI (or --to-adapter module:factory)",
-                            ExitCode.USAGE)
-        if from_uri and to_uri and from_uri == to_uri and not (from_adapter or to_adapter):
-            current().abort("--from and --to name the same store; nothing to migrate", ExitCode.USAGE)
+        refuse_unnamed_pair(from_uri, to_uri, from_adapter, to_adapter, verb="migrate",
+                            need_source=need_source)
         self.source_conn = (Connection(None, from_uri, from_adapter, owner=owner, unowned=unowned,
                                        shards=shards[0])
                             if (from_uri or from_adapter) else None)
@@ -204,8 +198,7 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
     session someone else wrote on the target is a conflict: reported (exit 1), never
     overwritten.
     """
-    from backends.migrate import (MigrationState, StateBusy, StateMismatch, check_losses,
-                                       run_migration as run)
+    from backends.migrate import MigrationState, check_losses
 
     from semvecctl.metrics import recorder
 
@@ -216,19 +209,10 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
     out = current().output
     settings = MigrationState.settings_for(pair.scope, match)
     source_fp, target_fp = pair.fingerprints()
-    resuming = os.path.exists(state_file)
-    if resuming:  # refuse another pair, or (to apply) a migration another process runs,
-        try:      # before touching either store
-            with contextlib.closing(MigrationState.open(
-                    state_file, source=source_fp, target=target_fp, settings=settings)) as early:
-                if apply:
-                    early.claim()
-        except StateBusy as exc:
-            current().abort(str(exc), ExitCode.ENVIRONMENT, cause=None)
-        except StateMismatch as exc:
-            current().abort(str(exc), ExitCode.USAGE, cause=None)
-    elif os.path.isdir(os.path.dirname(os.path.abspath(state_file))) is False:
-        current().abort(f"the directory of --state {state_file} does not exist", ExitCode.USAGE)
+    resuming = resumes(state_file)
+    if resuming:  # another pair, or (to apply) one another process runs: refused first
+        refuse_foreign_state(state_file, source=source_fp, target=target_fp,
+                             settings=settings, claim=apply)
     with pair.open() as (source, target):
         for warning in check_losses(source, target, allow_loss=allow_loss,
                                     owner_subject=pair.scope, match=match):
@@ -241,32 +225,45 @@ def run_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = None,
                      f"({'resumed' if resuming else 'created'}). Rerun with --apply to start")
             return
         current().confirm(what, yes=yes)
-        if resuming:
-            state = MigrationState.open(state_file, source=source_fp, target=target_fp,
-                                        settings=settings)
-        else:
-            state = MigrationState.open(state_file, source=source_fp, target=target_fp,
-                                        settings=settings,
-                                        labels={"source": src_label, "target": dst_label,
-                                                "source_backend": source.name,
-                                                "target_backend": target.name})
-        phase = state.phase
-        if phase in ("cut-over", "aborted"):
-            state.close()
-            current().abort(f"this migration is {phase}; start another with a new --state file",
-                            ExitCode.USAGE)
-        totals = {"passes": 0, "copied": 0, "deleted": 0, "events": 0, "conflicts": 0}
-        metrics.track(totals, backend=target.name)
-        try:
-            results = run_passes(run, _migration(source, target, state), follow, interval,
-                                  max_passes, output, totals)
-        finally:
-            state.close()
-    conflicts = sum(r.conflicts + r.event_conflicts for r in results)
-    if conflicts:
-        current().abort(f"{conflicts} conflict(s): written on the target by someone else and "
-                        "kept; see 'semvecctl migrate status' and resolve them before cutover",
-                        ExitCode.CHECK_FAILED)
+        labels = None if resuming else {"source": src_label, "target": dst_label,
+                                        "source_backend": source.name,
+                                        "target_backend": target.name}
+        state = _run_state(state_file, (source_fp, target_fp), settings, labels)
+        results = _copy_passes(source, target, state, follow, interval, max_passes, output,
+                               metrics)
+    refuse_conflicts(results, "the target", "migrate")
+
+
+def _run_state(state_file: str, fingerprints: tuple[Any, str], settings: dict[str, Any],
+               labels: dict[str, str] | None) -> Any:
+    """The state file an applied run records into, resumed or created (with both stores'
+    labels); a migration already cut over or aborted is refused (exit 2)."""
+    from backends.migrate import MigrationState
+
+    source_fp, target_fp = fingerprints
+    state = MigrationState.open(state_file, source=source_fp, target=target_fp,
+                                settings=settings, labels=labels)
+    phase = state.phase
+    if phase in ("cut-over", "aborted"):
+        state.close()
+        current().abort(f"this migration is {phase}; start another with a new --state file",
+                        ExitCode.USAGE)
+    return state
+
+
+def _copy_passes(source: Any, target: Any, state: Any, follow: bool, interval: float,
+                 max_passes: Optional[int], output: OutputFormat, metrics: Any) -> list[Any]:
+    """The bulk pass and any catch-up passes, counted in the metrics; the state file is
+    closed however they end."""
+    from backends.migrate import run_migration as run
+
+    totals = {"passes": 0, "copied": 0, "deleted": 0, "events": 0, "conflicts": 0}
+    metrics.track(totals, backend=target.name)
+    try:
+        return run_passes(run, _migration(source, target, state), follow, interval,
+                          max_passes, output, totals)
+    finally:
+        state.close()
 
 
 # -- status --------------------------------------------------------------------------------

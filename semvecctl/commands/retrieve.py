@@ -182,12 +182,10 @@ def run(*,
     """Rank a session's memory with one retriever and print the top-k."""
     from dataclasses import replace
 
-    from backends.contract import server_retriever_of
     from backends.retrieval.diff import ordering_notes, resolve_query, run_side
 
     import contextlib
 
-    out = current().output
     scope = conn.scope
     spec = _single_spec(query, query_vector, like)
     ctx = _context(session, scope, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
@@ -196,11 +194,7 @@ def run(*,
     # none is resolved (nor refused as unnamed), and the report names no backend
     storeless = items is not None and side is Side.in_process and _no_store_named(conn)
     with (contextlib.nullcontext(None) if storeless else conn.open()) as adapter_obj:
-        server = server_retriever_of(adapter_obj) if side is Side.server else None
-        if side is Side.server and server is None:
-            current().abort(
-                f"backend {adapter_obj.name!r} has no server-side retrieval "
-                "(no server_retriever()); use --side in-process", ExitCode.ENVIRONMENT)
+        server = _server_side(adapter_obj) if side is Side.server else None
         need_items = side is Side.in_process or like is not None
         live, origin = _load_items(adapter_obj, session, scope, items, need_items)
         try:
@@ -220,15 +214,36 @@ def run(*,
             "results": [_unit_row(r, u) for r, u in enumerate(units, 1)],
             "notes": [{"code": n.code, "message": n.message} for n in notes],
         }
+    _render_run(report, notes, output)
+
+
+def _server_side(adapter_obj: Any) -> Any:
+    """The store's server-side retriever for ``--side server``; exit 3 when it has none,
+    since there is nothing else to rank with on that side."""
+    from backends.contract import server_retriever_of
+
+    server = server_retriever_of(adapter_obj)
+    if server is None:
+        current().abort(
+            f"backend {adapter_obj.name!r} has no server-side retrieval "
+            "(no server_retriever()); use --side in-process", ExitCode.ENVIRONMENT)
+    return server
+
+
+def _render_run(report: dict[str, Any], notes: list[Any], output: OutputFormat) -> None:
+    """The ranking on stdout; in a table, the ordering notes and the count beside it on
+    stderr, so stdout keeps only its rows."""
+    out = current().output
     rows = report["results"]
     out.emit(report, output, rows=rows, columns=[
         Column("#", "rank", justify="right"), Column("ITEM", "item_id", style="bold"),
         Column("SCORE", "score", justify="right"), Column("SCORE IS", "score_kind"),
         Column("TIER", "tier"), Column("TEXT", "text", max_width=60)])
     if output is OutputFormat.table:
-        for note in notes:  # beside the table, on stderr: stdout keeps only its rows
+        for note in notes:
             out.info(f"note [{note.code}]: {note.message}")
-        out.info(f"{len(rows)} result(s) from the {retriever} retriever for session {session}")
+        out.info(f"{len(rows)} result(s) from the {report['retriever']} retriever for session "
+                 f"{report['session']}")
 
 
 # -- diff ------------------------------------------------------------------------------
@@ -247,65 +262,10 @@ def _fusion_paths(server: Any) -> dict[str, Any] | None:
 
 
 def _diff_table(report: Any, single: bool, fusion: dict[str, Any] | None = None) -> None:
+    """The table form of ``diff``: one query side by side, or many as one row each; then
+    the fusion path and the reasons the two sides can differ."""
     out = current().output
-    if single:
-        query = report.queries[0]
-        out.table([
-            Column("#", "rank", justify="right"),
-            Column("IN-PROCESS", "in_process_item", style="bold"),
-            Column("SCORE", "in_process_score", justify="right"),
-            Column("WHERE", "in_process_presence"),
-            Column("TEXT", "in_process_text"),
-            Column("SERVER", "server_item", style="bold"),
-            Column("SCORE", "server_score", justify="right"),
-            Column("WHERE", "server_presence"),
-            Column("TEXT", "server_text"),
-        ], query.rows, title=f"in-process vs {report.server}")
-        kinds = {side: sorted({k for r in query.rows if (k := getattr(r, f"{side}_score_kind"))})
-                 for side in ("in_process", "server")}
-        out.write("Scores: in-process = " + (", ".join(kinds["in_process"]) or "-")
-                  + "; server = " + (", ".join(kinds["server"]) or "-"))
-        m = query.metrics
-        out.write("")
-        out.table([Column("METRIC", "metric"), Column("VALUE", "value", justify="right")], [
-            {"metric": f"overlap@{m.k}", "value": m.overlap},
-            {"metric": f"jaccard@{m.k}", "value": m.jaccard},
-            {"metric": f"rbo (p={m.p:g})", "value": m.rbo},
-            {"metric": "kendall tau-b (common items)", "value": m.kendall_tau_b},
-            {"metric": "common / in-process only / server only",
-             "value": f"{m.common} / {m.only_a} / {m.only_b}"},
-            *_exact_rows(query),
-        ])
-        notes = query.notes
-    else:
-        out.table([
-            Column("QUERY", "query", style="bold"),
-            Column("RBO", "rbo", justify="right"),
-            Column("JACCARD", "jaccard", justify="right"),
-            Column("OVERLAP", "overlap", justify="right"),
-            Column("TAU-B", "tau", justify="right"),
-            Column("COMMON", "common", justify="right"),
-            *([Column("RECALL", "recall", justify="right"),
-               Column("EXACT-J", "exact_jaccard", justify="right")]
-              if "mean_exact_recall" in report.aggregate else []),
-            Column("GATE", "gate"),
-        ], _query_rows(report), title=f"in-process vs {report.server}, per query")
-        agg = report.aggregate
-        out.write("")
-        out.table([Column("AGGREGATE", "name"), Column("MEAN", "mean", justify="right"),
-                   Column("MIN", "min", justify="right")], [
-            {"name": name, "mean": agg[f"mean_{key}"], "min": agg[f"min_{key}"]}
-            for name, key in (("rbo", "rbo"), ("jaccard", "jaccard"), ("overlap", "overlap"),
-                              ("kendall tau-b", "kendall_tau_b"),
-                              ("server recall vs exact", "exact_recall"),
-                              ("server jaccard vs exact", "exact_jaccard"))
-            if f"mean_{key}" in agg
-        ])
-        seen: dict[str, Any] = {}
-        for q in report.queries:
-            for note in q.notes:
-                seen.setdefault(note.message, note)
-        notes = list(seen.values())
+    notes = _single_query_tables(out, report) if single else _per_query_tables(out, report)
     if fusion and "engine_path" in fusion:
         out.write("")
         out.write(f"Fusion: the server {'has' if fusion['server_has_rank_fusion'] else 'has no'} "
@@ -316,6 +276,72 @@ def _diff_table(report: Any, single: bool, fusion: dict[str, Any] | None = None)
         out.write("Why they can differ:")
         for note in notes:
             out.write(f"  - [{note.code}] {note.message}")
+
+
+def _single_query_tables(out: Any, report: Any) -> list[Any]:
+    """Both rankings of the one query side by side, the score kinds and the metrics;
+    returns the query's notes."""
+    query = report.queries[0]
+    out.table([
+        Column("#", "rank", justify="right"),
+        Column("IN-PROCESS", "in_process_item", style="bold"),
+        Column("SCORE", "in_process_score", justify="right"),
+        Column("WHERE", "in_process_presence"),
+        Column("TEXT", "in_process_text"),
+        Column("SERVER", "server_item", style="bold"),
+        Column("SCORE", "server_score", justify="right"),
+        Column("WHERE", "server_presence"),
+        Column("TEXT", "server_text"),
+    ], query.rows, title=f"in-process vs {report.server}")
+    kinds = {side: sorted({k for r in query.rows if (k := getattr(r, f"{side}_score_kind"))})
+             for side in ("in_process", "server")}
+    out.write("Scores: in-process = " + (", ".join(kinds["in_process"]) or "-")
+              + "; server = " + (", ".join(kinds["server"]) or "-"))
+    m = query.metrics
+    out.write("")
+    out.table([Column("METRIC", "metric"), Column("VALUE", "value", justify="right")], [
+        {"metric": f"overlap@{m.k}", "value": m.overlap},
+        {"metric": f"jaccard@{m.k}", "value": m.jaccard},
+        {"metric": f"rbo (p={m.p:g})", "value": m.rbo},
+        {"metric": "kendall tau-b (common items)", "value": m.kendall_tau_b},
+        {"metric": "common / in-process only / server only",
+         "value": f"{m.common} / {m.only_a} / {m.only_b}"},
+        *_exact_rows(query),
+    ])
+    return query.notes
+
+
+def _per_query_tables(out: Any, report: Any) -> list[Any]:
+    """A row per query of a --queries file, then the aggregate; returns every distinct
+    note once (the same reason recurs across queries)."""
+    out.table([
+        Column("QUERY", "query", style="bold"),
+        Column("RBO", "rbo", justify="right"),
+        Column("JACCARD", "jaccard", justify="right"),
+        Column("OVERLAP", "overlap", justify="right"),
+        Column("TAU-B", "tau", justify="right"),
+        Column("COMMON", "common", justify="right"),
+        *([Column("RECALL", "recall", justify="right"),
+           Column("EXACT-J", "exact_jaccard", justify="right")]
+          if "mean_exact_recall" in report.aggregate else []),
+        Column("GATE", "gate"),
+    ], _query_rows(report), title=f"in-process vs {report.server}, per query")
+    agg = report.aggregate
+    out.write("")
+    out.table([Column("AGGREGATE", "name"), Column("MEAN", "mean", justify="right"),
+               Column("MIN", "min", justify="right")], [
+        {"name": name, "mean": agg[f"mean_{key}"], "min": agg[f"min_{key}"]}
+        for name, key in (("rbo", "rbo"), ("jaccard", "jaccard"), ("overlap", "overlap"),
+                          ("kendall tau-b", "kendall_tau_b"),
+                          ("server recall vs exact", "exact_recall"),
+                          ("server jaccard vs exact", "exact_jaccard"))
+        if f"mean_{key}" in agg
+    ])
+    seen: dict[str, Any] = {}
+    for q in report.queries:
+        for note in q.notes:
+            seen.setdefault(note.message, note)
+    return list(seen.values())
 
 
 def _exact_rows(query: Any) -> list[dict[str, Any]]:
@@ -388,7 +414,7 @@ def diff(*,
     exact search. With --min-rbo/--min-jaccard/--min-recall it is a CI gate (exit 1
     when a query misses)."""
     from backends.contract import server_retriever_of
-    from backends.retrieval.diff import diff_queries, has_exact_search, load_queries_jsonl
+    from backends.retrieval.diff import diff_queries, has_exact_search
 
     from semvecctl.report import write_report
 
@@ -397,15 +423,7 @@ def diff(*,
     # diff needs a store whatever --items says: its server side is the store's retriever
     # (with none named it is refused like any command that works on a store)
     scope = conn.scope
-    if queries is not None:
-        if query is not None or query_vector is not None or like is not None:
-            current().abort("--queries replaces --query/--query-vector/--like; give one or the other", ExitCode.USAGE)
-        try:
-            specs = load_queries_jsonl(queries)
-        except ValueError as exc:
-            current().abort(f"--queries: {exc}", ExitCode.USAGE, cause=None)
-    else:
-        specs = [_single_spec(query, query_vector, like)]
+    specs = _diff_specs(queries, query, query_vector, like)
     ctx = _context(session, scope, top_k, bm25, bm25_fetch_k, mmr_fetch_k, mmr_lambda,
                    rrf_k, rrf_weights)
     with conn.open() as adapter_obj:
@@ -431,7 +449,29 @@ def diff(*,
             data["fusion"] = fusion
     out.emit(data, output, table=lambda: _diff_table(report, queries is None, data.get("fusion")))
     write_report(report_file, "diff", data)
+    _refuse_missed(report)
+
+
+def _diff_specs(queries: Path | None, query: str | None, query_vector: str | None,
+                like: str | None) -> list[Any]:
+    """The queries to diff: every one of a --queries file, or the one the query flags
+    give (not both: which would be compared would be a guess)."""
+    from backends.retrieval.diff import load_queries_jsonl
+
+    if queries is None:
+        return [_single_spec(query, query_vector, like)]
+    if query is not None or query_vector is not None or like is not None:
+        current().abort("--queries replaces --query/--query-vector/--like; give one or the other", ExitCode.USAGE)
+    try:
+        return load_queries_jsonl(queries)
+    except ValueError as exc:
+        current().abort(f"--queries: {exc}", ExitCode.USAGE, cause=None)
+
+
+def _refuse_missed(report: Any) -> None:
+    """The CI gate: each query under a --min-* threshold on stderr, then exit 1."""
     if report.misses:
+        out = current().output
         for miss in report.misses:
             out.error(f"gate missed: query {miss.query_id!r} {miss.metric} "
                       f"{miss.value:.4f} < {miss.threshold:g}")

@@ -166,8 +166,7 @@ def inspect_session(*,
     output: Output = OutputFormat.table,
 ) -> None:
     """Version, owner, pending message, blob size/sha256, TTL and what the blob is."""
-    from backends.ops.blobinfo import describe_blob
-    from backends.contract.session_ids import escape_id, shown, unescape_id
+    from backends.contract.session_ids import shown, unescape_id
     from backends.ops.snapshot import read_snapshot
 
     from backends.errors import CorruptState
@@ -188,27 +187,39 @@ def inspect_session(*,
             current().abort(f"no session {shown(session_id)}" + ("" if owner is None and not unowned
                                                                  else " with that owner"),
                             ExitCode.CHECK_FAILED)
-        blob = describe_blob(state.blob)
-        report: dict[str, Any] = {
-            "session_id": escape_id(session_id),
-            "backend": adapter_obj.name,
-            "version": state.version,
-            "owner_subject": state.owner_subject,
-            "pending_message": state.pending_message,
-            "blob_size": blob.size,
-            "blob_sha256": blob.sha256,
-            "blob_kind": blob.kind,
-            "blob_detail": blob.detail,
-            "ttl_seconds": summary.ttl_seconds if summary else None,
-        }
-        if summary is not None:
-            if summary.updated_at is not None:
-                report["updated_at"] = summary.updated_at.isoformat()
-            report.update({str(k): v for k, v in summary.extra.items()})
-        report.update(blob.facts)
+        report = _inspect_report(session_id, adapter_obj.name, state, summary)
     rows = [{"field": k, "value": v} for k, v in report.items()]
     out.emit(report, output, columns=[Column("FIELD", "field", style="bold"), Column("VALUE", "value")],
              rows=rows)
+
+
+def _inspect_report(session_id: str, backend_name: str, state: Any,
+                    summary: Any) -> dict[str, Any]:
+    """What ``inspect`` says of a session: its state, what its listing row adds (write
+    time, TTL, the backend's extra facts) and what the blob is; the id escaped as
+    ``sessions list`` shows it."""
+    from backends.contract.session_ids import escape_id
+    from backends.ops.blobinfo import describe_blob
+
+    blob = describe_blob(state.blob)
+    report: dict[str, Any] = {
+        "session_id": escape_id(session_id),
+        "backend": backend_name,
+        "version": state.version,
+        "owner_subject": state.owner_subject,
+        "pending_message": state.pending_message,
+        "blob_size": blob.size,
+        "blob_sha256": blob.sha256,
+        "blob_kind": blob.kind,
+        "blob_detail": blob.detail,
+        "ttl_seconds": summary.ttl_seconds if summary else None,
+    }
+    if summary is not None:
+        if summary.updated_at is not None:
+            report["updated_at"] = summary.updated_at.isoformat()
+        report.update({str(k): v for k, v in summary.extra.items()})
+    report.update(blob.facts)
+    return report
 
 
 def _report_damaged(out: Any, output: Any, backend_name: str, exc: Any) -> str:

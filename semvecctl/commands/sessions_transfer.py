@@ -27,6 +27,7 @@ the data dies with the process.
 
 
 import contextlib
+import functools
 import os
 import sys
 from enum import Enum
@@ -36,7 +37,7 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.commands.sessions import app as sessions_app
-from semvecctl.connection import Connection, pair_shards
+from semvecctl.connection import Connection, pair_shards, refuse_unnamed_pair
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
 from semvecctl.options import (AllowLoss, Apply, BatchSize, ExportYes, FromShards, MatchSessions, MetricsFile, Overwrite, SessionOwner, SessionUnowned, store_command, StreamOutput, ToShards, Yes)
@@ -167,20 +168,29 @@ def export_sessions(*,
         else:
             result = export_to_path(source, out_path, **options)
         metrics.track(result, backend=source.name)
-    where = "stdout" if to_stdout else out_path
+    _report_export(result, f"{source.name} ({_source_label(spec)})",
+                   "stdout" if to_stdout else out_path, with_items=with_items,
+                   with_events=with_events, users=users)
+
+
+def _report_export(result: Any, source: str, where: str, *, with_items: bool,
+                   with_events: bool, users: tuple[str, ...]) -> None:
+    """The end of an export: each damaged session left out and exit 1 (written, but not
+    everything: not a green export), else what was written, and what changed meanwhile."""
+    out = current().output
     items = f", {result.items} item(s)" if with_items and not result.warnings else ""
     events = (f", {result.events} event(s)" + (f" and {result.users} user log(s)" if users else "")
               if (with_events or users) else "")
     timing = _timing("exporting")
-    if result.damaged:  # written, but not everything: not a green export
+    if result.damaged:
         for session_id, why in result.damaged:
             out.error(f"left out damaged session {session_id!r}: {why}")
         current().abort(f"the archive is incomplete: {len(result.damaged)} damaged session(s) "
                         f"left out (listed above); exported {result.count} other session(s)"
                         f"{items}{events} to {where}; digest {result.digest[:16]}…",
                         ExitCode.CHECK_FAILED)
-    out.success(f"exported {result.count} session(s){items}{events} from {source.name} "
-                f"({_source_label(spec)}) to {where}{timing}; digest {result.digest[:16]}…")
+    out.success(f"exported {result.count} session(s){items}{events} from {source} "
+                f"to {where}{timing}; digest {result.digest[:16]}…")
     if result.vanished:
         out.info(f"{result.vanished} session(s) disappeared while exporting and are not in the archive")
     if result.duplicates_dropped:
@@ -436,16 +446,11 @@ def copy_sessions(
     source's events of the copied sessions behind is refused unless --with-events carries
     them or --allow-loss accepts the loss.
     """
-    from backends.transfer import SessionImporter, check_exportable, staged_copy, verify_copy
+    from backends.transfer import SessionImporter, check_exportable, staged_copy
 
     out = current().output
     metrics = recorder(metrics_file, "sessions copy")
-    if not (from_uri or from_adapter):
-        current().abort("name the source with --from URI (or --from-adapter module:factory)", ExitCode.USAGE)
-    if not (to_uri or to_adapter):
-        current().abort("name the target with --to URI (or --to-adapter module:factory)", ExitCode.USAGE)
-    if from_uri and to_uri and from_uri == to_uri and not (from_adapter or to_adapter):
-        current().abort("--from and --to name the same store; nothing to copy", ExitCode.USAGE)
+    refuse_unnamed_pair(from_uri, to_uri, from_adapter, to_adapter, verb="copy")
     apply = current().wants_apply(apply=apply, yes=yes)
     policy = _on_conflict(on_conflict)
     from_shards, to_shards = pair_shards(from_shards, to_shards)
@@ -476,19 +481,27 @@ def copy_sessions(
                 out.warn(warning)
             if exported.vanished:
                 out.info(f"{exported.vanished} session(s) disappeared from the source while reading")
-
-            def read_back(result: Any) -> Any:
-                from backends.transfer.export import user_sessions
-
-                only = user_sessions(source, users, scope) if users else None
-                report = verify_copy(source, target, result, owner_subject=scope, match=match,
-                                     with_items=with_items, batch_size=batch_size,
-                                     importer=importer, only=only, phases=out.phase)
-                expected = result.created + result.skipped + result.expired
-                if report.source_count != expected:
-                    out.warn(f"the source now holds {report.source_count} matching session(s); "
-                             f"{expected} were copied or skipped (it changed during the copy)")
-                return report
-
+            read_back = functools.partial(
+                _read_back, source=source, target=target, importer=importer, users=users,
+                scope=scope, match=match, with_items=with_items, batch_size=batch_size)
             _run_import(importer, apply=apply, output=output, verb="copy", extra_report=read_back,
                         yes=yes, target=_source_label(target_spec))
+
+
+def _read_back(result: Any, *, source: Any, target: Any, importer: Any, users: tuple[str, ...],
+               scope: Any, match: Optional[str], with_items: bool, batch_size: int) -> Any:
+    """The copy's final pass: the source read again and every session compared with the
+    target, saying when the source changed meanwhile (counts then cannot agree)."""
+    from backends.transfer import verify_copy
+    from backends.transfer.export import user_sessions
+
+    out = current().output
+    only = user_sessions(source, users, scope) if users else None
+    report = verify_copy(source, target, result, owner_subject=scope, match=match,
+                         with_items=with_items, batch_size=batch_size,
+                         importer=importer, only=only, phases=out.phase)
+    expected = result.created + result.skipped + result.expired
+    if report.source_count != expected:
+        out.warn(f"the source now holds {report.source_count} matching session(s); "
+                 f"{expected} were copied or skipped (it changed during the copy)")
+    return report

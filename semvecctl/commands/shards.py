@@ -14,7 +14,6 @@ cutover); 2 usage (a bad --to-shards, a state file of another reshard, no state 
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Any, Iterator, Optional
 
 import typer
@@ -24,7 +23,8 @@ from semvecctl.commands import help_of
 from semvecctl.exit_codes import ExitCode
 from semvecctl.connection import Connection
 from semvecctl.options import Apply, MetricsFile, Output, Overwrite, Watch, Yes, store_command
-from semvecctl.live_view import STATUS_COLUMNS, run_passes, status_line, status_of, status_view
+from semvecctl.live_view import (STATUS_COLUMNS, refuse_conflicts, refuse_foreign_state, resumes,
+                                 run_passes, status_line, status_of, status_view)
 from semvecctl.output import Column, OutputFormat
 
 NAME = "shards"
@@ -172,31 +172,19 @@ def run_reshard(*, to_shards: str = ToShardsOpt, state_file: str = StateOpt,
     command continues after any interruption, SIGKILL included. A row someone else wrote
     on a new shard under a moved id is a conflict: reported (exit 1), never overwritten.
     """
-    from backends.migrate import StateBusy, StateMismatch
-    from backends.migrate.shards import SETTINGS, open_state, reshard_migration
-    from backends.migrate.shards import run_reshard as run_moves
-    from backends.migrate.state import MigrationState
+    from backends.migrate.shards import SETTINGS
 
     from semvecctl.metrics import recorder
 
     apply = current().wants_apply(apply=apply, yes=yes)
     metrics = recorder(metrics_file, "shards run")
     out = current().output
-    resuming = os.path.exists(state_file)
-    if not resuming and not os.path.isdir(os.path.dirname(os.path.abspath(state_file))):
-        current().abort(f"the directory of --state {state_file} does not exist", ExitCode.USAGE)
+    resuming = resumes(state_file)
     with _deployment(conn, to_shards) as reshard:
         if resuming:  # another reshard's file, or one another process runs: refused first
             source, target = reshard.fingerprints()
-            try:
-                with contextlib.closing(MigrationState.open(
-                        state_file, source=source, target=target, settings=SETTINGS)) as early:
-                    if apply:
-                        early.claim()
-            except StateBusy as exc:
-                current().abort(str(exc), ExitCode.ENVIRONMENT, cause=None)
-            except StateMismatch as exc:
-                current().abort(str(exc), ExitCode.USAGE, cause=None)
+            refuse_foreign_state(state_file, source=source, target=target, settings=SETTINGS,
+                                 claim=apply)
         what = (f"copy the sessions whose shard changes ({_lists(reshard)}) to their new shard"
                 + (" and keep following" if follow else ""))
         if reshard.unchanged:
@@ -206,27 +194,38 @@ def run_reshard(*, to_shards: str = ToShardsOpt, state_file: str = StateOpt,
                      f"({'resumed' if resuming else 'created'}). Rerun with --apply to start")
             return
         current().confirm(what, yes=yes)
-        state = open_state(state_file, reshard)
-        try:
-            if state.phase in ("cut-over", "aborted"):
-                current().abort(f"this reshard is {state.phase}; start another with a new "
-                                "--state file", ExitCode.USAGE)
-            totals = {"passes": 0, "copied": 0, "deleted": 0, "events": 0, "conflicts": 0}
-            metrics.track(totals, backend=str(reshard.new.name))
-            with out.progress_task("moving sessions", unit=" sessions") as task:
-                mig = reshard_migration(reshard, state, write_batch=batch_size,
-                                        progress=task.advance)
-                results = run_passes(run_moves, mig, follow, interval, max_passes, output, totals,
-                                     scanned="moved sessions scanned", method=False)
-        except StateBusy as exc:
-            current().abort(str(exc), ExitCode.ENVIRONMENT, cause=None)
-        finally:
-            state.close()
-    conflicts = sum(r.conflicts + r.event_conflicts for r in results)
-    if conflicts:
-        current().abort(f"{conflicts} conflict(s): written on a new shard by someone else and "
-                        "kept; see 'semvecctl shards status' and resolve them before cutover",
-                        ExitCode.CHECK_FAILED)
+        results = _move_sessions(reshard, state_file, follow, interval, max_passes, batch_size,
+                                 output, metrics)
+    refuse_conflicts(results, "a new shard", "shards")
+
+
+def _move_sessions(reshard: Any, state_file: str, follow: bool, interval: float,
+                   max_passes: Optional[int], batch_size: int, output: OutputFormat,
+                   metrics: Any) -> list[Any]:
+    """The passes of an applied run on the state file it opens or resumes, counted in the
+    metrics and shown as progress; a finished reshard is refused (exit 2), one another
+    process runs exits 3, and the file is closed however the passes end."""
+    from backends.migrate import StateBusy
+    from backends.migrate.shards import open_state, reshard_migration
+    from backends.migrate.shards import run_reshard as run_moves
+
+    out = current().output
+    state = open_state(state_file, reshard)
+    try:
+        if state.phase in ("cut-over", "aborted"):
+            current().abort(f"this reshard is {state.phase}; start another with a new "
+                            "--state file", ExitCode.USAGE)
+        totals = {"passes": 0, "copied": 0, "deleted": 0, "events": 0, "conflicts": 0}
+        metrics.track(totals, backend=str(reshard.new.name))
+        with out.progress_task("moving sessions", unit=" sessions") as task:
+            mig = reshard_migration(reshard, state, write_batch=batch_size,
+                                    progress=task.advance)
+            return run_passes(run_moves, mig, follow, interval, max_passes, output, totals,
+                              scanned="moved sessions scanned", method=False)
+    except StateBusy as exc:
+        current().abort(str(exc), ExitCode.ENVIRONMENT, cause=None)
+    finally:
+        state.close()
 
 
 # -- status ----------------------------------------------------------------------------

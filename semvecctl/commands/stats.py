@@ -69,16 +69,7 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
         ("event logs", events.get("note") or f"{events['users']:,} user(s), {events['events']:,} event(s)"),
         ("longest logs", ", ".join(f"{u['user_id']} {u['events']:,}" for u in events["longest_logs"][:5]) or "–"),
     ]
-    shards = data.get("shards")
-    if shards:
-        spread = shards["skew"]
-        rows.append(("shards", f"{shards['count']}; skew (largest / mean) "
-                     + (f"{spread['sessions']:.2f} by sessions, {spread['blob_bytes']:.2f} by bytes"
-                        if spread["sessions"] is not None else "–")))
-        for shard in shards["per_shard"]:
-            rows.append((shard["shard"], f"{shard['sessions']:,} session(s), "
-                         f"{_size(shard['blob_bytes'])}"
-                         + (f" ({shard['database']})" if shard["database"] != shard["shard"] else "")))
+    rows += _shard_rows(data.get("shards"))
     mirror = data.get("item_mirror")
     if mirror:
         rows.append(("item mirror", f"{mirror['items']:,} item(s), {mirror['evicted']:,} evicted"
@@ -92,6 +83,23 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append((f"prune --idle-for {_age(preview['idle_for_s'])}",
                      f"would delete {preview['sessions']:,} session(s), {_size(preview['bytes'])}"))
     return [{"field": k, "value": v} for k, v in rows]
+
+
+def _shard_rows(shards: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """A sharded deployment's rows: the skew, then one per shard (with its database where
+    the shard's name is not it); none elsewhere."""
+    if not shards:
+        return []
+    spread = shards["skew"]
+    rows: list[tuple[str, Any]] = [
+        ("shards", f"{shards['count']}; skew (largest / mean) "
+         + (f"{spread['sessions']:.2f} by sessions, {spread['blob_bytes']:.2f} by bytes"
+            if spread["sessions"] is not None else "–"))]
+    for shard in shards["per_shard"]:
+        rows.append((shard["shard"], f"{shard['sessions']:,} session(s), "
+                     f"{_size(shard['blob_bytes'])}"
+                     + (f" ({shard['database']})" if shard["database"] != shard["shard"] else "")))
+    return rows
 
 
 @store_command()
