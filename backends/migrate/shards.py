@@ -604,10 +604,12 @@ def plan_reshard(reshard: Reshard, *, timeout: float = 5.0) -> dict[str, Any]:
 
 def _database_facts(adapter: Any, db: Any, timeout: float) -> dict[str, Any]:
     """Reachability, server version and the tables present on one database."""
-    details = adapter._database_details(db, timeout)
+    from backends.postgres.health import database_details
+
+    details = database_details(adapter, db, timeout)
     tables = details.get("tables") or {}
-    facts = {key: details[key] for key in ("reachable", "server_version", "durable", "error",
-                                           "latency_ms") if key in details}
+    kept = ("reachable", "server_version", "durable", "error", "latency_ms")
+    facts: dict[str, Any] = {key: details[key] for key in kept if key in details}
     facts["tables"] = tables
     facts["missing_tables"] = sorted(t for t, present in tables.items() if not present)
     return facts

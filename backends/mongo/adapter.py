@@ -26,8 +26,8 @@ from backends.contract import (
     OwnerFilter,
     validate_turn_events,
 )
-from backends.errors import (BackendAuthError, BackendConfigError, InjectedFault,
-                             UnsupportedOperation, category_of)
+from backends.errors import (BackendConfigError, InjectedFault,
+                             UnsupportedOperation)
 from backends.info import declared
 from backends.mongo.config import MongoSettings, resolve_settings
 from backends.mongo.errors import translate_error, driver_errors
@@ -259,58 +259,16 @@ class MongoBackendAdapter(ClosesOnce, StateStoreSeams):
 
     def check_health(self, timeout: float | None = None) -> bool:
         """A ping bounded by ``timeout`` (default ``health_timeout_s``); never raises."""
-        try:
-            self._ping(self._health_timeout_s if timeout is None else timeout)
-            return True
-        except Exception:  # noqa: BLE001 - health answers the question, never raises
-            return False
+        from backends.mongo.health import answers
 
-    def _ping(self, timeout: float) -> None:
-        """``ping`` within ``timeout`` seconds, server selection included: pymongo's
-        client-side operation timeout bounds selection, connection and the command, so
-        a host that does not answer costs ``timeout``, not serverSelectionTimeoutMS."""
-        with _deadline(timeout):
-            self._client.admin.command("ping")
+        return answers(self._client, self._health_timeout_s if timeout is None else timeout)
 
     def health_details(self, timeout: float) -> dict[str, Any]:
-        """Reachability, topology and durability within ``timeout``; never raises. A
-        refusal of our credentials is reported as ``category: auth`` (the server
-        answered), apart from an unreachable host."""
-        details: dict[str, Any] = {
-            "backend": self.name,
-            "database": self.settings.database,
-            "item_sync": self.settings.item_sync,
-            "session_ttl_s": self.settings.session_ttl_s,
-        }
-        try:
-            with _deadline(timeout):
-                self._client.admin.command("ping")
-                topo = self.topology()
-                support = self._indexes.search_support()
-        except Exception as exc:  # noqa: BLE001
-            mapped = translate_error(exc, "")
-            auth = isinstance(mapped, BackendAuthError)
-            details.update(reachable=auth, error=type(mapped).__name__,
-                           category=category_of(mapped).value, durable=False)
-            if auth:
-                details["reason"] = "the server refused the credentials or privileges"
-            return details
-        details.update(
-            reachable=True,
-            topology=topo.kind,
-            transactions_supported=topo.transactions,
-            search_indexes_supported=support.supported,
-            durable=topo.transactions,
-            durability_reason=(
-                "replicated: writes can be acknowledged by a majority"
-                if topo.transactions else
-                "standalone server: a single copy of every session, lost with its disk; "
-                "run a replica set"
-            ),
-        )
-        if not support.supported:
-            details["search_indexes_detail"] = support.reason
-        return details
+        """Reachability, topology and durability within ``timeout``; never raises (see
+        :func:`backends.mongo.health.details`)."""
+        from backends.mongo.health import details
+
+        return details(self, timeout)
 
     def _release(self) -> None:
         """Close the client, only if this adapter created it (once: see ClosesOnce)."""
@@ -375,20 +333,3 @@ def _timeouts_not_in_uri(settings: MongoSettings, explicit_selection: int | None
     if explicit_connect is not None or "connecttimeoutms" not in in_uri:
         out["connectTimeoutMS"] = settings.connect_timeout_ms
     return out
-
-
-class _deadline:
-    """pymongo's client-side operation timeout, when the client honours it."""
-
-    def __init__(self, seconds: float) -> None:
-        self._seconds = max(0.05, float(seconds))
-        self._ctx: Any = None
-
-    def __enter__(self) -> None:
-        import pymongo
-
-        self._ctx = pymongo.timeout(self._seconds)
-        self._ctx.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        self._ctx.__exit__(*exc)

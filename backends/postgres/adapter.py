@@ -9,7 +9,6 @@ Importing this module does not import psycopg.
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Any, Callable, Iterator, Sequence
 
 from backends.info import declared
@@ -157,7 +156,9 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
         failure (or a closed adapter) is False, never an exception."""
         if self._closed:
             return False
-        return all(_answers(db, timeout) for db in self.placement.databases())
+        from backends.postgres.health import answers
+
+        return all(answers(db, timeout) for db in self.placement.databases())
 
     # -- fault seam (conformance only) ------------------------------------------------
 
@@ -250,100 +251,12 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
         return (STATE_TABLE, EVENTS_TABLE)
 
     def health_details(self, timeout: float) -> dict[str, Any]:
-        """Server version, the tables present, the layout the database holds (what
-        ``postgresql://`` auto-selection would pick), durability settings, latency.
-        Bounded by ``timeout``; failures are reported in the dict, not raised.
+        """Server version, tables, layout, durability and latency of every database,
+        within ``timeout``; failures are reported, not raised (see
+        :func:`backends.postgres.health.details`)."""
+        from backends.postgres.health import details
 
-        On a sharded deployment the top level speaks for the whole (reachable and durable
-        only when every database is) and ``databases`` has each one's own facts, named
-        (``primary``, ``shard N``), probed concurrently."""
-        details: dict[str, Any] = {"backend": self.name, "uri": self.config.display_uri,
-                                   "schema": self.config.schema}
-        if not self.placement.sharded:
-            details.update(self._database_details(self._db, timeout))
-            return details
-        from concurrent.futures import ThreadPoolExecutor
-
-        databases = self.placement.databases()
-        with ThreadPoolExecutor(max_workers=min(8, len(databases))) as pool:
-            parts = list(pool.map(lambda db: self._database_details(db, timeout), databases))
-        primary = dict(parts[0])
-        listed: list[dict[str, Any]] = []
-        for db, part in zip(databases, parts):
-            listed.append({"database": self.placement.label(db), "uri": db.config.display_uri,
-                           **{k: part[k] for k in ("reachable", "latency_ms", "server_version",
-                                                   "durable", "read_only_replica", "error")
-                              if k in part}})
-        down = [f"{p['database']} ({p['uri']}): {p.get('error', 'unreachable')}"
-                for p in listed if not p.get("reachable")]
-        risky = [f"{p['database']}: {part.get('durability_reason')}"
-                 for p, part in zip(listed, parts) if p.get("reachable") and not part.get("durable")]
-        details.update(primary)
-        details.update(
-            shards=len(self.placement.shards),
-            reachable=not down,
-            durable=not risky and not down,
-            durability_reason="; ".join(risky) if risky else ("" if not down else
-                                                              "not every database answered"),
-            databases=listed,
-        )
-        if down:
-            details["error"] = "unreachable: " + "; ".join(down)
-        return details
-
-    def _database_details(self, db: Any, timeout: float) -> dict[str, Any]:
-        """One database's health facts (see :meth:`health_details`)."""
-        from backends.selection import detector_for
-        from backends.postgres.schema import legacy_tables, missing_tables
-
-        details: dict[str, Any] = {}
-        schema = db.config.schema
-        started = time.perf_counter()
-        try:
-            conn = db.pool.connect(connect_timeout=timeout,
-                                   statement_timeout_ms=max(1, int(timeout * 1000)))
-        except Exception as exc:  # noqa: BLE001 - reported in the details
-            details.update(reachable=False, error=str(exc))
-            return details
-        try:
-            server = conn.execute("SHOW server_version").fetchone()[0]
-            tables = self._tables_of_interest()
-            missing = missing_tables(conn, schema, tables)
-            legacy = [t for t in legacy_tables(self.name, self._layout)
-                      if t not in missing_tables(conn, schema, (t,))]
-            in_recovery = conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]
-            settings = dict(conn.execute(
-                "SELECT name, setting FROM pg_settings WHERE name IN"
-                " ('fsync', 'synchronous_commit', 'full_page_writes')"
-            ).fetchall())
-            risky = [f"{name}={value}" for name, value in sorted(settings.items())
-                     if value == "off"]
-            detector = detector_for(declared(self.name).schemes[0])
-            chosen, reason = (detector.from_catalog(conn, schema) if detector
-                              else (self.name, "no other backend shares the scheme"))
-            details.update(
-                reachable=True,
-                server_version=server,
-                read_only_replica=bool(in_recovery),
-                tables={t: t not in missing for t in tables},
-                database_layout=chosen,
-                database_layout_reason=reason,
-                durable=not risky,
-                durability_reason=("" if not risky else
-                                   "acknowledged writes can be lost on a crash: " + ", ".join(risky)),
-                settings=settings,
-            )
-            if legacy:
-                details["legacy_tables"] = legacy
-            self._more_health(conn, details)
-            details["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
-        except Exception as exc:  # noqa: BLE001 - reported in the details
-            details.update(reachable=False, error=str(exc).splitlines()[0] if str(exc) else
-                           type(exc).__name__)
-        finally:
-            with contextlib.suppress(Exception):
-                conn.close()
-        return details
+        return details(self, timeout)
 
     def _more_health(self, conn: Any, details: dict[str, Any]) -> None:
         """Hook for a flavour's own facts (its extension, its embeddings)."""
@@ -351,19 +264,3 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
     def _release(self) -> None:
         """Release the pool (once: see ClosesOnce)."""
         self.placement.close()
-
-
-def _answers(db: Any, timeout: float) -> bool:
-    """Whether one database answers ``SELECT 1`` within ``timeout``; never raises."""
-    try:
-        conn = db.pool.connect(connect_timeout=timeout,
-                               statement_timeout_ms=max(1, int(timeout * 1000)))
-    except Exception:  # noqa: BLE001 - a health probe answers False, never raises
-        return False
-    try:
-        return conn.execute("SELECT 1").fetchone() == (1,)
-    except Exception:  # noqa: BLE001 - a health probe answers False, never raises
-        return False
-    finally:
-        with contextlib.suppress(Exception):
-            conn.close()

@@ -225,8 +225,10 @@ class SqlAudit:
         if not self.placement.sharded:
             yield from self._durability(self.adapter.health_details(self.timeout), "server")
             return
+        from backends.postgres.health import database_details
+
         for db in self.placement.databases():
-            yield from self._durability(self.adapter._database_details(db, self.timeout),
+            yield from self._durability(database_details(self.adapter, db, self.timeout),
                                         self._at("server", db))
 
     def _durability(self, details: dict[str, Any], where: str) -> Iterator[Finding]:

@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from operator import attrgetter
+from collections.abc import Generator
 from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 from backends.archive import (
@@ -250,9 +251,8 @@ class _StreamedEvents:
 
     def close(self) -> None:
         """End the pass (its query and connection), read to the end or not."""
-        close = getattr(self._pass, "close", None)
-        if close is not None:
-            close()
+        if isinstance(self._pass, Generator):
+            self._pass.close()
 
 
 def user_sessions(adapter: Any, users: Sequence[str], owner_subject: OwnerFilter) -> set[str]:
