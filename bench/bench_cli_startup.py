@@ -67,17 +67,22 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(cmd: list[str], runs: int, env: dict[str, str], cwd: str) -> tuple[list[float], list[float]]:
-    """(wall seconds, CPU seconds) per run. CPU time (user + system of the child) is far
-    less disturbed by other work on a shared machine than wall-clock time."""
-    subprocess.run(cmd, capture_output=True, check=False, env=env, cwd=cwd)  # warm the page cache
-    wall, cpu = [], []
+def measure(cases: dict[str, list[str]], runs: int, env: dict[str, str],
+            cwd: str) -> dict[str, tuple[list[float], list[float]]]:
+    """(wall seconds, CPU seconds) per run of each case, the cases taken in turn (one run
+    of each, ``runs`` times), so a change in the machine's load falls on all of them
+    alike. CPU time (user + system of the child) is far less disturbed by other work on
+    a shared machine than wall-clock time."""
+    for cmd in cases.values():
+        subprocess.run(cmd, capture_output=True, check=False, env=env, cwd=cwd)  # warm the page cache
+    results: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in cases}
     for _ in range(runs):
-        started, used = time.perf_counter(), _cpu()
-        subprocess.run(cmd, capture_output=True, check=True, env=env, cwd=cwd)
-        wall.append(time.perf_counter() - started)
-        cpu.append(_cpu() - used)
-    return wall, cpu
+        for name, cmd in cases.items():
+            started, used = time.perf_counter(), _cpu()
+            subprocess.run(cmd, capture_output=True, check=True, env=env, cwd=cwd)
+            results[name][0].append(time.perf_counter() - started)
+            results[name][1].append(_cpu() - used)
+    return results
 
 
 def main() -> None:
@@ -101,8 +106,8 @@ def main() -> None:
             python = str(make_venv(Path(scratch) / "venv"))
             label = "a fresh venv with a byte-compiled copy installed (no editable hook)"
         cwd = scratch  # nothing importable here: the install decides what runs
-        results = {name: measure([python, *cmd], args.runs, env, cwd)
-                   for name, cmd in CASES.items()}
+        results = measure({name: [python, *cmd] for name, cmd in CASES.items()},
+                          args.runs, env, cwd)
     floor_wall = statistics.median(results["import typer (floor)"][0])
     floor_cpu = statistics.median(results["import typer (floor)"][1])
     print(f"measuring {label}")
