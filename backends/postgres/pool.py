@@ -234,17 +234,24 @@ class ConnectionPool:
         on it (when the database allows). Driver errors surface mapped to our categories."""
         conn = self._getconn()
         try:
-            if typed and self._prepare is not None and conn not in self._prepared:
-                if self._prepare(conn):
-                    self._prepared.add(conn)
-            yield conn
+            with self._mapped_errors():
+                if typed and self._prepare is not None and conn not in self._prepared:
+                    if self._prepare(conn):
+                        self._prepared.add(conn)
+                yield conn
+        finally:
+            self._putconn(conn)
+
+    @contextmanager
+    def _mapped_errors(self) -> Iterator[None]:
+        """Driver errors raised in the block surface mapped to our categories."""
+        try:
+            yield
         except Exception as exc:
             mapped = translate_error(exc, self._config.display_uri, action="a query")
             if mapped is exc:
                 raise
             raise mapped from exc
-        finally:
-            self._putconn(conn)
 
     @contextmanager
     def unpooled(self) -> Iterator[Any]:
@@ -253,12 +260,8 @@ class ConnectionPool:
         :meth:`connection` maps them; closed afterwards."""
         conn = self.connect()
         try:
-            yield conn
-        except Exception as exc:
-            mapped = translate_error(exc, self._config.display_uri, action="a query")
-            if mapped is exc:
-                raise
-            raise mapped from exc
+            with self._mapped_errors():
+                yield conn
         finally:
             conn.close()
 
