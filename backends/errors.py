@@ -7,9 +7,8 @@ messages. Driver exceptions are kept as ``__cause__``; messages never carry cred
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
 class Category(str, Enum):
@@ -241,8 +240,7 @@ class ContractError(TypeError):
 # category to one. Nothing else decides what kind of failure an exception is.
 
 
-@dataclass(frozen=True)
-class CategoryRule:
+class CategoryRule(NamedTuple):
     """One row of :data:`CATEGORIES`. ``wording`` is formatted with ``exc`` (the
     exception), ``type`` (its class name) and ``filename`` (an OSError's)."""
 

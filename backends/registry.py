@@ -19,8 +19,7 @@ import importlib
 import importlib.util
 import os
 import warnings
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from backends.errors import (
     BackendConfigError,
@@ -51,8 +50,7 @@ def fold_name(name: str) -> str:
 SHIPPED: dict[str, BackendInfo] = {info.name: info for info in SHIPPED_INFO}
 
 
-@dataclass(frozen=True)
-class InstalledBackend:
+class InstalledBackend(NamedTuple):
     """One ``semvec.backends`` entry point, read from metadata without importing it."""
 
     name: str
@@ -69,8 +67,7 @@ class InstalledBackend:
         return f"{self.distribution}=={self.version}"
 
 
-@dataclass(frozen=True)
-class BackendEntry:
+class BackendEntry(NamedTuple):
     """A row of ``backends list``: what a name is, where it comes from, whether it works.
 
     ``status`` is one of ``ok``, ``driver-missing``, ``contested``, ``shadowed``.
@@ -96,8 +93,7 @@ class BackendEntry:
         return fold_name(self.name)
 
 
-@dataclass(frozen=True)
-class Resolution:
+class Resolution(NamedTuple):
     """What a selected name resolves to. ``fell_back`` with a ``warning`` for unknown names."""
 
     requested: str

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from typing import NoReturn
 
 from backends.info import SECRET_ENV_VARS
@@ -20,19 +19,21 @@ from semvecctl.output import Output
 _CHAINED = object()
 
 
-@dataclass
 class Application:
-    verbose: bool = False
-    no_color: bool = False
-    config_path: str | None = None
-    profile: str | None = None
-    #: ``--shards``: a SQL deployment's shard list (None: not given on the command line)
-    shards: str | None = None
-    secrets: set[str] = field(default_factory=set)
-    secret_values: set[str] = field(default_factory=set)
-    output: Output = field(init=False)
+    """One command's run: its global options, the secrets to scrub from what it prints,
+    and its output."""
 
-    def __post_init__(self) -> None:
+    def __init__(self, verbose: bool = False, no_color: bool = False,
+                 config_path: str | None = None, profile: str | None = None,
+                 shards: str | None = None) -> None:
+        self.verbose = verbose
+        self.no_color = no_color
+        self.config_path = config_path
+        self.profile = profile
+        #: ``--shards``: a SQL deployment's shard list (None: not given on the command line)
+        self.shards = shards
+        self.secrets: set[str] = set()
+        self.secret_values: set[str] = set()
         for var in SECRET_ENV_VARS:
             if os.environ.get(var):
                 self.secrets.add(os.environ[var])

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from enum import Enum
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -34,7 +33,9 @@ class StreamFormat(str, Enum):
 
 def to_plain(value: Any) -> Any:
     """Dataclasses, enums, datetimes, bytes and sets as JSON/YAML-safe values."""
-    if is_dataclass(value) and not isinstance(value, type):
+    if hasattr(type(value), "__dataclass_fields__"):  # a dataclass instance
+        from dataclasses import asdict
+
         return {k: to_plain(v) for k, v in asdict(value).items()}
     if isinstance(value, Enum):
         return value.value
