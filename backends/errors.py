@@ -93,6 +93,18 @@ class BackendError(Exception):
 
     category = Category.BACKEND
 
+    def __reduce__(self) -> tuple:
+        """Pickled with its attributes, whatever its constructor takes, so it crosses a
+        process boundary (an export's events pass) as itself."""
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuilt(cls: type[BaseException], args: tuple, state: dict) -> BaseException:
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, *args)
+    exc.__dict__.update(state)
+    return exc
+
 
 class InvalidEvent(BackendError, ValueError):
     """An event failed validation; nothing of its turn was written."""

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping, Sequence, TypeGuard, Union
 
-from backends.archive.canonical import canonical, event_to_record, events_json
+from backends.archive.canonical import EncodedEvents, canonical, event_to_record, events_json
 from backends.archive.errors import ArchiveDamaged, ArchiveUnsupported
 from backends.contract import as_utc
 
@@ -223,7 +223,9 @@ def signed_line(body: dict[str, Any], events: Sequence[Any] | None = None) -> by
 
 def _plain_line(body: dict[str, Any], events: Sequence[Any] | None) -> bytes:
     """The line as plainly written: the records built, encoded, signed, encoded again."""
-    if events is not None:
+    if type(events) is EncodedEvents:
+        body["events"] = events.records()
+    elif events is not None:
         body["events"] = [event_to_record(e) for e in events]
     body["line_sha256"] = sha256_hex(canonical(body))
     return canonical(body)

@@ -390,6 +390,18 @@ class SqlEventStore(EngineEventSurface):
         for session_id, events in itertools.groupby(merged, key=lambda e: e.session_id):
             yield session_id, tuple(events)
 
+    def encoded_events_by_session(self, encode: Any, *, owner_subject: OwnerFilter = UNSCOPED,
+                                  page: int = 2000) -> Iterator[tuple[str, int, bytes]]:
+        """:meth:`events_by_session` in a process of its own, each session's events
+        handed to ``encode`` (a module-level function) there: ``(session id, number of
+        events, encode(events))``. An export of a large store writes them as they come,
+        while the pass's reading, decoding and encoding run on another core (see
+        :mod:`backends.postgres.event_pass`)."""
+        from backends.postgres.event_pass import encoded_by_session
+
+        return encoded_by_session(self._placement, encode, owner_subject=owner_subject,
+                                  page=page)
+
     def _sorted_on(self, db: Database, sql: str, params: tuple,
                    page: int) -> Iterator[MemoryEvent]:
         """One database's rows of ``sql`` decoded, without a shard's misplaced ones."""

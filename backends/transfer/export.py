@@ -37,6 +37,7 @@ from backends.archive import (
     SessionRecord,
     atomic_output,
 )
+from backends.archive.canonical import EncodedEvents
 from backends.archive.format import log_order, utc_now
 from backends.archive.seen import SeenFilter, confirmed_duplicates
 from backends.contract import (Capability, OwnerFilter, UNSCOPED, as_utc, offers, event_defaults, state_defaults)
@@ -205,6 +206,16 @@ class _SessionEvents:
         return self._by_session.get(session_id, [])
 
 
+def _encoded_pass(store: Any, owner_subject: OwnerFilter) -> Iterator[tuple[str, Any]]:
+    """The store's pass in a process of its own, each session's events as the archive's
+    bytes (:class:`EncodedEvents`)."""
+    from backends.archive.canonical import events_json
+
+    for session_id, count, encoded in store.encoded_events_by_session(
+            events_json, owner_subject=owner_subject):
+        yield session_id, EncodedEvents(encoded, count)
+
+
 class _StreamedEvents:
     """Chunks of sessions' events matched, merge-join style, against one pass over the
     store's events in session-id order (``events_by_session``: the SQL store's one sorted
@@ -212,8 +223,9 @@ class _StreamedEvents:
     whole listing, which comes in the same order. Should an id ever come out of that
     order, the rest is read the per-user way (:class:`_SessionEvents`)."""
 
-    def __init__(self, store: Any, owner_subject: OwnerFilter) -> None:
-        self._pass = iter(store.events_by_session(owner_subject=owner_subject))
+    def __init__(self, store: Any, owner_subject: OwnerFilter, *, encoded: bool = False) -> None:
+        self._pass = (_encoded_pass(store, owner_subject) if encoded
+                      else store.events_by_session(owner_subject=owner_subject))
         self._ahead: tuple[str, tuple[Any, ...]] | None = None
         self._started = False
         self._last: str | None = None
@@ -253,6 +265,19 @@ class _StreamedEvents:
         """End the pass (its query and connection), read to the end or not."""
         if isinstance(self._pass, Generator):
             self._pass.close()
+
+
+#: sessions from which an export's events pass is worth a process of its own (its start
+#: costs a fraction of a second; below this the export is over in about as long)
+EVENTS_PASS_APART = 5000
+
+
+def _large(adapter: Any, store: Any, owner_subject: OwnerFilter) -> bool:
+    """Whether the store can run its events pass apart and holds enough sessions for it."""
+    if getattr(store, "encoded_events_by_session", None) is None:
+        return False
+    count = state_defaults(adapter.state_store()).count_sessions(owner_subject=owner_subject)
+    return count is not None and count >= EVENTS_PASS_APART
 
 
 def user_sessions(adapter: Any, users: Sequence[str], owner_subject: OwnerFilter) -> set[str]:
@@ -341,7 +366,8 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
                  users: Sequence[str] = (), batch_size: int = 500,
                  summaries: Iterable[Any] | None = None,
                  skip_damaged: bool | None = None,
-                 updated_since: datetime | None = None) -> Iterator[SessionRecord]:
+                 updated_since: datetime | None = None,
+                 encoded_events: bool = False) -> Iterator[SessionRecord]:
     """Full records for every enumerated session, in enumeration order, read a chunk of
     64 at a time (see :mod:`backends.transfer.batch_reads`): memory is bounded by the chunk.
     With ``users``, only the sessions those users have events in; with ``summaries``,
@@ -349,7 +375,9 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
     whose strict read fails (any ``CorruptState``) stops the export naming it (the
     store's error, or with ``skip_damaged=False`` :class:`DamagedSession`), unless
     ``skip_damaged``: then it is left out and listed in ``result.damaged``. With
-    ``updated_since``, only sessions whose stored write time is at or after it."""
+    ``updated_since``, only sessions whose stored write time is at or after it. With
+    ``encoded_events`` (what only an archive writer may ask), a large store's events may
+    come already encoded (:class:`EncodedEvents`), from a pass in a process of its own."""
     load_many = batch_loader(adapter)
     load_one = adapter.state_store().load_full
     drift = drift_reader(adapter)
@@ -358,7 +386,8 @@ def iter_records(adapter: Any, result: ExportResult, *, owner_subject: OwnerFilt
     events_of: _SessionEvents | _StreamedEvents | None = None
     if store is not None:
         whole_listing = summaries is None and not users and match is None and updated_since is None
-        events_of = (_StreamedEvents(store, owner_subject)
+        events_of = (_StreamedEvents(store, owner_subject, encoded=encoded_events and _large(
+                         adapter, store, owner_subject))
                      if whole_listing and getattr(store, "events_by_session", None) is not None
                      else _SessionEvents(store, owner_subject, set(users)))
     keeps_clock = state_defaults(adapter.state_store()).records_write_time
@@ -426,7 +455,7 @@ def write_archive(adapter: Any, stream: IO[bytes], *, source_uri: str,
     records: Iterable[SessionRecord] = iter_records(
         adapter, result, owner_subject=owner_subject, match=match, with_items=with_items,
         with_events=with_events, users=users, batch_size=batch_size, skip_damaged=skip_damaged,
-        updated_since=updated_since)
+        updated_since=updated_since, encoded_events=True)
     if progress is not None:
         records = progress(records)
     for record in records:
