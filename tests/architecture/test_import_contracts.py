@@ -19,11 +19,23 @@ from tests.support.source_tree import ROOT, text_of, tree_of
 
 
 def _lint(config: Path, cwd: Path, monkeypatch) -> int:
+    """``lint-imports`` in this process. It configures logging with ``dictConfig``, which
+    disables every logger that exists: each one is enabled again afterwards, or a later
+    test of this worker that reads a log (caplog) would find it silent."""
+    import logging
+
     from importlinter.cli import lint_imports
 
     monkeypatch.chdir(cwd)
     monkeypatch.syspath_prepend(str(cwd))
-    return lint_imports(config_filename=str(config), no_cache=True)
+    loggers = [lg for lg in logging.root.manager.loggerDict.values()
+               if isinstance(lg, logging.Logger)]
+    disabled = {lg: lg.disabled for lg in loggers}
+    try:
+        return lint_imports(config_filename=str(config), no_cache=True)
+    finally:
+        for lg, was in disabled.items():
+            lg.disabled = was
 
 
 def test_the_declared_contracts_are_kept(monkeypatch):
