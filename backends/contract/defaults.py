@@ -90,6 +90,12 @@ class EventStoreDefaults:
         store can page (the default reads them in one query)."""
         yield from self.list_events(user_id, owner_subject=owner_subject)  # type: ignore[attr-defined]
 
+    def append_batch(self, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
+        """``append`` of each event, in order (what restoring a batch of copied events into
+        a store that keeps no numbers does; a store that can writes them in one
+        transaction, all or none)."""
+        return [self.append(event) for event in events]  # type: ignore[attr-defined]
+
     def event_refs(self, user_id: str) -> Iterable[tuple[Any, ...]]:
         """Every event of a user id under any owner as ``(event_id, owner_subject,
         session_id, problem)``; a store that reads rows raw finds damaged ones too (the

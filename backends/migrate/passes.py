@@ -629,11 +629,11 @@ class LiveMigration:
                     if not is_state_version_conflict(one):
                         raise
                     yield e, False
+        if rest and not sequences:  # one batch: the store keeps no numbers to assign
+            self._events_dst.restore_events(rest)
         for e in rest:
             if sequences:
                 self._events_dst.append(e)
-            else:
-                self._events_dst.restore_events([e])
             yield e, True
 
 

@@ -153,6 +153,20 @@ class SqlEventStore(EngineEventSurface):
 
         return self._db.write(STATE_GROUP, work)
 
+    def append_batch(self, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
+        """:meth:`append` of every event in one transaction (one id check, one batch of
+        inserts), all or none: a copy's or an import's batch of events costs one round
+        trip, not one transaction per event."""
+        checked = validate_pg_events(list(events))
+        if not checked:
+            return []
+
+        def work(conn: Any) -> list[MemoryEvent]:
+            with conn.transaction():
+                return append_in_transaction(conn, self._db, checked)
+
+        return self._db.write(STATE_GROUP, work)
+
     def list_events(
         self,
         user_id: str,
