@@ -110,7 +110,8 @@ def _details(adapter: Any, budget: float) -> dict[str, Any]:
 
 
 def gates(name: str, persistent: bool, details: dict[str, Any], *,
-          require_persistent: bool, require_durable: bool) -> list[dict[str, Any]]:
+          require_persistent: bool, require_durable: bool,
+          require_replicated: bool = False) -> list[dict[str, Any]]:
     """The gates asked for, each passed or with the reason it failed."""
     found = []
     if require_persistent:
@@ -123,11 +124,30 @@ def gates(name: str, persistent: bool, details: dict[str, Any], *,
             or ("backend is not persistent" if not persistent
                 else "durability unknown: the backend reports no durability facts"))
         found.append({"gate": "durable", "passed": durable, "reason": reason})
+    if require_replicated:
+        replicated = bool(details.get("replicated")) and persistent
+        found.append({"gate": "replicated", "passed": replicated, "reason": "" if replicated
+                      else _unreplicated_reason(persistent, details)})
     return found
 
 
+def _unreplicated_reason(persistent: bool, details: dict[str, Any]) -> str:
+    """Why an acknowledged write is not sure to be on a second server."""
+    if not persistent:
+        return "backend is not persistent"
+    if details.get("read_only_replica") or details.get("writable") is False:
+        return str(details.get("durability_reason") or details.get("reason"))
+    if details.get("replication_reason"):
+        return str(details["replication_reason"])
+    if "replicated" not in details:
+        return "replication unknown: the backend reports no replication facts"
+    return ("no synchronous standby: " + str(details.get("replication") or "no standby")
+            + "; set synchronous_standby_names and synchronous_commit on the primary")
+
+
 def probe(adapter: Any, display_uri: str, timeout: float, *, require_persistent: bool = False,
-          require_durable: bool = False) -> tuple[dict[str, Any], Cause | None]:
+          require_durable: bool = False, require_replicated: bool = False
+          ) -> tuple[dict[str, Any], Cause | None]:
     """One probe: the report (what ``-o json`` prints) and why the backend is unhealthy
     (None when healthy)."""
     started = time.monotonic()
@@ -152,7 +172,7 @@ def probe(adapter: Any, display_uri: str, timeout: float, *, require_persistent:
         "persistent": persistent, "latency_ms": latency_ms, "timeout_s": timeout,
         "timeout_passed_to_adapter": takes_timeout,
         "gates": gates(adapter.name, persistent, details, require_persistent=require_persistent,
-                       require_durable=require_durable),
+                       require_durable=require_durable, require_replicated=require_replicated),
         "details": details,
     }
     if outcome.error is not None:

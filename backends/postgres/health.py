@@ -35,7 +35,8 @@ def details(adapter: Any, timeout: float) -> dict[str, Any]:
     for db, part in zip(databases, parts):
         listed.append({"database": adapter.placement.label(db), "uri": db.config.display_uri,
                        **{k: part[k] for k in ("reachable", "latency_ms", "server_version",
-                                               "durable", "read_only_replica", "error")
+                                               "durable", "read_only_replica", "replicated",
+                                               "replication", "error")
                           if k in part}})
     down = [f"{p['database']} ({p['uri']}): {p.get('error', 'unreachable')}"
             for p in listed if not p.get("reachable")]
@@ -46,6 +47,7 @@ def details(adapter: Any, timeout: float) -> dict[str, Any]:
         shards=len(adapter.placement.shards),
         reachable=not down,
         durable=not risky and not down,
+        replicated=bool(parts) and all(part.get("replicated") for part in parts),
         durability_reason="; ".join(risky) if risky else ("" if not down else
                                                           "not every database answered"),
         databases=listed,
@@ -78,10 +80,10 @@ def database_details(adapter: Any, db: Any, timeout: float) -> dict[str, Any]:
         in_recovery = conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]
         settings = dict(conn.execute(
             "SELECT name, setting FROM pg_settings WHERE name IN"
-            " ('fsync', 'synchronous_commit', 'full_page_writes')"
+            " ('fsync', 'synchronous_commit', 'full_page_writes', 'synchronous_standby_names')"
         ).fetchall())
         risky = [f"{name}={value}" for name, value in sorted(settings.items())
-                 if value == "off"]
+                 if value == "off" and name != "synchronous_standby_names"]
         detector = detector_for(declared(adapter.name).schemes[0])
         chosen, reason = (detector.from_catalog(conn, schema) if detector
                           else (adapter.name, "no other backend shares the scheme"))
@@ -96,7 +98,13 @@ def database_details(adapter: Any, db: Any, timeout: float) -> dict[str, Any]:
             durability_reason=("" if not risky else
                                "acknowledged writes can be lost on a crash: " + ", ".join(risky)),
             settings=settings,
+            **replication_facts(conn, bool(in_recovery), settings),
         )
+        if in_recovery:
+            details["durable"] = False
+            details["durability_reason"] = (
+                f"this server is a standby in recovery (following {details['primary']}): "
+                "the engine's writes are refused there; point the store at the primary")
         if legacy:
             details["legacy_tables"] = legacy
         adapter._more_health(conn, details)
@@ -108,6 +116,44 @@ def database_details(adapter: Any, db: Any, timeout: float) -> dict[str, Any]:
         with contextlib.suppress(Exception):
             conn.close()
     return details
+
+
+def replication_facts(conn: Any, in_recovery: bool, settings: dict[str, str]) -> dict[str, Any]:
+    """This server's place in streaming replication and what a promotion would cost.
+
+    A standby names the primary it receives from (``pg_stat_wal_receiver``). A primary
+    lists its standbys (``pg_stat_replication``: sync state, replay lag); a commit waits for
+    a standby only when ``synchronous_standby_names`` names one that is connected as
+    ``sync``/``quorum`` and ``synchronous_commit`` is ``on``/``remote_write``/
+    ``remote_apply`` (the engine asks for nothing else)."""
+    if in_recovery:
+        row = conn.execute("SELECT sender_host, sender_port, status FROM pg_stat_wal_receiver"
+                           ).fetchone()
+        primary = f"{row[0]}:{row[1]}" if row and row[0] else "an unknown primary"
+        status = row[2] if row else "not streaming"
+        return {"primary": primary, "replicated": False,
+                "replication": f"standby of {primary} ({status}): read-only"}
+    standbys = conn.execute(
+        "SELECT application_name, state, sync_state,"
+        " COALESCE(EXTRACT(EPOCH FROM replay_lag), 0)::float8 FROM pg_stat_replication"
+    ).fetchall()
+    waits = settings.get("synchronous_commit") in ("on", "remote_write", "remote_apply")
+    sync = [s for s in standbys if s[2] in ("sync", "quorum")]
+    replicated = bool(sync) and waits and bool(settings.get("synchronous_standby_names"))
+    found: dict[str, Any] = {"standbys": len(standbys), "replicated": replicated}
+    if not standbys:
+        found["replication"] = "no standby: a failure of this server loses what it held"
+        return found
+    lag = max(s[3] for s in standbys)
+    found["replication_lag_s"] = round(lag, 3)
+    found["standby_states"] = ", ".join(f"{s[0] or '?'} ({s[1]}, {s[2]})" for s in standbys)
+    found["replication"] = (
+        f"{len(sync)} synchronous standby(s): a commit returns once a standby has it"
+        if replicated else
+        f"{len(standbys)} asynchronous standby(s), replay lag up to {lag:.3f} s: a "
+        "failover can lose turns acknowledged in that window, the engine does not wait "
+        "for standbys (synchronous_standby_names and synchronous_commit decide that)")
+    return found
 
 
 def answers(db: Any, timeout: float) -> bool:

@@ -111,6 +111,57 @@ def durability_verdict(info: dict[str, Any], session_ttl_s: int) -> dict[str, An
     }
 
 
+def _replica_lags(info: dict[str, Any]) -> list[dict[str, Any]]:
+    """The connected replicas INFO lists (``slave0``, ``slave1``, …): address, state, the
+    seconds since each last acknowledged, and how many bytes of the stream it is behind."""
+    head = int(info.get("master_repl_offset", 0) or 0)
+    found = []
+    for index in range(int(info.get("connected_slaves", 0) or 0)):
+        entry = info.get(f"slave{index}")
+        if not isinstance(entry, dict):
+            continue
+        found.append({"address": f"{entry.get('ip')}:{entry.get('port')}",
+                      "state": str(entry.get("state", "?")),
+                      "lag_s": int(entry.get("lag", 0) or 0),
+                      "behind_bytes": max(0, head - int(entry.get("offset", 0) or 0))})
+    return found
+
+
+def replication_verdict(info: dict[str, Any]) -> dict[str, Any]:
+    """Where this server stands in its replication topology, and what that costs.
+
+    A replica refuses every write (READONLY), so a store that is written cannot be served
+    by it: ``writable`` is False and the reason names the primary it follows. On a primary,
+    the engine never waits for a replica (no WAIT), so a promotion can lose what the
+    replicas had not yet acknowledged: the line says how far behind they are now."""
+    role = str(info.get("role", "master"))
+    if role in ("slave", "replica"):
+        primary = f"{info.get('master_host')}:{info.get('master_port')}"
+        link = str(info.get("master_link_status", "?"))
+        return {"writable": False, "primary": primary,
+                "replication": f"replica of {primary} (link {link}): read-only, the "
+                               "engine's writes are refused (READONLY)"}
+    replicas = _replica_lags(info)
+    guard = int(info.get("min_slaves_good_slaves", -1) if "min_slaves_good_slaves" in info else -1)
+    found: dict[str, Any] = {"writable": True, "replicas": len(replicas)}
+    if not replicas:
+        found["replication"] = "no replica: a failure of this server loses what it held"
+        return found
+    lag = max(r["lag_s"] for r in replicas)
+    behind = max(r["behind_bytes"] for r in replicas)
+    found.update({"replication_lag_s": lag, "replication_behind_bytes": behind,
+                  "replica_addresses": ", ".join(f"{r['address']} ({r['state']})"
+                                                  for r in replicas)})
+    guarded = (f"; min-replicas-to-write on ({guard} good replica(s) now), which refuses "
+               "writes when too few replicas answer but does not wait for them"
+               if guard >= 0 else "")
+    found["replication"] = (
+        f"{len(replicas)} asynchronous replica(s), last acknowledged up to {lag} s ago, "
+        f"{behind} byte(s) behind: a failover can lose turns acknowledged in the last "
+        f"{max(lag, 1)} s, the engine does not wait for replicas{guarded}")
+    return found
+
+
 def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
     """Reachability, server facts and the durability verdict; never raises."""
     from backends.redis.errors import translate_error
@@ -151,8 +202,24 @@ def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
         # one script touches a session and its users' event keys: not possible across slots
         "supported_topology": info.get("redis_mode", "standalone") != "cluster",
         "role": info.get("role"),
-        **durability_verdict(info, settings.ttl_seconds),
+        **_with_topology(durability_verdict(info, settings.ttl_seconds),
+                         replication_verdict(info)),
     }
+
+
+def _with_topology(durability: dict[str, Any], topology: dict[str, Any]) -> dict[str, Any]:
+    """The durability verdict with the server's place in its replication topology: a
+    read-only replica is never a durable store to write to, whatever its AOF says."""
+    merged = {**durability, **topology, "replicated": False,
+              "replication_reason": "the engine's Redis writes never wait for a replica "
+                                    "(it sends no WAIT), so no acknowledged write is sure to "
+                                    "be on a second server"}
+    if not topology["writable"]:
+        merged["durable"] = False
+        merged["reason"] = (f"this server is a read-only replica of {topology['primary']}: "
+                            "the engine's writes are refused there; point the store at the "
+                            "primary")
+    return merged
 
 
 def _cluster_probe(client: Any, started: float, session_ttl_s: int) -> tuple[float, dict[str, Any]]:

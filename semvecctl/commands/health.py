@@ -83,6 +83,7 @@ def app(*,
     timeout: Timeout = 5.0,
     require_persistent: bool = typer.Option(False, "--require-persistent", help="Exit 1 unless the backend keeps state across restarts."),
     require_durable: bool = typer.Option(False, "--require-durable", help="Exit 1 unless the server is configured not to lose writes (e.g. Redis AOF on, no eviction)."),
+    require_replicated: bool = typer.Option(False, "--require-replicated", help="Exit 1 unless an acknowledged write is on a second server before it is acknowledged (PostgreSQL with a synchronous standby; never the engine's Redis, which does not wait for replicas)."),
     output: Output = OutputFormat.table,
     metrics_file: MetricsFile = None,
     watch: Watch = None,
@@ -98,7 +99,8 @@ def app(*,
             _watch(adapter_obj, spec, timeout, watch)
         report, cause = probe(adapter_obj, spec.display_uri, timeout,
                               require_persistent=require_persistent,
-                              require_durable=require_durable)
+                              require_durable=require_durable,
+                              require_replicated=require_replicated)
         metrics.track(report)
     out.emit(report, output, columns=[Column("CHECK", "field", style="bold"),
                                       Column("RESULT", "value")], rows=_rows(report))

@@ -1,0 +1,81 @@
+"""`semvecctl health` on a real Redis primary with a real replica (two redis-server
+processes on loopback, each owned by this test and killed at its end).
+
+A replica refuses every write, so it is never a durable store to write to: the gate fails
+and names the primary. On the primary the report says how far the replica is behind and
+that a failover can lose the turns in that window; the replicated gate never passes on
+Redis, because the engine sends no WAIT.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from semvecctl.app import app
+from tests.support.dedicated_redis import DedicatedRedis
+
+pytestmark = pytest.mark.redis
+
+SYNC_TIMEOUT_S = 20.0
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.fixture
+def primary_and_replica(tmp_path):
+    primary = DedicatedRedis(tmp_path / "primary", extra=["--appendonly", "yes"])
+    primary.start()
+    replica = DedicatedRedis(tmp_path / "replica", extra=[
+        "--appendonly", "yes", "--replicaof", "127.0.0.1", str(primary.port)])
+    try:
+        replica.start()
+        deadline = time.monotonic() + SYNC_TIMEOUT_S
+        while time.monotonic() < deadline:
+            info = primary.client().info("replication")
+            if info.get("connected_slaves") and info.get("slave0", {}).get("state") == "online":
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the replica did not come online")
+        yield primary, replica
+    finally:
+        replica.kill()
+        primary.kill()
+
+
+def test_require_durable_on_a_replica_fails_and_names_the_primary(primary_and_replica):
+    primary, replica = primary_and_replica
+    result = invoke("health", "--uri", replica.url, "--timeout", "3", "--require-durable")
+    assert result.exit_code == 1, result.output
+    assert f"read-only replica of 127.0.0.1:{primary.port}" in result.stderr
+    report = json.loads(invoke("health", "--uri", replica.url, "--timeout", "3",
+                               "-o", "json").stdout)
+    assert report["details"]["writable"] is False
+    assert report["details"]["primary"] == f"127.0.0.1:{primary.port}"
+
+
+def test_the_primary_reports_its_asynchronous_replica_and_the_window(primary_and_replica):
+    primary, replica = primary_and_replica
+    result = invoke("health", "--uri", primary.url, "--timeout", "3", "--require-durable",
+                    "-o", "json")
+    assert result.exit_code == 0, result.output
+    details = json.loads(result.stdout)["details"]
+    assert details["durable"] is True and details["replicas"] == 1
+    assert details["replica_addresses"] == f"127.0.0.1:{replica.port} (online)"
+    assert isinstance(details["replication_lag_s"], int)
+    assert "a failover can lose turns acknowledged in the last" in details["replication"]
+    table = invoke("health", "--uri", primary.url, "--timeout", "3")
+    assert "1 asynchronous replica(s)" in table.stdout
+
+
+def test_require_replicated_never_passes_on_redis(primary_and_replica):
+    primary, _ = primary_and_replica
+    result = invoke("health", "--uri", primary.url, "--timeout", "3", "--require-replicated")
+    assert result.exit_code == 1, result.output
+    assert "never wait for a replica" in result.stderr
