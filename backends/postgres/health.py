@@ -42,12 +42,12 @@ def details(adapter: Any, timeout: float) -> dict[str, Any]:
             for p in listed if not p.get("reachable")]
     risky = [f"{p['database']}: {part.get('durability_reason')}"
              for p, part in zip(listed, parts) if p.get("reachable") and not part.get("durable")]
-    details.update(primary)
+    details.update({k: v for k, v in primary.items() if k not in _ONE_DATABASE_REPLICATION})
     details.update(
         shards=len(adapter.placement.shards),
         reachable=not down,
         durable=not risky and not down,
-        replicated=bool(parts) and all(part.get("replicated") for part in parts),
+        **_deployment_replication(listed),
         durability_reason="; ".join(risky) if risky else ("" if not down else
                                                           "not every database answered"),
         databases=listed,
@@ -55,6 +55,21 @@ def details(adapter: Any, timeout: float) -> dict[str, Any]:
     if down:
         details["error"] = "unreachable: " + "; ".join(down)
     return details
+
+
+#: facts of one database's own replication, which the top of a sharded report must not take
+#: from the primary alone (each database's are in ``databases``)
+_ONE_DATABASE_REPLICATION = ("primary", "standbys", "standby_states", "replication_lag_s",
+                             "replication")
+
+
+def _deployment_replication(listed: list[dict[str, Any]]) -> dict[str, Any]:
+    """Replicated only when every database is; the line names each database that is not."""
+    behind = [f"{p['database']}: {p.get('replication') or 'no replication facts'}"
+              for p in listed if not p.get("replicated")]
+    return {"replicated": not behind,
+            "replication": "; ".join(behind) if behind else
+            "every database has a synchronous standby"}
 
 
 def database_details(adapter: Any, db: Any, timeout: float) -> dict[str, Any]:

@@ -142,7 +142,7 @@ def replication_verdict(info: dict[str, Any]) -> dict[str, Any]:
                 "replication": f"replica of {primary} (link {link}): read-only, the "
                                "engine's writes are refused (READONLY)"}
     replicas = _replica_lags(info)
-    guard = int(info.get("min_slaves_good_slaves", -1) if "min_slaves_good_slaves" in info else -1)
+    guard = int(info.get("min_slaves_good_slaves", -1))  # listed only when the guard is on
     found: dict[str, Any] = {"writable": True, "replicas": len(replicas)}
     if not replicas:
         found["replication"] = "no replica: a failure of this server loses what it held"
@@ -207,13 +207,17 @@ def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
     }
 
 
+#: the replicated gate's answer for every Redis topology
+_NEVER_REPLICATED = {"replicated": False,
+                     "replication_reason": "the engine's Redis writes never wait for a replica "
+                                           "(it sends no WAIT), so no acknowledged write is "
+                                           "sure to be on a second server"}
+
+
 def _with_topology(durability: dict[str, Any], topology: dict[str, Any]) -> dict[str, Any]:
     """The durability verdict with the server's place in its replication topology: a
     read-only replica is never a durable store to write to, whatever its AOF says."""
-    merged = {**durability, **topology, "replicated": False,
-              "replication_reason": "the engine's Redis writes never wait for a replica "
-                                    "(it sends no WAIT), so no acknowledged write is sure to "
-                                    "be on a second server"}
+    merged = {**durability, **topology, **_NEVER_REPLICATED}
     if not topology["writable"]:
         merged["durable"] = False
         merged["reason"] = (f"this server is a read-only replica of {topology['primary']}: "
@@ -242,4 +246,5 @@ def _cluster_probe(client: Any, started: float, session_ttl_s: int) -> tuple[flo
         "supported_topology": True,
         "events_supported": False,
         "durable": all(v["durable"] for v in verdicts),
+        **_NEVER_REPLICATED,
     }

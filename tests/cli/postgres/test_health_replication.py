@@ -89,7 +89,7 @@ def test_require_durable_on_a_standby_fails_and_names_the_primary(primary_and_st
 
 
 def test_replicated_fails_with_an_asynchronous_standby_and_passes_with_a_synchronous_one(
-        primary_and_standby):
+        primary_and_standby, postgres_server):
     import psycopg
 
     primary, _, admin = primary_and_standby
@@ -107,6 +107,17 @@ def test_replicated_fails_with_an_asynchronous_standby_and_passes_with_a_synchro
         result = invoke("health", "--uri", primary, "--timeout", "5", "--require-replicated")
         assert result.exit_code == 0, result.output
         assert "1 synchronous standby(s)" in result.stdout
+        # a deployment whose primary is replicated but one shard is not: the whole fails,
+        # and the line names the shard, not the primary's synchronous standby
+        shard = postgres_server.url(postgres_server.take_database())
+        sharded = invoke("health", "--uri", primary, "--backend", "postgres", "--shards", shard,
+                         "--timeout", "5", "--require-replicated", "-o", "json")
+        assert sharded.exit_code == 1, sharded.output
+        details = json.loads(sharded.stdout)["details"]
+        assert details["replicated"] is False
+        assert details["replication"] == "shard 0: no standby: a failure of this server " \
+                                         "loses what it held"
+        assert [d["replicated"] for d in details["databases"]] == [True, False]
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute("ALTER SYSTEM RESET synchronous_standby_names")
