@@ -32,13 +32,17 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager, Iterable, NamedTuple, Sequence
 
 from backends.contract import Capability, offers, event_defaults
 from backends.errors import UnsupportedOperation
 from backends.ops.eventlog import require_event_store
 
 Progress = Callable[[Iterable[Any]], Iterable[Any]]
+#: a context manager around one unit of work and its journal line (the CLI's
+#: ``interrupts.deferred``: a signal is taken between units, never inside a driver call)
+Unit = Callable[[], ContextManager[Any]]
 #: events deleted between two journal records
 EVENT_BATCH = 200
 
@@ -286,10 +290,13 @@ class _NoJournal:
         pass
 
 
-def apply_erasure(adapter: Any, plan: ErasurePlan, journal: Any = None) -> dict[str, Any]:
+def apply_erasure(adapter: Any, plan: ErasurePlan, journal: Any = None,
+                  unit: Unit = nullcontext) -> dict[str, Any]:
     """Erase what ``plan`` found (in the engine's order), verify, and return the receipt
     (JSON-safe). With a ``journal`` every step is recorded before the next starts, and the
-    receipt covers every run the journal holds (a resumed erasure reports the whole)."""
+    receipt covers every run the journal holds (a resumed erasure reports the whole). Each
+    step and its journal line run inside ``unit()``, so an interruption held by it lands
+    between steps: the journal then says exactly what was removed."""
     journal = journal if journal is not None else _NoJournal()
     _merge_earlier_runs(plan, journal.records)
     journal.append(plan.record())
@@ -300,28 +307,35 @@ def apply_erasure(adapter: Any, plan: ErasurePlan, journal: Any = None) -> dict[
     # it (pgvector) would otherwise leave the eraser nothing to count
     eraser = item_eraser(adapter)
     if eraser is not None:
-        removed = int(eraser.erase_sessions(list(plan.sessions), user_id=plan.user_id,
-                                            owner_subject=owner))
-        journal.append({"step": "materialized", "count": removed})
-    deleted_states: list[str] = []
-    for sid in plan.sessions:
-        gone = bool(state.delete(sid, owner_subject=owner))
-        if not gone and owner is not None and state.load_full(sid, owner_subject=None) is not None:
-            gone = bool(state.delete(sid, owner_subject=None))  # adopt an unowned row
-        if gone:
-            deleted_states.append(sid)
-    journal.append({"step": "states", "deleted": deleted_states})
+        with unit():
+            removed = int(eraser.erase_sessions(list(plan.sessions), user_id=plan.user_id,
+                                                owner_subject=owner))
+            journal.append({"step": "materialized", "count": removed})
+    with unit():
+        deleted_states = [sid for sid in plan.sessions if _delete_state(state, sid, owner)]
+        journal.append({"step": "states", "deleted": deleted_states})
     survivors = [sid for sid in plan.sessions if _visible_state(state, sid, owner)]
     if not survivors:
         for start in range(0, len(plan.event_ids), EVENT_BATCH):
-            batch = plan.event_ids[start:start + EVENT_BATCH]
-            gone_ids = [eid for eid in batch if store.delete_event(eid)]
-            journal.append({"step": "events", "deleted": gone_ids})
+            with unit():
+                batch = plan.event_ids[start:start + EVENT_BATCH]
+                gone_ids = [eid for eid in batch if store.delete_event(eid)]
+                journal.append({"step": "events", "deleted": gone_ids})
         if plan.dangling:
-            event_defaults(store).drop_index_entries(plan.user_id, plan.dangling)
-            journal.append({"step": "dangling", "dropped": list(plan.dangling)})
+            with unit():
+                event_defaults(store).drop_index_entries(plan.user_id, plan.dangling)
+                journal.append({"step": "dangling", "dropped": list(plan.dangling)})
         # the sequence counter stays (the engine never touches it when it erases)
     return receipt(adapter, plan, journal.records, survivors)
+
+
+def _delete_state(state: Any, sid: str, owner: str | None) -> bool:
+    """Delete one session's state; an unowned row of an owned erasure is adopted."""
+    if state.delete(sid, owner_subject=owner):
+        return True
+    if owner is not None and state.load_full(sid, owner_subject=None) is not None:
+        return bool(state.delete(sid, owner_subject=None))
+    return False
 
 
 def _merge_earlier_runs(plan: ErasurePlan, records: Sequence[dict[str, Any]]) -> None:
@@ -479,9 +493,10 @@ class Erasure:
         self.journal = Journal.open(self.receipt or "", "erase", self.arguments)
         return self.journal
 
-    def run(self, plan: ErasurePlan) -> dict[str, Any]:
-        """Erase, journalled step by step; the receipt of the whole erasure."""
-        return apply_erasure(self.adapter, plan, self.journal)
+    def run(self, plan: ErasurePlan, unit: Unit = nullcontext) -> dict[str, Any]:
+        """Erase, journalled step by step (each step inside ``unit()``); the receipt of
+        the whole erasure."""
+        return apply_erasure(self.adapter, plan, self.journal, unit)
 
     def write_receipt(self, result: dict[str, Any]) -> str:
         """Write the receipt (atomically, synced), then remove the journal; its text."""

@@ -21,6 +21,7 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
+from semvecctl.interrupts import deferred
 from semvecctl.metrics import recorder
 from semvecctl.options import (Apply, MetricsFile, Output, Overwrite, store_command, SubjectOwner, SubjectUnowned, Yes)
 from semvecctl.output import Column, OutputFormat
@@ -87,7 +88,7 @@ def app(*,
         if journal.resumed:
             out.info(f"continuing the interrupted erasure journalled in {journal.path}")
         try:
-            result = erasure.run(plan)
+            result = erasure.run(plan, unit=deferred)
             metrics.track(result, backend=plan.backend)
         except BaseException:  # a signal too: the journal keeps what was done
             out.warn(f"the erasure of {subject} did not finish and wrote no receipt yet; "

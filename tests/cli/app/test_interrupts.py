@@ -22,8 +22,10 @@ EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
 def spawn(*args: str, env: dict | None = None) -> subprocess.Popen:
+    """``python -m semvecctl ARGS`` as a child, with faulthandler on: a crash while a
+    signal is handled prints where it happened instead of a bare -11."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), "SEMVEC_SESSION_BACKEND": "",
-                "NO_COLOR": "1", **(env or {})}
+                "NO_COLOR": "1", "PYTHONFAULTHANDLER": "1", **(env or {})}
     return subprocess.Popen([sys.executable, "-m", "semvecctl", *args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=full_env)

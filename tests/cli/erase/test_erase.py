@@ -317,3 +317,42 @@ def test_a_rerun_after_the_receipt_was_written_but_the_journal_not_removed(targe
     assert "had finished" in again.stderr
     assert path.read_bytes() == written and not (tmp_path / "r.json.journal").exists()
     assert real is journal_module.Journal.finish
+
+
+@pytest.mark.redis
+def test_a_signal_during_a_delete_is_taken_after_the_step_its_journal_line_included(
+        request, tmp_path):
+    """Ctrl-C while the driver waits for a delete's reply: the erasure stops between two
+    steps (exit 130), never inside the driver call, so the journal names every event that
+    is gone and the rerun's receipt covers the whole."""
+    import os
+    import signal
+
+    from backends.redis.events import RedisEventStore
+
+    target = make_target(request, "redis")
+    s = seed(target.adapter)
+    path = tmp_path / "r.json"
+    args = ("erase", "--user", s.alice, "--owner", "acme", "--apply", "--yes",
+            "--receipt", str(path))
+    real = RedisEventStore.delete_event
+    calls = []
+
+    def delete_then_signal(self, event_id):
+        gone = real(self, event_id)
+        calls.append(event_id)
+        if len(calls) == 1:  # one Ctrl-C, while this step is still in flight
+            os.kill(os.getpid(), signal.SIGINT)
+        return gone
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(RedisEventStore, "delete_event", delete_then_signal)
+        stopped = run(target, *args)
+    assert stopped.exit_code == 130, stopped.output
+    assert "run the same command again" in stopped.stderr
+    records = [json.loads(line) for line in (tmp_path / "r.json.journal").read_text().splitlines()]
+    journalled = [eid for r in records if r.get("step") == "events" for eid in r["deleted"]]
+    assert journalled == calls and len(calls) == 3  # one batch: alice-of-acme's three
+    again = run(target, *args)
+    assert again.exit_code == 0, again.output
+    assert sorted(json.loads(path.read_text())["event_ids"]) == sorted(s.alice_ids[:3])
