@@ -52,6 +52,11 @@ class BackendInfo(NamedTuple):
     #: URL convention): redaction hides it (``backends.redaction`` is a leaf, so it keeps
     #: these schemes itself and a test holds its copy to this flag)
     bare_userinfo_is_password: bool = False
+    #: schemes among ``schemes`` whose authority may list several ``host:port`` separated
+    #: by commas (a MongoDB replica set's seed list, a Redis Sentinel's sentinels)
+    host_list_schemes: tuple[str, ...] = ()
+    #: schemes among ``schemes`` that speak TLS to the server
+    tls_schemes: tuple[str, ...] = ()
     #: the TCP port a URI without one means (the server's default)
     default_port: int | None = None
     #: the variable holding the idle TTL the engine applies to this store's sessions
@@ -116,15 +121,18 @@ SHIPPED_INFO: tuple[BackendInfo, ...] = (
     BackendInfo("memory", "backends.memory:MemoryBackendAdapter", schemes=("memory",),
                 embedded=True),
     BackendInfo("redis", "backends.redis:RedisBackendAdapter",
-                schemes=("redis", "rediss", "unix"), uri_env=("REDIS_URL",),
+                schemes=("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel"),
+                uri_env=("REDIS_URL",),
                 extra="redis", drivers=("redis",), audit="backends.redis.audit:audit",
                 settings="backends.redis.config:SETTINGS",
+                host_list_schemes=("redis+sentinel", "rediss+sentinel"),
+                tls_schemes=("rediss", "rediss+sentinel"),
                 path_schemes=("unix",), ttl_env="SEMVEC_REDIS_SESSION_TTL_S", default_port=6379,
                 bare_userinfo_is_password=True),
     BackendInfo("mongo", "backends.mongo:MongoBackendAdapter",
                 schemes=("mongodb", "mongodb+srv"), uri_env=("MONGODB_URI",),
                 extra="mongo", drivers=("pymongo",), audit="backends.mongo.audit:audit",
-                settings="backends.mongo.config:SETTINGS",
+                settings="backends.mongo.config:SETTINGS", host_list_schemes=("mongodb",),
                 ttl_env="SEMVEC_MONGO_SESSION_TTL_S", default_port=27017),
 )
 #: the engine's SQL shard list (ENGINE-WIRE section 10): DSNs, so a secret

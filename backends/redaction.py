@@ -14,7 +14,7 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit, u
 #: schemes whose lone userinfo (``redis://secret@host``) is a password: the schemes of every
 #: backend declaring ``bare_userinfo_is_password`` in backends.info (a leaf cannot import
 #: it; tests/architecture/test_backend_facts_once.py holds this copy to the declaration)
-BARE_USERINFO_SCHEMES = frozenset({"redis", "rediss", "unix"})
+BARE_USERINFO_SCHEMES = frozenset({"redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel"})
 
 #: query parameters whose values are secrets, compared lower-case
 _SECRET_PARAMS = frozenset(
@@ -29,6 +29,7 @@ _SECRET_PARAMS = frozenset(
         "api_key",
         "access_token",
         "sslpassword",
+        "sentinel_password",
         "tlscertificatekeyfilepassword",
         "authmechanismproperties",
     }

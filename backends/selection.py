@@ -16,6 +16,8 @@ from backends.redaction import redact_uri
 
 _CLAIMS = scheme_claims(KNOWN_INFO)
 _INFO_BY_NAME = {info.name: info for info in KNOWN_INFO}
+#: schemes whose authority may list several hosts (each one's port is checked)
+_HOST_LIST_SCHEMES = frozenset(s for info in KNOWN_INFO for s in info.host_list_schemes)
 
 #: scheme -> backend name it implies (the first backend declaring it in backends.info)
 SCHEME_BACKENDS: dict[str, str] = {scheme: names[0] for scheme, names in _CLAIMS.items()}
@@ -35,8 +37,12 @@ def _split(uri: str) -> SplitResult:
         parts = urlsplit(uri)
     except ValueError:
         raise InvalidURI(f"malformed URI {redact_uri(uri)!r}: it cannot be parsed") from None
+    hosts = parts.netloc.rpartition("@")[2]
+    each = ([urlsplit(f"//{host}") for host in hosts.split(",")]
+            if "," in hosts and parts.scheme.lower() in _HOST_LIST_SCHEMES else [parts])
     try:
-        parts.port  # noqa: B018 - raises ValueError on a malformed port
+        for one in each:
+            one.port  # noqa: B018 - raises ValueError on a malformed port
     except ValueError:
         # urllib's message quotes the "port", which may be a piece of the password
         raise InvalidURI(f"malformed URI {redact_uri(uri)!r}: the port is not a number "

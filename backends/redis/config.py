@@ -1,6 +1,12 @@
 """Redis connection settings: URI, environment and adapter options in one place, declared
 in :data:`SETTINGS` (the table ``semvecctl config settings redis`` renders).
 
+A Sentinel deployment is named by ``redis+sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]``
+(``rediss+sentinel`` for TLS to the primary): the hosts are the sentinels, SERVICE the
+monitored primary's name; redis-py's Sentinel client asks them for the primary on
+connecting and again after a connection fails, so a promoted replica is followed.
+``?sentinel_password=`` authenticates to the sentinels when they need it.
+
 Cluster mode is explicit, never guessed: ``?cluster=true`` on the URI (or the adapter
 option ``cluster=True``) selects redis-py's RedisCluster client. Auto-detecting it would
 cost a round trip in a constructor that promises none, and a standalone client pointed
@@ -27,6 +33,8 @@ ENV_URL = _INFO.uri_env[0]
 ENV_TTL = declared_ttl_env("redis")
 SCHEMES = _INFO.schemes
 CLUSTER_PARAM = "cluster"
+SENTINEL_SCHEMES = _INFO.host_list_schemes
+SENTINEL_PASSWORD_PARAM = "sentinel_password"
 _TRUE, _FALSE = TRUE, FALSE
 
 DEFAULT_CONNECT_TIMEOUT_S = 3.0
@@ -36,7 +44,8 @@ DEFAULT_SOCKET_TIMEOUT_S = 5.0
 SETTINGS: tuple[Setting, ...] = (
     Setting("uri", ENV_URL, "URI", DEFAULT_URL,
             "where Redis is: redis://, rediss:// (TLS) or unix://; ?cluster=true for a Redis "
-            "Cluster", secret=True, option=False),
+            "Cluster; redis+sentinel://HOST:PORT[,HOST:PORT]/SERVICE[/DB] for a primary found "
+            "through Sentinel", secret=True, option=False),
     Setting("connect_timeout", None, "seconds", DEFAULT_CONNECT_TIMEOUT_S,
             "time allowed to connect"),
     Setting("socket_timeout", None, "seconds", DEFAULT_SOCKET_TIMEOUT_S,
@@ -76,11 +85,62 @@ def split_cluster_flag(url: str) -> tuple[str, bool | None]:
     return urlunsplit(parts._replace(query=rest)), value in _TRUE
 
 
+@dataclass(frozen=True)
+class SentinelTarget:
+    """Where a Sentinel-watched primary is found: the sentinels and the service name."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    db: int
+    username: str | None
+    password: str | None
+    sentinel_password: str | None
+    tls: bool
+
+
+def parse_sentinel_url(url: str) -> SentinelTarget:
+    """The sentinels, service and database of a ``redis+sentinel://`` URI (InvalidURI
+    naming the part that is wrong; the password never appears in a message)."""
+    from urllib.parse import unquote
+
+    parts = urlsplit(url)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    sentinels = []
+    for host in hosts.split(","):
+        one = urlsplit(f"//{host}")
+        if not one.hostname:
+            raise InvalidURI(f"Redis Sentinel URI {redact_uri(url)!r} names an empty sentinel "
+                             "host; list them as HOST:PORT,HOST:PORT")
+        sentinels.append((one.hostname, one.port or 26379))
+    service, _, db = parts.path.strip("/").partition("/")
+    if not service:
+        raise InvalidURI(f"Redis Sentinel URI {redact_uri(url)!r} names no service: write "
+                         "redis+sentinel://HOST:PORT/SERVICE[/DB] (SERVICE is the name the "
+                         "sentinels monitor, e.g. mymaster)")
+    if db and not (db.isascii() and db.isdigit()):
+        raise InvalidURI(f"Redis Sentinel URI {redact_uri(url)!r}: {db!r} is not a database "
+                         "number")
+    user, colon, password = userinfo.partition(":") if at else ("", "", "")
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    unknown = sorted(set(query) - {SENTINEL_PASSWORD_PARAM, CLUSTER_PARAM})
+    if unknown:
+        raise InvalidURI(f"Redis Sentinel URI {redact_uri(url)!r}: parameter(s) "
+                         f"{', '.join(unknown)} are not used through Sentinel; the only one "
+                         f"is {SENTINEL_PASSWORD_PARAM}=")
+    return SentinelTarget(tuple(sentinels), unquote(service), int(db or 0),
+                          unquote(user) or None, unquote(password) if colon else None,
+                          query.get(SENTINEL_PASSWORD_PARAM) or None,
+                          parts.scheme.lower() in _INFO.tls_schemes)
+
+
 def _require_db_number(url: str, scheme: str) -> None:
     """``redis://host:port/N``: the path is a database number or nothing. redis-py reads
     ``/abc`` as database 0 without a word, so a typo would silently address another
     database: a usage error naming the path instead (a unix socket's path is its file)."""
     if scheme in _INFO.path_schemes:
+        return
+    if scheme in SENTINEL_SCHEMES:
+        parse_sentinel_url(url)  # SERVICE[/DB]: checked there
         return
     try:
         path = urlsplit(url).path
@@ -135,6 +195,11 @@ class RedisSettings:
     cluster: bool = False
 
     @property
+    def sentinel(self) -> SentinelTarget | None:
+        """The sentinels to ask for the primary (a ``redis+sentinel://`` URI), else None."""
+        return sentinel_of(self.url)
+
+    @property
     def redacted_url(self) -> str:
         return redact_uri(self.url)
 
@@ -161,7 +226,8 @@ class RedisSettings:
         scheme = url.split("://", 1)[0].lower() if "://" in url else ""
         if scheme not in SCHEMES:
             raise BackendConfigError(
-                f"not a Redis URI: {redact_uri(url)!r} (expected redis://, rediss:// or unix://)"
+                f"not a Redis URI: {redact_uri(url)!r} (expected redis://, rediss://, unix:// "
+                "or redis+sentinel://)"
             )
         _require_db_number(url, scheme)
         _require_tls_files(url)
@@ -176,9 +242,9 @@ class RedisSettings:
             cluster = bool(cluster_flag)
         elif not isinstance(cluster, bool):
             raise BackendConfigError("redis option cluster must be true or false")
-        if cluster and scheme in _INFO.path_schemes:
+        if cluster and (scheme in _INFO.path_schemes or scheme in SENTINEL_SCHEMES):
             raise BackendConfigError("a Redis Cluster is reached over redis:// or rediss://, "
-                                     "not a unix socket")
+                                     "not a unix socket or through Sentinel")
         connect = socket = None
         if options.get("timeout") is not None:
             connect = socket = _positive_float("timeout", options["timeout"])
@@ -231,11 +297,31 @@ def make_client(settings: RedisSettings, *, timeout: float | None = None, retrie
         kwargs["max_connections"] = settings.max_connections
     if settings.cluster:
         return LazyClusterClient(settings, kwargs)
+    if settings.sentinel is not None:
+        return sentinel_primary(settings.sentinel, kwargs)
     try:
         return redis.Redis.from_url(settings.url, **kwargs)
     except ValueError:
         # redis-py's message may quote the URI, password included: do not chain it.
         raise BackendConfigError(f"invalid Redis URI {settings.redacted_url!r}") from None
+
+
+def sentinel_primary(target: SentinelTarget, kwargs: dict[str, Any]) -> Any:
+    """A client of the primary the sentinels name (redis-py's ``Sentinel.master_for``: no
+    I/O here; it asks them on connecting and after a failed connection)."""
+    from redis.sentinel import Sentinel
+
+    timeouts = {k: kwargs[k] for k in ("socket_connect_timeout", "socket_timeout")}
+    sentinel_kwargs = {**timeouts, "password": target.sentinel_password}
+    watcher = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs)
+    return watcher.master_for(target.service, db=target.db, username=target.username,
+                              password=target.password, ssl=target.tls, **kwargs)
+
+
+def sentinel_of(url: str) -> SentinelTarget | None:
+    """The Sentinel target a URI names, or None for a URI naming one server."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    return parse_sentinel_url(url) if scheme in SENTINEL_SCHEMES else None
 
 
 class LazyClusterClient:

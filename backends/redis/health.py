@@ -173,7 +173,10 @@ def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
             return _cluster_probe(client, started, settings.ttl_seconds)
         client.ping()
         latency = (time.monotonic() - started) * 1000.0
-        return latency, client.info()
+        facts = client.info()
+        if settings.sentinel is not None:
+            facts["sentinel_facts"] = sentinel_facts(client, settings.sentinel.service)
+        return latency, facts
 
     base: dict[str, Any] = {"backend": "redis", "uri": settings.redacted_url,
                             "session_ttl_seconds": settings.ttl_seconds}
@@ -202,9 +205,27 @@ def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
         # one script touches a session and its users' event keys: not possible across slots
         "supported_topology": info.get("redis_mode", "standalone") != "cluster",
         "role": info.get("role"),
+        **info.get("sentinel_facts", {}),
         **_with_topology(durability_verdict(info, settings.ttl_seconds),
                          replication_verdict(info)),
     }
+
+
+def sentinel_facts(client: Any, service: str) -> dict[str, Any]:
+    """Which primary the sentinels name for ``service`` and how many of them answer (a
+    failover needs a quorum of them: one answering sentinel cannot promote a replica)."""
+    manager = client.connection_pool.sentinel_manager
+    host, port = manager.discover_master(service)
+    answering = 0
+    for sentinel in manager.sentinels:
+        try:
+            answering += bool(sentinel.ping())
+        except Exception:  # noqa: BLE001 - a sentinel that does not answer is counted out
+            pass
+    total = len(manager.sentinels)
+    return {"sentinel_primary": f"{host}:{port}", "sentinels_answering": answering,
+            "sentinel": f"service {service}: primary {host}:{port}, {answering} of {total} "
+                        "sentinel(s) answer"}
 
 
 #: the replicated gate's answer for every Redis topology

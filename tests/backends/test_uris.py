@@ -126,3 +126,21 @@ def test_registry_resolution_of_any_name_answers_or_refuses(name):
         assert str(exc)
         return
     assert resolution is not None
+
+
+def test_a_seed_list_or_a_sentinel_list_names_several_hosts_and_each_port_is_checked():
+    """A replica set's seed list and a Sentinel's sentinels are one URI with several hosts;
+    a URI of any other scheme names one host, and a bad port anywhere in a list refuses."""
+    import pytest
+
+    from backends.redis.config import parse_sentinel_url
+
+    assert backend_for_uri("mongodb://a:27017,b:27018/db?replicaSet=rs0") == "mongo"
+    assert backend_for_uri("redis+sentinel://s1:26379,s2/mymaster/2") == "redis"
+    target = parse_sentinel_url("rediss+sentinel://u:p%40ss@s1:26379,s2/mymaster/2")
+    assert target.sentinels == (("s1", 26379), ("s2", 26379))
+    assert (target.service, target.db, target.username, target.password, target.tls) == (
+        "mymaster", 2, "u", "p@ss", True)
+    for bad in ("mongodb://a:1,b:x/db", "redis://a:1,b:2/0", "redis+sentinel://a:1,b:99999/m"):
+        with pytest.raises(InvalidURI, match="the port is not a number"):
+            backend_for_uri(bad)

@@ -155,3 +155,50 @@ def throwaway_redis(prefix: str = "semvec-redis-",
     finally:
         server.kill()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+class DedicatedSentinel(DedicatedRedis):
+    """One redis-server in Sentinel mode watching ``primary_port`` as ``service`` (quorum
+    1, a primary is down after 1 s): enough to promote a replica on loopback."""
+
+    def __init__(self, workdir: Path, primary_port: int, service: str) -> None:
+        super().__init__(workdir)
+        self.primary_port, self.service = primary_port, service
+
+    def start(self) -> None:
+        conf = self.workdir / "sentinel.conf"
+        conf.write_text(f"port {self.port}\nbind 127.0.0.1\ndir {self.workdir}\n"
+                        "protected-mode no\n"
+                        f"sentinel monitor {self.service} 127.0.0.1 {self.primary_port} 1\n"
+                        f"sentinel down-after-milliseconds {self.service} 1000\n"
+                        f"sentinel failover-timeout {self.service} 10000\n")
+        self._proc = subprocess.Popen(
+            [self.binary, str(conf), "--sentinel", "--logfile", str(self.workdir / "log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.workdir)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._proc.poll() is None and self.answers():
+                return
+            time.sleep(0.02)
+        self.kill()
+        raise RuntimeError(f"redis sentinel did not answer within {START_TIMEOUT_S}s")
+
+    def primary(self) -> tuple[str, int]:
+        host, port = self.client().execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME",
+                                                   self.service)
+        return host.decode(), int(port)
+
+
+def start_replica(primary: DedicatedRedis, workdir: Path, timeout: float = 20.0) -> DedicatedRedis:
+    """A replica of ``primary`` (AOF on), returned once the primary lists it online."""
+    replica = DedicatedRedis(workdir, extra=["--appendonly", "yes", "--replicaof", "127.0.0.1",
+                                             str(primary.port)])
+    replica.start()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = primary.client().info("replication")
+        if info.get("connected_slaves") and info.get("slave0", {}).get("state") == "online":
+            return replica
+        time.sleep(0.05)
+    replica.kill()
+    raise AssertionError("the replica did not come online")

@@ -10,17 +10,14 @@ Redis, because the engine sends no WAIT.
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from typer.testing import CliRunner
 
 from semvecctl.app import app
-from tests.support.dedicated_redis import DedicatedRedis
+from tests.support.dedicated_redis import DedicatedRedis, start_replica
 
 pytestmark = pytest.mark.redis
-
-SYNC_TIMEOUT_S = 20.0
 
 
 def invoke(*args: str):
@@ -31,21 +28,13 @@ def invoke(*args: str):
 def primary_and_replica(tmp_path):
     primary = DedicatedRedis(tmp_path / "primary", extra=["--appendonly", "yes"])
     primary.start()
-    replica = DedicatedRedis(tmp_path / "replica", extra=[
-        "--appendonly", "yes", "--replicaof", "127.0.0.1", str(primary.port)])
+    replica = None
     try:
-        replica.start()
-        deadline = time.monotonic() + SYNC_TIMEOUT_S
-        while time.monotonic() < deadline:
-            info = primary.client().info("replication")
-            if info.get("connected_slaves") and info.get("slave0", {}).get("state") == "online":
-                break
-            time.sleep(0.05)
-        else:
-            raise AssertionError("the replica did not come online")
+        replica = start_replica(primary, tmp_path / "replica")
         yield primary, replica
     finally:
-        replica.kill()
+        if replica is not None:
+            replica.kill()
         primary.kill()
 
 
