@@ -216,3 +216,25 @@ class Leftovers:
                 "finish its cleanup",
                 "test data in a live store: listings, exports and counts include it",
                 repair)
+
+
+def topology_findings(details: dict[str, Any], where: str, follow: str) -> Iterator[Finding]:
+    """What a health report's replication facts mean for the engine: a server that follows
+    a primary (``details["primary"]``) refuses the engine's writes (an error; ``follow``
+    says how to reach the primary instead); a primary's ``replication`` line, and the
+    ``sentinel`` line when there is one, are worth knowing (info); a lone server's
+    "no replica" is no finding (most stores run so, and health says it)."""
+    if details.get("primary"):
+        yield Finding("deploy.replica", Severity.error, where,
+                      f"a read-only copy of {details['primary']}: "
+                      f"{details.get('replication', 'it follows a primary')}",
+                      "every write of the engine is refused here", follow, Section.engine)
+        return
+    if details.get("replication") and (details.get("replicas") or details.get("standbys")):
+        yield Finding("deploy.replication", Severity.info, where, details["replication"],
+                      "what a promotion of a replica keeps is what reached it",
+                      "health --require-replicated says whether acknowledged writes are "
+                      "on a second server", Section.advice)
+    if details.get("sentinel"):
+        yield Finding("deploy.sentinel", Severity.info, where, details["sentinel"],
+                      "the sentinels name the primary the store is", "-", Section.advice)

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 from backends.contract.index_findings import index_findings
 from backends.contract.event_check import StoredEvent, describe_problems, event_problems
 from backends.info import declared_ttl_env
-from backends.contract.findings import (Finding, Leftovers, Section, Severity, chunks,
+from backends.contract.findings import (Finding, Leftovers, Section, Severity, chunks, topology_findings,
                                    unknown_name, unreadable_event, unreadable_state)
 
 #: the engine's own other tables in the same database (ENGINE-WIRE section 6b): known,
@@ -232,6 +232,10 @@ class SqlAudit:
                                         self._at("server", db))
 
     def _durability(self, details: dict[str, Any], where: str) -> Iterator[Finding]:
+        yield from topology_findings(details, where, "point the store (or this shard's "
+                                     "entry of the shard list) at the primary")
+        if details.get("primary"):
+            return  # a standby's own settings are not what the engine writes to
         if details.get("reachable") and not details.get("durable", True):
             yield Finding("advice.durability", Severity.warning, where,
                           details.get("durability_reason") or "durability settings are off",

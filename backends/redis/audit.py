@@ -27,7 +27,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
-from backends.contract.findings import (Finding, Leftovers, Section, SequenceWalk, Severity, unknown_name,
+from backends.contract.findings import (Finding, Leftovers, Section, SequenceWalk, Severity, topology_findings, unknown_name,
                                    unreadable_event, unreadable_state)
 from backends.contract.event_check import MISSING, StoredEvent, describe_problems, event_problems
 from backends.redis import schema
@@ -627,6 +627,10 @@ class RedisAudit:
                           "turns with events fail on a cluster; this audit skips the event log",
                           "keep the compliance log on a standalone or replicated server",
                           Section.engine)
+        yield from topology_findings(facts, "server", "point the store at the primary, or "
+                                     "reach it through redis+sentinel://")
+        if facts.get("primary"):
+            return  # the replica's own settings are not what the engine writes to
         if not facts.get("durable", False):
             yield Finding("deploy.durability", Severity.error, "server",
                           f"the server is not durable: {facts.get('reason', 'unknown')}",

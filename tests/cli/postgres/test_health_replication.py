@@ -86,6 +86,11 @@ def test_require_durable_on_a_standby_fails_and_names_the_primary(primary_and_st
     result = invoke("health", "--uri", standby, "--timeout", "5", "--require-durable")
     assert result.exit_code == 1, result.output
     assert f"standby in recovery (following 127.0.0.1:{_port(primary)})" in result.stderr
+    doctor = invoke("doctor", "--uri", standby, "--timeout", "5", "-o", "jsonl")
+    assert doctor.exit_code == 1, doctor.output
+    rows = [json.loads(line) for line in doctor.stdout.splitlines() if line.strip()]
+    [replica] = [r for r in rows if r.get("check") == "deploy.replica"]
+    assert f"a read-only copy of 127.0.0.1:{_port(primary)}" in replica["what"]
 
 
 def test_replicated_fails_with_an_asynchronous_standby_and_passes_with_a_synchronous_one(

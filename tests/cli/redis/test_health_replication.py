@@ -68,3 +68,26 @@ def test_require_replicated_never_passes_on_redis(primary_and_replica):
     result = invoke("health", "--uri", primary.url, "--timeout", "3", "--require-replicated")
     assert result.exit_code == 1, result.output
     assert "never wait for a replica" in result.stderr
+
+
+def _doctor_findings(url: str) -> tuple[int, list[dict]]:
+    result = invoke("doctor", "--uri", url, "--timeout", "3", "-o", "jsonl")
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    return result.exit_code, [r for r in rows if str(r.get("check", "")).startswith("deploy.")]
+
+
+def test_doctor_on_a_replica_is_an_error_naming_the_primary(primary_and_replica):
+    primary, replica = primary_and_replica
+    code, findings = _doctor_findings(replica.url)
+    assert code == 1
+    [finding] = [f for f in findings if f["check"] == "deploy.replica"]
+    assert f"a read-only copy of 127.0.0.1:{primary.port}" in finding["what"]
+    assert "deploy.durability" not in {f["check"] for f in findings}  # not the fix for it
+
+
+def test_doctor_on_the_primary_tells_the_replication_window(primary_and_replica):
+    primary, replica = primary_and_replica
+    _, findings = _doctor_findings(primary.url)
+    [finding] = [f for f in findings if f["check"] == "deploy.replication"]
+    assert finding["severity"] == "info"
+    assert "a failover can lose turns acknowledged in the last" in finding["what"]

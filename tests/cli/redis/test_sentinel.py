@@ -76,6 +76,9 @@ def test_health_through_sentinel_names_the_primary_it_found(deployment):
     assert details["role"] == "master" and details["replicas"] == 1
     table = invoke("health", "--uri", url, "--timeout", "3")
     assert f"service {sentinel.service}: primary 127.0.0.1:{primary.port}" in table.stdout
+    doctor = invoke("doctor", "--uri", url, "--timeout", "3", "-o", "jsonl")
+    checks = {json.loads(line)["check"] for line in doctor.stdout.splitlines() if line.strip()}
+    assert {"deploy.sentinel", "deploy.replication"} <= checks
 
 
 def test_the_same_uri_follows_a_promotion(deployment):
