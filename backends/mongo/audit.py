@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterator
 
 from backends.contract.index_findings import engine_index_names, index_findings
-from backends.contract.findings import (Finding, Leftovers, Section, SequenceWalk, Severity,
+from backends.contract.findings import (Finding, Leftovers, Section, SequenceWalk, Severity, topology_findings,
                                    unknown_name, unreadable_event, unreadable_state)
 from backends.contract.event_check import MISSING, StoredEvent, describe_problems, event_problems
 
@@ -235,6 +235,12 @@ class MongoAudit:
                 "with events are refused here",
                 "run MongoDB as a replica set (a one-node set is enough) or through mongos",
                 Section.engine)
+        if topology.set_name:
+            from backends.mongo.health import replica_set_facts
+
+            facts = replica_set_facts(topology, self.adapter._client.write_concern.document)
+            yield from topology_findings(facts, "server", "connect to the replica set (no "
+                                         "directConnection=true) so the driver finds the primary")
         yield from index_findings(self.adapter, engine=engine_index_names(self.adapter))
 
 

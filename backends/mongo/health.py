@@ -61,7 +61,41 @@ def details(adapter: Any, timeout: float) -> dict[str, Any]:
     )
     if not support.supported:
         details["search_indexes_detail"] = support.reason
+    if topo.set_name:
+        details.update(replica_set_facts(topo, adapter._client.write_concern.document))
     return details
+
+
+def replica_set_facts(topo: Any, write_concern: dict[str, Any]) -> dict[str, Any]:
+    """The member's place in its replica set and what an acknowledgement means under the
+    client's write concern (the URI's ``w=``; none given: the server's default, a
+    majority on MongoDB 5.0+ without arbiters). A secondary refuses writes (not durable,
+    naming the primary); ``w: majority`` means acknowledged writes survive a promotion."""
+    facts: dict[str, Any] = {"replica_set": topo.set_name, "role": topo.role,
+                             "members": ", ".join(topo.members), "writable": topo.role == "primary"}
+    if topo.role != "primary":
+        facts.update(durable=False, primary=topo.primary or "unknown",
+                     durability_reason=f"a {topo.role} of replica set {topo.set_name}: writes "
+                                       f"go to the primary {topo.primary or '(none elected)'}",
+                     replication=f"{topo.role} of {topo.primary or 'no primary'}: read-only")
+        return facts
+    facts["replicas"] = max(0, len(topo.members) - 1)
+    w = write_concern.get("w")
+    majority = w == "majority" or (isinstance(w, int) and w > len(topo.members) // 2)
+    facts["write_concern"] = write_concern or "server default"
+    facts["replicated"] = bool(majority)
+    members = f"replica set {topo.set_name}, {len(topo.members)} member(s)"
+    if majority:
+        facts["replication"] = (f"{members}: w={w} waits for a majority, so a promotion "
+                                "keeps every acknowledged turn")
+    elif w is None:
+        facts["replication"] = (f"{members}: no w= on the URI, so the server's default write "
+                                "concern decides (a majority on MongoDB 5.0+ without arbiters, "
+                                "w=1 before); set w=majority on the URI to be sure")
+    else:
+        facts["replication"] = (f"{members}: w={w} does not wait for a majority: a promotion "
+                                "can lose acknowledged turns; set w=majority on the URI")
+    return facts
 
 
 @contextmanager

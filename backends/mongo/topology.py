@@ -20,6 +20,12 @@ class Topology:
     kind: str
     transactions: bool
     detail: str = ""
+    #: the replica set's name, this member's role in it ("primary", "secondary", "other"),
+    #: the primary it names and the members it lists (empty outside a replica set)
+    set_name: str = ""
+    role: str = ""
+    primary: str = ""
+    members: tuple[str, ...] = ()
 
     @property
     def change_streams(self) -> bool:
@@ -32,7 +38,11 @@ def topology_from_hello(hello: Mapping[str, Any]) -> Topology:
     if hello.get("msg") == "isdbgrid":
         return Topology(SHARDED, True)
     if hello.get("setName"):
-        return Topology(REPLICA_SET, True)
+        writable = hello.get("isWritablePrimary", hello.get("ismaster"))
+        role = "primary" if writable else "secondary" if hello.get("secondary") else "other"
+        members = tuple(str(h) for h in (*hello.get("hosts", ()), *hello.get("passives", ())))
+        return Topology(REPLICA_SET, True, set_name=str(hello["setName"]), role=role,
+                        primary=str(hello.get("primary") or ""), members=members)
     return Topology(STANDALONE, False)
 
 

@@ -465,3 +465,35 @@ def test_legacy_counter_fold_under_concurrent_appends(make_adapter):
     assert len(got) == 60 and len(set(got)) == 60 and min(got) > 100
     counter = adapter.database["compliance_event_counters"].find_one({"_id": user})
     assert "seq" not in counter and counter["value"] >= max(got)
+
+
+@pytest.mark.parametrize("hello,w,expect", [
+    ({"isWritablePrimary": True, "setName": "rs0", "primary": "a:1",
+      "hosts": ["a:1", "b:1", "c:1"]}, "majority", {"role": "primary", "replicated": True}),
+    ({"isWritablePrimary": True, "setName": "rs0", "primary": "a:1",
+      "hosts": ["a:1", "b:1", "c:1"]}, 1, {"role": "primary", "replicated": False}),
+    ({"isWritablePrimary": False, "secondary": True, "setName": "rs0", "primary": "a:1",
+      "hosts": ["a:1", "b:1"]}, None, {"role": "secondary", "durable": False, "primary": "a:1"}),
+])
+def test_health_details_give_the_replica_set_role_and_the_write_concern(db_name, hello, w,
+                                                                        expect):
+    """Shapes only (mongomock answers no real ``hello``): the member's role, the primary a
+    secondary names, and whether the write concern waits for a majority."""
+    from pymongo.write_concern import WriteConcern
+
+    from backends.mongo import MongoBackendAdapter
+
+    client = TransactionalFakeClient(hello, WriteConcern(w=w) if w is not None else None)
+    adapter = MongoBackendAdapter(client=client, database=db_name)
+    try:
+        facts = adapter.health_details(1.0)
+    finally:
+        adapter.close()
+    assert {k: facts[k] for k in expect} == expect
+    assert facts["replica_set"] == "rs0" and facts["members"].startswith("a:1, b:1")
+    if expect["role"] == "secondary":
+        assert "writes go to the primary a:1" in facts["durability_reason"]
+    elif expect["replicated"]:
+        assert "a promotion keeps every acknowledged turn" in facts["replication"]
+    else:
+        assert "a promotion can lose acknowledged turns" in facts["replication"]
