@@ -23,7 +23,9 @@ from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.interrupts import deferred
 from semvecctl.metrics import recorder
-from semvecctl.options import (Apply, MetricsFile, Output, Overwrite, store_command, SubjectOwner, SubjectUnowned, Yes)
+from semvecctl.options import (Apply, MetricsFile, Output, Overwrite, SignWith, store_command, SubjectOwner,
+                               SubjectUnowned, Yes)
+from semvecctl.signing import sign, signing_key
 from semvecctl.output import Column, OutputFormat
 
 NAME = "erase"
@@ -59,6 +61,7 @@ def app(*,
     output: Output = OutputFormat.table,
     yes: Yes = False,
     metrics_file: MetricsFile = None,
+    sign_with: SignWith = None,
 ) -> None:
     """Preview or erase one data subject; --apply verifies and writes a receipt."""
     from backends.ops.erasure import Erasure
@@ -66,6 +69,7 @@ def app(*,
     apply = current().wants_apply(apply=apply, yes=yes)
     metrics = recorder(metrics_file, "erase")
     _refuse_arguments(user, owner, unowned, apply, receipt, overwrite)
+    key = signing_key(sign_with, receipt)  # checked before the store is opened
     out = current().output
     spec = conn.spec
     with conn.open() as adapter_obj:
@@ -96,6 +100,7 @@ def app(*,
                      "finish it (its receipt will cover the whole erasure)")
             raise
         text = erasure.write_receipt(result)
+    sign(receipt or "", key)
     sys.stdout.write(text)
     sys.stdout.flush()
     _report(result, subject, receipt)
