@@ -105,11 +105,29 @@ def _parse_private(data: bytes, path: str) -> Any:
         raise KeyRefused(f"{path} is an encrypted private key: signing needs an unencrypted "
                          "key (a passphrase cannot be asked for here)") from None
     except (ValueError, UnsupportedAlgorithm) as exc:
-        if b"bcrypt" in data or b"ENCRYPTED" in data:
+        if _encrypted(data):
             raise KeyRefused(f"{path} is an encrypted private key: signing needs an "
                              "unencrypted key") from None
         raise KeyRefused(f"{path} is not an OpenSSH or PKCS8 PEM private key "
                          f"({type(exc).__name__})") from None
+
+
+def _encrypted(data: bytes) -> bool:
+    """Whether a private key file is passphrase-protected: a PKCS8 ``ENCRYPTED`` PEM, or an
+    OpenSSH key whose cipher is not ``none`` (what older cryptography reports as a
+    ValueError, newer as a TypeError)."""
+    if b"ENCRYPTED" in data:
+        return True
+    body = b"".join(line for line in data.splitlines() if line and not line.startswith(b"-----"))
+    try:
+        blob = base64.b64decode(body)
+    except ValueError:
+        return False
+    magic = b"openssh-key-v1\0"
+    if not blob.startswith(magic) or len(blob) < len(magic) + 4:
+        return False
+    size = int.from_bytes(blob[len(magic):len(magic) + 4], "big")
+    return blob[len(magic) + 4:len(magic) + 4 + size] != b"none"
 
 
 def load_signing_key(path: str) -> SigningKey:
