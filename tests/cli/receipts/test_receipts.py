@@ -203,3 +203,46 @@ def test_without_cryptography_signing_asks_for_the_extra(monkeypatch, tmp_path):
     result = run("receipts", "verify", str(receipt), "--key", str(tmp_path / "k.pub"))
     assert result.exit_code == 3
     assert "pip install 'semvecctl[signing]'" in result.stderr
+
+
+def test_without_cryptography_sign_with_stops_before_erasing(target, monkeypatch, tmp_path):
+    import backends.ops.signing as signing
+
+    s = seed(target.adapter)
+    key, _ = _keypair(tmp_path)
+    monkeypatch.setattr(signing, "available", lambda: False)
+    result = _erase(target, s, tmp_path / "receipt.json", "--sign-with", str(key))
+    assert result.exit_code == 3 and "pip install 'semvecctl[signing]'" in result.stderr
+    assert _events_left(target, s) == 3 and not (tmp_path / "receipt.json").exists()
+
+
+def test_an_rsa_key_is_refused(target, tmp_path):
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    s = seed(target.adapter)
+    key = tmp_path / "rsa"
+    key.write_bytes(rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    os.chmod(key, 0o600)
+    result = _erase(target, s, tmp_path / "receipt.json", "--sign-with", str(key))
+    assert result.exit_code == 2 and "is not an Ed25519 key" in result.stderr
+    assert _events_left(target, s) == 3
+
+
+def test_a_damaged_signature_file_is_invalid(signed):
+    receipt, pub = signed
+    sig = receipt.parent / "receipt.json.sig"
+    sig.write_text("{not json")
+    result = run("receipts", "verify", str(receipt), "--key", str(pub))
+    assert result.exit_code == 1 and result.stdout.startswith("invalid: ")
+    record = {"algorithm": "ed25519", "key_id": "x", "sha256": "y", "signature": "z"}
+    sig.write_text(json.dumps(record))
+    assert run("receipts", "verify", str(receipt), "--key", str(pub)).exit_code == 1
+
+
+def test_a_missing_receipt_or_public_key_is_a_usage_error(signed, tmp_path):
+    receipt, pub = signed
+    missing = run("receipts", "verify", str(tmp_path / "nope.json"), "--key", str(pub))
+    assert missing.exit_code == 2 and "Traceback" not in missing.output
+    no_key = run("receipts", "verify", str(receipt), "--key", str(tmp_path / "nope.pub"))
+    assert no_key.exit_code == 2 and "no such key file" in no_key.stderr
