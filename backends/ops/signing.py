@@ -191,9 +191,11 @@ def _read_signature(path: str) -> dict[str, Any] | None:
     return record
 
 
-def verify_receipt(receipt: str, public_key: Any) -> Verdict:
-    """Check ``RECEIPT.sig`` against the receipt's bytes and ``public_key``; then the
-    receipt's own digest over the ids it removed, when the receipt lets it be recomputed."""
+def verify_receipt(receipt: str, public_key_path: str) -> Verdict:
+    """Check ``RECEIPT.sig`` against the receipt's bytes and the public key in
+    ``public_key_path``; then the receipt's own digest over the ids it removed, when the
+    receipt lets it be recomputed. Without a .sig the answer is ``unsigned`` whatever the
+    key (it is not read)."""
     from cryptography.exceptions import InvalidSignature
 
     with open(receipt, "rb") as handle:
@@ -204,6 +206,7 @@ def verify_receipt(receipt: str, public_key: Any) -> Verdict:
         return Verdict("invalid", receipt, reason=str(exc))
     if record is None:
         return Verdict("unsigned", receipt, reason=f"no {signature_path(receipt)}")
+    public_key = load_public_key(public_key_path)
     signer, expected = key_id(public_key), record.get("key_id")
     if expected != signer:
         return Verdict("invalid", receipt, signer,

@@ -118,6 +118,8 @@ def test_an_unsigned_receipt_is_reported_unsigned(target, tmp_path):
     result = run("receipts", "verify", str(receipt), "--key", str(pub))
     assert result.exit_code == 1
     assert result.stdout.strip() == f"unsigned: no {receipt}.sig"
+    no_key = run("receipts", "verify", str(receipt), "--key", str(tmp_path / "absent.pub"))
+    assert no_key.exit_code == 1 and no_key.stdout.startswith("unsigned: ")  # the key is not read
 
 
 @pytest.mark.parametrize("problem", ["mode-0644", "missing", "encrypted-pkcs8", "not-a-key"])
