@@ -87,3 +87,29 @@ def test_sign_with_needs_an_explicit_receipt(migrated, tmp_path):
     shards = cli("shards", "cutover", "--to-shards", "postgresql://x/a", "--state", state,
                  "--backend", "postgres", "--uri", "postgresql://x/b", "--sign-with", str(key))
     assert shards.exit_code == 2 and "--sign-with needs --receipt FILE" in shards.stderr
+
+
+def test_a_signed_reshard_receipt_verifies(sharded_sql, tmp_path):
+    from tests.backends.postgres.test_reshard import deployment
+    from tests.backends.postgres.test_reshard import seed as seed_shards
+
+    three = sharded_sql.make(3)
+    old, new = three.shards[:2], three.shards
+    writer = deployment("postgres", three.primary, old)
+    try:
+        seed_shards(writer, 20)
+    finally:
+        writer.close()
+
+    def shards(*args):
+        return cli("--shards", ",".join(old), "shards", *args, "--to-shards", ",".join(new),
+                   "--state", str(tmp_path / "g.state"), "--uri", three.primary)
+
+    assert shards("run", "--apply", "--yes").exit_code == 0
+    key, pub = _key(tmp_path)
+    receipt = tmp_path / "r.json"
+    cut = shards("cutover", "--quiet-window", "0", "--receipt", str(receipt), "--sign-with",
+                 str(key), "--apply", "--yes")
+    assert cut.exit_code == 0, cut.output
+    verified = cli("receipts", "verify", str(receipt), "--key", str(pub))
+    assert verified.exit_code == 0, verified.output
