@@ -33,12 +33,16 @@ def signing_key(path: Optional[str], receipt: Optional[str]) -> Any:
     return load_signing_key(path)
 
 
-def sign(receipt: str, key: Any) -> None:
-    """Write ``RECEIPT.sig`` (nothing without a key) and say so on stderr."""
+def sign(receipt: str, key: Any, *, unless_signed: bool = False) -> None:
+    """Write ``RECEIPT.sig`` (nothing without a key; with ``unless_signed``, nothing when
+    it exists: a rerun of a finished erasure signs a receipt its run could not) and say
+    so on stderr."""
+    import os
+
     from backends.ops.signing import sign_receipt, signature_path
     from semvecctl.application import current
 
-    if key is None:
+    if key is None or (unless_signed and os.path.exists(signature_path(receipt))):
         return
     record = sign_receipt(receipt, key)
     current().output.info(f"signed the receipt with {record['key_id']}: {signature_path(receipt)}")

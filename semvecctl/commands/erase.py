@@ -76,6 +76,7 @@ def app(*,
         erasure = Erasure(adapter_obj, user, owner, receipt=receipt, source_uri=spec.display_uri,
                           apply=apply, overwrite=overwrite)
         if erasure.finished():
+            sign(receipt or "", key, unless_signed=True)
             out.success(f"this erasure had finished: its receipt is {receipt}")
             return
         plan = erasure.plan(progress=lambda items: out.progress(items, label="reading the log"))
@@ -99,8 +100,7 @@ def app(*,
                      f"{journal.path} records what it did: run the same command again to "
                      "finish it (its receipt will cover the whole erasure)")
             raise
-        text = erasure.write_receipt(result)
-    sign(receipt or "", key)
+        text = erasure.write_receipt(result, then=lambda path: sign(path, key))
     sys.stdout.write(text)
     sys.stdout.flush()
     _report(result, subject, receipt)

@@ -248,3 +248,29 @@ def test_a_missing_receipt_or_public_key_is_a_usage_error(signed, tmp_path):
     assert missing.exit_code == 2 and "Traceback" not in missing.output
     no_key = run("receipts", "verify", str(receipt), "--key", str(tmp_path / "nope.pub"))
     assert no_key.exit_code == 2 and "no such key file" in no_key.stderr
+
+
+def test_a_run_stopped_before_its_signature_is_signed_by_the_rerun(target, monkeypatch, tmp_path):
+    """The signature is written before the journal goes: a run stopped between the receipt
+    and its .sig leaves the journal, and the same command again finds the erasure finished
+    and signs its receipt (which is not rewritten)."""
+    import backends.ops.signing as signing
+
+    s = seed(target.adapter)
+    key, pub = _keypair(tmp_path)
+    receipt = tmp_path / "receipt.json"
+
+    def stopped(path, key):
+        raise OSError("disk gone")
+
+    real = signing.sign_receipt
+    monkeypatch.setattr(signing, "sign_receipt", stopped)
+    first = _erase(target, s, receipt, "--sign-with", str(key))
+    assert first.exit_code != 0 and receipt.exists()
+    assert (tmp_path / "receipt.json.journal").exists() and not (tmp_path / "receipt.json.sig").exists()
+    written = receipt.read_bytes()
+    monkeypatch.setattr(signing, "sign_receipt", real)
+    second = _erase(target, s, receipt, "--sign-with", str(key))
+    assert second.exit_code == 0, second.output
+    assert "had finished" in second.stderr and receipt.read_bytes() == written
+    assert run("receipts", "verify", str(receipt), "--key", str(pub)).exit_code == 0
