@@ -83,6 +83,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "semvecctl erase --uri redis://cache:6379/0 --user u-17 --owner acme   # a preview",
         "semvecctl erase --uri redis://cache:6379/0 --user u-17 --owner acme --apply --yes --receipt u-17.json",
     ),
+    "receipts verify": (
+        "semvecctl receipts verify u-17.json --key receipts.pub   # exit 1: unsigned (erased without --sign-with)",
+        "semvecctl receipts verify u-17.json --key receipts.pub -o json   # exit 1",
+    ),
     "doctor": (
         "semvecctl doctor --uri postgresql://db/semvec -o jsonl",
         "semvecctl doctor --uri postgresql://db/semvec --fix --apply --yes",

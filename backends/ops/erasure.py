@@ -498,8 +498,11 @@ class Erasure:
         the whole erasure."""
         return apply_erasure(self.adapter, plan, self.journal, unit)
 
-    def write_receipt(self, result: dict[str, Any]) -> str:
-        """Write the receipt (atomically, synced), then remove the journal; its text."""
+    def write_receipt(self, result: dict[str, Any],
+                      then: Callable[[str], Any] | None = None) -> str:
+        """Write the receipt (atomically, synced), call ``then(path)`` (its signature),
+        then remove the journal; its text. Stopped before the journal goes, a rerun finds
+        the erasure finished (:meth:`finished`) and may sign its receipt then."""
         import json
 
         from backends.archive import atomic_output
@@ -507,5 +510,7 @@ class Erasure:
         text = json.dumps(result, indent=2, sort_keys=True) + "\n"
         with atomic_output(self.receipt or "") as stream:
             stream.write(text.encode("utf-8"))
+        if then is not None:
+            then(self.receipt or "")
         self.journal.finish()  # the receipt is complete and synced
         return text

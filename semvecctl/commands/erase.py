@@ -23,7 +23,9 @@ from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.interrupts import deferred
 from semvecctl.metrics import recorder
-from semvecctl.options import (Apply, MetricsFile, Output, Overwrite, store_command, SubjectOwner, SubjectUnowned, Yes)
+from semvecctl.options import (Apply, MetricsFile, Output, Overwrite, SignWith, store_command, SubjectOwner,
+                               SubjectUnowned, Yes)
+from semvecctl.signing import sign, signing_key
 from semvecctl.output import Column, OutputFormat
 
 NAME = "erase"
@@ -59,6 +61,7 @@ def app(*,
     output: Output = OutputFormat.table,
     yes: Yes = False,
     metrics_file: MetricsFile = None,
+    sign_with: SignWith = None,
 ) -> None:
     """Preview or erase one data subject; --apply verifies and writes a receipt."""
     from backends.ops.erasure import Erasure
@@ -66,12 +69,14 @@ def app(*,
     apply = current().wants_apply(apply=apply, yes=yes)
     metrics = recorder(metrics_file, "erase")
     _refuse_arguments(user, owner, unowned, apply, receipt, overwrite)
+    key = signing_key(sign_with, receipt)  # checked before the store is opened
     out = current().output
     spec = conn.spec
     with conn.open() as adapter_obj:
         erasure = Erasure(adapter_obj, user, owner, receipt=receipt, source_uri=spec.display_uri,
                           apply=apply, overwrite=overwrite)
         if erasure.finished():
+            sign(receipt or "", key, unless_signed=True)
             out.success(f"this erasure had finished: its receipt is {receipt}")
             return
         plan = erasure.plan(progress=lambda items: out.progress(items, label="reading the log"))
@@ -95,7 +100,7 @@ def app(*,
                      f"{journal.path} records what it did: run the same command again to "
                      "finish it (its receipt will cover the whole erasure)")
             raise
-        text = erasure.write_receipt(result)
+        text = erasure.write_receipt(result, then=lambda path: sign(path, key))
     sys.stdout.write(text)
     sys.stdout.flush()
     _report(result, subject, receipt)

@@ -23,7 +23,9 @@ from semvecctl.connection import Connection, pair_shards, refuse_unnamed_pair
 from semvecctl.live_view import (STATUS_COLUMNS, refuse_conflicts, refuse_foreign_state, resumes,
                                  run_passes, status_line, status_of, status_view)
 from semvecctl.exit_codes import ExitCode
+from semvecctl.signing import sign, signing_key
 from semvecctl.options import (
+    SignWith,
     FromShards,
     ToShards,
     AllowLoss,
@@ -357,7 +359,8 @@ def cutover_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = No
                       ttl_tolerance: float = TtlToleranceOpt, receipt: Optional[str] = ReceiptOpt,
                       overwrite: Overwrite = False, apply: MigrateApply = False,
                       yes: Yes = False, output: Output = OutputFormat.table,
-                      from_shards: FromShards = None, to_shards: ToShards = None) -> None:
+                      from_shards: FromShards = None, to_shards: ToShards = None,
+                      sign_with: SignWith = None) -> None:
     """After the writers stop: a final pass, a quiet window and a full verify.
 
     Exit 0 only when source and target are identical and the source did not change
@@ -371,6 +374,7 @@ def cutover_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = No
     pair = _Pair(from_uri, to_uri, from_adapter, to_adapter,
                  shards=pair_shards(from_shards, to_shards))
     out = current().output
+    key = signing_key(sign_with, receipt)  # checked before a store is opened
     receipt = receipt or f"{state_file}.receipt.json"
     current().may_replace(receipt, overwrite=overwrite, option="--receipt")
     with _existing_state(state_file, pair) as state, pair.open() as (source, target):
@@ -392,6 +396,7 @@ def cutover_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = No
     if not result.ok:  # no receipt: nothing was cut over (rerun once the cause is fixed)
         current().abort(f"cutover refused: {result.reason}", ExitCode.CHECK_FAILED)
     write_receipt(receipt, result.receipt)
+    sign(receipt, key)
     out.success(f"cutover possible: source and target identical ({result.report.sessions_matched} "
                 f"session(s), {result.report.events_matched} event(s)); receipt {receipt}")
     out.info("switch the engine to the target:")

@@ -22,7 +22,8 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.exit_codes import ExitCode
 from semvecctl.connection import Connection
-from semvecctl.options import Apply, MetricsFile, Output, Overwrite, Watch, Yes, store_command
+from semvecctl.options import Apply, MetricsFile, Output, Overwrite, SignWith, Watch, Yes, store_command
+from semvecctl.signing import sign, signing_key
 from semvecctl.live_view import (STATUS_COLUMNS, refuse_conflicts, refuse_foreign_state, resumes,
                                  run_passes, status_line, status_of, status_view)
 from semvecctl.output import Column, OutputFormat
@@ -308,7 +309,7 @@ def cutover_reshard(*, to_shards: str = ToShardsOpt, state_file: str = StateOpt,
                     conn: Connection, quiet_window: float = QuietOpt,
                     receipt: Optional[str] = ReceiptOpt, overwrite: Overwrite = False,
                     apply: Apply = False, yes: Yes = False,
-                    output: Output = OutputFormat.table) -> None:
+                    output: Output = OutputFormat.table, sign_with: SignWith = None) -> None:
     """After the writers stop: a final pass, a quiet window and a full verify of the moves.
 
     Exit 0 means: switch the engine's SEMVEC_STATE_DB_SHARDS to the printed value now
@@ -324,6 +325,7 @@ def cutover_reshard(*, to_shards: str = ToShardsOpt, state_file: str = StateOpt,
 
     apply = current().wants_apply(apply=apply, yes=yes)
     out = current().output
+    key = signing_key(sign_with, receipt)  # checked before a store is opened
     receipt = receipt or f"{state_file}.receipt.json"
     current().may_replace(receipt, overwrite=overwrite, option="--receipt")
     with _deployment(conn, to_shards) as reshard, _existing(state_file, reshard) as state:
@@ -342,6 +344,7 @@ def cutover_reshard(*, to_shards: str = ToShardsOpt, state_file: str = StateOpt,
     if not result.ok:
         current().abort(f"cutover refused: {result.reason}", ExitCode.CHECK_FAILED)
     write_receipt(receipt, result.receipt)
+    sign(receipt, key)
     out.success(f"cutover possible: the {result.report.sessions_matched} moved session(s) and "
                 f"{result.report.events_matched} event(s) are identical on their new shards; "
                 f"receipt {receipt}")

@@ -11,7 +11,9 @@ import pytest
 
 HEAVY = ("redis", "pymongo", "psycopg", "numpy", "bson", "pgvector",
          # the metrics and otel extras: imported only when --metrics-file / OTEL_* ask
-         "prometheus_client", "opentelemetry")
+         "prometheus_client", "opentelemetry",
+         # the signing extra: imported only by --sign-with and receipts verify
+         "cryptography")
 
 PROBE = """
 import json, sys

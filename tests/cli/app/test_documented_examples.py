@@ -64,6 +64,7 @@ MADE = {
     "docs/observability.md": ("health.prom", "health.log"),
     "docs/migrate.md": ("move.state", "move-receipt.json"),
     "docs/health.md": ("shape.html",),
+    "docs/receipts.md": ("u-17.json", "u-17.json.sig"),
 }
 
 
@@ -81,7 +82,8 @@ def runnable(line: str) -> str | None:
         line = line.split("&& ", 1)[1]
     if line.startswith(SKIP_PREFIXES):
         return None
-    assert line.startswith(("semvecctl ", "python -c ", "python -m semvecctl ", "timeout ", 'eval "$(semvecctl ')), \
+    assert line.startswith(("semvecctl ", "python -c ", "python -m semvecctl ", "timeout ", 'eval "$(semvecctl ',
+                            "ssh-keygen ")), \
         f"unclassified documented example: {line}"
     return line
 
