@@ -55,6 +55,8 @@ class BackendInfo(NamedTuple):
     #: schemes among ``schemes`` whose authority may list several ``host:port`` separated
     #: by commas (a MongoDB replica set's seed list, a Redis Sentinel's sentinels)
     host_list_schemes: tuple[str, ...] = ()
+    #: schemes whose hosts find the server instead of being it (Redis Sentinel)
+    locator_schemes: tuple[str, ...] = ()
     #: schemes among ``schemes`` that speak TLS to the server
     tls_schemes: tuple[str, ...] = ()
     #: the TCP port a URI without one means (the server's default)
@@ -126,6 +128,7 @@ SHIPPED_INFO: tuple[BackendInfo, ...] = (
                 extra="redis", drivers=("redis",), audit="backends.redis.audit:audit",
                 settings="backends.redis.config:SETTINGS",
                 host_list_schemes=("redis+sentinel", "rediss+sentinel"),
+                locator_schemes=("redis+sentinel", "rediss+sentinel"),
                 tls_schemes=("rediss", "rediss+sentinel"),
                 path_schemes=("unix",), ttl_env="SEMVEC_REDIS_SESSION_TTL_S", default_port=6379,
                 bare_userinfo_is_password=True),

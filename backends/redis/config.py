@@ -33,7 +33,7 @@ ENV_URL = _INFO.uri_env[0]
 ENV_TTL = declared_ttl_env("redis")
 SCHEMES = _INFO.schemes
 CLUSTER_PARAM = "cluster"
-SENTINEL_SCHEMES = _INFO.host_list_schemes
+SENTINEL_SCHEMES = _INFO.locator_schemes
 SENTINEL_PASSWORD_PARAM = "sentinel_password"
 _TRUE, _FALSE = TRUE, FALSE
 

@@ -43,6 +43,10 @@ def _proxied(ctx: CaseContext) -> tuple[Any, str, int]:
                             "(--uri, or --adapter with a URI), so it cannot be routed "
                             "through the suite's proxy")
     parts = urlsplit(uri)
+    if _names_a_locator(parts.scheme.lower()):
+        raise NotApplicable(f"the run's URI ({parts.scheme}://...) names the servers that "
+                            "find the primary, not the primary; give the primary's own URI "
+                            "to cut its connections")
     try:
         host, port = parts.hostname, parts.port
     except ValueError:
@@ -54,6 +58,15 @@ def _proxied(ctx: CaseContext) -> tuple[Any, str, int]:
     if "," in (parts.netloc or ""):
         raise NotApplicable("the run's URI names several hosts; the proxy stands for one")
     return recipe, host, port
+
+
+def _names_a_locator(scheme: str) -> bool:
+    """A scheme whose hosts find the server rather than being it (Redis Sentinel)."""
+    from backends.info import known
+    from backends.selection import SCHEME_BACKENDS
+
+    info = known(SCHEME_BACKENDS.get(scheme, ""))
+    return info is not None and scheme in info.locator_schemes
 
 
 def _default_port(scheme: str) -> int | None:

@@ -96,6 +96,11 @@ def test_the_same_uri_follows_a_promotion(deployment):
     assert replica.client().hget("semvec:state:before", "blob") == b"one"  # replicated
     result = invoke("health", "--uri", url, "--timeout", "3", "-o", "json")
     assert json.loads(result.stdout)["details"]["sentinel_primary"] == f"127.0.0.1:{replica.port}"
+    listed = invoke("sessions", "list", "--uri", url, "-o", "json")
+    assert listed.exit_code == 0, listed.output
+    assert {"before", "after"} <= {row["session_id"] for row in json.loads(listed.stdout)}
+    faults = invoke("conformance", "run", "--uri", url, "--only", "faults", "-o", "json")
+    assert "names the servers that find the primary" in faults.stdout
 
 
 @pytest.mark.parametrize("uri,says", [
