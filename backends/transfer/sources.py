@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, Sequence
 
 from backends.archive import ArchiveDamaged
+from backends.archive.encryption import open_archive
 
 
 class ArchiveFile:
     """An archive on disk, opened afresh for each pass."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], identities: Sequence[Any] = ()) -> None:
         self.path = Path(path)
+        #: age identities: an encrypted archive is decrypted afresh on each pass
+        self.identities = tuple(identities)
         self._stamp: tuple[int, int, int, int] | None = None
 
     def _current_stamp(self) -> tuple[int, int, int, int]:
@@ -31,7 +34,7 @@ class ArchiveFile:
             self._stamp = stamp
         elif stamp != self._stamp:
             raise ArchiveDamaged(f"{self.path} changed after it was verified; nothing more was imported")
-        return open(self.path, "rb")
+        return open_archive(self.path, self.identities)
 
     def __str__(self) -> str:
         return str(self.path)

@@ -1,0 +1,225 @@
+"""age-encrypted archives (``--encrypt-to`` / ``--identity``) on the command line.
+
+The source is a memory store loaded through ``--adapter``; the target is the suite's
+real Redis. Every refusal is checked for its exit code, one error line, and a target
+left exactly as it was (0 writes).
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import os
+import shutil
+import subprocess
+
+import pytest
+from typer.testing import CliRunner
+
+from backends.memory import MemoryBackendAdapter
+from semvecctl.app import app
+from tests.support import transfer_doubles
+
+pyrage = pytest.importorskip("pyrage")
+
+runner = CliRunner()
+SRC = ("--adapter", "tests.support.transfer_doubles:memory_shared")
+#: content of one session, looked for in the ciphertext
+MARKER = b"known-session-content-7f3a"
+#: 300 sessions of 1 KiB: over 128 KiB of plaintext, so the payload has 3+ age chunks
+SESSIONS = 300
+
+
+def invoke(*args: str, **kwargs):
+    return runner.invoke(app, list(args), **kwargs)
+
+
+def error_line(result) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+@pytest.fixture
+def source():
+    adapter = MemoryBackendAdapter()
+    store = adapter.state_store()
+    for i in range(SESSIONS):
+        blob = MARKER + os.urandom(500).hex().encode()[: 1000 - len(MARKER)]
+        store.save(f"s{i:04d}", blob, expected_version=None,
+                   owner_subject="acme" if i % 2 else None)
+    transfer_doubles.MEMORY["current"] = adapter
+    return adapter
+
+
+@pytest.fixture
+def keys(tmp_path):
+    """Two X25519 identities in files, and their recipients."""
+    found = []
+    for name in ("alice", "bob"):
+        identity = pyrage.x25519.Identity.generate()
+        path = tmp_path / f"{name}.key"
+        path.write_text(f"# {name}\n{identity}\n")
+        found.append((path, str(identity.to_public())))
+    return found
+
+
+def redis_snapshot(url: str) -> dict:
+    import redis as redis_py
+
+    client = redis_py.Redis.from_url(url)
+    try:
+        return {k: client.dump(k) for k in sorted(client.scan_iter("*"))}
+    finally:
+        client.close()
+
+
+def flush(url: str) -> None:
+    import redis as redis_py
+
+    client = redis_py.Redis.from_url(url)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+def export(path, *extra: str):
+    result = invoke("sessions", "export", *SRC, "--out", str(path), *extra)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def import_(path, url, *extra: str):
+    return invoke("sessions", "import", str(path), "--uri", url, "--apply", "--yes", *extra)
+
+
+@pytest.fixture
+def encrypted(source, keys, tmp_path):
+    path = tmp_path / "backup.jsonl.gz.age"
+    export(path, "--encrypt-to", keys[0][1])
+    return path
+
+
+def test_round_trip_gives_the_store_a_plain_round_trip_gives(source, keys, tmp_path, redis_url):
+    plain = tmp_path / "plain.jsonl.gz"
+    export(plain)
+    flush(redis_url)
+    assert import_(plain, redis_url).exit_code == 0
+    expected = redis_snapshot(redis_url)
+    sealed = tmp_path / "sealed.jsonl.gz.age"
+    export(sealed, "--encrypt-to", keys[0][1])
+    assert sealed.read_bytes().startswith(b"age-encryption.org/v1\n")
+    flush(redis_url)
+    result = import_(sealed, redis_url, "--identity", str(keys[0][0]))
+    assert result.exit_code == 0, result.output
+    assert redis_snapshot(redis_url) == expected
+    assert len(expected) >= SESSIONS
+
+
+def test_no_plaintext_in_the_encrypted_file(encrypted, tmp_path):
+    fragment = base64.b64encode(MARKER[:24])  # how each blob starts in the archive
+    data = encrypted.read_bytes()
+    assert fragment not in data and b"s0001" not in data and b"acme" not in data
+    plain = tmp_path / "plain.jsonl"
+    export(plain)
+    assert fragment in plain.read_bytes() and b"s0001" in plain.read_bytes()
+
+
+def test_each_recipient_decrypts(source, keys, tmp_path, redis_url):
+    path = tmp_path / "two.jsonl.age"
+    recipients_file = tmp_path / "recipients.txt"
+    recipients_file.write_text(f"# bob\n\n{keys[1][1]}\n")
+    export(path, "--encrypt-to", keys[0][1], "--encrypt-to-file", str(recipients_file))
+    for identity, _ in keys:
+        flush(redis_url)
+        result = import_(path, redis_url, "--identity", str(identity))
+        assert result.exit_code == 0, result.output
+        assert len(redis_snapshot(redis_url)) >= SESSIONS
+
+
+def _damaged(encrypted, how: str) -> bytes:
+    data = bytearray(encrypted.read_bytes())
+    body = data.index(b"\n---") + 1 + data[data.index(b"\n---") + 1:].index(b"\n") + 1
+    if how == "truncated":
+        return bytes(data[:-200])
+    if how == "bit":
+        data[body + 70_000] ^= 0x01
+        return bytes(data)
+    # swap the first two 64 KiB payload chunks (each 64 KiB + a 16-byte tag; 16-byte nonce first)
+    start, size = body + 16, 65536 + 16
+    first, second = data[start:start + size], data[start + size:start + 2 * size]
+    return bytes(data[:start] + second + first + data[start + 2 * size:])
+
+
+@pytest.mark.parametrize("how", ["truncated", "bit", "swapped"])
+def test_damaged_ciphertext_is_refused_with_no_write(encrypted, keys, tmp_path, redis_url, how):
+    assert os.path.getsize(encrypted) > 2 * 65536 + 200 or how == "truncated"
+    path = tmp_path / f"{how}.age"
+    path.write_bytes(_damaged(encrypted, how))
+    before = redis_snapshot(redis_url)
+    result = import_(path, redis_url, "--identity", str(keys[0][0]))
+    assert result.exit_code == 1, result.output
+    assert "encrypted archive is damaged" in error_line(result)
+    assert redis_snapshot(redis_url) == before
+
+
+def test_wrong_identity_is_refused_with_no_write(encrypted, keys, redis_url):
+    before = redis_snapshot(redis_url)
+    result = import_(encrypted, redis_url, "--identity", str(keys[1][0]))
+    assert result.exit_code == 1, result.output
+    assert "no --identity matches" in error_line(result)
+    assert redis_snapshot(redis_url) == before
+
+
+def test_missing_identity_is_a_usage_error(encrypted, redis_url):
+    before = redis_snapshot(redis_url)
+    result = import_(encrypted, redis_url)
+    assert result.exit_code == 2, result.output
+    assert "--identity" in error_line(result)
+    assert redis_snapshot(redis_url) == before
+
+
+def test_bad_recipient_is_a_usage_error_naming_it(source, tmp_path):
+    path = tmp_path / "x.jsonl.age"
+    result = invoke("sessions", "export", *SRC, "--out", str(path), "--encrypt-to", "age1nonsense")
+    assert result.exit_code == 2, result.output
+    assert "age1nonsense" in error_line(result)
+    assert not path.exists() and not list(tmp_path.iterdir())
+
+
+def test_unencrypted_export_of_owned_sessions_hints_once(source, tmp_path, keys):
+    result = export(tmp_path / "plain.jsonl")
+    assert result.stderr.count("--encrypt-to") == 1
+    result = export(tmp_path / "sealed.jsonl.age", "--encrypt-to", keys[0][1])
+    assert "--encrypt-to" not in result.stderr
+
+
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen is not on PATH")
+def test_ssh_ed25519_recipient_and_openssh_identity(source, tmp_path, redis_url):
+    key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    public = (tmp_path / "id_ed25519.pub").read_text().strip()
+    path = tmp_path / "ssh.jsonl.gz.age"
+    export(path, "--encrypt-to", public)
+    flush(redis_url)
+    result = import_(path, redis_url, "--identity", str(key))
+    assert result.exit_code == 0, result.output
+    assert len(redis_snapshot(redis_url)) >= SESSIONS
+
+
+def test_without_pyrage_exit_3_naming_the_extra(source, tmp_path, monkeypatch):
+    real_import = builtins.__import__
+
+    def no_pyrage(name, *args, **kwargs):
+        if name == "pyrage" or name.startswith("pyrage."):
+            raise ImportError("No module named 'pyrage'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyrage)
+    result = invoke("sessions", "export", *SRC, "--out", str(tmp_path / "x.age"),
+                    "--encrypt-to", "age1whatever")
+    assert result.exit_code == 3, result.output
+    assert "pip install 'semvecctl[age]'" in error_line(result)
+    assert not list(tmp_path.iterdir())
