@@ -11,7 +11,9 @@ import pytest
 
 HEAVY = ("redis", "pymongo", "psycopg", "numpy", "bson", "pgvector",
          # the metrics and otel extras: imported only when --metrics-file / OTEL_* ask
-         "prometheus_client", "opentelemetry")
+         "prometheus_client", "opentelemetry",
+         # the age extra: imported only when an archive is encrypted or decrypted
+         "pyrage")
 
 PROBE = """
 import json, sys
