@@ -223,3 +223,28 @@ def test_without_pyrage_exit_3_naming_the_extra(source, tmp_path, monkeypatch):
     assert result.exit_code == 3, result.output
     assert "pip install 'semvecctl[age]'" in error_line(result)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.redis
+def test_events_export_encrypts_and_import_decrypts(request, keys, tmp_path):
+    from backends.archive import ArchiveReader, UserRecord
+    from backends.archive.encryption import load_identities
+    from tests.support.maintenance import make_target, seed
+
+    target = make_target(request, "redis")
+    s = seed(target.adapter)
+    path = tmp_path / "alice.jsonl.gz.age"
+    result = runner.invoke(app, ["events", "export", "--user", s.alice, "--out", str(path),
+                                 "--encrypt-to", keys[0][1], *target.args], env=target.env)
+    assert result.exit_code == 0, result.output
+    assert path.read_bytes().startswith(b"age-encryption.org/v1\n")
+    assert s.alice.encode() not in path.read_bytes()
+    with ArchiveReader(path, identities=load_identities([keys[0][0]])) as reader:
+        records = list(reader.records())
+    assert isinstance(records[0], UserRecord)
+    assert sorted(e.event_id for e in records[0].events) == sorted(s.alice_ids)
+    target.adapter.event_store().purge_user(s.alice)
+    imported = runner.invoke(app, ["sessions", "import", str(path), "--apply", "--yes",
+                                   "--allow-loss", "--identity", str(keys[0][0]), *target.args],
+                             env=target.env)
+    assert imported.exit_code == 0, imported.output
