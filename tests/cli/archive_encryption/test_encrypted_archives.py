@@ -248,3 +248,41 @@ def test_events_export_encrypts_and_import_decrypts(request, keys, tmp_path):
                                    "--allow-loss", "--identity", str(keys[0][0]), *target.args],
                              env=target.env)
     assert imported.exit_code == 0, imported.output
+
+
+@pytest.mark.redis
+def test_prune_archive_is_encrypted_and_holds_what_was_deleted(request, keys, tmp_path, redis_url):
+    from backends.redis import RedisBackendAdapter
+
+    with RedisBackendAdapter(redis_url) as adapter:
+        store = adapter.state_store()
+        for i in range(3):
+            store.save(f"idle-{i}", MARKER + b"-%d" % i, expected_version=None,
+                       owner_subject="acme")
+    import redis as redis_py
+
+    client = redis_py.Redis.from_url(redis_url)
+    try:
+        keys_before = sorted(client.scan_iter("semvec:state:idle-*"))
+        for key in keys_before:  # no idle TTL: the write time is read from --assume-ttl
+            client.expire(key, 400_000 - 2 * 86400)
+    finally:
+        client.close()
+    path = tmp_path / "pruned.jsonl.age"
+    result = invoke("sessions", "prune", "--idle-for", "1d", "--uri", redis_url,
+                    "--assume-ttl", "400000s", "--archive", str(path), "--encrypt-to", keys[0][1],
+                    "--apply", "--yes", "-o", "jsonl")
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) == 3 and "deleted" in result.stdout
+    assert path.read_bytes().startswith(b"age-encryption.org/v1\n")
+    assert b"idle-0" not in path.read_bytes()
+    back = import_(path, redis_url, "--identity", str(keys[0][0]), "--allow-loss")
+    assert back.exit_code == 0, back.output
+    with RedisBackendAdapter(redis_url) as adapter:
+        assert adapter.state_store().load("idle-1")[0] == MARKER + b"-1"
+
+
+def test_prune_encryption_without_archive_is_a_usage_error(source):
+    result = invoke("sessions", "prune", "--idle-for", "1d", *SRC, "--encrypt-to", "age1x")
+    assert result.exit_code == 2, result.output
+    assert "--archive" in error_line(result)
