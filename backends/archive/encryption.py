@@ -211,14 +211,20 @@ def open_decrypted(source: IO[bytes], identities: Sequence[Any]) -> IO[bytes]:
 def open_archive(path: str | os.PathLike[str], identities: Sequence[Any] | None) -> IO[bytes]:
     """``path`` opened for reading: decrypted when it is an age file (``identities`` must
     then be given: :class:`IdentityNeeded` otherwise)."""
-    stream = open(path, "rb")
-    if not is_encrypted(stream.read(len(AGE_MAGIC))):
-        stream.seek(0)
-        return stream
+    return decrypted_if_age(open(path, "rb"), identities, str(path))
+
+
+def decrypted_if_age(stream: IO[bytes], identities: Sequence[Any] | None,
+                     label: str) -> IO[bytes]:
+    """``stream`` (seekable, at its start) as it is, or its plaintext when it is an age
+    file; ``stream`` is closed with what is returned."""
+    head = stream.read(len(AGE_MAGIC))
     stream.seek(0)
+    if not is_encrypted(head):
+        return stream
     if not identities:
         stream.close()
-        raise IdentityNeeded(f"{path} is age-encrypted: give the key to decrypt it with "
+        raise IdentityNeeded(f"{label} is age-encrypted: give the key to decrypt it with "
                              "--identity FILE")
     return open_decrypted(stream, identities)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import IO, Any, Sequence
 
 from backends.archive import ArchiveDamaged
-from backends.archive.encryption import open_archive
+from backends.archive.encryption import decrypted_if_age, open_archive
 
 
 class ArchiveFile:
@@ -56,13 +56,17 @@ class _Unclosable:
 class StagedStream:
     """A private seekable temp file we wrote ourselves (stdin spooled, or a copy's export)."""
 
-    def __init__(self, stream: IO[bytes], label: str = "staged archive") -> None:
+    def __init__(self, stream: IO[bytes], label: str = "staged archive",
+                 identities: Sequence[Any] = ()) -> None:
         self._stream = stream
         self._label = label
+        #: age identities: an encrypted archive is decrypted afresh on each pass
+        self.identities = tuple(identities)
 
     def open(self) -> IO[bytes]:
         self._stream.seek(0)
-        return _Unclosable(self._stream)  # type: ignore[return-value]
+        shared: IO[bytes] = _Unclosable(self._stream)  # type: ignore[assignment]
+        return decrypted_if_age(shared, self.identities, self._label)
 
     def __str__(self) -> str:
         return self._label

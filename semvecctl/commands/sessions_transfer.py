@@ -385,7 +385,7 @@ def _archive_source(path: str, identities: Optional[List[str]] = None) -> Iterat
                 while chunk := sys.stdin.buffer.read(1 << 20):
                     staged.write(chunk)
                     task.advance(len(chunk))
-            yield StagedStream(staged, "stdin")
+            yield StagedStream(staged, "stdin", keys)
         return
     if not os.path.exists(path):
         current().abort(f"no such archive file: {path}", ExitCode.USAGE)

@@ -286,3 +286,37 @@ def test_prune_encryption_without_archive_is_a_usage_error(source):
     result = invoke("sessions", "prune", "--idle-for", "1d", *SRC, "--encrypt-to", "age1x")
     assert result.exit_code == 2, result.output
     assert "--archive" in error_line(result)
+
+
+def test_an_encrypted_archive_on_stdin_is_decrypted(encrypted, keys, redis_url):
+    flush(redis_url)
+    result = invoke("sessions", "import", "-", "--uri", redis_url, "--apply", "--yes",
+                    "--identity", str(keys[0][0]), input=encrypted.read_bytes())
+    assert result.exit_code == 0, result.output
+    assert len(redis_snapshot(redis_url)) >= SESSIONS
+    refused = invoke("sessions", "import", "-", "--uri", redis_url, input=encrypted.read_bytes())
+    assert refused.exit_code == 2 and "--identity" in error_line(refused)
+
+
+def test_an_interrupted_encrypted_export_leaves_no_file(source, keys, tmp_path, monkeypatch):
+    """Ctrl-C half-way (the plaintext is in the pipe, the thread is encrypting): no
+    file under the name, no partial file beside it, the thread ended."""
+    import threading
+
+    from backends.archive import writer as archive_writer
+
+    real_add, calls = archive_writer.ArchiveWriter.add, []
+
+    def add(self, record):
+        calls.append(1)
+        if len(calls) == 150:
+            raise KeyboardInterrupt
+        real_add(self, record)
+
+    monkeypatch.setattr(archive_writer.ArchiveWriter, "add", add)
+    path = tmp_path / "out" / "x.jsonl.gz.age"
+    path.parent.mkdir()
+    result = invoke("sessions", "export", *SRC, "--out", str(path), "--encrypt-to", keys[0][1])
+    assert result.exit_code == 130, result.output
+    assert list(path.parent.iterdir()) == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("age-")]
