@@ -153,6 +153,16 @@ def encrypting(dest: IO[bytes], to: Sequence[Any]) -> Iterator[IO[bytes]]:
         raise BackendError(f"age encryption failed: {errors[0]}") from None
 
 
+@contextlib.contextmanager
+def encrypted_to(dest: IO[bytes], to: Sequence[Any]) -> Iterator[IO[bytes]]:
+    """:func:`encrypting` when there are recipients, else ``dest`` itself."""
+    if not to:
+        yield dest
+        return
+    with encrypting(dest, to) as sink:
+        yield sink
+
+
 def _failure_message(exc: BaseException) -> str:
     if "No matching keys" in str(exc):
         return ("the archive is age-encrypted to other recipients: no --identity matches "

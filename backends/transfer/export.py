@@ -38,13 +38,14 @@ from backends.archive import (
     atomic_output,
 )
 from backends.archive.canonical import EncodedEvents
-from backends.archive.encryption import new_identity
+from backends.archive.encryption import encrypting, new_identity, open_decrypted
 from backends.archive.format import log_order, utc_now
 from backends.archive.seen import SeenFilter, confirmed_duplicates
 from backends.contract import (Capability, OwnerFilter, UNSCOPED, as_utc, offers, event_defaults, state_defaults)
 from backends.errors import CorruptState, IntegrityError, UnsupportedOperation
 from backends.transfer.batch_reads import READ_CHUNK, batch_loader, chunks, iter_user_log
 from backends.transfer.readahead import read_ahead
+from backends.transfer.sources import Unclosable
 from backends.transfer.loss import (
     counter_reader,
     export_losses,
@@ -542,10 +543,44 @@ def staged_export(adapter: Any, **options: Any) -> Iterator[tuple[IO[bytes], Exp
         yield staged, result
 
 
-def export_to_stream(adapter: Any, stream: IO[bytes], **options: Any) -> ExportResult:
+def export_to_stream(adapter: Any, stream: IO[bytes], *, recipients: Sequence[Any] = (),
+                     **options: Any) -> ExportResult:
     """Export onto a non-seekable stream (stdout): staged first, so duplicates can be
-    settled and an export that fails half-way sends nothing."""
-    with staged_export(adapter, **options) as (staged, result):
+    settled and an export that fails half-way sends nothing; age-encrypted to
+    ``recipients`` when there are any (then only ciphertext is staged)."""
+    staging = (encrypted_staged_export(adapter, recipients, **options) if recipients
+               else staged_export(adapter, **options))
+    with staging as (staged, result):
         shutil.copyfileobj(staged, stream, 1 << 20)
         stream.flush()
     return result
+
+
+@contextlib.contextmanager
+def encrypted_staged_export(adapter: Any, recipients: Sequence[Any],
+                            **options: Any) -> Iterator[tuple[IO[bytes], ExportResult]]:
+    """:func:`staged_export` whose temp file holds only ciphertext, encrypted to
+    ``recipients`` and to a throw-away key (what reads it back to settle duplicates; the
+    rewrite without them is encrypted to ``recipients`` alone)."""
+    reader_key, extra = new_identity()
+
+    def plaintext(staged: IO[bytes]) -> ArchiveReader:
+        staged.seek(0)
+        shared: IO[bytes] = Unclosable(staged)  # type: ignore[assignment]
+        return ArchiveReader(open_decrypted(shared, [reader_key]), close_source=True)
+
+    with contextlib.ExitStack() as stack:
+        staged = stack.enter_context(tempfile.TemporaryFile())
+        with encrypting(staged, [*recipients, extra]) as sink:
+            result = write_archive(adapter, sink, **options)
+        if result.suspects:
+            with plaintext(staged) as reader:
+                dups = confirmed_duplicates((r.session_id for r in reader.sessions()),
+                                            result.suspects)
+            if dups:
+                final = stack.enter_context(tempfile.TemporaryFile())
+                with plaintext(staged) as reader, encrypting(final, recipients) as sink:
+                    rewrite_records(reader, sink, dups, result)
+                staged = final
+        staged.seek(0)
+        yield staged, result

@@ -40,7 +40,7 @@ class ArchiveFile:
         return str(self.path)
 
 
-class _Unclosable:
+class Unclosable:
     """Hands out a shared file without letting a reader close it."""
 
     def __init__(self, stream: IO[bytes]) -> None:
@@ -65,7 +65,7 @@ class StagedStream:
 
     def open(self) -> IO[bytes]:
         self._stream.seek(0)
-        shared: IO[bytes] = _Unclosable(self._stream)  # type: ignore[assignment]
+        shared: IO[bytes] = Unclosable(self._stream)  # type: ignore[assignment]
         return decrypted_if_age(shared, self.identities, self._label)
 
     def __str__(self) -> str:

@@ -168,6 +168,7 @@ def export_events(*,
     import tempfile
 
     from backends.archive import atomic_output
+    from backends.archive.encryption import encrypted_to
     from backends.ops.eventlog import require_event_store, stored_count, write_user_archive
     from semvecctl.commands.sessions_transfer import archive_recipients, archive_target
 
@@ -175,7 +176,7 @@ def export_events(*,
     out = app_.output
     scope = conn.scope
     to_stdout = archive_target(out_path, out, overwrite=overwrite)
-    keys = archive_recipients(encrypt_to, encrypt_to_file, to_stdout=to_stdout)
+    keys = archive_recipients(encrypt_to, encrypt_to_file)
     spec = conn.spec
     with conn.open() as adapter_obj:
         total = stored_count(require_event_store(adapter_obj), _user(user), owner_subject=scope,
@@ -185,7 +186,8 @@ def export_events(*,
                                                            label="exporting events"))
         if to_stdout:  # staged, so a failure half-way sends nothing
             with tempfile.TemporaryFile() as staged:
-                result = write_user_archive(adapter_obj, staged, _user(user), **options)
+                with encrypted_to(staged, keys) as sink:
+                    result = write_user_archive(adapter_obj, sink, _user(user), **options)
                 staged.seek(0)
                 shutil.copyfileobj(staged, sys.stdout.buffer, 1 << 20)
                 sys.stdout.buffer.flush()

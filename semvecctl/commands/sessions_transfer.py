@@ -151,7 +151,7 @@ def export_sessions(*,
     metrics = recorder(metrics_file, "sessions export")
     scope = conn.scope
     to_stdout = archive_target(out_path, out, overwrite=overwrite)
-    keys = archive_recipients(encrypt_to, encrypt_to_file, to_stdout=to_stdout)
+    keys = archive_recipients(encrypt_to, encrypt_to_file)
     spec = conn.spec
     users = _users(users)
     with conn.open() as source:
@@ -167,7 +167,7 @@ def export_sessions(*,
                        progress=_progress(EXPORTING, total), skip_damaged=skip_damaged,
                        updated_since=updated_since)
         if to_stdout:
-            result = export_to_stream(source, sys.stdout.buffer, **options)
+            result = export_to_stream(source, sys.stdout.buffer, recipients=keys, **options)
         else:
             result = export_to_path(source, out_path, recipients=keys, **options)
         metrics.track(result, backend=source.name)
@@ -353,14 +353,11 @@ def _run_import(importer: Any, *, apply: bool, output: StreamFormat, verb: str,
                   {"source_count": report.source_count} if report.source_count is not None else None)
 
 
-def archive_recipients(encrypt_to: Optional[List[str]], encrypt_to_file: Optional[List[str]],
-                       *, to_stdout: bool = False) -> list[Any]:
+def archive_recipients(encrypt_to: Optional[List[str]],
+                       encrypt_to_file: Optional[List[str]]) -> list[Any]:
     """The age recipients of --encrypt-to/--encrypt-to-file (checked before any work)."""
     if not (encrypt_to or encrypt_to_file):
         return []
-    if to_stdout:
-        current().abort("--encrypt-to needs --out FILE: an encrypted archive is not written "
-                        "to stdout", ExitCode.USAGE)
     from backends.archive.encryption import recipients
 
     return recipients(encrypt_to or (), encrypt_to_file or ())

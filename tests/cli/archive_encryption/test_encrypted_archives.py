@@ -239,6 +239,11 @@ def test_events_export_encrypts_and_import_decrypts(request, keys, tmp_path):
     assert result.exit_code == 0, result.output
     assert path.read_bytes().startswith(b"age-encryption.org/v1\n")
     assert s.alice.encode() not in path.read_bytes()
+    piped = runner.invoke(app, ["events", "export", "--user", s.alice, "--out", "-",
+                                "--encrypt-to", keys[0][1], *target.args], env=target.env)
+    assert piped.exit_code == 0, piped.stderr
+    assert piped.stdout_bytes.startswith(b"age-encryption.org/v1\n")
+    assert s.alice.encode() not in piped.stdout_bytes
     with ArchiveReader(path, identities=load_identities([keys[0][0]])) as reader:
         records = list(reader.records())
     assert isinstance(records[0], UserRecord)
@@ -320,3 +325,60 @@ def test_an_interrupted_encrypted_export_leaves_no_file(source, keys, tmp_path, 
     assert result.exit_code == 130, result.output
     assert list(path.parent.iterdir()) == []
     assert not [t for t in threading.enumerate() if t.name.startswith("age-")]
+
+
+def test_an_encrypted_export_to_stdout_stages_ciphertext_only(source, keys, tmp_path, redis_url,
+                                                              monkeypatch):
+    import tempfile
+
+    staged = []
+    real = tempfile.TemporaryFile
+
+    def watched(*args, **kwargs):
+        staged.append(real(*args, **kwargs))
+        return staged[-1]
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", watched)
+    result = invoke("sessions", "export", *SRC, "--out", "-", "--encrypt-to", keys[0][1])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout_bytes.startswith(b"age-encryption.org/v1\n")
+    assert staged and all(f.closed for f in staged)
+    monkeypatch.undo()
+    path = tmp_path / "piped.age"
+    path.write_bytes(result.stdout_bytes)
+    assert b"s0001" not in path.read_bytes()
+    flush(redis_url)
+    assert import_(path, redis_url, "--identity", str(keys[0][0])).exit_code == 0
+    assert len(redis_snapshot(redis_url)) >= SESSIONS
+
+
+def test_duplicates_of_an_encrypted_export_are_settled_by_reading_it_back(source, keys, tmp_path,
+                                                                          monkeypatch):
+    """The enumeration reports a session twice: the encrypted file is read back (with the
+    throw-away key) and rewritten with it once, to the recipients alone."""
+    from backends.archive import ArchiveReader
+    from backends.archive.encryption import load_identities
+    from backends.transfer import export as export_module
+    from backends.transfer import export_to_path
+    from backends.transfer.export import encrypted_staged_export
+
+    real_iter = export_module.iter_records
+
+    def twice(*args, **kwargs):
+        records = list(real_iter(*args, **kwargs))
+        return iter(records + records[:1])
+
+    monkeypatch.setattr(export_module, "iter_records", twice)
+    recipient = [pyrage.x25519.Recipient.from_str(keys[0][1])]
+    identities = load_identities([keys[0][0]])
+    path = tmp_path / "dup.jsonl.age"
+    result = export_to_path(source, path, recipients=recipient, source_uri="memory://t")
+    assert result.duplicates_dropped == 1 and result.count == SESSIONS
+    assert path.read_bytes().count(b"\n-> X25519 ") == 1  # the recipient alone
+    with ArchiveReader(path, identities=identities) as reader:
+        assert len(list(reader.sessions())) == SESSIONS
+    with encrypted_staged_export(source, recipient, source_uri="memory://t") as (staged, res):
+        assert res.duplicates_dropped == 1
+        (tmp_path / "staged.age").write_bytes(staged.read())
+    with ArchiveReader(tmp_path / "staged.age", identities=identities) as reader:
+        assert len(list(reader.sessions())) == SESSIONS
