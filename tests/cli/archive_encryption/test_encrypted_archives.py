@@ -382,3 +382,47 @@ def test_duplicates_of_an_encrypted_export_are_settled_by_reading_it_back(source
         (tmp_path / "staged.age").write_bytes(staged.read())
     with ArchiveReader(tmp_path / "staged.age", identities=identities) as reader:
         assert len(list(reader.sessions())) == SESSIONS
+
+
+@pytest.mark.redis
+def test_an_interrupted_encrypted_prune_continues_only_with_its_identity(request, keys, tmp_path):
+    from backends.archive import ArchiveReader
+    from backends.archive.encryption import load_identities
+    from tests.cli.prune.test_prune import TTL
+    from tests.cli.prune.test_resume import _idle_sessions, _interrupted, run
+    from tests.support.maintenance import make_target
+
+    target = make_target(request, "redis", ttl_seconds=TTL)
+    names = _idle_sessions(target, 6)
+    path = tmp_path / "idle.jsonl.gz.age"
+    args = ("sessions", "prune", "--idle-for", "1d", "--archive", str(path), "--apply", "--yes",
+            "-o", "jsonl", "--encrypt-to", keys[0][1])
+    assert _interrupted(target, 2, *args).exit_code != 0
+    store = target.adapter.state_store()
+    left = {sid for sid in names if store.load(sid) is not None}
+    assert len(left) == 4
+    refused = run(target, *args)
+    assert refused.exit_code == 2, refused.output
+    assert "--identity" in error_line(refused)
+    assert {sid for sid in names if store.load(sid) is not None} == left
+    second = run(target, *args, "--identity", str(keys[0][0]))
+    assert second.exit_code == 0, second.output
+    assert all(store.load(sid) is None for sid in names)
+    with ArchiveReader(path, identities=load_identities([keys[0][0]])) as reader:
+        assert {r.session_id for r in reader.sessions()} == set(names)
+
+
+def test_a_bad_identity_file_or_recipient_file_is_a_usage_error(encrypted, tmp_path, redis_url,
+                                                                source):
+    garbage = tmp_path / "garbage.key"
+    garbage.write_text("# nothing\nnot a key\n")
+    result = import_(encrypted, redis_url, "--identity", str(garbage))
+    assert result.exit_code == 2, result.output
+    assert "garbage.key" in error_line(result)
+    listed = tmp_path / "recipients.txt"
+    listed.write_text("# ops\nssh-ed25519 AAAAnotakey ops@host\n")
+    out = tmp_path / "never.age"
+    result = invoke("sessions", "export", *SRC, "--out", str(out), "--encrypt-to-file", str(listed))
+    assert result.exit_code == 2, result.output
+    assert "ssh-ed25519 AAAAnotakey" in error_line(result)
+    assert not out.exists()
