@@ -143,14 +143,26 @@ def encrypting(dest: IO[bytes], to: Sequence[Any]) -> Iterator[IO[bytes]]:
     thread = threading.Thread(target=pump, name="age-encrypt", daemon=True)
     thread.start()
     sink = open(write_fd, "wb")
+    stopped = False
     try:
         yield sink
+    except BrokenPipeError:
+        stopped = True  # the thread stopped reading: its own error says why
     finally:
         with contextlib.suppress(BrokenPipeError):
             sink.close()
         thread.join()
     if errors:
-        raise BackendError(f"age encryption failed: {errors[0]}") from None
+        raise _encryption_failure(errors[0])
+    if stopped:
+        raise BackendError("age encryption stopped before the archive was complete")
+
+
+def _encryption_failure(exc: BaseException) -> BaseException:
+    """The thread's failure as the caller raises it: an OSError (a full disk) as itself."""
+    if isinstance(exc, OSError):
+        return exc
+    return BackendError(f"age encryption failed: {exc}")
 
 
 @contextlib.contextmanager

@@ -426,3 +426,25 @@ def test_a_bad_identity_file_or_recipient_file_is_a_usage_error(encrypted, tmp_p
     assert result.exit_code == 2, result.output
     assert "ssh-ed25519 AAAAnotakey" in error_line(result)
     assert not out.exists()
+
+
+def test_a_failing_destination_is_raised_not_a_broken_pipe(keys):
+    """The encrypting thread cannot write (a full disk, here a read-only stream): the
+    writer sees that failure, not the pipe the thread stopped reading."""
+    import io
+
+    from backends.archive.encryption import encrypting, recipients
+
+    class Full(io.RawIOBase):
+        def writable(self):
+            return True
+
+        def write(self, _data):
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(Exception) as raised:
+        with encrypting(Full(), recipients([keys[0][1]])) as sink:
+            for _ in range(1000):
+                sink.write(b"x" * 65536)
+    assert not isinstance(raised.value, BrokenPipeError)
+    assert "No space left" in str(raised.value) or "age encryption" in str(raised.value)
