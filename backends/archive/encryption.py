@@ -97,7 +97,10 @@ def recipients(values: Iterable[str] = (), files: Iterable[str | os.PathLike[str
     """The recipients given on the command line and in files (one a line, ``#`` comments)."""
     texts = [value.strip() for value in values]
     for path in files:
-        texts.extend(_key_lines(Path(path).read_text(encoding="utf-8")))
+        listed = list(_key_lines(Path(path).read_text(encoding="utf-8")))
+        if not listed:  # never an unencrypted archive because a list came out empty
+            raise BadKey(f"--encrypt-to-file {path} lists no recipient; nothing was written")
+        texts.extend(listed)
     return [parse_recipient(text) for text in texts]
 
 

@@ -448,3 +448,13 @@ def test_a_failing_destination_is_raised_not_a_broken_pipe(keys):
                 sink.write(b"x" * 65536)
     assert not isinstance(raised.value, BrokenPipeError)
     assert "No space left" in str(raised.value) or "age encryption" in str(raised.value)
+
+
+def test_an_empty_recipient_file_never_gives_a_plain_archive(source, tmp_path):
+    listed = tmp_path / "recipients.txt"
+    listed.write_text("# everyone left\n\n")
+    out = tmp_path / "x.jsonl.age"
+    result = invoke("sessions", "export", *SRC, "--out", str(out), "--encrypt-to-file", str(listed))
+    assert result.exit_code == 2, result.output
+    assert "lists no recipient" in error_line(result)
+    assert not out.exists()
