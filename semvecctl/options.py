@@ -14,7 +14,7 @@ them.
 import functools
 import inspect
 from enum import Enum
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, List, Optional
 
 import typer
 
@@ -129,6 +129,26 @@ KnownFailures = Annotated[
                  help="YAML list of known divergences (case, reason, link): a listed case that fails is an "
                       "expected failure, one that passes fails the run. Reports keep the strict level too.",
                  show_default=False),
+]
+#: age encryption of an archive (export, events export, prune --archive; the age extra)
+EncryptTo = Annotated[
+    Optional[List[str]],
+    typer.Option("--encrypt-to", metavar="RECIPIENT", show_default=False,
+                 help="Encrypt the archive to this age recipient (age1… or an ssh-ed25519/ssh-rsa "
+                      "public key line); repeatable, each one can decrypt. Name the file *.age "
+                      "(gzip, then encryption, for *.gz.age). Needs pip install 'semvecctl[age]'."),
+]
+EncryptToFile = Annotated[
+    Optional[List[str]],
+    typer.Option("--encrypt-to-file", metavar="FILE", show_default=False,
+                 help="Encrypt to every recipient in FILE (one a line, # comments); repeatable."),
+]
+#: the keys that decrypt an age-encrypted archive (import)
+Identity = Annotated[
+    Optional[List[str]],
+    typer.Option("--identity", "-i", metavar="FILE", show_default=False,
+                 help="Decrypt an age-encrypted archive with this identity file (AGE-SECRET-KEY-1… "
+                      "lines) or OpenSSH private key; repeatable. Needs pip install 'semvecctl[age]'."),
 ]
 #: the probe's bound (health, doctor)
 Timeout = Annotated[

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any, Callable, Iterator, Sequence
 
+from backends.archive.encryption import DecryptionFailed, open_archive
 from backends.archive.errors import ArchiveDamaged, ArchiveUnsupported
 from backends.archive.format import (
     ArchiveHeader,
@@ -38,6 +40,19 @@ from backends.archive.format import (
 from backends.archive.seen import SeenFilter, confirmed_duplicates
 
 GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _peek(raw: IO[bytes], size: int) -> bytes:
+    """The first ``size`` bytes of a stream, left unread (rewound, or peeked when the
+    stream cannot seek)."""
+    if raw.seekable():
+        raw.seek(0)
+        head = raw.read(size)
+        raw.seek(0)
+        return head
+    if not isinstance(raw, io.BufferedReader):
+        raise TypeError("an archive stream that cannot seek must be an io.BufferedReader")
+    return raw.peek(size)[:size]
 
 
 @dataclass(frozen=True)
@@ -77,22 +92,22 @@ class ArchiveSummary:
 
 class ArchiveReader:
     """One pass over an archive. ``source`` is a path or a seekable binary stream
-    (compressed or not: gzip is recognised by its magic bytes). A stream is closed with
-    the reader only when ``close_source`` is true."""
+    (compressed or not: gzip is recognised by its magic bytes; a stream that cannot seek
+    must be an ``io.BufferedReader``, e.g. a decrypted one). A path to an age-encrypted
+    archive is decrypted with ``identities``. A stream is closed with the reader only
+    when ``close_source`` is true."""
 
     def __init__(self, source: str | os.PathLike[str] | IO[bytes], *,
-                 close_source: bool = False) -> None:
+                 close_source: bool = False, identities: Sequence[Any] | None = None) -> None:
         self._owned: IO[bytes] | None = None
         if isinstance(source, (str, os.PathLike)):
-            self._owned = open(Path(source), "rb")
+            self._owned = open_archive(Path(source), identities)
             raw: IO[bytes] = self._owned
         else:
             raw = source
             if close_source:
                 self._owned = source
-        raw.seek(0)
-        head = raw.read(2)
-        raw.seek(0)
+        head = _peek(raw, 2)
         self._stream: IO[bytes] = (gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
                                    if head == GZIP_MAGIC else raw)
         self._line_no = 0
@@ -134,6 +149,8 @@ class ArchiveReader:
     def _read_header(self) -> ArchiveHeader:
         try:
             raw = self._next_line()
+        except DecryptionFailed:
+            raise
         except ArchiveDamaged:
             raise ArchiveUnsupported("not a semvecctl sessions archive: the file is neither "
                                      "JSON Lines nor valid gzip") from None

@@ -14,8 +14,9 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
+from backends.archive.encryption import SUFFIX, encrypting
 from backends.archive.format import (
     USER_PART_EVENTS,
     ArchiveHeader,
@@ -96,39 +97,51 @@ class ArchiveWriter:
 
 
 def is_gzip_name(path: str | os.PathLike[str]) -> bool:
-    return str(path).lower().endswith(".gz")
+    """Whether an archive name asks for gzip (a trailing ``.age`` is the encryption's)."""
+    name = str(path).lower()
+    return name.removesuffix(SUFFIX).endswith(".gz")
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+def atomic_output(path: str | os.PathLike[str],
+                  recipients: Sequence[Any] = ()) -> Iterator[IO[bytes]]:
     """A binary stream that becomes ``path`` only when the block completes.
 
-    Gzip-compressed when the name ends in ``.gz``. The file is created 0600 (mkstemp), so
-    an archive full of session state is never readable by others, not even briefly.
+    Gzip-compressed when the name ends in ``.gz`` (or ``.gz.age``), then age-encrypted to
+    ``recipients`` when there are any (the plaintext only passes through a pipe). The file
+    is created 0600 (mkstemp), so an archive full of session state is never readable by
+    others, not even briefly.
     """
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=directory)
     raw = os.fdopen(fd, "wb")
     try:
-        if is_gzip_name(target):
-            # mtime=0 and no file name: the same sessions give the same bytes
-            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped:
-                yield zipped  # type: ignore[misc]
-        else:
-            yield raw
+        with contextlib.ExitStack() as layers:
+            stream: IO[bytes] = raw
+            if recipients:
+                stream = layers.enter_context(encrypting(raw, recipients))
+            if is_gzip_name(target):
+                # mtime=0 and no file name: the same sessions give the same bytes
+                zipped = gzip.GzipFile(filename="", mode="wb", fileobj=stream, mtime=0)
+                stream = layers.enter_context(zipped)  # type: ignore[arg-type]
+            yield stream
         raw.flush()
         os.fsync(raw.fileno())
         raw.close()
         os.replace(tmp_name, target)
-        with contextlib.suppress(OSError):  # make the rename itself durable
-            dir_fd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+        _sync_directory(directory)
     except BaseException:
         raw.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
         raise
+
+
+def _sync_directory(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # make the rename itself durable
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)

@@ -24,9 +24,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from backends.archive import ArchiveReader, ArchiveWriter, atomic_output
+from backends.archive.encryption import new_identity
 from backends.contract import UNSCOPED, OwnerFilter, StateVersionConflict, as_utc, state_defaults
 from backends.errors import BackendConfigError, OperationRefused, UnsupportedOperation
 
@@ -194,10 +195,10 @@ def delete_idle(adapter: Any, sessions: Iterable[IdleSession], result: PruneResu
 
 def archive_idle(adapter: Any, sessions: Iterable[IdleSession], path: str | os.PathLike[str],
                  result: PruneResult, *, source_uri: str,
-                 owner_subject: OwnerFilter = UNSCOPED) -> None:
+                 owner_subject: OwnerFilter = UNSCOPED, recipients: Sequence[Any] = ()) -> None:
     """Write the idle sessions, whole, to an archive at ``path`` (atomic; absent if
-    interrupted). A session written between being judged idle and being read is left
-    out (it is no longer idle)."""
+    interrupted), age-encrypted to ``recipients`` when there are any. A session written
+    between being judged idle and being read is left out (it is no longer idle)."""
     from backends.transfer.export import ExportResult, iter_records, make_header
 
     judged: dict[str, int] = {}
@@ -210,7 +211,7 @@ def archive_idle(adapter: Any, sessions: Iterable[IdleSession], path: str | os.P
     header = make_header(adapter, source_uri, with_items=False, owner_subject=owner_subject,
                          match=None)
     header = replace(header, filters={**header.filters, "pruned": True})
-    with atomic_output(path) as stream:
+    with atomic_output(path, recipients) as stream:
         writer = ArchiveWriter(stream, header)
         for record in iter_records(adapter, ExportResult(), owner_subject=owner_subject,
                                    summaries=noted(sessions)):
@@ -220,10 +221,12 @@ def archive_idle(adapter: Any, sessions: Iterable[IdleSession], path: str | os.P
         result.archived = writer.count
 
 
-def archived_sessions(path: str | os.PathLike[str]) -> Iterator[IdleSession]:
-    """The sessions an archive written by :func:`archive_idle` holds, for deleting."""
+def archived_sessions(path: str | os.PathLike[str],
+                      identities: Sequence[Any] | None = None) -> Iterator[IdleSession]:
+    """The sessions an archive written by :func:`archive_idle` holds, for deleting
+    (``identities`` decrypt an encrypted one)."""
     epoch = datetime.fromtimestamp(0, timezone.utc)
-    with ArchiveReader(path) as reader:
+    with ArchiveReader(path, identities=identities) as reader:
         for record in reader.sessions():
             yield IdleSession(record.session_id, record.version, record.owner_subject, epoch, 0)
 
@@ -262,6 +265,10 @@ class PruneRequest:
     match: str | None = None
     batch_size: int = 500
     source_uri: str = ""
+    #: age recipients the archive is encrypted to (none: plain)
+    recipients: tuple[Any, ...] = ()
+    #: age identities that decrypt the archive of an interrupted run being continued
+    identities: tuple[Any, ...] = ()
 
     def journal_arguments(self, backend: str) -> dict[str, Any]:
         """What a rerun must repeat to continue this run (the keys journals have had)."""
@@ -375,7 +382,7 @@ class Prune:
         result.unknown = int(done.get("unknown") or 0)
         self.notify(f"continuing the interrupted prune journalled in {journal.path}: deleting "
                     f"what {archive} holds ({result.archived} session(s)); the archive is kept")
-        return archived_sessions(archive)
+        return archived_sessions(archive, self.request.identities)
 
     def _scan(self) -> Iterable[IdleSession]:
         request, result = self.request, self.result
@@ -385,10 +392,13 @@ class Prune:
         if request.archive is None:
             return idle
         discard_partials(request.archive)
+        # also to a throw-away key: what is deleted is read back from the archive itself
+        reader_key, extra = new_identity() if request.recipients else (None, None)
         try:
             archive_idle(self.adapter, self.progress(idle, "archiving"), request.archive,
                          result, source_uri=request.source_uri,
-                         owner_subject=request.owner_subject)
+                         owner_subject=request.owner_subject,
+                         recipients=[*request.recipients, extra] if request.recipients else ())
         except BaseException:  # nothing deleted yet: no run to continue
             if self.journal is not None:
                 self.journal.finish()
@@ -397,7 +407,7 @@ class Prune:
             self.journal.append({"phase": "archived", "count": result.archived,
                                  "digest": result.digest, "examined": result.examined,
                                  "idle": result.idle, "unknown": result.unknown})
-        return archived_sessions(request.archive)
+        return archived_sessions(request.archive, [reader_key] if reader_key is not None else None)
 
     def delete(self, sessions: Iterable[IdleSession]) -> Iterator[tuple[IdleSession, str]]:
         """Delete ``sessions`` (from :meth:`start`), yielding each outcome; the journal

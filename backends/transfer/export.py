@@ -38,12 +38,14 @@ from backends.archive import (
     atomic_output,
 )
 from backends.archive.canonical import EncodedEvents
+from backends.archive.encryption import encrypting, new_identity, open_decrypted
 from backends.archive.format import log_order, utc_now
 from backends.archive.seen import SeenFilter, confirmed_duplicates
 from backends.contract import (Capability, OwnerFilter, UNSCOPED, as_utc, offers, event_defaults, state_defaults)
 from backends.errors import CorruptState, IntegrityError, UnsupportedOperation
 from backends.transfer.batch_reads import READ_CHUNK, batch_loader, chunks, iter_user_log
 from backends.transfer.readahead import read_ahead
+from backends.transfer.sources import Unclosable
 from backends.transfer.loss import (
     counter_reader,
     export_losses,
@@ -73,6 +75,8 @@ class ExportResult:
     left_behind: list[str] = field(default_factory=list)
     #: (session id, why) of each damaged session left out (``skip_damaged``)
     damaged: list[tuple[str, str]] = field(default_factory=list)
+    #: sessions written with an owner (personal data: worth encrypting)
+    owned: int = 0
 
 
 def check_exportable(adapter: Any, *, with_items: bool, with_events: bool = False,
@@ -460,6 +464,7 @@ def write_archive(adapter: Any, stream: IO[bytes], *, source_uri: str,
         records = progress(records)
     for record in records:
         seen.add(record.session_id)
+        result.owned += record.owner_subject is not None
         writer.add(record)
     write_user_logs(adapter, writer, users, owner_subject)
     result.digest = writer.finish()
@@ -471,19 +476,25 @@ def write_archive(adapter: Any, stream: IO[bytes], *, source_uri: str,
 def rewrite_without_duplicates(source: IO[bytes], dest: IO[bytes], duplicates: set[str],
                                result: ExportResult) -> None:
     """Copy an archive keeping only the first record of each duplicated session id."""
-    written: set[str] = set()
     with ArchiveReader(source) as reader:
-        writer = ArchiveWriter(dest, reader.header)
-        for record in reader.records():
-            if isinstance(record, SessionRecord) and record.session_id in duplicates:
-                if record.session_id in written:
-                    result.duplicates_dropped += 1
-                    continue
-                written.add(record.session_id)
-            writer.add(record)
-        result.digest = writer.finish()
-        result.count, result.items = writer.count, writer.items
-        result.events, result.users = writer.events, writer.users
+        rewrite_records(reader, dest, duplicates, result)
+
+
+def rewrite_records(reader: ArchiveReader, dest: IO[bytes], duplicates: set[str],
+                    result: ExportResult) -> None:
+    """Copy what ``reader`` reads, keeping only the first record of each duplicated id."""
+    written: set[str] = set()
+    writer = ArchiveWriter(dest, reader.header)
+    for record in reader.records():
+        if isinstance(record, SessionRecord) and record.session_id in duplicates:
+            if record.session_id in written:
+                result.duplicates_dropped += 1
+                continue
+            written.add(record.session_id)
+        writer.add(record)
+    result.digest = writer.finish()
+    result.count, result.items = writer.count, writer.items
+    result.events, result.users = writer.events, writer.users
 
 
 def _duplicates_in(source: IO[bytes], suspects: set[str]) -> set[str]:
@@ -491,21 +502,27 @@ def _duplicates_in(source: IO[bytes], suspects: set[str]) -> set[str]:
         return confirmed_duplicates((r.session_id for r in reader.sessions()), suspects)
 
 
-def export_to_path(adapter: Any, path: str | os.PathLike[str], **options: Any) -> ExportResult:
-    """Export into ``path`` atomically (0600, temp + fsync + rename; gzip for ``.gz``).
+def export_to_path(adapter: Any, path: str | os.PathLike[str], *,
+                   recipients: Sequence[Any] = (), **options: Any) -> ExportResult:
+    """Export into ``path`` atomically (0600, temp + fsync + rename; gzip for ``.gz``),
+    age-encrypted to ``recipients`` when there are any.
 
     On any failure or interruption the target name is left as it was (absent, or the
-    previous file) and the temp file is removed.
+    previous file) and the temp file is removed. An encrypted export is also encrypted
+    to a throw-away key, the only way to read it back when duplicates must be settled.
     """
-    with atomic_output(path) as out:
+    reader_key, extra = new_identity() if recipients else (None, None)
+    with atomic_output(path, [*recipients, extra] if recipients else ()) as out:
         result = write_archive(adapter, out, **options)
     if result.suspects:
-        with open(path, "rb") as current:
-            dups = _duplicates_in(current, result.suspects)
-            if dups:
-                current.seek(0)
-                with atomic_output(path) as out:
-                    rewrite_without_duplicates(current, out, dups, result)
+        keys = [reader_key] if reader_key is not None else None
+        with ArchiveReader(path, identities=keys) as current:
+            dups = confirmed_duplicates((r.session_id for r in current.sessions()),
+                                        result.suspects)
+        if dups:
+            with ArchiveReader(path, identities=keys) as current, \
+                    atomic_output(path, recipients) as out:
+                rewrite_records(current, out, dups, result)
     return result
 
 
@@ -526,10 +543,44 @@ def staged_export(adapter: Any, **options: Any) -> Iterator[tuple[IO[bytes], Exp
         yield staged, result
 
 
-def export_to_stream(adapter: Any, stream: IO[bytes], **options: Any) -> ExportResult:
+def export_to_stream(adapter: Any, stream: IO[bytes], *, recipients: Sequence[Any] = (),
+                     **options: Any) -> ExportResult:
     """Export onto a non-seekable stream (stdout): staged first, so duplicates can be
-    settled and an export that fails half-way sends nothing."""
-    with staged_export(adapter, **options) as (staged, result):
+    settled and an export that fails half-way sends nothing; age-encrypted to
+    ``recipients`` when there are any (then only ciphertext is staged)."""
+    staging = (encrypted_staged_export(adapter, recipients, **options) if recipients
+               else staged_export(adapter, **options))
+    with staging as (staged, result):
         shutil.copyfileobj(staged, stream, 1 << 20)
         stream.flush()
     return result
+
+
+@contextlib.contextmanager
+def encrypted_staged_export(adapter: Any, recipients: Sequence[Any],
+                            **options: Any) -> Iterator[tuple[IO[bytes], ExportResult]]:
+    """:func:`staged_export` whose temp file holds only ciphertext, encrypted to
+    ``recipients`` and to a throw-away key (what reads it back to settle duplicates; the
+    rewrite without them is encrypted to ``recipients`` alone)."""
+    reader_key, extra = new_identity()
+
+    def plaintext(staged: IO[bytes]) -> ArchiveReader:
+        staged.seek(0)
+        shared: IO[bytes] = Unclosable(staged)  # type: ignore[assignment]
+        return ArchiveReader(open_decrypted(shared, [reader_key]), close_source=True)
+
+    with contextlib.ExitStack() as stack:
+        staged = stack.enter_context(tempfile.TemporaryFile())
+        with encrypting(staged, [*recipients, extra]) as sink:
+            result = write_archive(adapter, sink, **options)
+        if result.suspects:
+            with plaintext(staged) as reader:
+                dups = confirmed_duplicates((r.session_id for r in reader.sessions()),
+                                            result.suspects)
+            if dups:
+                final = stack.enter_context(tempfile.TemporaryFile())
+                with plaintext(staged) as reader, encrypting(final, recipients) as sink:
+                    rewrite_records(reader, sink, dups, result)
+                staged = final
+        staged.seek(0)
+        yield staged, result

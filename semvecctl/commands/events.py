@@ -17,7 +17,7 @@ from semvecctl.commands import help_of
 # the export's options are the sessions export's: one --overwrite rule
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
-from semvecctl.options import (EventOwner, EventUnowned, ExportYes, Output, Overwrite, store_command, StreamOutput)
+from semvecctl.options import (EncryptTo, EncryptToFile, EventOwner, EventUnowned, ExportYes, Output, Overwrite, store_command, StreamOutput)
 from semvecctl.output import Column, OutputFormat, StreamFormat
 
 NAME = "events"
@@ -157,6 +157,8 @@ def export_events(*,
                                  help="Archive file (gzip when it ends in .gz), or - for stdout."),
     overwrite: Overwrite = False,
     yes: ExportYes = False,
+    encrypt_to: EncryptTo = None,
+    encrypt_to_file: EncryptToFile = None,
 ) -> None:
     """Write the user's (filtered) log to a sessions archive: atomic 0600 file, checksummed,
     nothing under the name if interrupted; `sessions import` reads it back. An existing
@@ -166,13 +168,15 @@ def export_events(*,
     import tempfile
 
     from backends.archive import atomic_output
+    from backends.archive.encryption import encrypted_to
     from backends.ops.eventlog import require_event_store, stored_count, write_user_archive
-    from semvecctl.commands.sessions_transfer import archive_target
+    from semvecctl.commands.sessions_transfer import archive_recipients, archive_target
 
     app_ = current()
     out = app_.output
     scope = conn.scope
     to_stdout = archive_target(out_path, out, overwrite=overwrite)
+    keys = archive_recipients(encrypt_to, encrypt_to_file)
     spec = conn.spec
     with conn.open() as adapter_obj:
         total = stored_count(require_event_store(adapter_obj), _user(user), owner_subject=scope,
@@ -182,12 +186,13 @@ def export_events(*,
                                                            label="exporting events"))
         if to_stdout:  # staged, so a failure half-way sends nothing
             with tempfile.TemporaryFile() as staged:
-                result = write_user_archive(adapter_obj, staged, _user(user), **options)
+                with encrypted_to(staged, keys) as sink:
+                    result = write_user_archive(adapter_obj, sink, _user(user), **options)
                 staged.seek(0)
                 shutil.copyfileobj(staged, sys.stdout.buffer, 1 << 20)
                 sys.stdout.buffer.flush()
         else:
-            with atomic_output(out_path) as stream:
+            with atomic_output(out_path, keys) as stream:
                 result = write_user_archive(adapter_obj, stream, _user(user), **options)
     where = "stdout" if to_stdout else out_path
     counter = "" if result.counter is None else f", counter {result.counter}"

@@ -13,7 +13,7 @@ parses, asks, and draws the rows.
 
 
 from dataclasses import replace
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -24,7 +24,7 @@ from semvecctl.durations import duration_seconds as _duration_seconds
 from semvecctl.durations import parse_duration  # the name the prune tests import
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (Apply, AssumeTtl, BatchSize, MatchSessions, MetricsFile, Overwrite, SessionOwner, SessionUnowned, store_command, StreamOutput, Yes)
+from semvecctl.options import (Apply, AssumeTtl, BatchSize, EncryptTo, EncryptToFile, Identity, MatchSessions, MetricsFile, Overwrite, SessionOwner, SessionUnowned, store_command, StreamOutput, Yes)
 from semvecctl.output import Column, StreamFormat
 
 _COLUMNS = [
@@ -83,8 +83,14 @@ def prune_sessions(*,
     output: StreamOutput = StreamFormat.table,
     yes: Yes = False,
     metrics_file: MetricsFile = None,
+    encrypt_to: EncryptTo = None,
+    encrypt_to_file: EncryptToFile = None,
+    identity: Identity = None,
 ) -> None:
-    """Delete sessions not written for longer than --idle-for (preview unless --apply)."""
+    """Delete sessions not written for longer than --idle-for (preview unless --apply).
+
+    --encrypt-to encrypts the --archive (age); continuing an interrupted encrypted run
+    needs its key: --identity FILE."""
     from backends.contract import Capability
     from backends.ops.prune import Prune, PruneRequest, PruneResult
 
@@ -93,7 +99,8 @@ def prune_sessions(*,
     request = PruneRequest(
         parse_duration(idle_for), apply=apply, archive=archive, overwrite=overwrite,
         assume_ttl=_parse_ttl(assume_ttl) if assume_ttl is not None else None,
-        owner_subject=conn.scope, match=match, batch_size=batch_size)
+        owner_subject=conn.scope, match=match, batch_size=batch_size,
+        **_encryption(archive, encrypt_to, encrypt_to_file, identity))
     current().evidence_file(archive, option="--archive", overwrite=overwrite)
     out = current().output
     spec = conn.spec
@@ -115,6 +122,18 @@ def prune_sessions(*,
             out.stream((_row(s, label) for s in out.progress(idle, label="scanning")), output,
                        _COLUMNS)
     _summary(prune, idle_for)
+
+
+def _encryption(archive: Optional[str], encrypt_to: Optional[List[str]],
+                encrypt_to_file: Optional[List[str]], identity: Optional[List[str]]) -> dict[str, Any]:
+    """The archive's age recipients and identities (keys of PruneRequest)."""
+    from semvecctl.commands.sessions_transfer import archive_identities, archive_recipients
+
+    if archive is None and (encrypt_to or encrypt_to_file or identity):
+        current().abort("--encrypt-to, --encrypt-to-file and --identity need --archive FILE",
+                        ExitCode.USAGE)
+    return {"recipients": tuple(archive_recipients(encrypt_to, encrypt_to_file)),
+            "identities": tuple(archive_identities(identity))}
 
 
 def _stream_deletes(prune: Any, idle: Any, output: StreamFormat) -> None:

@@ -40,7 +40,7 @@ from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import Connection, pair_shards, refuse_unnamed_pair
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (AllowLoss, Apply, BatchSize, ExportYes, FromShards, MatchSessions, MetricsFile, Overwrite, SessionOwner, SessionUnowned, store_command, StreamOutput, ToShards, Yes)
+from semvecctl.options import (AllowLoss, Apply, BatchSize, EncryptTo, EncryptToFile, Identity, ExportYes, FromShards, MatchSessions, MetricsFile, Overwrite, SessionOwner, SessionUnowned, store_command, StreamOutput, ToShards, Yes)
 from semvecctl.output import Column, StreamFormat
 
 WithItemsOpt = typer.Option(False, "--with-items",
@@ -129,6 +129,8 @@ def export_sessions(*,
              "one damaged session fails the export (exit 1), naming it, and no file is written."),
     yes: ExportYes = False,
     metrics_file: MetricsFile = None,
+    encrypt_to: EncryptTo = None,
+    encrypt_to_file: EncryptToFile = None,
 ) -> None:
     """Write sessions to a versioned, checksummed archive (JSON Lines).
 
@@ -149,6 +151,7 @@ def export_sessions(*,
     metrics = recorder(metrics_file, "sessions export")
     scope = conn.scope
     to_stdout = archive_target(out_path, out, overwrite=overwrite)
+    keys = archive_recipients(encrypt_to, encrypt_to_file)
     spec = conn.spec
     users = _users(users)
     with conn.open() as source:
@@ -164,10 +167,12 @@ def export_sessions(*,
                        progress=_progress(EXPORTING, total), skip_damaged=skip_damaged,
                        updated_since=updated_since)
         if to_stdout:
-            result = export_to_stream(source, sys.stdout.buffer, **options)
+            result = export_to_stream(source, sys.stdout.buffer, recipients=keys, **options)
         else:
-            result = export_to_path(source, out_path, **options)
+            result = export_to_path(source, out_path, recipients=keys, **options)
         metrics.track(result, backend=source.name)
+    if result.owned and not keys:
+        encryption_hint(f"{result.owned} exported session(s) carry an owner")
     _report_export(result, f"{source.name} ({_source_label(spec)})",
                    "stdout" if to_stdout else out_path, with_items=with_items,
                    with_events=with_events, users=users)
@@ -348,10 +353,27 @@ def _run_import(importer: Any, *, apply: bool, output: StreamFormat, verb: str,
                   {"source_count": report.source_count} if report.source_count is not None else None)
 
 
+def archive_recipients(encrypt_to: Optional[List[str]],
+                       encrypt_to_file: Optional[List[str]]) -> list[Any]:
+    """The age recipients of --encrypt-to/--encrypt-to-file (checked before any work)."""
+    if not (encrypt_to or encrypt_to_file):
+        return []
+    from backends.archive.encryption import recipients
+
+    return recipients(encrypt_to or (), encrypt_to_file or ())
+
+
+def encryption_hint(why: str) -> None:
+    """Said once, on stderr, after an unencrypted archive of personal data."""
+    current().output.info(f"hint: {why} and the archive is not encrypted; "
+                          "encrypt it with --encrypt-to RECIPIENT (age, pip install 'semvecctl[age]')")
+
+
 @contextlib.contextmanager
-def _archive_source(path: str) -> Iterator[Any]:
+def _archive_source(path: str, identities: Optional[List[str]] = None) -> Iterator[Any]:
     from backends.transfer import ArchiveFile, StagedStream
 
+    keys = archive_identities(identities)
     if path == "-":
         import tempfile
 
@@ -360,13 +382,22 @@ def _archive_source(path: str) -> Iterator[Any]:
                 while chunk := sys.stdin.buffer.read(1 << 20):
                     staged.write(chunk)
                     task.advance(len(chunk))
-            yield StagedStream(staged, "stdin")
+            yield StagedStream(staged, "stdin", keys)
         return
     if not os.path.exists(path):
         current().abort(f"no such archive file: {path}", ExitCode.USAGE)
     if os.path.isdir(path):
         current().abort(f"{path} is a directory, not an archive file", ExitCode.USAGE)
-    yield ArchiveFile(path)
+    yield ArchiveFile(path, keys)
+
+
+def archive_identities(identities: Optional[List[str]]) -> list[Any]:
+    """The age identities of --identity (none: an encrypted archive is refused, exit 2)."""
+    if not identities:
+        return []
+    from backends.archive.encryption import load_identities
+
+    return load_identities(identities)
 
 
 @sessions_app.command("import")
@@ -381,6 +412,7 @@ def import_sessions(*,
     output: StreamOutput = StreamFormat.table,
     yes: Yes = False,
     metrics_file: MetricsFile = None,
+    identity: Identity = None,
 ) -> None:
     """Import an archive into a backend: preview by default, --apply to write.
 
@@ -394,7 +426,7 @@ def import_sessions(*,
     metrics = recorder(metrics_file, "sessions import")
     policy = _on_conflict(on_conflict)
     spec = conn.resolve()
-    with _archive_source(archive) as source, conn.open() as target:
+    with _archive_source(archive, identity) as source, conn.open() as target:
         importer = SessionImporter(target, source, on_conflict=policy, keep_versions=keep_versions,
                                    allow_loss=allow_loss, phases=current().output.phase)
         metrics.track(importer, backend=target.name)

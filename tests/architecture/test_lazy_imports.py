@@ -13,7 +13,9 @@ HEAVY = ("redis", "pymongo", "psycopg", "numpy", "bson", "pgvector",
          # the metrics and otel extras: imported only when --metrics-file / OTEL_* ask
          "prometheus_client", "opentelemetry",
          # the signing extra: imported only by --sign-with and receipts verify
-         "cryptography")
+         "cryptography",
+         # the age extra: imported only when an archive is encrypted or decrypted
+         "pyrage")
 
 PROBE = """
 import json, sys

@@ -54,7 +54,8 @@ EXPECTED = {
 
 #: files a page's examples must have made (the examples ran, not just exited 0)
 MADE = {
-    "docs/sessions.md": ("backup.jsonl.gz", "recent.jsonl.gz", "u-17.jsonl.gz"),
+    "docs/sessions.md": ("backup.jsonl.gz", "recent.jsonl.gz", "u-17.jsonl.gz",
+                         "backup.jsonl.gz.age"),
     "docs/conformance.md": ("conformance.xml", "conformance.md"),
     "docs/indexes.md": ("indexes.md",),
     "docs/retrieval.md": ("diff.html",),
