@@ -150,6 +150,15 @@ Identity = Annotated[
                  help="Decrypt an age-encrypted archive with this identity file (AGE-SECRET-KEY-1… "
                       "lines) or OpenSSH private key; repeatable. Needs pip install 'semvecctl[age]'."),
 ]
+#: ``--sign-with`` (erase, migrate cutover, shards cutover): a detached signature of the receipt
+SignWith = Annotated[
+    Optional[str],
+    typer.Option("--sign-with", metavar="KEY", show_default=False,
+                 help="Sign the receipt with this Ed25519 private key (OpenSSH or PKCS8 PEM, "
+                      "unencrypted, mode 600): writes RECEIPT.sig, checked by 'semvecctl "
+                      "receipts verify'. The key is checked before anything is done; needs "
+                      "the signing extra: pip install 'semvecctl[signing]'."),
+]
 #: the probe's bound (health, doctor)
 Timeout = Annotated[
     float,
@@ -328,12 +337,3 @@ def store_command(*, backend: Any = Backend, adapter: bool = True) -> Callable[[
         run.__dict__.pop("__wrapped__", None)  # Typer reads this signature, not the command's
         return run
     return decorate
-#: ``--sign-with`` (erase, migrate cutover, shards cutover): a detached signature of the receipt
-SignWith = Annotated[
-    Optional[str],
-    typer.Option("--sign-with", metavar="KEY", show_default=False,
-                 help="Sign the receipt with this Ed25519 private key (OpenSSH or PKCS8 PEM, "
-                      "unencrypted, mode 600): writes RECEIPT.sig, checked by 'semvecctl "
-                      "receipts verify'. The key is checked before anything is done; needs "
-                      "the signing extra: pip install 'semvecctl[signing]'."),
-]

@@ -244,6 +244,11 @@ def _index_entries(store: Any, user_id: str) -> dict[str, int]:
     return dict(event_defaults(store).index_entries(user_id))
 
 
+def removed_ids(events: Iterable[str], states: Iterable[str]) -> list[str]:
+    """The names a receipt's digest covers: ``event:<id>`` and ``state:<session>``."""
+    return [f"event:{e}" for e in events] + [f"state:{s}" for s in states]
+
+
 def removed_digest(ids: Iterable[str]) -> str:
     """sha256 over the sorted ids, one per line."""
     h = hashlib.sha256()
@@ -392,7 +397,7 @@ def receipt(adapter: Any, plan: ErasurePlan, records: Sequence[dict[str, Any]],
     state = adapter.state_store()
     states_deleted = [sid for sid in had_state if not _visible_state(state, sid, plan.owner)]
     events_deleted = [eid for eid in event_ids if eid not in remaining]
-    ids = [f"event:{e}" for e in events_deleted] + [f"state:{s}" for s in states_deleted]
+    ids = removed_ids(events_deleted, states_deleted)
     per_database: dict[str, dict[str, int]] = {}
     for removed in ids if locations else ():
         kind, _, _ = removed.partition(":")

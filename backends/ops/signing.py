@@ -223,7 +223,7 @@ def verify_receipt(receipt: str, public_key_path: str) -> Verdict:
 def _check_digest(receipt: str, data: bytes, signer: str) -> Verdict:
     """An erase receipt's digest over its removed ids, recomputed when every planned
     event and every derived session's state was removed (the ids are then all listed)."""
-    from backends.ops.erasure import removed_digest
+    from backends.ops.erasure import removed_digest, removed_ids
 
     try:
         body = json.loads(data.decode("utf-8"))
@@ -236,8 +236,7 @@ def _check_digest(receipt: str, data: bytes, signer: str) -> Verdict:
     if body.get("events_deleted") != len(events) or body.get("states_deleted") != len(sessions):
         return Verdict("valid", receipt, signer, notes=(
             "the removed-ids digest was not recomputed: the receipt lists more ids than it removed",))
-    ids = [f"event:{e}" for e in events] + [f"state:{s}" for s in sessions]
-    if removed_digest(ids) != digest.get("value"):
+    if removed_digest(removed_ids(events, sessions)) != digest.get("value"):
         return Verdict("invalid", receipt, signer,
                        "the digest over the removed ids does not match the receipt's event_ids")
     return Verdict("valid", receipt, signer, notes=("removed-ids digest recomputed: matches",))

@@ -38,7 +38,7 @@ from backends.archive import (
     atomic_output,
 )
 from backends.archive.canonical import EncodedEvents
-from backends.archive.encryption import encrypting, new_identity, open_decrypted
+from backends.archive.encryption import decrypted_if_age, encrypted_to, new_identity
 from backends.archive.format import log_order, utc_now
 from backends.archive.seen import SeenFilter, confirmed_duplicates
 from backends.contract import (Capability, OwnerFilter, UNSCOPED, as_utc, offers, event_defaults, state_defaults)
@@ -473,13 +473,6 @@ def write_archive(adapter: Any, stream: IO[bytes], *, source_uri: str,
     return result
 
 
-def rewrite_without_duplicates(source: IO[bytes], dest: IO[bytes], duplicates: set[str],
-                               result: ExportResult) -> None:
-    """Copy an archive keeping only the first record of each duplicated session id."""
-    with ArchiveReader(source) as reader:
-        rewrite_records(reader, dest, duplicates, result)
-
-
 def rewrite_records(reader: ArchiveReader, dest: IO[bytes], duplicates: set[str],
                     result: ExportResult) -> None:
     """Copy what ``reader`` reads, keeping only the first record of each duplicated id."""
@@ -495,11 +488,6 @@ def rewrite_records(reader: ArchiveReader, dest: IO[bytes], duplicates: set[str]
     result.digest = writer.finish()
     result.count, result.items = writer.count, writer.items
     result.events, result.users = writer.events, writer.users
-
-
-def _duplicates_in(source: IO[bytes], suspects: set[str]) -> set[str]:
-    with ArchiveReader(source) as reader:
-        return confirmed_duplicates((r.session_id for r in reader.sessions()), suspects)
 
 
 def export_to_path(adapter: Any, path: str | os.PathLike[str], *,
@@ -527,17 +515,33 @@ def export_to_path(adapter: Any, path: str | os.PathLike[str], *,
 
 
 @contextlib.contextmanager
-def staged_export(adapter: Any, **options: Any) -> Iterator[tuple[IO[bytes], ExportResult]]:
+def staged_export(adapter: Any, *, recipients: Sequence[Any] = (),
+                  **options: Any) -> Iterator[tuple[IO[bytes], ExportResult]]:
     """Export into an anonymous private temp file (deleted on close), duplicates settled;
-    yields the file rewound to its start. Used for stdout and for ``copy``."""
+    yields the file rewound to its start. Used for stdout and for ``copy``. With
+    ``recipients`` the file holds only ciphertext, also encrypted to a throw-away key
+    (what reads it back to settle duplicates; a rewrite goes to ``recipients`` alone)."""
+    reader_key, extra = new_identity() if recipients else (None, None)
+    keys = [reader_key] if reader_key is not None else []
+
+    def reread(staged: IO[bytes]) -> ArchiveReader:
+        staged.seek(0)
+        shared: IO[bytes] = Unclosable(staged)  # type: ignore[assignment]
+        return ArchiveReader(decrypted_if_age(shared, keys, "the staged export"),
+                             close_source=True)
+
     with contextlib.ExitStack() as stack:
         staged = stack.enter_context(tempfile.TemporaryFile())
-        result = write_archive(adapter, staged, **options)
+        with encrypted_to(staged, [*recipients, extra] if recipients else ()) as sink:
+            result = write_archive(adapter, sink, **options)
         if result.suspects:
-            dups = _duplicates_in(staged, result.suspects)
+            with reread(staged) as reader:
+                dups = confirmed_duplicates((r.session_id for r in reader.sessions()),
+                                            result.suspects)
             if dups:
                 final = stack.enter_context(tempfile.TemporaryFile())
-                rewrite_without_duplicates(staged, final, dups, result)
+                with reread(staged) as reader, encrypted_to(final, recipients) as sink:
+                    rewrite_records(reader, sink, dups, result)
                 staged = final
         staged.seek(0)
         yield staged, result
@@ -548,39 +552,7 @@ def export_to_stream(adapter: Any, stream: IO[bytes], *, recipients: Sequence[An
     """Export onto a non-seekable stream (stdout): staged first, so duplicates can be
     settled and an export that fails half-way sends nothing; age-encrypted to
     ``recipients`` when there are any (then only ciphertext is staged)."""
-    staging = (encrypted_staged_export(adapter, recipients, **options) if recipients
-               else staged_export(adapter, **options))
-    with staging as (staged, result):
+    with staged_export(adapter, recipients=recipients, **options) as (staged, result):
         shutil.copyfileobj(staged, stream, 1 << 20)
         stream.flush()
     return result
-
-
-@contextlib.contextmanager
-def encrypted_staged_export(adapter: Any, recipients: Sequence[Any],
-                            **options: Any) -> Iterator[tuple[IO[bytes], ExportResult]]:
-    """:func:`staged_export` whose temp file holds only ciphertext, encrypted to
-    ``recipients`` and to a throw-away key (what reads it back to settle duplicates; the
-    rewrite without them is encrypted to ``recipients`` alone)."""
-    reader_key, extra = new_identity()
-
-    def plaintext(staged: IO[bytes]) -> ArchiveReader:
-        staged.seek(0)
-        shared: IO[bytes] = Unclosable(staged)  # type: ignore[assignment]
-        return ArchiveReader(open_decrypted(shared, [reader_key]), close_source=True)
-
-    with contextlib.ExitStack() as stack:
-        staged = stack.enter_context(tempfile.TemporaryFile())
-        with encrypting(staged, [*recipients, extra]) as sink:
-            result = write_archive(adapter, sink, **options)
-        if result.suspects:
-            with plaintext(staged) as reader:
-                dups = confirmed_duplicates((r.session_id for r in reader.sessions()),
-                                            result.suspects)
-            if dups:
-                final = stack.enter_context(tempfile.TemporaryFile())
-                with plaintext(staged) as reader, encrypting(final, recipients) as sink:
-                    rewrite_records(reader, sink, dups, result)
-                staged = final
-        staged.seek(0)
-        yield staged, result

@@ -60,21 +60,23 @@ def _proxied(ctx: CaseContext) -> tuple[Any, str, int]:
     return recipe, host, port
 
 
-def _names_a_locator(scheme: str) -> bool:
-    """A scheme whose hosts find the server rather than being it (Redis Sentinel)."""
+def _facts_of(scheme: str) -> Any:
+    """The BackendInfo of the backend a URI ``scheme`` implies, or None."""
     from backends.info import known
     from backends.selection import SCHEME_BACKENDS
 
-    info = known(SCHEME_BACKENDS.get(scheme, ""))
+    return known(SCHEME_BACKENDS.get(scheme, ""))
+
+
+def _names_a_locator(scheme: str) -> bool:
+    """A scheme whose hosts find the server rather than being it (Redis Sentinel)."""
+    info = _facts_of(scheme)
     return info is not None and scheme in info.locator_schemes
 
 
 def _default_port(scheme: str) -> int | None:
     """The port a URI of ``scheme`` without one means (BackendInfo.default_port)."""
-    from backends.info import known
-    from backends.selection import SCHEME_BACKENDS
-
-    info = known(SCHEME_BACKENDS.get(scheme, ""))
+    info = _facts_of(scheme)
     return info.default_port if info else None
 
 

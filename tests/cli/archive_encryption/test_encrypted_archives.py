@@ -360,7 +360,7 @@ def test_duplicates_of_an_encrypted_export_are_settled_by_reading_it_back(source
     from backends.archive.encryption import load_identities
     from backends.transfer import export as export_module
     from backends.transfer import export_to_path
-    from backends.transfer.export import encrypted_staged_export
+    from backends.transfer.export import staged_export
 
     real_iter = export_module.iter_records
 
@@ -377,7 +377,7 @@ def test_duplicates_of_an_encrypted_export_are_settled_by_reading_it_back(source
     assert path.read_bytes().count(b"\n-> X25519 ") == 1  # the recipient alone
     with ArchiveReader(path, identities=identities) as reader:
         assert len(list(reader.sessions())) == SESSIONS
-    with encrypted_staged_export(source, recipient, source_uri="memory://t") as (staged, res):
+    with staged_export(source, recipients=recipient, source_uri="memory://t") as (staged, res):
         assert res.duplicates_dropped == 1
         (tmp_path / "staged.age").write_bytes(staged.read())
     with ArchiveReader(tmp_path / "staged.age", identities=identities) as reader:
