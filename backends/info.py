@@ -79,6 +79,9 @@ class BackendInfo(NamedTuple):
     #: built on the PostgreSQL base provisions: the backends sharing its scheme know its
     #: tables by name (loaded only when one of them needs them)
     sql_layout: str | None = None
+    #: ``module:function`` promoting a replica of this backend to primary
+    #: (``function(uri, timeout)``; the ``failover`` conformance group's default), or None
+    promotion: str | None = None
 
     @property
     def driver(self) -> str | None:
@@ -131,7 +134,7 @@ SHIPPED_INFO: tuple[BackendInfo, ...] = (
                 locator_schemes=("redis+sentinel", "rediss+sentinel"),
                 tls_schemes=("rediss", "rediss+sentinel"),
                 path_schemes=("unix",), ttl_env="SEMVEC_REDIS_SESSION_TTL_S", default_port=6379,
-                bare_userinfo_is_password=True),
+                bare_userinfo_is_password=True, promotion="backends.redis.promotion:promote"),
     BackendInfo("mongo", "backends.mongo:MongoBackendAdapter",
                 schemes=("mongodb", "mongodb+srv"), uri_env=("MONGODB_URI",),
                 extra="mongo", drivers=("pymongo",), audit="backends.mongo.audit:audit",
@@ -144,6 +147,8 @@ _SHARDS_ENV = "SEMVEC_STATE_DB_SHARDS"
 _SQL_SCHEMA_ENV = "SEMVEC_PGVECTOR_SCHEMA"
 #: the drivers the engine's SQLAlchemy URLs may name (``asyncpg`` is mapped to a sync one)
 _SQL_DRIVERS = ("psycopg", "psycopg2", "asyncpg")
+#: how a standby of the PostgreSQL base is promoted
+_SQL_PROMOTION = "backends.postgres.promotion:promote"
 ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
     BackendInfo("pgvector", "backends.pgvector:PgVectorAdapter",
                 schemes=("postgresql", "postgres"),
@@ -154,13 +159,15 @@ ENTRY_POINT_INFO: tuple[BackendInfo, ...] = (
                 sql_layout="backends.pgvector.schema:PGVECTOR_LAYOUT",
                 settings="backends.pgvector.config:SETTINGS",
                 host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S", default_port=5432,
-                shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS, schema_env=_SQL_SCHEMA_ENV),
+                shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS, schema_env=_SQL_SCHEMA_ENV,
+                promotion=_SQL_PROMOTION),
     BackendInfo("postgres", "backends.postgres:PostgresAdapter",
                 schemes=("postgresql", "postgres"), uri_env=("DATABASE_URL",),
                 extra="pgvector", drivers=("psycopg", "psycopg_pool"),
                 audit="backends.postgres.audit:audit", settings="backends.postgres.config:SETTINGS",
                 host_parameter="host", ttl_env="SEMVEC_SQL_SESSION_TTL_S", default_port=5432,
-                shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS, schema_env=_SQL_SCHEMA_ENV),
+                shards_env=_SHARDS_ENV, scheme_suffixes=_SQL_DRIVERS, schema_env=_SQL_SCHEMA_ENV,
+                promotion=_SQL_PROMOTION),
 )
 KNOWN_INFO: tuple[BackendInfo, ...] = SHIPPED_INFO + ENTRY_POINT_INFO
 

@@ -26,6 +26,8 @@ GROUP_ORDER = (
     "health",
     "retrieval",
     "indexes",
+    # last: it fails the deployment's primary, so nothing may run after it
+    "failover",
 )
 
 GROUP_DOCS = {
@@ -47,6 +49,9 @@ GROUP_DOCS = {
     "health": "check_health answers a bool, promptly, without raising",
     "retrieval": "filters (session, owner) are applied before top-k",
     "indexes": "ensure is idempotent; validate is read-only and passes after ensure",
+    "failover": "writers in child processes while the primary fails and a replica is "
+                "promoted (given a topology): no turn torn; acknowledged turns lost only "
+                "where replication is asynchronous, and then counted",
 }
 
 _CASE_MODULES = {group: f"backends.conformance.cases.{group}" for group in GROUP_ORDER}

@@ -79,6 +79,17 @@ class ConformanceOptions:
     kill_budget: float = 60.0
     #: Seed of the kill moments (None: a fresh one, reported in the case's message).
     kill_seed: int | None = None
+    #: The deployment the ``failover`` group may break (``failover.FailoverTopology``);
+    #: None: the group is not applicable.
+    failover: Any = None
+    #: Writer processes of the failover group, and the seconds replication is stalled
+    #: before the primary fails (where the topology can stall it).
+    failover_writers: int = 4
+    failover_stall: float = 0.5
+    #: Seed of the failure moment (None: a fresh one, reported with the figures).
+    failover_seed: int | None = None
+    #: Keep the writers' histories here (one file per writer) for an audit of one's own.
+    failover_history: str | None = None
 
     def resolved_redis_url(self) -> str | None:
         from backends.info import declared
@@ -105,6 +116,10 @@ class CaseContext:
     cleanup_fresh: bool = False
     #: Steps skipped as not applicable (reported with the result, never failed).
     notes: list[str] = field(default_factory=list)
+    #: Measured figures of the case (counts, seconds, its seed), reported with the result.
+    figures: dict[str, Any] = field(default_factory=dict)
+    #: Adapters the case opened for the rest of its life (closed after its cleanup).
+    opened: list[Any] = field(default_factory=list)
     _counter: Any = field(default_factory=lambda: itertools.count(1))
 
     # -- the adapter's halves, in the suite's terms ----------------------------------
@@ -327,6 +342,21 @@ class CaseContext:
             raise CaseFailure(check, f"version {expected}", f"version {value}")
 
     # -- cleanup ---------------------------------------------------------------------
+
+    def move_to(self, recipe: Any) -> None:
+        """The deployment's primary moved (the failover group promoted a replica): the
+        rest of the case, its cleanup and the leftover check go to where ``recipe``
+        builds the adapter now."""
+        adapter = recipe.build()
+        self.opened.append(adapter)
+        self.adapter, self.recipe, self.factory, self.cleanup_fresh = adapter, recipe, None, True
+
+    def close_opened(self) -> None:
+        from backends.contract import close_quietly
+
+        for adapter in self.opened:
+            close_quietly(adapter)
+        self.opened.clear()
 
     def cleanup(self) -> list[str]:
         """Remove what this case created; return the problems (never raise). A case that

@@ -37,7 +37,7 @@ class Level:
             have, e.g. ``events`` without an event store, are not applicable and do not
             count against it);
     PARTIAL every core group passed (contract, state, commit_turn, durability,
-            concurrency, health, faults, isolation) but an optional capability it offers (events,
+            concurrency, health, faults, isolation, failover) but an optional capability it offers (events,
             retrieval, indexes) failed, so the core session path is safe and the
             capability is not;
     FAILED  a core group failed: the backend must not hold sessions.
@@ -58,7 +58,7 @@ class Level:
 
 #: Groups whose failure makes a backend unfit to hold sessions at all.
 CORE_GROUPS = ("contract", "state", "commit_turn", "durability", "concurrency", "health",
-               "faults", "isolation")
+               "faults", "isolation", "failover")
 
 
 class CaseFailure(AssertionError):
@@ -113,6 +113,8 @@ class CaseResult:
     strict_status: str | None = None
     known_reason: str | None = None
     known_link: str | None = None
+    #: What the case measured (the failover group's counts, its seed), when it did.
+    figures: dict[str, Any] = field(default_factory=dict)
 
     @property
     def case_id(self) -> str:
@@ -139,6 +141,7 @@ class CaseResult:
             **({"strict_status": self.strict_status} if self.strict_status else {}),
             **({"known_reason": self.known_reason, "known_link": self.known_link}
                if self.known_reason else {}),
+            **({"figures": dict(self.figures)} if self.figures else {}),
         }
 
 

@@ -64,6 +64,7 @@ def run_case(adapter: Any, entry: Case, *, prefix: str, options: ConformanceOpti
         # Interrupted while the case ran (Ctrl-C, SIGTERM reach the main thread here):
         # remove what the case created before the interruption goes on.
         call_with_timeout(ctx.cleanup, options.case_timeout)
+        ctx.close_opened()
         raise
     error = outcome.error
     if outcome.timed_out:
@@ -94,7 +95,9 @@ def run_case(adapter: Any, entry: Case, *, prefix: str, options: ConformanceOpti
     if ctx.notes and result.status in (Status.PASSED, Status.ADVISORY, Status.FAILED):
         skipped = "; ".join(ctx.notes[:6])
         result.message = f"{result.message} [{skipped}]" if result.message else skipped
+    result.figures = dict(ctx.figures)
     tidy = call_with_timeout(lambda: ctx.cleanup() + _leftovers(ctx), options.case_timeout)
+    ctx.close_opened()
     if tidy.timed_out:
         problems = [f"did not finish within {options.case_timeout:g}s"]
     elif tidy.error is not None:

@@ -110,7 +110,38 @@ def _race(recipe: AdapterRecipe, job: dict[str, Any]) -> None:
         pass
 
 
-JOBS = {"turns": _turns, "race": _race}
+def _writer(recipe: AdapterRecipe, job: dict[str, Any]) -> None:
+    """The failover group's writer: commit turns on one session from version 1 until the
+    stop file appears or a turn fails, and keep the history the audit reads: ``try N``
+    before each call, ``ack N`` once it returned N, ``err N REASON`` when it raised (then
+    stop), one O_APPEND write per line."""
+    from backends.conformance.drive import commit_turn
+
+    adapter = recipe.build()
+    sid, user, owner = job["session"], job["user"], job.get("owner")
+    per_turn = int(job["events_per_turn"])
+    log = os.open(job["history_path"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    started, parent, version = time.monotonic(), os.getppid(), 0
+    while (not os.path.exists(job["stop_path"]) and os.getppid() == parent
+           and time.monotonic() - started < _WORKER_DEADLINE):
+        nxt = version + 1
+        os.write(log, f"try {nxt}\n".encode())
+        events = [turn_event(user, sid, owner, label) for label in turn_labels(nxt, per_turn)]
+        try:
+            got = commit_turn(adapter, sid, turn_blob(sid, nxt),
+                              expected_version=version or None, owner_subject=owner,
+                              events=events)
+        except Exception as exc:  # noqa: BLE001 - the outcome is what the audit judges
+            os.write(log, f"err {nxt} {_describe(exc)}".replace("\n", " ").encode() + b"\n")
+            return
+        if got != nxt:
+            os.write(log, f"err {nxt} commit_turn returned {got!r}\n".encode())
+            return
+        os.write(log, f"ack {nxt}\n".encode())
+        version = nxt
+
+
+JOBS = {"turns": _turns, "race": _race, "writer": _writer}
 
 
 def _worker(recipe: AdapterRecipe, job: dict[str, Any]) -> None:

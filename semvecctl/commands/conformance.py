@@ -201,6 +201,34 @@ def _planned(only: Optional[list[str]]) -> list[Any]:
         current().abort(str(exc), ExitCode.USAGE, cause=None)
 
 
+def _topology(path: Optional[Path], spec: Any) -> Any:
+    """The --failover file's deployment (exit 2 naming what is wrong in it), or None."""
+    if path is None:
+        return None
+    from backends.conformance.failover import TopologyError, load_topology
+
+    try:
+        return load_topology(str(path), backend=spec.backend, run_uri=spec.uri)
+    except TopologyError as exc:
+        current().abort(f"--failover {path}: {exc}", ExitCode.USAGE, cause=None)
+
+
+def _options(spec: Any, topology: Any, *, writers: int, health_timeout: float,
+             allow_provisioning: bool, dimensions: Optional[int], history: Optional[Path],
+             seed: Optional[int]) -> Any:
+    from backends.conformance import ConformanceOptions
+    from backends.conformance.context import redis_url_of
+
+    if history is not None:
+        history.mkdir(parents=True, exist_ok=True)
+    return ConformanceOptions(writers=writers, health_timeout=health_timeout,
+                              redis_url=redis_url_of(spec.uri),
+                              allow_provisioning=allow_provisioning,
+                              retrieval_dimensions=dimensions, index_dimensions=dimensions,
+                              failover=topology, failover_seed=seed,
+                              failover_history=None if history is None else str(history))
+
+
 def _adapters(spec: Any, health_timeout: float) -> Any:
     """What the run calls for each adapter it needs: the first one built and probed now
     (a driver missing or a bad URI exits 3, an unreachable store 4), then new ones."""
@@ -259,13 +287,22 @@ def run(*,
     known_failures: KnownFailures = None,
     output: Output = OutputFormat.table,
     metrics_file: MetricsFile = None,
+    failover: Optional[Path] = typer.Option(
+        None, "--failover", show_default=False, dir_okay=False,
+        help="Run the failover group on the deployment this YAML file describes (replica:, "
+             "fail:, promote:, after:, synchronous:): it FAILS THE PRIMARY."),
+    failover_history: Optional[Path] = typer.Option(
+        None, "--failover-history", show_default=False, file_okay=False,
+        help="Keep the failover writers' histories in this directory (one file each)."),
+    failover_seed: Optional[int] = typer.Option(
+        None, "--failover-seed", show_default=False,
+        help="Seed of the failure moment (the report gives the one it used)."),
 ) -> None:
     """Run the conformance cases against one backend; exit 1 if any case fails or none applies.
 
     With --known-failures, listed cases that fail are expected failures (exit 0 if nothing
     else fails) and listed cases that pass fail the run."""
-    from backends.conformance import ConformanceOptions, run_conformance
-    from backends.conformance.context import redis_url_of
+    from backends.conformance import run_conformance
 
     out = current().output
     current().may_replace(junit, overwrite=overwrite, option="--junit")
@@ -279,11 +316,11 @@ def run(*,
         current().abort("name the backend to certify: --backend NAME, --uri URI or "
                         "--adapter module:factory", ExitCode.USAGE)
     _refuse_fallback(spec)
+    topology = _topology(failover, spec)
     adapters = _adapters(spec, health_timeout)
-    options = ConformanceOptions(writers=writers, health_timeout=health_timeout,
-                                 redis_url=redis_url_of(spec.uri),
-                                 allow_provisioning=allow_provisioning,
-                                 retrieval_dimensions=dimensions, index_dimensions=dimensions)
+    options = _options(spec, topology, writers=writers, health_timeout=health_timeout,
+                       allow_provisioning=allow_provisioning, dimensions=dimensions,
+                       history=failover_history, seed=failover_seed)
     kwargs = dict(selected_name=_selected_name(spec, conn.backend), only=only_list,
                   options=options, target=spec.display_uri if spec.uri else "",
                   recipe=_recipe_for(spec), known_failures=known)

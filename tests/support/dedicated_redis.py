@@ -161,9 +161,11 @@ class DedicatedSentinel(DedicatedRedis):
     """One redis-server in Sentinel mode watching ``primary_port`` as ``service`` (quorum
     1, a primary is down after 1 s): enough to promote a replica on loopback."""
 
-    def __init__(self, workdir: Path, primary_port: int, service: str) -> None:
+    def __init__(self, workdir: Path, primary_port: int, service: str, *,
+                 failover_timeout_ms: int = 10000) -> None:
         super().__init__(workdir)
         self.primary_port, self.service = primary_port, service
+        self.failover_timeout_ms = failover_timeout_ms
 
     def start(self) -> None:
         conf = self.workdir / "sentinel.conf"
@@ -171,7 +173,8 @@ class DedicatedSentinel(DedicatedRedis):
                         "protected-mode no\n"
                         f"sentinel monitor {self.service} 127.0.0.1 {self.primary_port} 1\n"
                         f"sentinel down-after-milliseconds {self.service} 1000\n"
-                        f"sentinel failover-timeout {self.service} 10000\n")
+                        f"sentinel failover-timeout {self.service} "
+                        f"{self.failover_timeout_ms}\n")
         self._proc = subprocess.Popen(
             [self.binary, str(conf), "--sentinel", "--logfile", str(self.workdir / "log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.workdir)
@@ -189,10 +192,12 @@ class DedicatedSentinel(DedicatedRedis):
         return host.decode(), int(port)
 
 
-def start_replica(primary: DedicatedRedis, workdir: Path, timeout: float = 20.0) -> DedicatedRedis:
-    """A replica of ``primary`` (AOF on), returned once the primary lists it online."""
+def start_replica(primary: DedicatedRedis, workdir: Path, timeout: float = 20.0, *,
+                  via_port: int | None = None) -> DedicatedRedis:
+    """A replica of ``primary`` (AOF on), returned once the primary lists it online;
+    ``via_port``: it replicates through that port (a fault proxy to the primary)."""
     replica = DedicatedRedis(workdir, extra=["--appendonly", "yes", "--replicaof", "127.0.0.1",
-                                             str(primary.port)])
+                                             str(via_port or primary.port)])
     replica.start()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -36,6 +36,7 @@ def test_memory_backend_is_full_with_events_not_applicable():
         "health": Status.PASSED,
         "retrieval": Status.NOT_APPLICABLE,
         "indexes": Status.NOT_APPLICABLE,
+        "failover": Status.NOT_APPLICABLE,
     }
     assert "keeps no event log" in report.group("events").reason
     # issue 25: the process, kill and connection cases are not applicable to memory, with

