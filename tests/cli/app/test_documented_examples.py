@@ -180,6 +180,11 @@ def test_yaml_examples_parse_as_what_they_show(tmp_path):
         path.write_text(body)
         if "known_failures:" in body:
             load_known_failures(path)  # the case ids are checked against the catalogue
+        elif body.lstrip().startswith("replica:"):
+            from backends.conformance.failover import load_topology
+
+            topology = load_topology(str(path), backend="postgres", run_uri=None)
+            assert topology.synchronous is True and topology.after_uri.startswith("postgresql://")
         else:
             config = load_config(path)
             assert config.current_profile == "staging" and set(config.profiles) == {"staging", "atlas"}

@@ -120,3 +120,66 @@ def test_the_password_of_a_sentinel_uri_is_never_printed():
                     "--timeout", "1", "-o", "json")
     assert result.exit_code != 0
     assert "hunter2" not in result.output
+
+
+def _commands(url: str, tag: str, tmp_path) -> list[list[str]]:
+    """Every store command, read-only or writing only its own ids (``tag``)."""
+    archive = str(tmp_path / f"export-{tag}.jsonl.gz")
+    return [
+        ["health", "--uri", url, "--timeout", "3"],
+        ["sessions", "list", "--uri", url],
+        ["sessions", "count", "--uri", url],
+        ["sessions", "inspect", "kept", "--uri", url],
+        ["sessions", "export", "--uri", url, "--out", archive, "--with-events"],
+        ["sessions", "import", archive, "--uri", url, "--on-conflict", "skip"],
+        ["sessions", "copy", "--from", url, "--to", "memory://", "--on-conflict", "skip",
+         "--allow-loss"],
+        ["sessions", "delete", f"doomed-{tag}", "--uri", url, "--apply", "--yes"],
+        ["events", "list", "--uri", url, "--user", "u-kept"],
+        ["events", "count", "--uri", url, "--user", "u-kept"],
+        ["stats", "--uri", url],
+        ["erase", "--uri", url, "--user", f"u-erased-{tag}", "--unowned", "--apply", "--yes",
+         "--receipt", str(tmp_path / f"receipt-{tag}.json")],
+        ["load", "run", "--uri", url, "--writers", "2", "--duration", "0.3", "--apply",
+         "--yes"],
+        ["conformance", "run", "--uri", url, "--only", "state"],
+    ]
+
+
+def _seed(url: str, tag: str) -> None:
+    from backends.contract import MemoryEvent
+    from backends.redis import RedisBackendAdapter
+
+    def event(user: str) -> MemoryEvent:
+        return MemoryEvent(event_id=str(uuid.uuid4()), user_id=user, content="said")
+
+    adapter = RedisBackendAdapter(url)
+    try:
+        store = adapter.state_store()
+        for sid in ("kept", f"doomed-{tag}"):
+            if store.load_full(sid) is None:
+                store.save(sid, b"blob", expected_version=None)
+        adapter.event_store().append(event(f"u-erased-{tag}"))
+        adapter.event_store().append(event("u-kept"))
+    finally:
+        adapter.close()
+
+
+def test_every_store_command_works_through_sentinel_before_and_after_a_failover(
+        deployment, tmp_path):
+    url, primary, replica, sentinel = deployment
+    for tag in ("before", "after"):
+        if tag == "after":
+            _promote(sentinel, primary, replica)
+        _seed(url, tag)
+        failed = {}
+        for argv in _commands(url, tag, tmp_path):
+            result = invoke(*argv)
+            if result.exit_code != 0:
+                failed[" ".join(argv[:2])] = result.output[-300:]
+        assert not failed, (tag, failed)
+    assert replica.client().exists("semvec:state:doomed-after") == 0
+    assert replica.client().exists("semvec:state:kept") == 1
+    assert replica.client().zcard("semvec:events:u:u-erased-after") == 0
+    receipt = json.loads((tmp_path / "receipt-after.json").read_text())
+    assert receipt["verification"]["ok"] is True and receipt["events_deleted"] == 1
