@@ -4,6 +4,7 @@ test can stall it before the primary fails.
 
 * :func:`redis_with_sentinel`: a primary, a replica replicating through the proxy, and a
   sentinel watching the primary; the store is named by ``redis+sentinel://``.
+* :func:`redis_pair`: the same without a sentinel (promoted by ``REPLICAOF NO ONE``).
 * :func:`postgres_with_standby`: a PostgreSQL primary and a streaming standby made by
   ``pg_basebackup -R`` through the proxy (so its ``primary_conninfo`` names the proxy),
   asynchronous or synchronous (``synchronous_standby_names = '*'``).
@@ -68,6 +69,44 @@ def alive(pid: int) -> bool:
         return False
 
 
+def _replica_version(replica) -> Callable[[str], int]:
+    def stored(sid: str) -> int:
+        with replica.client() as client:
+            value = client.hget(f"semvec:state:{sid}", "version")
+        return int(value) if value is not None else 0
+
+    return stored
+
+
+@contextmanager
+def redis_pair(root: Path) -> Iterator[Deployment]:
+    """A primary and a replica through the proxy, no Sentinel: the writers use the
+    primary's URI and the promotion is ``REPLICAOF NO ONE`` on the replica's."""
+    from tests.support.dedicated_redis import DedicatedRedis, start_replica
+
+    primary = DedicatedRedis(root / "primary", extra=["--appendonly", "no"])
+    primary.start()
+    proxy = FaultProxy("127.0.0.1", primary.port)
+    started = [primary]
+    try:
+        replica = start_replica(primary, root / "replica", via_port=proxy.port)
+        started.append(replica)
+
+        def fail() -> None:
+            primary.kill()
+            proxy.cut()
+
+        topology = FailoverTopology(fail_primary=fail,
+                                    promote=default_promotion("redis", replica.url),
+                                    after_uri=replica.url, stall_replication=proxy.stall)
+        yield Deployment("redis", primary.url, topology, _replica_version(replica),
+                         pids=[s.pid for s in started])
+    finally:
+        proxy.close()
+        for server in reversed(started):
+            server.kill()
+
+
 @contextmanager
 def redis_with_sentinel(root: Path) -> Iterator[Deployment]:
     from tests.support.dedicated_redis import DedicatedRedis, DedicatedSentinel, start_replica
@@ -94,14 +133,9 @@ def redis_with_sentinel(root: Path) -> Iterator[Deployment]:
             primary.kill()
             proxy.cut()
 
-        def stored(sid: str) -> int:
-            with replica.client() as client:
-                value = client.hget(f"semvec:state:{sid}", "version")
-            return int(value) if value is not None else 0
-
         topology = FailoverTopology(fail_primary=fail, promote=default_promotion("redis", uri),
                                     after_uri=uri, stall_replication=proxy.stall)
-        yield Deployment("redis", uri, topology, stored,
+        yield Deployment("redis", uri, topology, _replica_version(replica),
                          pids=[s.pid for s in started])
     finally:
         proxy.close()

@@ -1,6 +1,7 @@
 """The ``failover`` group on real replicated deployments started by the test
 (tests/support/failover_topologies.py): a Redis primary, a replica and a Sentinel; a
-PostgreSQL primary and a streaming standby, asynchronous and synchronous. Replication runs
+PostgreSQL primary and a streaming standby, asynchronous and synchronous; a Redis pair
+without a Sentinel (promoted by REPLICAOF NO ONE). Replication runs
 through the suite's fault proxy and is stalled 500 ms before the primary is SIGKILLed.
 
 The group's count of lost acknowledged turns is compared with the test's own audit: the
@@ -18,6 +19,7 @@ from tests.support.failover_topologies import (
     alive,
     independent_audit,
     postgres_with_standby,
+    redis_pair,
     redis_with_sentinel,
 )
 
@@ -61,6 +63,16 @@ def test_redis_with_sentinel_loses_what_the_stall_held_and_counts_it_exactly(tmp
     assert result.status == Status.ADVISORY, result.message
     assert f"{seen['lost']} of {seen['acknowledged']} lost" in result.message
     assert result.figures["synchronous"] is False
+    assert not [pid for pid in pids if alive(pid)]
+
+
+@pytest.mark.redis
+def test_a_redis_replica_promoted_by_replicaof_no_one(tmp_path):
+    with redis_pair(tmp_path) as deployment:
+        result, seen = _run(deployment, tmp_path)
+        pids = deployment.pids
+    _assert_counts_agree(result, seen)
+    assert seen["lost"] > 0 and result.status == Status.ADVISORY, result.message
     assert not [pid for pid in pids if alive(pid)]
 
 
