@@ -194,16 +194,27 @@ class DedicatedSentinel(DedicatedRedis):
 
 def start_replica(primary: DedicatedRedis, workdir: Path, timeout: float = 20.0, *,
                   via_port: int | None = None) -> DedicatedRedis:
-    """A replica of ``primary`` (AOF on), returned once the primary lists it online;
-    ``via_port``: it replicates through that port (a fault proxy to the primary)."""
+    """A replica of ``primary`` (AOF on), returned once it receives the primary's writes;
+    ``via_port``: it replicates through that port (a fault proxy to the primary). The
+    primary starts the first full sync at once (Redis 7 otherwise waits
+    ``repl-diskless-sync-delay``, 5 s, for more replicas to join)."""
+    with primary.client() as client:
+        client.config_set("repl-diskless-sync-delay", 0)
     replica = DedicatedRedis(workdir, extra=["--appendonly", "yes", "--replicaof", "127.0.0.1",
                                              str(via_port or primary.port)])
     replica.start()
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        info = primary.client().info("replication")
-        if info.get("connected_slaves") and info.get("slave0", {}).get("state") == "online":
-            return replica
-        time.sleep(0.05)
+    probe = f"semvec-test:replica-probe:{replica.port}"
+    with primary.client() as source, replica.client() as copy:
+        while time.monotonic() < deadline:
+            # "online" is not enough: Redis 7 starts the command stream on the replica's
+            # first REPLCONF ACK after the sync, and one that arrives before the primary has
+            # reaped its RDB child is ignored (the next comes a second later); a key written
+            # on the primary and read on the replica is
+            source.set(probe, b"1")
+            if copy.get(probe) == b"1":
+                source.delete(probe)
+                return replica
+            time.sleep(0.05)
     replica.kill()
     raise AssertionError("the replica did not come online")
