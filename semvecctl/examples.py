@@ -88,8 +88,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "semvecctl erasures list --uri redis://cache:6379/0 -o json",
     ),
     "erasures check": (
-        "semvecctl erasures check --uri redis://cache:6379/0 --user u-17 --owner acme   # exit 1: not erased",
-        "semvecctl erasures check --uri redis://cache:6379/0 --user u-17 --owner acme -o json   # exit 1",
+        "semvecctl erasures check --uri redis://cache:6379/0 --user u-99 --owner acme   # exit 1: not erased",
+        "semvecctl erasures check --uri redis://cache:6379/0 --user u-99 -o json   # exit 1",
     ),
     "receipts verify": (
         "semvecctl receipts verify u-17.json --key receipts.pub   # exit 1: unsigned (erased without --sign-with)",
