@@ -58,7 +58,7 @@ from backends.transfer.loss import (
     write_time_restorer,
 )
 from backends.transfer.verify import event_difference
-from backends.transfer.withhold import Withholding, carry_ledger
+from backends.transfer.withhold import SourceLogs, Withholding, carry_ledger
 
 #: sessions compared with the state file per step
 STEP = 2500
@@ -148,8 +148,8 @@ class LiveMigration:
         self._source_counter = counter_reader(source)
         self._subjects_cache: dict[str, list[str]] | None = None
         self._withholding = Withholding()
-        #: user -> the source's log, read once per pass while the ledger holds entries
-        self._logs: dict[str, list[Any]] = {}
+        #: the source's logs, each read once per pass while the ledger holds entries
+        self._logs: SourceLogs | None = None
         self.feed: Any = None
         self._batch_restore = (self._target_store.restore_sessions
                                if offers(self._target_store, Capability.BATCH_RESTORE) else None)
@@ -591,26 +591,27 @@ class LiveMigration:
 
     def _load_ledger(self) -> None:
         """Carry the source's ledger to the target, then load both, once per pass."""
-        self._logs = {}
         carry_ledger(self.source, self.target)
         self._withholding = Withholding.load(self.target, self.source)
+        self._logs = (SourceLogs(self._events_src, self.scope)
+                      if self._withholding and self._events_src is not None else None)
 
-    def _source_log(self, user: str) -> list[Any]:
-        if user not in self._logs:
-            self._logs[user] = self._events_src.list_events(user, owner_subject=self.scope)
-        return self._logs[user]
+    def withholds(self, summary: Any) -> bool:
+        """Whether the last pass's ledger withholds this source session (never copied)."""
+        return self._logs is not None and self._withholding.withholds_session(
+            self._logs.session_log(summary.session_id), summary.updated_at)
+
+    def withholds_event(self, event: Any) -> bool:
+        return self._logs is not None and self._withholding.withholds_event(event)
 
     def _not_withheld(self, todo: list[Any], result: PassResult) -> list[Any]:
         """``todo`` without the sessions the ledger withholds (named in ``result``)."""
-        if not self._withholding or self._events_src is None:
+        if self._logs is None:
             return todo
         kept = []
         for summary in todo:
-            sid = summary.session_id
-            log = [e for user in sorted(self._subjects([sid])) for e in self._source_log(user)
-                   if e.session_id == sid]
-            if self._withholding.withholds_session(log, summary.updated_at):
-                result.withheld.append(sid)
+            if self.withholds(summary):
+                result.withheld.append(summary.session_id)
             else:
                 kept.append(summary)
         return kept
@@ -618,10 +619,10 @@ class LiveMigration:
     def _user_events(self, user: str, result: PassResult) -> tuple[list[Any], int]:
         """The user's source log less what the ledger withholds (named in ``result``), and
         the highest sequence of the whole log (the counter goes on past withheld events)."""
-        if not self._withholding:
+        if self._logs is None:
             log = self._events_src.list_events(user, owner_subject=self.scope)
             return log, max((e.sequence for e in log), default=0)
-        log = self._source_log(user)
+        log = self._logs.user_log(user)
         held = {e.event_id for e in log if self._withholding.withholds_event(e)}
         result.withheld_events.extend(e.event_id for e in log if e.event_id in held)
         return ([e for e in log if e.event_id not in held],

@@ -174,3 +174,31 @@ class Withholding:
         if updated_at is not None and as_utc(updated_at) > latest:
             return False
         return not any(as_utc(e.created_at) > latest for e in events)
+
+
+class SourceLogs:
+    """A source's event logs as the rule needs them, each read once: a user's log, and a
+    session's (its subjects' events that name it), for a migration pass or its verify."""
+
+    def __init__(self, events: Any, owner_subject: Any) -> None:
+        self._events, self._scope = events, owner_subject
+        self._users: dict[str, list[Any]] = {}
+        self._by_session: dict[str, list[str]] | None = None
+
+    def user_log(self, user: str) -> list[Any]:
+        if user not in self._users:
+            self._users[user] = self._events.list_events(user, owner_subject=self._scope)
+        return self._users[user]
+
+    def subjects(self, session_id: str) -> list[str]:
+        if offers(self._events, Capability.SUBJECTS_BY_SESSION):
+            if self._by_session is None:  # one scan of the log (Redis)
+                self._by_session = self._events.subjects_by_session()
+            return list(self._by_session.get(session_id, ()))
+        if offers(self._events, Capability.SESSION_SUBJECTS):
+            return list(self._events.session_subjects(session_id))
+        return []
+
+    def session_log(self, session_id: str) -> list[Any]:
+        return [e for user in sorted(set(self.subjects(session_id)))
+                for e in self.user_log(user) if e.session_id == session_id]

@@ -207,6 +207,15 @@ def test_every_restore_path_withholds_the_erased_subjects_older_data(kind, reque
     assert sessions == {s.s1} and sorted(events) == old
     assert main.adapter.state_store().load_full(s.s1) is None
     assert _owned_events(main.adapter, s.alice) == {after_event}
+    # verify counts what was withheld apart (never as missing), and the cutover passes
+    pair = [*restored.side("from"), *main.side("to"), "--state", str(tmp_path / "m.state")]
+    verified = invoke("migrate", "verify", *pair, "-o", "json")
+    assert verified.exit_code == 0, verified.output
+    report = json.loads(verified.stdout)
+    assert (report["withheld"], report["withheld_events"]) == (1, 3)
+    cut = invoke("migrate", "cutover", *pair, "--quiet-window", "0", "--apply", "--yes")
+    assert cut.exit_code == 0, cut.output
+    assert main.adapter.state_store().load_full(s.s1) is None
 
     # the ledger holds no plain id: the whole raw store is searched
     raw = json.dumps({k: repr(v) for k, v in main.dump().items()
