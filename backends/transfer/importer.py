@@ -337,15 +337,16 @@ class SessionImporter:
         events = None if record.events is None else len(record.events)
         row = lambda action, detail: PlanRow(  # noqa: E731
             record.session_id, record.version, record.owner_subject, action, detail, items, events)
-        if record.events:
-            kept = self._kept(record.events)
-            self.totals.withheld_events += len(record.events) - len(kept)
-            if self._withheld(record):
-                return row("withheld", "an erased subject's session, older than the erasure; "
-                                       "not written")
+        kept = self._kept(record.events or ())
+        self.totals.withheld_events += len(record.events or ()) - len(kept)
+        clash = self._event_clash(logs, kept)  # (what is withheld is never written)
+        if record.events and self._withheld(record):
+            if clash and conflict == "conflict":  # the other subjects' events still are
+                return row("conflict", clash)
+            return row("withheld", "an erased subject's session, older than the erasure; "
+                                   "not written")
         if self._exists(record.session_id):
             return row(conflict, "already exists on the target")
-        clash = self._event_clash(logs, self._kept(record.events or ()))
         if clash and conflict == "conflict":
             return row("conflict", clash)
         left = record.ttl_left()
