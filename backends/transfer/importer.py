@@ -425,11 +425,7 @@ class SessionImporter:
                         result: ImportResult, counter: tuple[str, int] | None = None) -> None:
         """Restore events keeping their numbers, then raise each user's counter."""
         store = event_restorer(self.adapter)
-        kept = self._kept(events)
-        if len(kept) != len(events):
-            withheld = {e.event_id for e in kept}
-            result.withheld_events.extend(e.event_id for e in events if e.event_id not in withheld)
-            events = tuple(kept)
+        events = self._withhold_events(events, result)
         if store is None:  # an accepted loss (check_losses ran first)
             result.events_not_imported += len(events)
             return
@@ -465,6 +461,15 @@ class SessionImporter:
         for user, top in tops.items():
             if top:
                 result.counters[user] = store.raise_counter(user, top)
+
+    def _withhold_events(self, events: tuple[Any, ...], result: ImportResult) -> tuple[Any, ...]:
+        """The events that flow; the ones the ledger withholds are named in ``result``."""
+        kept = self._kept(events)
+        if len(kept) == len(events):
+            return events
+        flowing = {e.event_id for e in kept}
+        result.withheld_events.extend(e.event_id for e in events if e.event_id not in flowing)
+        return tuple(kept)
 
     def _append_unnumbered(self, result: ImportResult) -> None:
         """Append the events archived without a sequence number (from a store that keeps
