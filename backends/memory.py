@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from backends.contract import (
+    LedgerEntry,
+    LedgerKey,
     UNSCOPED,
     DerivedReads,
     LoadedState,
@@ -168,6 +170,33 @@ class MemoryStateStore(DerivedReads):
         )
 
 
+class MemoryLedger:
+    """The erasure ledger of a process-local store: two dicts, gone with the process."""
+
+    def __init__(self) -> None:
+        self._keys: dict[str, LedgerKey] = {}
+        self._entries: dict[tuple[str, str], LedgerEntry] = {}
+
+    def keys(self) -> list[LedgerKey]:
+        return list(self._keys.values())
+
+    def add_key(self, key: LedgerKey) -> LedgerKey:
+        if key.own:
+            for held in self._keys.values():
+                if held.own:
+                    return held
+        return self._keys.setdefault(key.key_id, key)
+
+    def entries(self) -> list[LedgerEntry]:
+        return list(self._entries.values())
+
+    def add_entries(self, entries: Sequence[LedgerEntry]) -> None:
+        for entry in entries:
+            held = self._entries.get((entry.key_id, entry.digest))
+            if held is None or entry.erased_at > held.erased_at:
+                self._entries[(entry.key_id, entry.digest)] = entry
+
+
 @speaks_both_conventions
 class MemoryBackendAdapter(StateStoreSeams):
     """Process-local adapter. Refuses events rather than dropping them: it keeps no log."""
@@ -179,9 +208,13 @@ class MemoryBackendAdapter(StateStoreSeams):
         if uri not in (None, "", "memory://", "memory:"):
             raise BackendConfigError("the memory backend takes no location: use 'memory://'")
         self._store = MemoryStateStore()
+        self._ledger = MemoryLedger()
 
     def state_store(self) -> MemoryStateStore:
         return self._store
+
+    def erasure_ledger(self) -> MemoryLedger:
+        return self._ledger
 
     def event_store(self) -> None:
         return None

@@ -83,6 +83,14 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "semvecctl erase --uri redis://cache:6379/0 --user u-17 --owner acme   # a preview",
         "semvecctl erase --uri redis://cache:6379/0 --user u-17 --owner acme --apply --yes --receipt u-17.json",
     ),
+    "erasures list": (
+        "semvecctl erasures list --uri redis://cache:6379/0",
+        "semvecctl erasures list --uri redis://cache:6379/0 -o json",
+    ),
+    "erasures check": (
+        "semvecctl erasures check --uri redis://cache:6379/0 --user u-99 --owner acme   # exit 1: not erased",
+        "semvecctl erasures check --uri redis://cache:6379/0 --user u-99 -o json   # exit 1",
+    ),
     "receipts verify": (
         "semvecctl receipts verify u-17.json --key receipts.pub   # exit 1: unsigned (erased without --sign-with)",
         "semvecctl receipts verify u-17.json --key receipts.pub -o json   # exit 1",

@@ -39,6 +39,12 @@ def run_passes(run: Any, mig: Any, follow: bool, interval: float, max_passes: Op
                      f"in {result.seconds:.2f}s")
         for sid, why in result.new_conflicts:
             out.warn(f"conflict: session {sid!r}: {why}")
+        if result.withheld:
+            out.info(f"withheld {len(result.withheld)} session(s) of erased subjects (older "
+                     f"than the erasure): {', '.join(result.withheld)}")
+        if result.withheld_events:
+            out.info(f"withheld {len(result.withheld_events)} event(s) of erased subjects "
+                     f"(older than the erasure): {', '.join(result.withheld_events)}")
 
     run(mig, follow=follow, interval=interval, max_passes=max_passes, on_pass=said)
     return results

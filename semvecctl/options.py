@@ -221,6 +221,9 @@ DeleteUnowned = _unowned("Delete only if the session has no owner.")
 SubjectOwner = _owner("The subject's owner (tenant or tenant/agent): the user's events of "
                       "this owner only.")
 SubjectUnowned = _unowned("The subject whose events carry no owner.")
+#: ``erasures check``: the subject asked about (no owner: the unowned subject)
+LedgerOwner = _owner("The subject's owner (tenant or tenant/agent); without it, the subject "
+                     "whose events carry no owner.")
 
 
 def owner_filter(owner: Optional[str], unowned: bool) -> Any:

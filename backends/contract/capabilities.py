@@ -10,7 +10,7 @@ from typing import Any
 
 from backends.contract.protocols import protocol_members
 from backends.contract.seams import (BatchSessionRestorer, Closeable, DriftExemption, DriftStatus,
-                                     ErasureOffer, EventDeleter, EventLogShapes, EventPurger,
+                                     ErasureLedgerOffer, ErasureOffer, EventDeleter, EventLogShapes, EventPurger,
                                      EventRestorer, FaultSeam, HealthDetails, IndexManager,
                                      ItemMirror, ItemPurger, LiveItemSource, SearchIndexWaiter,
                                      ServerRetrieval, SessionEnumerator, SessionRestorer,
@@ -48,6 +48,7 @@ class Capability(str, Enum):
     BATCH_RESTORE = "batch-restore"
     VERSION_LIST = "version-list"
     SESSION_STATES = "session-states"
+    LEDGER = "erasure-ledger"
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,7 @@ CAPABILITIES: dict[Capability, CapabilitySpec] = {
     Capability.BATCH_RESTORE: CapabilitySpec(_S, BatchSessionRestorer),
     Capability.VERSION_LIST: CapabilitySpec(_A, VersionLister),
     Capability.SESSION_STATES: CapabilitySpec(_A, SessionStateLister),
+    Capability.LEDGER: CapabilitySpec(_A, ErasureLedgerOffer),
 }
 
 

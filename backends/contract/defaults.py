@@ -113,6 +113,19 @@ class EventStoreDefaults:
         the indexes are the store's own."""
         return 0
 
+    def user_ids(self) -> set[str] | None:
+        """Every user id with a log (the doctor's erasure-ledger check reads each), or
+        None where the store cannot list them in one pass; the default asks the log
+        shapes or the sessions' subjects."""
+        from backends.contract.capabilities import Capability, offers
+
+        if offers(self, Capability.EVENT_LOG_SHAPES):
+            return {shape.user_id for shape in self.iter_log_shapes()}  # type: ignore[attr-defined]
+        if offers(self, Capability.SUBJECTS_BY_SESSION):
+            return {u for users in self.subjects_by_session().values()  # type: ignore[attr-defined]
+                    for u in users}
+        return None
+
 
 @speaks_both_conventions
 class AdapterDefaults:

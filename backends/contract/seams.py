@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any, ContextManager, Iterator, NamedTuple, Protocol, Sequence, runtime_checkable
 
 from backends.contract.protocols import RetrievalBackend
-from backends.contract.values import (IndexAction, IndexReport, IndexSpec, ItemSyncResult, LogShape,
-                                      LoadedState, MemoryEvent, MemoryItem, SessionSummary)
+from backends.contract.values import (IndexAction, IndexReport, IndexSpec, ItemSyncResult, LedgerEntry,
+                                      LedgerKey, LogShape, LoadedState, MemoryEvent, MemoryItem,
+                                      SessionSummary)
 from backends.contract.owner import UNSCOPED, OwnerFilter
 
 
@@ -269,6 +270,33 @@ class ErasureOffer(Protocol):
 
 
 
+
+
+@runtime_checkable
+class ErasureLedgerOffer(Protocol):
+    """Optional on an adapter (ours, the engine never reads it): ``erasure_ledger()``
+    returns the store's :class:`ErasureLedger`, kept in a key family, table or collection
+    of our own, so that a restore path can withhold what an erasure removed."""
+
+    def erasure_ledger(self) -> "ErasureLedger": ...
+
+
+class ErasureLedger(Protocol):
+    """Where a store keeps its erasure ledger: secrets and entries, nothing else (the
+    hashing is the caller's, :mod:`backends.transfer.withhold`)."""
+
+    def keys(self) -> list[LedgerKey]: ...
+
+    def add_key(self, key: LedgerKey) -> LedgerKey:
+        """Keep ``key``; an own key only when the store has none yet (else the one it
+        has is returned: two first erasures agree on one secret)."""
+        ...
+
+    def entries(self) -> list[LedgerEntry]: ...
+
+    def add_entries(self, entries: Sequence[LedgerEntry]) -> None:
+        """Keep each entry; one already there keeps the later erasure time."""
+        ...
 
 
 @runtime_checkable

@@ -307,3 +307,27 @@ class ItemSyncResult:
     updated: int = 0
     evicted: int = 0
     unchanged: int = 0
+
+
+class LedgerKey(NamedTuple):
+    """A secret of an erasure ledger: ``own`` for the store's own (made on first use),
+    else one carried in with entries keyed under it (a copy or migration from a store
+    whose secret differs). ``key_id`` names it without revealing it."""
+
+    key_id: str
+    secret: bytes
+    own: bool
+
+    def __repr__(self) -> str:  # the secret is never shown
+        return f"LedgerKey(key_id={self.key_id!r}, own={self.own})"
+
+
+class LedgerEntry(NamedTuple):
+    """One erased subject: HMAC-SHA256 (hex) of the subject under the key ``key_id``, the
+    erasure time (aware UTC) and the receipt's reference (its digest), or None. Never
+    the ids themselves."""
+
+    key_id: str
+    digest: str
+    erased_at: datetime
+    receipt: str | None = None

@@ -35,7 +35,7 @@ class CutoverResult:
 
 def quiet_check(mig: LiveMigration) -> int:
     """Sessions and events that moved on the source since the state last recorded them
-    (read only: nothing is copied)."""
+    (read only: nothing is copied); what the erasure ledger withholds never moves."""
     moved = 0
     state = mig.state
     from backends.transfer.batch_reads import chunks
@@ -46,6 +46,8 @@ def quiet_check(mig: LiveMigration) -> int:
             row = rows.get(summary.session_id)
             if row is not None and row.state == "conflict":
                 continue
+            if row is None and mig.withholds(summary):
+                continue  # the erasure ledger keeps it off the target
             if row is None or row.src_version != summary.version or row.digest != summary.blob_sha256:
                 moved += 1
     events = mig.source.event_store() if mig._events_src is not None else None
@@ -53,7 +55,7 @@ def quiet_check(mig: LiveMigration) -> int:
         for user in state.users():
             recorded = state.events_of(user)
             moved += sum(1 for e in events.list_events(user, owner_subject=mig.scope)
-                         if e.event_id not in recorded)
+                         if e.event_id not in recorded and not mig.withholds_event(e))
     return moved
 
 

@@ -24,6 +24,12 @@ the target keeps none), each event's id recorded as an intent first, so an inter
 run neither loses nor duplicates one. The user's counter is raised to the source's.
 
 What the target cannot keep was settled before the first write (:mod:`.checks`).
+
+Each pass loads the target's and the source's erasure ledgers once and carries the
+source's entries to the target first; a session or event of an erased subject older
+than its erasure is never written (:mod:`backends.transfer.withhold` says the rule), and
+is counted and named in the pass's result. A session is tied to its subjects through the
+source's event log (each user's log read once per pass, only while the ledger holds entries).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from backends.transfer.loss import (
     write_time_restorer,
 )
 from backends.transfer.verify import event_difference
+from backends.transfer.withhold import SourceLogs, Withholding, carry_ledger
 
 #: sessions compared with the state file per step
 STEP = 2500
@@ -78,6 +85,9 @@ class PassResult:
     #: the way changes were found ("version scan", or a change feed)
     method: str = "version scan"
     new_conflicts: list[tuple[str, str]] = field(default_factory=list)
+    #: sessions and events of erased subjects older than their erasure: not written
+    withheld: list[str] = field(default_factory=list)
+    withheld_events: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "new_conflicts"} | {
@@ -137,6 +147,9 @@ class LiveMigration:
         self._events_dst: Any = event_restorer(target) if self._events_src is not None else None
         self._source_counter = counter_reader(source)
         self._subjects_cache: dict[str, list[str]] | None = None
+        self._withholding = Withholding()
+        #: the source's logs, each read once per pass while the ledger holds entries
+        self._logs: SourceLogs | None = None
         self.feed: Any = None
         self._batch_restore = (self._target_store.restore_sessions
                                if offers(self._target_store, Capability.BATCH_RESTORE) else None)
@@ -164,6 +177,7 @@ class LiveMigration:
         self.state.fold()  # what another reader left unfolded: every pass starts from rows
         result = PassResult(kind=kind, n=self.state.begin_pass(kind))
         self._subjects_cache = None
+        self._load_ledger()
         drained = self.feed.drain() if (use_feed and self.feed is not None) else None
         if drained is not None:
             users = self._feed_pass(result, *drained)
@@ -308,6 +322,7 @@ class LiveMigration:
                     and row.digest == summary.blob_sha256):
                 continue
             todo.append(summary)
+        todo = self._not_withheld(todo, result)
         if not todo:
             return
         result.changed += len(todo)
@@ -572,11 +587,51 @@ class LiveMigration:
         for user in users:
             self._copy_user(user, result)
 
+    # -- the erasure ledger ----------------------------------------------------------------
+
+    def _load_ledger(self) -> None:
+        """Carry the source's ledger to the target, then load both, once per pass."""
+        carry_ledger(self.source, self.target)
+        self._withholding = Withholding.load(self.target, self.source)
+        self._logs = (SourceLogs(self._events_src, self.scope)
+                      if self._withholding and self._events_src is not None else None)
+
+    def withholds(self, summary: Any) -> bool:
+        """Whether the last pass's ledger withholds this source session (never copied)."""
+        return self._logs is not None and self._withholding.withholds_session(
+            self._logs.session_log(summary.session_id), summary.updated_at)
+
+    def withholds_event(self, event: Any) -> bool:
+        return self._logs is not None and self._withholding.withholds_event(event)
+
+    def _not_withheld(self, todo: list[Any], result: PassResult) -> list[Any]:
+        """``todo`` without the sessions the ledger withholds (named in ``result``)."""
+        if self._logs is None:
+            return todo
+        kept = []
+        for summary in todo:
+            if self.withholds(summary):
+                result.withheld.append(summary.session_id)
+            else:
+                kept.append(summary)
+        return kept
+
+    def _user_events(self, user: str, result: PassResult) -> tuple[list[Any], int]:
+        """The user's source log less what the ledger withholds (named in ``result``), and
+        the highest sequence of the whole log (the counter goes on past withheld events)."""
+        if self._logs is None:
+            log = self._events_src.list_events(user, owner_subject=self.scope)
+            return log, max((e.sequence for e in log), default=0)
+        log = self._logs.user_log(user)
+        held = {e.event_id for e in log if self._withholding.withholds_event(e)}
+        result.withheld_events.extend(e.event_id for e in log if e.event_id in held)
+        return ([e for e in log if e.event_id not in held],
+                max((e.sequence for e in log), default=0))
+
     def _copy_user(self, user: str, result: PassResult) -> None:
-        source_log = self._events_src.list_events(user, owner_subject=self.scope)
+        source_log, top = self._user_events(user, result)
         recorded = self.state.events_of(user)
         new = [e for e in source_log if recorded.get(e.event_id) not in ("copied", "conflict")]
-        top = max((e.sequence for e in source_log), default=0)
         if new:
             with self.state.transaction() as db:
                 self.state.mark_events(db, "intent", [(e.event_id, user, e.sequence) for e in new])

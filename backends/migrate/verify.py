@@ -8,7 +8,8 @@ classified: the source moved since this migration last copied it (a writer is st
 active: the next pass copies it), or the target differs (a real difference). Sessions
 someone else wrote on the target under an id we copy are conflicts (kept, reported);
 sessions on the target that the source never had and we never wrote are listed as
-foreign (kept, never a difference).
+foreign (kept, never a difference). What the erasure ledger withholds (the passes never
+write it: :mod:`backends.transfer.withhold`) is counted as withheld, never as missing.
 
 Digests are order-independent (a sum of per-row hashes), so source and target digests
 can be compared whatever order each store enumerates in; both go into the receipt.
@@ -27,11 +28,28 @@ from backends.transfer.export import drift_reader
 from backends.migrate.state import MigrationState
 from backends.transfer.loss import keeps_expiry, keeps_sequences, session_event_source, state_store_member
 from backends.transfer.verify import event_difference
+from backends.transfer.withhold import SourceLogs, Withholding
 
 MAX_LISTED = 50
 #: sessions compared per round trip to the target
 CHUNK = 500
 _MOD = 1 << 256
+
+
+class _Withheld:
+    """The ledgers of both stores, and the source's logs, read once for a verify."""
+
+    def __init__(self, source: Any, target: Any, owner_subject: OwnerFilter) -> None:
+        self.rule = Withholding.load(target, source)
+        events = session_event_source(source) if self.rule else None
+        self.logs = SourceLogs(events, owner_subject) if events is not None else None
+
+    def session(self, summary: Any) -> bool:
+        return self.logs is not None and self.rule.withholds_session(
+            self.logs.session_log(summary.session_id), summary.updated_at)
+
+    def event(self, event: Any) -> bool:
+        return self.logs is not None and self.rule.withholds_event(event)
 
 
 class _SetDigest:
@@ -62,6 +80,9 @@ class LiveVerifyReport:
     sessions_digest: str = ""
     events_digest: str = ""
     sampled: bool = False
+    #: sessions and events the erasure ledger withholds (absent on the target by design)
+    withheld: int = 0
+    withheld_events: int = 0
 
     @property
     def ok(self) -> bool:
@@ -102,6 +123,7 @@ def verify_live(source: Any, target: Any, state: MigrationState, *,
     summaries = source.iter_sessions(owner_subject=owner_subject, match=match, batch_size=batch_size)
     seen_sids: list[str] = []
     state.begin_seen()
+    withheld = _Withheld(source, target, owner_subject)
     for chunk in chunks(summaries, CHUNK):
         if sample is not None:
             chunk = chunk[: max(0, sample - report.sessions_compared)]
@@ -113,6 +135,9 @@ def verify_live(source: Any, target: Any, state: MigrationState, *,
         for summary, st in zip(chunk, have):
             sid = summary.session_id
             seen_sids.append(sid)
+            if st is None and withheld.session(summary):
+                report.withheld += 1
+                continue
             report.sessions_compared += 1
             src_digest.add(sid, summary.version, summary.blob_sha256, summary.owner_subject)
             if st is not None:
@@ -142,7 +167,7 @@ def verify_live(source: Any, target: Any, state: MigrationState, *,
     if dst_digest.hexdigest() != src_digest.hexdigest() and report.ok:
         report.note("the session digests of source and target differ")
     _verify_events(source, target, state, report, owner_subject,
-                   seen_sids if sample is not None else None)
+                   seen_sids if sample is not None else None, withheld)
     return report
 
 
@@ -191,7 +216,8 @@ def _session_ids(adapter: Any) -> Iterator[str]:
 
 
 def _verify_events(source: Any, target: Any, state: MigrationState, report: LiveVerifyReport,
-                   owner_subject: OwnerFilter, sampled: list[str] | None) -> None:
+                   owner_subject: OwnerFilter, sampled: list[str] | None,
+                   withheld: _Withheld) -> None:
     src = session_event_source(source)
     dst = target.event_store()
     if src is None or dst is None:
@@ -210,6 +236,9 @@ def _verify_events(source: Any, target: Any, state: MigrationState, report: Live
         log = src.list_events(user, owner_subject=owner_subject)
         ours = state.events_of(user)
         there = {e.event_id: e for e in dst.list_events(user)}
+        kept = [e for e in log if e.event_id in there or not withheld.event(e)]
+        report.withheld_events += len(log) - len(kept)
+        log = kept
         for event in log:
             report.events_compared += 1
             digest.add(event.event_id, event.user_id, event.session_id,

@@ -136,6 +136,11 @@ class MongoBackendAdapter(ClosesOnce, StateStoreSeams):
     def event_store(self) -> Any:
         return self._events
 
+    def erasure_ledger(self) -> Any:
+        from backends.mongo.ledger import MongoLedger
+
+        return MongoLedger(self._db)
+
     def item_mirror(self) -> Any:
         return self._items
 

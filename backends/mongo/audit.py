@@ -60,7 +60,7 @@ class MongoAudit:
             yield from self.orphan_items()
         yield from self.leftovers(present)
         known = {n.STATE_COLLECTION, n.EVENTS_COLLECTION, n.COUNTERS_COLLECTION,
-                 n.ITEMS_COLLECTION}
+                 n.ITEMS_COLLECTION, n.LEDGER_COLLECTION}
         for name in sorted(present - known):
             if name.startswith(("semvec_", "compliance_")):
                 yield unknown_name(

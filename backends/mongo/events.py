@@ -321,6 +321,11 @@ class MongoEventStore(EngineEventSurface):
         with driver_errors("events.count"):
             return int(self._events.count_documents({"user_id": user_id}))
 
+    def user_ids(self) -> set[str]:
+        """Every user id with a log: one ``distinct`` on the events."""
+        with driver_errors("events.user_ids"):
+            return {str(u) for u in self._events.distinct("user_id")}
+
     def session_subjects(self, session_id: str, *,
                          owner_subject: OwnerFilter = UNSCOPED) -> list[str]:
         """The user ids with events in ``session_id`` (the engine's optional call)."""

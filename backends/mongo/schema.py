@@ -8,6 +8,9 @@ STATE_COLLECTION = "semvec_session_state"
 EVENTS_COLLECTION = "compliance_events"
 COUNTERS_COLLECTION = "compliance_event_counters"
 ITEMS_COLLECTION = "semvec_memory_items"
+#: the erasure ledger (ours; the engine never reads it): documents ``key:<key id>`` (a
+#: secret) and ``entry:<key id>:<hmac>`` (an erased subject)
+LEDGER_COLLECTION = "semvecctl_erasure_ledger"
 
 SESSION_TTL_INDEX = "semvec_session_ttl"
 STATE_OWNER_INDEX = "ix_state_owner"

@@ -331,7 +331,19 @@ def apply_erasure(adapter: Any, plan: ErasurePlan, journal: Any = None,
                 event_defaults(store).drop_index_entries(plan.user_id, plan.dangling)
                 journal.append({"step": "dangling", "dropped": list(plan.dangling)})
         # the sequence counter stays (the engine never touches it when it erases)
-    return receipt(adapter, plan, journal.records, survivors)
+    result = receipt(adapter, plan, journal.records, survivors)
+    record_in_ledger(adapter, plan, result)
+    return result
+
+
+def record_in_ledger(adapter: Any, plan: ErasurePlan, result: dict[str, Any]) -> None:
+    """Record the subject in the store's erasure ledger (a keyed hash, never the ids), so
+    that no restore path writes its older data back; the receipt is named by its digest.
+    Recorded after the deletes, at the precise time: what the subject writes later flows."""
+    from backends.transfer.withhold import record_erasure, utc_now
+
+    record_erasure(adapter, plan.user_id, plan.owner, erased_at=utc_now(),
+                   receipt=f"sha256:{result['digest']['value']}")
 
 
 def _delete_state(state: Any, sid: str, owner: str | None) -> bool:

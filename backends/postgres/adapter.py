@@ -113,6 +113,12 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
     def event_store(self):
         return self._events
 
+    def erasure_ledger(self) -> Any:
+        """The erasure ledger, on the primary (see :mod:`backends.postgres.ledger`)."""
+        from backends.postgres.ledger import SqlLedger
+
+        return SqlLedger(self.placement.primary)
+
     def retrieval_backend(self):
         return None
 

@@ -65,7 +65,9 @@ class SqlAudit:
         # a flavour's tables are known whichever SQL backend reads the database
         backend, layout = adapter.config.backend, self.db.layout
         self.session_tables = companion_tables(backend, layout)
-        self.known = {*layout.tables, *self.session_tables}
+        from backends.postgres.schema import OWN_TABLES
+
+        self.known = {*layout.tables, *self.session_tables, *OWN_TABLES}
         #: legacy table -> the backend whose older release made it
         self.legacy = legacy_tables(backend, layout)
 

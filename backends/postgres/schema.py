@@ -31,6 +31,11 @@ from typing import Any, Callable
 STATE_TABLE = "semvec_session_state"
 EVENTS_TABLE = "semvec_memory_events"
 EVENTS_USER_INDEX = "ix_semvec_memory_events_user_id"
+#: the erasure ledger (ours; the engine never reads them): its secrets and its entries,
+#: on the primary only (see backends.postgres.ledger)
+LEDGER_KEYS_TABLE = "semvecctl_erasure_keys"
+LEDGER_TABLE = "semvecctl_erasure_ledger"
+OWN_TABLES = (LEDGER_KEYS_TABLE, LEDGER_TABLE)
 #: advisory-lock key serialising DDL across processes ("semvecdd" as an int64)
 _DDL_LOCK_KEY = 0x73656D7665636464
 

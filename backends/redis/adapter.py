@@ -95,6 +95,11 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
     def event_store(self):
         return None if self.settings.cluster else self._events
 
+    def erasure_ledger(self) -> Any:
+        from backends.redis.ledger import RedisLedger
+
+        return RedisLedger(self._client, self._where)
+
     def retrieval_backend(self) -> None:
         return None  # in-process retrieval
 

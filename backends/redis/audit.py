@@ -250,7 +250,8 @@ def _lua_list(names: tuple[str, ...]) -> str:
 
 _SCAN_SCREEN = (_SCAN_SCREEN
                 .replace("{--ENGINE_KEYS--}", _lua_list(schema.ENGINE_KEYS))
-                .replace("{--ENGINE_PREFIXES--}", _lua_list(schema.ENGINE_KEY_PREFIXES)))
+                .replace("{--ENGINE_PREFIXES--}", _lua_list(schema.ENGINE_KEY_PREFIXES
+                                                           + schema.OWN_KEY_PREFIXES)))
 _SCREEN_LIMIT = 10_000
 
 #: in the order the screen takes them (its ARGV 5-9)

@@ -13,6 +13,13 @@ EVENT_PREFIX = "semvec:events:e:"
 USER_SEQ_INDEX_PREFIX = "semvec:events:u:"
 USER_TIME_INDEX_PREFIX = "semvec:events:t:"
 USER_COUNTER_PREFIX = "semvec:events:seq:"
+#: the erasure ledger (ours; the engine never reads it): a hash of secrets (key id ->
+#: JSON), the key id of the store's own secret, and a hash of entries
+#: (``<key id>:<hmac>`` -> JSON erasure time and receipt)
+LEDGER_PREFIX = "semvec:ctl:ledger:"
+LEDGER_KEYS_KEY = LEDGER_PREFIX + "keys"
+LEDGER_OWN_KEY = LEDGER_PREFIX + "own"
+LEDGER_ENTRIES_KEY = LEDGER_PREFIX + "entries"
 
 # Fields of a session hash. ``owner`` and ``pending`` are '' for none.
 F_BLOB = "blob"
@@ -117,6 +124,11 @@ ENGINE_KEY_PREFIXES = ("semvec:cortex:global:", "semvec:drift:", "semvec:ratelim
                        "semvec:cluster:", "semvec:region:", "semvec:debug:events")
 
 
+#: our own families under ``semvec:`` besides the engine's (known to the doctor)
+OWN_KEY_PREFIXES = (LEDGER_PREFIX,)
+
+
 def is_engine_key(key: str) -> bool:
-    """A key of one of the engine's other families (not state, not the event log)."""
-    return key in ENGINE_KEYS or key.startswith(ENGINE_KEY_PREFIXES)
+    """A key of one of the engine's other families (not state, not the event log), or
+    of our own (the erasure ledger): known, never an unknown key."""
+    return key in ENGINE_KEYS or key.startswith(ENGINE_KEY_PREFIXES + OWN_KEY_PREFIXES)

@@ -3,7 +3,9 @@
 The staged archive gets the full import treatment (verified before the first write, a
 preview unless applied, no overwrite). The final check reads the SOURCE again, with the
 same filters, and compares each session's blob sha256, owner, pending message, version
-(when preserved) and items with the target, and the counts on both sides. Sessions the
+(when preserved) and items with the target, and the counts on both sides. The import
+consults both stores' erasure ledgers and carries the source's to the target; what it
+withheld is not compared. Sessions the
 import skipped because the target already held them (``--on-conflict skip``, the way a
 copy is resumed) are compared too: a difference is a mismatch, never "already there".
 """
@@ -62,7 +64,7 @@ def staged_copy(source: Any, target: Any, *, source_uri: str, owner_subject: Own
                 allow_loss=allow_loss)
         importer = SessionImporter(target, StagedStream(staged, "staged copy"),
                                    on_conflict=on_conflict, keep_versions=keep_versions,
-                                   allow_loss=allow_loss, phases=phases)
+                                   allow_loss=allow_loss, phases=phases, carry_from=source)
         importer.verify()
         yield importer, exported
 
@@ -125,7 +127,7 @@ def verify_copy(source: Any, target: Any, result: ImportResult, *,
     total = importer.summary.count if importer is not None and importer.summary else None
     with (phases or quiet)(READING_BACK, total) as tick:
         check_all(report, target, counted(expected(), tick),
-                  skipped=result.skipped_ids | result.expired_ids,
+                  skipped=result.skipped_ids | result.expired_ids | set(result.withheld_sessions),
                   versions_preserved=result.versions_preserved,
                   compare_skipped=result.skipped_ids)
     if importer is not None:

@@ -27,6 +27,11 @@ event id), so a target that numbers them gives 1 to the oldest. The events of a 
 skipped as already there are restored where the target lacks them (a resumed import),
 the others are skipped. Whatever the target cannot keep is settled by the one loss rule
 (:mod:`backends.transfer.loss`) before the first write.
+
+The target's erasure ledger (and, for a copy, the source's: ``carry_from``) is loaded once:
+every session and event of an erased subject older than its erasure is withheld, counted
+and named (:mod:`backends.transfer.withhold` says the rule); a copy carries the source's
+ledger entries to the target before its first write.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from backends.transfer.loss import (
 from backends.transfer.progress import (CHECKING, CONFLICTS, READING_BACK, READING_BACK_EVENTS,
                                       VERIFYING, WRITING, Phases, counted, quiet)
 from backends.transfer.verify import Expected, VerifyReport, check_all, check_events
+from backends.transfer.withhold import Withholding, carry_ledger
 
 ON_CONFLICT = ("error", "skip")
 
@@ -77,7 +83,7 @@ class PlanRow:
     session_id: str
     version: int
     owner_subject: str | None
-    action: str  # create | skip | conflict | expired
+    action: str  # create | skip | conflict | expired | withheld
     detail: str
     items: int | None
     events: int | None = None
@@ -92,6 +98,10 @@ class PlanTotals:
     skip: int = 0
     conflict: int = 0
     expired: int = 0
+    #: sessions of an erased subject older than its erasure: never written
+    withheld: int = 0
+    #: events withheld (in sessions written or not, and in user logs)
+    withheld_events: int = 0
     first_conflict: str | None = None
     #: why the first conflict is one (the session exists, or an event is already there)
     first_conflict_detail: str | None = None
@@ -115,6 +125,9 @@ class ImportResult:
     skipped_ids: set[str] = field(default_factory=set, repr=False)
     expired_ids: set[str] = field(default_factory=set, repr=False)
     skipped_event_ids: set[str] = field(default_factory=set, repr=False)
+    #: sessions and events of an erased subject older than its erasure, in archive order
+    withheld_sessions: list[str] = field(default_factory=list)
+    withheld_events: list[str] = field(default_factory=list)
 
 
 class _TargetLogs:
@@ -155,7 +168,7 @@ class SessionImporter:
 
     def __init__(self, adapter: Any, source: Any, *, on_conflict: str = "error",
                  keep_versions: bool = False, allow_loss: bool = False,
-                 phases: Phases | None = None) -> None:
+                 phases: Phases | None = None, carry_from: Any = None) -> None:
         if on_conflict not in ON_CONFLICT:
             raise ValueError(f"on_conflict must be one of {', '.join(ON_CONFLICT)}")
         self.adapter = adapter
@@ -172,6 +185,26 @@ class SessionImporter:
         self.result: ImportResult | None = None
         #: user id -> events archived without a number, appended at the end of apply()
         self._unnumbered: dict[str, list[Any]] = {}
+        #: the store a copy reads: its ledger is consulted too, and carried to the target
+        self.carry_from = carry_from
+        self._withholding: Withholding | None = None
+
+    @property
+    def withholding(self) -> Withholding:
+        """The target's ledger (and the source's), loaded once."""
+        if self._withholding is None:
+            self._withholding = Withholding.load(self.adapter, self.carry_from)
+        return self._withholding
+
+    def _withheld(self, record: SessionRecord) -> bool:
+        return self.withholding.withholds_session(record.events, record.updated_at)
+
+    def _kept(self, events: Iterable[Any]) -> list[Any]:
+        """The events that flow (those of an erased subject older than its erasure do not)."""
+        withholding = self.withholding
+        if not withholding:
+            return list(events)
+        return [e for e in events if not withholding.withholds_event(e)]
 
     @property
     def target_name(self) -> str:
@@ -304,9 +337,16 @@ class SessionImporter:
         events = None if record.events is None else len(record.events)
         row = lambda action, detail: PlanRow(  # noqa: E731
             record.session_id, record.version, record.owner_subject, action, detail, items, events)
+        kept = self._kept(record.events or ())
+        self.totals.withheld_events += len(record.events or ()) - len(kept)
+        clash = self._event_clash(logs, kept)  # (what is withheld is never written)
+        if record.events and self._withheld(record):
+            if clash and conflict == "conflict":  # the other subjects' events still are
+                return row("conflict", clash)
+            return row("withheld", "an erased subject's session, older than the erasure; "
+                                   "not written")
         if self._exists(record.session_id):
             return row(conflict, "already exists on the target")
-        clash = self._event_clash(logs, record.events or ())
         if clash and conflict == "conflict":
             return row("conflict", clash)
         left = record.ttl_left()
@@ -328,8 +368,10 @@ class SessionImporter:
         for line, record in self._numbered_records():
             self.check_record(record, line)  # what --apply would refuse, the preview refuses
             if isinstance(record, UserRecord):
-                log_events += len(record.events)
-                log_clash = log_clash or self._event_clash(logs, record.events)
+                kept = self._kept(record.events)
+                self.totals.withheld_events += len(record.events) - len(kept)
+                log_events += len(kept)
+                log_clash = log_clash or self._event_clash(logs, kept)
                 if not record.final:
                     continue
                 row = self._user_row(record, log_events, log_clash)
@@ -383,6 +425,7 @@ class SessionImporter:
                         result: ImportResult, counter: tuple[str, int] | None = None) -> None:
         """Restore events keeping their numbers, then raise each user's counter."""
         store = event_restorer(self.adapter)
+        events = self._withhold_events(events, result)
         if store is None:  # an accepted loss (check_losses ran first)
             result.events_not_imported += len(events)
             return
@@ -419,6 +462,15 @@ class SessionImporter:
             if top:
                 result.counters[user] = store.raise_counter(user, top)
 
+    def _withhold_events(self, events: tuple[Any, ...], result: ImportResult) -> tuple[Any, ...]:
+        """The events that flow; the ones the ledger withholds are named in ``result``."""
+        kept = self._kept(events)
+        if len(kept) == len(events):
+            return events
+        flowing = {e.event_id for e in kept}
+        result.withheld_events.extend(e.event_id for e in events if e.event_id not in flowing)
+        return tuple(kept)
+
     def _append_unnumbered(self, result: ImportResult) -> None:
         """Append the events archived without a sequence number (from a store that keeps
         none), user by user in log order (``created_at``, then event id), wherever they
@@ -452,6 +504,8 @@ class SessionImporter:
                    ) -> ImportResult:
         result = ImportResult(versions_preserved=self.restores_versions)
         self.result = result
+        if self.carry_from is not None:  # before the first write: the target refuses them too
+            carry_ledger(self.carry_from, self.adapter)
         logs = self._logs()
         records: Iterable[SessionRecord | UserRecord] = counted(self._all_records(), tick)
         if progress is not None:
@@ -460,6 +514,10 @@ class SessionImporter:
             if isinstance(record, UserRecord):
                 self._restore_events(record.events, logs, result,
                                      (record.user_id, record.counter or 0))
+                continue
+            if record.events and self._withheld(record):
+                result.withheld_sessions.append(record.session_id)
+                self._restore_events(record.events, logs, result)  # the other subjects' only
                 continue
             if self.on_conflict == "skip" and self._exists(record.session_id):
                 result.skipped += 1
@@ -523,7 +581,8 @@ class SessionImporter:
                 for record in counted(self._records(), tick)
             )
             check_all(report, self.adapter, expected,
-                      skipped=result.skipped_ids | result.expired_ids,
+                      skipped=result.skipped_ids | result.expired_ids
+                      | set(result.withheld_sessions),
                       versions_preserved=result.versions_preserved)
         self.verify_events(report)
         return report
@@ -544,4 +603,5 @@ class SessionImporter:
                     yield record.events, None
 
         with self.phases(READING_BACK_EVENTS, self.verify().events) as tick:
-            check_events(report, store, archived(), skipped=result.skipped_event_ids, tick=tick)
+            check_events(report, store, archived(),
+                         skipped=result.skipped_event_ids | set(result.withheld_events), tick=tick)

@@ -47,6 +47,8 @@ COMMANDS: dict[str, Entry] = {
                               "--apply makes the safe ones."),
     "erase": Entry("erase", "Erase a data subject as the engine does: its events, the state and "
                             "item rows of the sessions derived from them (preview, then --apply)."),
+    "erasures": Entry("erasures", "List the erasure ledger (keyed hashes, never ids) and check "
+                                  "whether a subject was erased (exit 0 erased, 1 not)."),
     "receipts": Entry("receipts", "Verify a receipt's detached Ed25519 signature (RECEIPT.sig, "
                                   "written by --sign-with)."),
     "config": Entry("config", "Show the effective configuration (profiles, selection, "

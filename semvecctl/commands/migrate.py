@@ -327,6 +327,9 @@ def verify_migration(state_file: MigrationStateFile, from_uri: MigrateFrom = Non
                         f"{len(report.conflicts)} conflict(s)", ExitCode.CHECK_FAILED)
     out.success(f"identical: {report.sessions_matched} session(s), {report.events_matched} "
                 f"event(s) of {report.users} user(s)" + (" (sample)" if report.sampled else ""))
+    if report.withheld or report.withheld_events:
+        out.info(f"withheld by the erasure ledger, absent on the target as they should be: "
+                 f"{report.withheld} session(s), {report.withheld_events} event(s)")
 
 
 def _render_verify(report: Any, output: OutputFormat) -> None:

@@ -259,7 +259,8 @@ def _preview(importer: Any, output: StreamFormat, verb: str) -> None:
         def totals() -> dict[str, Any]:
             t = importer.totals
             return {"create": t.create, "skip": t.skip, "conflict": t.conflict,
-                    "expired": t.expired, "notes": importer.notes()}
+                    "expired": t.expired, "withheld": t.withheld,
+                    "withheld_events": t.withheld_events, "notes": importer.notes()}
 
         out.stream_document({"applied": False, "archive_sessions": importer.summary.count},
                             "sessions", rows, totals, fmt)
@@ -267,6 +268,9 @@ def _preview(importer: Any, output: StreamFormat, verb: str) -> None:
         out.stream(rows, fmt, _PLAN_COLUMNS)
     t = importer.totals
     expired = f", {t.expired} expired (not imported)" if t.expired else ""
+    if t.withheld or t.withheld_events:
+        expired += (f", {t.withheld} session(s) and {t.withheld_events} event(s) withheld "
+                    "(erased subjects, older than the erasure)")
     out.info(f"preview: {t.create} to create, {t.skip} to skip, {t.conflict} in conflict{expired}; "
              f"nothing was written (rerun with --apply to {verb})")
     if t.conflict:
@@ -286,6 +290,10 @@ def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: s
         "items_not_imported": result.items_not_imported,
         "events_restored": result.events_restored, "events_skipped": result.events_skipped,
         "events_not_imported": result.events_not_imported, "counters": dict(result.counters),
+        "withheld": {"sessions": len(result.withheld_sessions),
+                     "events": len(result.withheld_events),
+                     "session_ids": list(result.withheld_sessions),
+                     "event_ids": list(result.withheld_events)},
         "verified": {"compared": report.compared, "matched": report.matched,
                      "skipped": report.skipped, "mismatched": report.mismatched,
                      "events_compared": report.events_compared,
@@ -303,6 +311,7 @@ def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: s
                 f"{result.skipped} skipped (already there, left unchanged)")
     if result.expired:
         out.info(f"{result.expired} session(s) had expired since the export and were not imported")
+    _report_withheld(result.withheld_sessions, result.withheld_events)
     if result.events_skipped:
         out.info(f"{result.events_skipped} event(s) were already on the target and left unchanged")
     if result.items_not_imported:
@@ -318,6 +327,17 @@ def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: s
               if report.events_compared else "")
     out.info(f"read back {report.matched} session(s): blobs, owners, pending messages"
              + (", versions" if result.versions_preserved else "") + f" match{events}")
+
+
+def _report_withheld(sessions: Any, events: Any) -> None:
+    """Say what the erasure ledger withheld, by id (text output; JSON carries the lists)."""
+    out = current().output
+    if sessions:
+        out.info(f"withheld {len(sessions)} session(s) of erased subjects (older than the "
+                 f"erasure): {', '.join(sessions)}")
+    if events:
+        out.info(f"withheld {len(events)} event(s) of erased subjects (older than the "
+                 f"erasure): {', '.join(events)}")
 
 
 def _run_import(importer: Any, *, apply: bool, output: StreamFormat, verb: str,
@@ -532,7 +552,7 @@ def _read_back(result: Any, *, source: Any, target: Any, importer: Any, users: t
     report = verify_copy(source, target, result, owner_subject=scope, match=match,
                          with_items=with_items, batch_size=batch_size,
                          importer=importer, only=only, phases=out.phase)
-    expected = result.created + result.skipped + result.expired
+    expected = result.created + result.skipped + result.expired + len(result.withheld_sessions)
     if report.source_count != expected:
         out.warn(f"the source now holds {report.source_count} matching session(s); "
                  f"{expected} were copied or skipped (it changed during the copy)")

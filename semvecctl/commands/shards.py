@@ -298,6 +298,9 @@ def verify_reshard(*, to_shards: str = ToShardsOpt, state_file: str = StateOpt,
                         f"{len(report.conflicts)} conflict(s)", ExitCode.CHECK_FAILED)
     out.success(f"identical: {report.sessions_matched} moved session(s), {report.events_matched} "
                 f"event(s) of {report.users} user(s)" + (" (sample)" if report.sampled else ""))
+    if report.withheld or report.withheld_events:
+        out.info(f"withheld by the erasure ledger, absent on the target as they should be: "
+                 f"{report.withheld} session(s), {report.withheld_events} event(s)")
 
 
 # -- cutover ---------------------------------------------------------------------------

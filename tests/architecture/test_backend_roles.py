@@ -1,6 +1,6 @@
 """Every backend folder names its files by role, the same name for the same role in each
 (a newcomer who knows where Redis keeps its settings knows where MongoDB keeps its): the
-three stores have all eight roles; the pgvector flavour, built on the postgres base, only
+three stores have all nine roles (the erasure ledger among them; memory keeps its in memory.py); the pgvector flavour, built on the postgres base, only
 the roles it adds to (its state, events, errors and probes are the base's); no file keeps
 a name the layout retired."""
 
@@ -13,7 +13,8 @@ import pytest
 import backends
 
 ROOT = Path(backends.__file__).parent
-ROLES = {"adapter", "config", "errors", "state", "events", "schema", "audit", "health"}
+ROLES = {"adapter", "config", "errors", "state", "events", "schema", "audit", "health",
+         "ledger"}
 FLAVOUR_ROLES = {"adapter", "config", "schema", "audit"}
 RETIRED = {"uris", "failures", "state_store", "event_store", "keys", "names", "driver"}
 

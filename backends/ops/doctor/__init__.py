@@ -17,7 +17,17 @@ __all__ = ["Finding", "Section", "Severity", "apply_repair", "audit", "blocking"
 
 
 def audit(adapter: Any, **options: Any) -> Iterator[Finding]:
-    """The findings for ``adapter``; UnsupportedOperation when it offers nothing to audit."""
+    """The findings for ``adapter``, then the erasure ledger's (data of an erased subject
+    that a restore wrote back around it); UnsupportedOperation when it offers nothing to
+    audit."""
+    import itertools
+
+    from backends.ops.ledger import ledger_findings
+
+    return itertools.chain(_store_audit(adapter, **options), ledger_findings(adapter))
+
+
+def _store_audit(adapter: Any, **options: Any) -> Iterator[Finding]:
     import importlib
 
     from backends.contract import Capability, capabilities_of

@@ -126,6 +126,11 @@ def test_erase_removes_the_subject_from_every_database_and_nothing_else(deployme
         where["states_deleted"] += 1
     assert body["databases"] == dict(sorted(expected_places.items()))
     after = _dump(deployment)
+    # the erasure ledger is the one addition, on the primary only (@0), and names no id
+    ledger = {k: v for k, v in after.items() if k.startswith("semvecctl_erasure_")}
+    assert ledger and all(k.endswith(" @0") for k in ledger)
+    assert not any("alice" in k or "tenant-a" in k for k in ledger)
+    after = {k: v for k, v in after.items() if k not in ledger}
     gone = {k for k in before if '"alice"' in k or any(f'"session_id":"{sid}"' in k for sid in alice)}
     assert gone and after == {k: v for k, v in before.items() if k not in gone}
     assert json.loads(cli("sessions", "count", "-o", "json", env=env).stdout)["sessions"] == 26

@@ -260,3 +260,32 @@ def test_bad_input_is_one_line_with_the_right_exit_code(grow, tmp_path, redis_ur
     aborted = cli(primary, old, "abort", "--to-shards", ",".join(new), "--state", state,
                   "--apply", "--yes")
     assert aborted.exit_code == 0 and "removed" in aborted.stderr
+
+
+def test_run_withholds_an_erased_subjects_older_sessions_and_events(sharded_sql, tmp_path):
+    """u-1 of acme is in the ledger (on the primary, which both shard lists share): the
+    sessions and events of u-1 that a grow would move stay where they are, named in the
+    pass; everyone else's move."""
+    from datetime import datetime, timezone
+
+    from backends.transfer.withhold import record_erasure
+
+    four = sharded_sql.make(4)
+    old, new = four.shards[:3], four.shards
+    writer = deployment("postgres", four.primary, old)
+    try:
+        sids = seed(writer, 40)
+        record_erasure(writer, "u-1", OWNER, erased_at=datetime.now(timezone.utc), receipt=None)
+        erased = {s for i, s in enumerate(sids) if i % 5 == 1}
+        run = cli(four.primary, old, "run", "--to-shards", ",".join(new), "--state",
+                  str(tmp_path / "s.state"), "--apply", "--yes", "-o", "json")
+        assert run.exit_code == 0, run.stderr
+        passes = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+        withheld = {s for p in passes for s in p["withheld"]}
+        moving = set(_moved(sids))
+        assert withheld == erased & moving and withheld
+        assert sum(p["copied"] for p in passes) == len(moving - erased)
+        held_events = {e for p in passes for e in p["withheld_events"]}
+        assert len(held_events) >= len(withheld)
+    finally:
+        writer.close()
