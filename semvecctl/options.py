@@ -150,7 +150,7 @@ Identity = Annotated[
                  help="Decrypt an age-encrypted archive with this identity file (AGE-SECRET-KEY-1… "
                       "lines) or OpenSSH private key; repeatable. Needs pip install 'semvecctl[age]'."),
 ]
-#: ``--sign-with`` (erase, migrate cutover, shards cutover): a detached signature of the receipt
+#: ``--sign-with`` (erase, sessions prune, migrate cutover, shards cutover): a detached signature of the receipt
 SignWith = Annotated[
     Optional[str],
     typer.Option("--sign-with", metavar="KEY", show_default=False,

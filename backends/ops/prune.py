@@ -269,6 +269,8 @@ class PruneRequest:
     recipients: tuple[Any, ...] = ()
     #: age identities that decrypt the archive of an interrupted run being continued
     identities: tuple[Any, ...] = ()
+    #: where an ``apply`` writes its receipt (None: no receipt)
+    receipt: str | None = None
 
     def journal_arguments(self, backend: str) -> dict[str, Any]:
         """What a rerun must repeat to continue this run (the keys journals have had)."""
@@ -277,6 +279,10 @@ class PruneRequest:
                 "idle_for_s": int(self.idle_for.total_seconds()),
                 "assume_ttl_s": self.assume_ttl, "owner": owner,
                 "unowned": self.owner_subject is None, "match": self.match}
+
+
+#: the format of a prune receipt
+RECEIPT_FORMAT = "semvec-prune-receipt/1"
 
 
 def _noop(*_: Any) -> None:
@@ -305,6 +311,8 @@ class Prune:
         self.journal: Any = None
         #: whether this run continues an interrupted one (deleting what its archive holds)
         self.resumed = False
+        #: the ids of each outcome (``deleted``, ``kept``, ``vanished``), for the receipt
+        self.outcomes: dict[str, list[str]] = {"deleted": [], "kept": [], "vanished": []}
 
     def start(self) -> Iterable[IdleSession]:
         request = self.request
@@ -413,12 +421,55 @@ class Prune:
         """Delete ``sessions`` (from :meth:`start`), yielding each outcome; the journal
         goes once every one is dealt with (the archive was complete and synced before
         the first delete)."""
-        result = self.result
-        yield from delete_idle(self.adapter, sessions, result,
-                               owner_subject=self.request.owner_subject)
+        result, noted = self.result, self.request.receipt is not None
+        for idle, outcome in delete_idle(self.adapter, sessions, result,
+                                         owner_subject=self.request.owner_subject):
+            if noted:
+                self.outcomes[outcome].append(idle.session_id)
+            yield idle, outcome
         if self.resumed:
             # every session the resumed journal settles was examined, whatever the journal
             # recorded of the interrupted run's scan
             result.examined = max(result.examined, result.deleted + result.kept + result.vanished)
         if self.journal is not None:
             self.journal.finish()
+
+    def receipt(self) -> dict[str, Any]:
+        """What this ``apply`` removed, as evidence: the ids it deleted under a digest
+        ``receipts verify`` recomputes (the erase receipt's: ``state:<id>`` lines), those
+        written meanwhile and kept, and those already gone (for a continued run: deleted
+        by the interrupted one, or by someone else)."""
+        from backends.ops.erasure import removed_digest, removed_ids
+
+        request, result, deleted = self.request, self.result, sorted(self.outcomes["deleted"])
+        owner = request.owner_subject
+        return {
+            "format": RECEIPT_FORMAT, "backend": str(self.adapter.name),
+            "target": request.source_uri, "pruned_at": datetime.now(timezone.utc).isoformat(),
+            "idle_for_s": int(request.idle_for.total_seconds()),
+            "owner_subject": owner if isinstance(owner, str) else None,
+            "unowned": owner is None, "match": request.match, "resumed": self.resumed,
+            "examined": result.examined,
+            "archive": ({"path": request.archive, "sessions": result.archived,
+                         "digest": result.digest} if request.archive else None),
+            # the erase receipt's names, so one verifier recomputes both digests
+            "event_ids": [], "events_deleted": 0,
+            "sessions": deleted, "states_deleted": len(deleted),
+            "kept": sorted(self.outcomes["kept"]),
+            "already_gone": sorted(self.outcomes["vanished"]),
+            "digest": {"algorithm": "sha256", "over": "sorted removed ids, one per line "
+                       "('state:<session>')", "value": removed_digest(removed_ids([], deleted))},
+        }
+
+    def write_receipt(self, then: Callable[[str], Any] | None = None) -> str:
+        """Write :meth:`receipt` to ``request.receipt`` (atomically, mode 0600), then call
+        ``then(path)`` (its signature); the receipt's path."""
+        import json
+
+        path = self.request.receipt or ""
+        with atomic_output(path) as stream:
+            stream.write((json.dumps(self.receipt(), indent=2, sort_keys=True) + "\n").encode())
+        if then is not None:
+            then(path)
+        return path
+

@@ -24,7 +24,8 @@ from semvecctl.durations import duration_seconds as _duration_seconds
 from semvecctl.durations import parse_duration  # the name the prune tests import
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (Apply, AssumeTtl, BatchSize, EncryptTo, EncryptToFile, Identity, MatchSessions, MetricsFile, Overwrite, SessionOwner, SessionUnowned, store_command, StreamOutput, Yes)
+from semvecctl.options import (Apply, AssumeTtl, BatchSize, EncryptTo, EncryptToFile, Identity, MatchSessions, MetricsFile, Overwrite, SessionOwner, SessionUnowned, SignWith, store_command, StreamOutput, Yes)
+from semvecctl.signing import sign, signing_key
 from semvecctl.output import Column, StreamFormat
 
 _COLUMNS = [
@@ -86,22 +87,29 @@ def prune_sessions(*,
     encrypt_to: EncryptTo = None,
     encrypt_to_file: EncryptToFile = None,
     identity: Identity = None,
+    receipt: Optional[str] = typer.Option(None, "--receipt", show_default=False,
+                                          help="With --apply: write a JSON receipt of what was "
+                                               "deleted here (ids and their digest)."),
+    sign_with: SignWith = None,
 ) -> None:
     """Delete sessions not written for longer than --idle-for (preview unless --apply).
 
     --encrypt-to encrypts the --archive (age); continuing an interrupted encrypted run
-    needs its key: --identity FILE."""
+    needs its key: --identity FILE. --receipt FILE (with --sign-with KEY, signed) is the
+    evidence of an --apply run."""
     from backends.contract import Capability
     from backends.ops.prune import Prune, PruneRequest, PruneResult
 
     apply = current().wants_apply(apply=apply, yes=yes)
+    key = _receipt_key(receipt, sign_with, apply, overwrite)
     metrics = recorder(metrics_file, "sessions prune")
     request = PruneRequest(
         parse_duration(idle_for), apply=apply, archive=archive, overwrite=overwrite,
         assume_ttl=_parse_ttl(assume_ttl) if assume_ttl is not None else None,
-        owner_subject=conn.scope, match=match, batch_size=batch_size,
+        owner_subject=conn.scope, match=match, batch_size=batch_size, receipt=receipt,
         **_encryption(archive, encrypt_to, encrypt_to_file, identity))
-    current().evidence_file(archive, option="--archive", overwrite=overwrite)
+    if archive is not None or receipt is None:
+        current().evidence_file(archive, option="--archive", overwrite=overwrite)
     out = current().output
     spec = conn.spec
     result = PruneResult()
@@ -117,11 +125,29 @@ def prune_sessions(*,
         idle = prune.start()
         if apply:
             _stream_deletes(prune, idle, output)
+            if receipt is not None:
+                out.info(f"receipt in {prune.write_receipt(then=lambda path: sign(path, key))}")
         else:
             label = "archived" if archive is not None else "would delete"
             out.stream((_row(s, label) for s in out.progress(idle, label="scanning")), output,
                        _COLUMNS)
     _summary(prune, idle_for)
+
+
+def _receipt_key(receipt: Optional[str], sign_with: Optional[str], apply: bool,
+                 overwrite: bool) -> Any:
+    """Check --receipt and --sign-with before the store is opened; the signing key."""
+    import os
+
+    if receipt is not None:
+        if not apply:
+            current().abort("--receipt is written by an --apply run; a preview deletes nothing",
+                            ExitCode.USAGE)
+        current().evidence_file(receipt, option="--receipt", overwrite=False)
+        if os.path.exists(receipt) and not overwrite:
+            current().abort(f"--receipt {receipt} already exists: choose another file, or pass "
+                            "--overwrite to replace it", ExitCode.USAGE)
+    return signing_key(sign_with, receipt)
 
 
 def _encryption(archive: Optional[str], encrypt_to: Optional[List[str]],
