@@ -91,6 +91,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "semvecctl erasures check --uri redis://cache:6379/0 --user u-99 --owner acme   # exit 1: not erased",
         "semvecctl erasures check --uri redis://cache:6379/0 --user u-99 -o json   # exit 1",
     ),
+    "archive verify": (
+        "semvecctl archive verify backup.jsonl.gz",
+        "semvecctl archive verify backup.jsonl.gz -o json",
+    ),
     "receipts verify": (
         "semvecctl receipts verify u-17.json --key receipts.pub   # exit 1: unsigned (erased without --sign-with)",
         "semvecctl receipts verify u-17.json --key receipts.pub -o json   # exit 1",

@@ -49,6 +49,8 @@ COMMANDS: dict[str, Entry] = {
                             "item rows of the sessions derived from them (preview, then --apply)."),
     "erasures": Entry("erasures", "List the erasure ledger (keyed hashes, never ids) and check "
                                   "whether a subject was erased (exit 0 erased, 1 not)."),
+    "archive": Entry("archive", "Verify an archive offline (checksums, trailer, duplicates; "
+                                "age-encrypted ones with --identity): exit 0 intact, 1 damaged."),
     "receipts": Entry("receipts", "Verify a receipt's detached Ed25519 signature (RECEIPT.sig, "
                                   "written by --sign-with)."),
     "config": Entry("config", "Show the effective configuration (profiles, selection, "

@@ -101,7 +101,7 @@ def prune_sessions(*,
     from backends.ops.prune import Prune, PruneRequest, PruneResult
 
     apply = current().wants_apply(apply=apply, yes=yes)
-    key = _receipt_key(receipt, sign_with, apply, overwrite)
+    key = _receipt_key(receipt, sign_with, overwrite)
     metrics = recorder(metrics_file, "sessions prune")
     request = PruneRequest(
         parse_duration(idle_for), apply=apply, archive=archive, overwrite=overwrite,
@@ -134,15 +134,11 @@ def prune_sessions(*,
     _summary(prune, idle_for)
 
 
-def _receipt_key(receipt: Optional[str], sign_with: Optional[str], apply: bool,
-                 overwrite: bool) -> Any:
+def _receipt_key(receipt: Optional[str], sign_with: Optional[str], overwrite: bool) -> Any:
     """Check --receipt and --sign-with before the store is opened; the signing key."""
     import os
 
-    if receipt is not None:
-        if not apply:
-            current().abort("--receipt is written by an --apply run; a preview deletes nothing",
-                            ExitCode.USAGE)
+    if receipt is not None:  # a preview deletes nothing and writes no receipt, as erase's
         current().evidence_file(receipt, option="--receipt", overwrite=False)
         if os.path.exists(receipt) and not overwrite:
             current().abort(f"--receipt {receipt} already exists: choose another file, or pass "

@@ -458,3 +458,43 @@ def test_an_empty_recipient_file_never_gives_a_plain_archive(source, tmp_path):
     assert result.exit_code == 2, result.output
     assert "lists no recipient" in error_line(result)
     assert not out.exists()
+
+
+# -- archive verify: the same checks, offline ------------------------------------------------
+
+
+def test_archive_verify_says_intact_plain_and_encrypted(source, keys, encrypted, tmp_path):
+    plain = tmp_path / "plain.jsonl"
+    export(plain)
+    result = invoke("archive", "verify", str(plain))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"intact: {SESSIONS} session(s)")
+    sealed = invoke("archive", "verify", str(encrypted), "--identity", str(keys[0][0]),
+                    "-o", "json")
+    assert sealed.exit_code == 0, sealed.output
+    import json
+
+    facts = json.loads(sealed.stdout)
+    assert facts["intact"] is True and facts["encrypted"] is True
+    assert facts["sessions"] == SESSIONS
+
+
+def test_archive_verify_refuses_a_damaged_or_locked_archive(source, keys, encrypted, tmp_path):
+    plain = tmp_path / "plain.jsonl"
+    export(plain)
+    data = bytearray(plain.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    flipped = tmp_path / "flipped.jsonl"
+    flipped.write_bytes(bytes(data))
+    damaged = invoke("archive", "verify", str(flipped))
+    assert damaged.exit_code == 1, damaged.output
+    error_line(damaged)
+    truncated = tmp_path / "truncated.jsonl.gz.age"
+    truncated.write_bytes(encrypted.read_bytes()[:-100])
+    cut = invoke("archive", "verify", str(truncated), "--identity", str(keys[0][0]))
+    assert cut.exit_code == 1, cut.output
+    locked = invoke("archive", "verify", str(encrypted))
+    assert locked.exit_code == 2 and "--identity" in error_line(locked)
+    wrong = invoke("archive", "verify", str(encrypted), "--identity", str(keys[1][0]))
+    assert wrong.exit_code == 1, wrong.output
+    assert invoke("archive", "verify", str(tmp_path / "none")).exit_code == 2

@@ -52,10 +52,10 @@ def test_a_signed_prune_receipt_names_what_it_deleted_and_verifies(target, idle,
     assert plain_run("receipts", "verify", str(receipt), "--key", str(pub)).exit_code == 1
 
 
-def test_a_receipt_needs_apply_and_never_replaces_a_file_unasked(target, idle, tmp_path):
+def test_a_preview_writes_no_receipt_and_none_is_replaced_unasked(target, idle, tmp_path):
     receipt = tmp_path / "prune.json"
     preview = run(target, "sessions", "prune", "--idle-for", "1d", "--receipt", str(receipt))
-    assert preview.exit_code == 2 and "--apply" in preview.stderr
+    assert preview.exit_code == 0 and not receipt.exists(), preview.output
     receipt.write_text("kept")
     again = run(target, "sessions", "prune", "--idle-for", "1d", "--apply", "--yes",
                 "--receipt", str(receipt))
