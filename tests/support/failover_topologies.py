@@ -26,7 +26,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from backends.conformance.failover import FailoverTopology, default_promotion
 from backends.conformance.proxy import FaultProxy
@@ -78,10 +78,29 @@ def _replica_version(replica) -> Callable[[str], int]:
     return stored
 
 
+@dataclass
+class _RedisPair:
+    primary: Any
+    replica: Any
+    proxy: FaultProxy
+    started: list[Any]
+
+    def fail(self) -> None:
+        self.primary.kill()
+        self.proxy.cut()
+
+    def deployment(self, uri: str, promote_uri: str, after_uri: str) -> Deployment:
+        topology = FailoverTopology(fail_primary=self.fail,
+                                    promote=default_promotion("redis", promote_uri),
+                                    after_uri=after_uri, stall_replication=self.proxy.stall)
+        return Deployment("redis", uri, topology, _replica_version(self.replica),
+                          pids=[s.pid for s in self.started])
+
+
 @contextmanager
-def redis_pair(root: Path) -> Iterator[Deployment]:
-    """A primary and a replica through the proxy, no Sentinel: the writers use the
-    primary's URI and the promotion is ``REPLICAOF NO ONE`` on the replica's."""
+def _redis_pair(root: Path) -> Iterator[_RedisPair]:
+    """A primary, and a replica replicating through the proxy; every server the caller
+    adds to ``started`` is killed with them."""
     from tests.support.dedicated_redis import DedicatedRedis, start_replica
 
     primary = DedicatedRedis(root / "primary", extra=["--appendonly", "no"])
@@ -91,16 +110,7 @@ def redis_pair(root: Path) -> Iterator[Deployment]:
     try:
         replica = start_replica(primary, root / "replica", via_port=proxy.port)
         started.append(replica)
-
-        def fail() -> None:
-            primary.kill()
-            proxy.cut()
-
-        topology = FailoverTopology(fail_primary=fail,
-                                    promote=default_promotion("redis", replica.url),
-                                    after_uri=replica.url, stall_replication=proxy.stall)
-        yield Deployment("redis", primary.url, topology, _replica_version(replica),
-                         pids=[s.pid for s in started])
+        yield _RedisPair(primary, replica, proxy, started)
     finally:
         proxy.close()
         for server in reversed(started):
@@ -108,39 +118,30 @@ def redis_pair(root: Path) -> Iterator[Deployment]:
 
 
 @contextmanager
+def redis_pair(root: Path) -> Iterator[Deployment]:
+    """A primary and a replica through the proxy, no Sentinel: the writers use the
+    primary's URI and the promotion is ``REPLICAOF NO ONE`` on the replica's."""
+    with _redis_pair(root) as pair:
+        url = pair.replica.url
+        yield pair.deployment(pair.primary.url, url, url)
+
+
+@contextmanager
 def redis_with_sentinel(root: Path) -> Iterator[Deployment]:
-    from tests.support.dedicated_redis import DedicatedRedis, DedicatedSentinel, start_replica
+    from tests.support.dedicated_redis import DedicatedSentinel
 
     service = f"fo{uuid.uuid4().hex[:6]}"
-    primary = DedicatedRedis(root / "primary", extra=["--appendonly", "no"])
-    primary.start()
-    proxy = FaultProxy("127.0.0.1", primary.port)
-    started = [primary]
-    try:
-        replica = start_replica(primary, root / "replica", via_port=proxy.port)
-        started.append(replica)
+    with _redis_pair(root) as pair:
         # failover-timeout is also how long it lets a replica follow another address
         # (the proxy) before it "fixes" it: longer than any test here
-        sentinel = DedicatedSentinel(root / "sentinel", primary.port, service,
+        sentinel = DedicatedSentinel(root / "sentinel", pair.primary.port, service,
                                      failover_timeout_ms=120000)
         sentinel.start()
-        started.append(sentinel)
+        pair.started.append(sentinel)
         _until(lambda: sentinel.client().execute_command("SENTINEL", "REPLICAS", service),
                "the sentinel did not see the replica")
         uri = f"redis+sentinel://127.0.0.1:{sentinel.port}/{service}/0"
-
-        def fail() -> None:
-            primary.kill()
-            proxy.cut()
-
-        topology = FailoverTopology(fail_primary=fail, promote=default_promotion("redis", uri),
-                                    after_uri=uri, stall_replication=proxy.stall)
-        yield Deployment("redis", uri, topology, _replica_version(replica),
-                         pids=[s.pid for s in started])
-    finally:
-        proxy.close()
-        for server in reversed(started):
-            server.kill()
+        yield pair.deployment(uri, uri, uri)
 
 
 def _postmaster(data: Path) -> int:
