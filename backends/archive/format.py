@@ -1,10 +1,10 @@
-"""The sessions archive format, version 3 (versions 1 and 2 are still read): JSON Lines,
+"""The sessions archive format, version 4 (versions 1 to 3 are still read): JSON Lines,
 gzip when the name ends in ``.gz``.
 
 Line 1 is the header, then one line per session, then (v2) one line per whole-user log
 (v3: one line per part of it), then the trailer::
 
-    {"kind":"header","format":"semvecctl-sessions","format_version":3,...}
+    {"kind":"header","format":"semvecctl-sessions","format_version":4,...}
     {"kind":"session","n":1,"session_id":...,"blob":<base64>,"expires_at":...,"drift_exempt":false,...}
     {"kind":"user","n":2,"user_id":...,"part":1,"final":false,"counter":null,"events":[...],...}
     {"kind":"user","n":3,"user_id":...,"part":2,"final":true,"counter":7,"events":[...],...}
@@ -29,6 +29,11 @@ Version 3 splits a user's log into consecutive parts of at most :data:`USER_PART
 events (``part`` numbered from 1, ``final`` on the last), so neither writer nor reader
 holds a whole log as one line; only the final part carries the counter (read after every
 event). A v2 user record reads as one final part.
+
+Version 4 lets the header carry the source's erasure ledger (``ledger``: the secrets its
+entries are keyed under, as hex, and the entries; never an id), so a store restored from
+the archive withholds an erased subject from the next restore too (see
+:mod:`backends.transfer.withhold`). The header is in the trailer's digest like every line.
 """
 
 from __future__ import annotations
@@ -47,25 +52,27 @@ from backends.archive.errors import ArchiveDamaged, ArchiveUnsupported
 from backends.contract import as_utc
 
 FORMAT_NAME = "semvecctl-sessions"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: format versions this code reads
-READABLE_VERSIONS = frozenset({1, 2, 3})
+READABLE_VERSIONS = frozenset({1, 2, 3, 4})
 #: events per user record (v3): what a writer or reader holds of one log at a time
 USER_PART_EVENTS = 500
 
 _HEADER_V1 = frozenset({"kind", "format", "format_version", "source_backend", "source_uri",
                         "created_at", "tool", "tool_version", "with_items", "filters"})
-HEADER_KEYS = {1: _HEADER_V1, 2: _HEADER_V1 | {"with_events"}, 3: _HEADER_V1 | {"with_events"}}
+HEADER_KEYS = {1: _HEADER_V1, 2: _HEADER_V1 | {"with_events"}, 3: _HEADER_V1 | {"with_events"},
+               4: _HEADER_V1 | {"with_events", "ledger"}}
 _SESSION_COMMON = frozenset({"kind", "n", "session_id", "version", "owner_subject",
                              "pending_message", "blob", "blob_sha256", "items", "line_sha256"})
 SESSION_KEYS = {1: _SESSION_COMMON | {"ttl_seconds"},
                 2: _SESSION_COMMON | {"expires_at", "drift_exempt", "events", "updated_at"}}
-SESSION_KEYS[3] = SESSION_KEYS[2]
+SESSION_KEYS[3] = SESSION_KEYS[4] = SESSION_KEYS[2]
 _USER_V2 = frozenset({"kind", "n", "user_id", "counter", "events", "line_sha256"})
 USER_KEYS = {2: _USER_V2, 3: _USER_V2 | {"part", "final"}}
+USER_KEYS[4] = USER_KEYS[3]
 TRAILER_KEYS = {1: frozenset({"kind", "count", "digest"}),
                 2: frozenset({"kind", "count", "users", "digest"})}
-TRAILER_KEYS[3] = TRAILER_KEYS[2]
+TRAILER_KEYS[3] = TRAILER_KEYS[4] = TRAILER_KEYS[2]
 ITEM_KEYS = frozenset({"item_id", "text", "embedding", "tier", "tiers", "unit", "created_at",
                        "updated_at"})
 
@@ -98,6 +105,8 @@ class ArchiveHeader:
     with_events: bool = False
     #: the format version the archive was written in (what is written is always the newest)
     format_version: int = FORMAT_VERSION
+    #: the source's erasure ledger (v4: ``{"keys": [...], "entries": [...]}``), or None
+    ledger: Mapping[str, Any] | None = None
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -106,6 +115,7 @@ class ArchiveHeader:
             "created_at": self.created_at, "tool": "semvecctl", "tool_version": self.tool_version,
             "with_items": bool(self.with_items), "with_events": bool(self.with_events),
             "filters": dict(self.filters),
+            **({"ledger": dict(self.ledger)} if self.ledger else {}),
         }
 
     @staticmethod
@@ -328,7 +338,42 @@ def check_header(record: Any, line_no: int = 1) -> ArchiveHeader:
         created_at=record["created_at"], tool_version=record["tool_version"],
         with_items=bool(record.get("with_items")), filters=filters,
         with_events=bool(record.get("with_events")), format_version=version,
+        ledger=_checked_ledger(record.get("ledger"), line_no),
     )
+
+
+_LEDGER_KEY_FIELDS = {"key_id", "secret"}
+_LEDGER_ENTRY_FIELDS = {"key_id", "digest", "erased_at", "receipt"}
+
+
+def _is_hex(value: Any) -> bool:
+    try:
+        return isinstance(value, str) and bool(bytes.fromhex(value))
+    except ValueError:
+        return False
+
+
+def _checked_ledger(value: Any, line_no: int) -> Mapping[str, Any] | None:
+    """The header's ledger, its shape checked (ArchiveDamaged naming what is wrong)."""
+    if value is None:
+        return None
+    keys = value.get("keys") if isinstance(value, dict) else None
+    entries = value.get("entries") if isinstance(value, dict) else None
+    if set(value or ()) != {"keys", "entries"} or not isinstance(keys, list) \
+            or not isinstance(entries, list):
+        raise damaged(line_no, "the header's ledger is not {keys: [...], entries: [...]}")
+    for key in keys:
+        if not isinstance(key, dict) or set(key) != _LEDGER_KEY_FIELDS \
+                or not isinstance(key["key_id"], str) or not _is_hex(key["secret"]):
+            raise damaged(line_no, "a key of the header's ledger is not {key_id, secret (hex)}")
+    for entry in entries:
+        if not isinstance(entry, dict) or set(entry) != _LEDGER_ENTRY_FIELDS \
+                or not all(isinstance(entry[k], str) for k in ("key_id", "digest", "erased_at")) \
+                or not isinstance(entry["receipt"], (str, type(None))):
+            raise damaged(line_no, "an entry of the header's ledger is not {key_id, digest, "
+                                   "erased_at, receipt}")
+        _opt_time(entry["erased_at"], line_no, "a ledger entry's erased_at")
+    return value
 
 
 def _opt_str(record: Mapping[str, Any], key: str, line_no: int, *, empty_ok: bool = False) -> str | None:

@@ -113,11 +113,15 @@ def make_header(adapter: Any, source_uri: str, *, with_items: bool, owner_subjec
         filters["users"] = list(users)
     if updated_since is not None:
         filters["updated_since"] = as_utc(updated_since).isoformat()
+    from backends.transfer.withhold import ledger_record
+
     return ArchiveHeader(source_backend=str(getattr(adapter, "name", "?")), source_uri=source_uri,
                          created_at=ArchiveHeader.now(), tool_version=__version__,
                          with_items=with_items, filters=filters,
                          # a whole-user log carries events too: the header says so
-                         with_events=bool(with_events or users))
+                         with_events=bool(with_events or users),
+                         # a store restored from the archive keeps its erasures
+                         ledger=ledger_record(adapter))
 
 
 def drift_reader(adapter: Any) -> Callable[[Any], bool]:

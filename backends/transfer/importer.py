@@ -58,7 +58,7 @@ from backends.transfer.loss import (
 from backends.transfer.progress import (CHECKING, CONFLICTS, READING_BACK, READING_BACK_EVENTS,
                                       VERIFYING, WRITING, Phases, counted, quiet)
 from backends.transfer.verify import Expected, VerifyReport, check_all, check_events
-from backends.transfer.withhold import Withholding, carry_ledger
+from backends.transfer.withhold import Withholding, carry_entries, carry_ledger, ledger_from_record
 
 ON_CONFLICT = ("error", "skip")
 
@@ -191,10 +191,14 @@ class SessionImporter:
 
     @property
     def withholding(self) -> Withholding:
-        """The target's ledger (and the source's), loaded once."""
+        """The target's ledger, the source's and the archive's (its header's), loaded once."""
         if self._withholding is None:
-            self._withholding = Withholding.load(self.adapter, self.carry_from)
+            self._withholding = Withholding.load(self.adapter, self.carry_from,
+                                                 carried=self._archived_ledger())
         return self._withholding
+
+    def _archived_ledger(self) -> tuple[list[Any], list[Any]]:
+        return ledger_from_record(self.verify().header.ledger)
 
     def _withheld(self, record: SessionRecord) -> bool:
         return self.withholding.withholds_session(record.events, record.updated_at)
@@ -504,7 +508,9 @@ class SessionImporter:
                    ) -> ImportResult:
         result = ImportResult(versions_preserved=self.restores_versions)
         self.result = result
-        if self.carry_from is not None:  # before the first write: the target refuses them too
+        # before the first write: the target withholds them from later restores too
+        carry_entries(*self._archived_ledger(), self.adapter)
+        if self.carry_from is not None:
             carry_ledger(self.carry_from, self.adapter)
         logs = self._logs()
         records: Iterable[SessionRecord | UserRecord] = counted(self._all_records(), tick)

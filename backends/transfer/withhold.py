@@ -89,18 +89,50 @@ def record_erasure(adapter: Any, user_id: str, owner: str | None, *,
 def carry_ledger(source: Any, target: Any) -> int:
     """Carry the source's entries, and the secrets they are keyed under, to the target
     (as carried keys; the target's own stays its own). Returns the entries carried."""
-    src, dst = ledger_of(source), ledger_of(target)
-    if src is None or dst is None:
+    src = ledger_of(source)
+    if src is None:
         return 0
     entries = src.entries()
-    if not entries:
+    return carry_entries(src.keys() if entries else [], entries, target)
+
+
+def carry_entries(keys: Sequence[LedgerKey], entries: Sequence[LedgerEntry], target: Any) -> int:
+    """Add ``entries`` and the secrets they are keyed under to the target's ledger (as
+    carried keys); the entries carried (0 when the target keeps no ledger)."""
+    dst = ledger_of(target)
+    if dst is None or not entries:
         return 0
     held = {k.key_id for k in dst.keys()}
-    for key in src.keys():
+    for key in keys:
         if key.key_id not in held:
             dst.add_key(LedgerKey(key.key_id, key.secret, False))
-    dst.add_entries(entries)
+    dst.add_entries(list(entries))
     return len(entries)
+
+
+def ledger_record(adapter: Any) -> dict[str, Any] | None:
+    """The adapter's ledger as an archive header carries it (format v4): its entries and
+    the secrets they are keyed under, as hex; None when it keeps none or it is empty."""
+    ledger = ledger_of(adapter)
+    entries = ledger.entries() if ledger is not None else []
+    if not entries:
+        return None
+    used = {e.key_id for e in entries}
+    return {"keys": [{"key_id": k.key_id, "secret": k.secret.hex()}
+                     for k in ledger.keys() if k.key_id in used],
+            "entries": [{"key_id": e.key_id, "digest": e.digest,
+                         "erased_at": as_utc(e.erased_at).isoformat(), "receipt": e.receipt}
+                        for e in entries]}
+
+
+def ledger_from_record(record: Any) -> tuple[list[LedgerKey], list[LedgerEntry]]:
+    """The keys and entries of an archive header's ledger (checked by the reader)."""
+    if not record:
+        return [], []
+    keys = [LedgerKey(k["key_id"], bytes.fromhex(k["secret"]), False) for k in record["keys"]]
+    entries = [LedgerEntry(e["key_id"], e["digest"], datetime.fromisoformat(
+        e["erased_at"].replace("Z", "+00:00")), e["receipt"]) for e in record["entries"]]
+    return keys, entries
 
 
 def _later(a: datetime | None, b: datetime) -> datetime:
@@ -121,10 +153,13 @@ class Withholding:
         self._cache: dict[tuple[str, str], datetime | None] = {}
 
     @classmethod
-    def load(cls, *adapters: Any) -> "Withholding":
-        """The union of the adapters' ledgers (one that keeps none adds nothing)."""
-        keys: list[LedgerKey] = []
-        entries: list[LedgerEntry] = []
+    def load(cls, *adapters: Any,
+             carried: tuple[Sequence[LedgerKey], Sequence[LedgerEntry]] = ((), ())
+             ) -> "Withholding":
+        """The union of the adapters' ledgers (one that keeps none adds nothing) and the
+        ``carried`` keys and entries (an archive's)."""
+        keys: list[LedgerKey] = list(carried[0])
+        entries: list[LedgerEntry] = list(carried[1])
         for adapter in adapters:
             ledger = ledger_of(adapter) if adapter is not None else None
             if ledger is not None:

@@ -29,7 +29,9 @@ def _facts(path: str, summary: Any, encrypted: bool) -> dict[str, Any]:
             "format_version": header.format_version, "source_backend": header.source_backend,
             "created_at": header.created_at, "sessions": summary.count,
             "sessions_with_events": summary.sessions_with_events, "users": summary.users,
-            "events": summary.events, "items": summary.items, "digest": summary.digest}
+            "events": summary.events, "items": summary.items,
+            "erasure_ledger_entries": len((header.ledger or {}).get("entries", ())),
+            "digest": summary.digest}
 
 
 @app.command("verify")

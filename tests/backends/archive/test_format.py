@@ -23,7 +23,7 @@ from backends.archive import (
     atomic_output,
     verify_archive,
 )
-from backends.archive.format import canonical, sha256_hex
+from backends.archive.format import READABLE_VERSIONS, canonical, sha256_hex
 from backends.archive.seen import SeenFilter, confirmed_duplicates
 from backends.contract import MemoryItem
 
@@ -91,7 +91,7 @@ def test_layout_is_header_sessions_trailer_in_canonical_json():
     parsed = [json.loads(line) for line in lines(data)]
     assert [p["kind"] for p in parsed] == ["header"] + ["session"] * 4 + ["trailer"]
     header = parsed[0]
-    assert header["format"] == FORMAT_NAME and header["format_version"] == 3
+    assert header["format"] == FORMAT_NAME and header["format_version"] == 4
     assert header["source_backend"] == "memory" and header["tool"] == "semvecctl"
     assert [p["n"] for p in parsed[1:-1]] == [1, 2, 3, 4]
     assert parsed[-1]["count"] == 4
@@ -224,10 +224,11 @@ def test_duplicate_session_id_is_refused_even_when_every_checksum_agrees():
 def test_wrong_format_version_says_what_to_upgrade():
     ls = lines(archive_bytes())
     header = json.loads(ls[0])
-    header["format_version"] = 4
+    newer = max(READABLE_VERSIONS) + 1  # a version written by a newer semvecctl
+    header["format_version"] = newer
     ls[0] = canonical(header) + b"\n"
     message = refused(b"".join(ls), ArchiveUnsupported)
-    assert "version 4 is not supported" in message and "upgrade semvecctl" in message
+    assert f"version {newer} is not supported" in message and "upgrade semvecctl" in message
 
 
 def test_wrong_format_name_is_refused():

@@ -265,3 +265,41 @@ def _archived_events(path: Any) -> list[Any]:
 
     with ArchiveReader(open(path, "rb"), close_source=True) as reader:
         return [e for record in reader.records() for e in (record.events or ())]
+
+
+def test_an_archive_carries_the_ledger_to_the_store_restored_from_it(kind, request, tmp_path):
+    """A store restored from a backup taken after the erasure withholds the subject from an
+    older backup too: the archive's header carries the ledger (format 4), inside the
+    trailer's digest, so a header stripped of it is damage."""
+    target, main = _main(request, kind)
+    s = seed(main.adapter)
+    before, after = tmp_path / "before.jsonl.gz", tmp_path / "after.jsonl"
+    assert invoke("sessions", "export", *main.target_args(), "--with-events",
+                  "--out", str(before)).exit_code == 0
+    assert invoke("erase", "--user", s.alice, "--owner", "acme", "--apply", "--yes",
+                  "--receipt", str(tmp_path / "r.json"), *main.target_args()).exit_code == 0
+    assert invoke("sessions", "export", *main.target_args(), "--with-events",
+                  "--out", str(after)).exit_code == 0
+    header = json.loads(after.read_text().splitlines()[0])
+    assert len(header["ledger"]["entries"]) == 1
+    assert s.alice not in json.dumps(header["ledger"]) and "acme" not in json.dumps(header["ledger"])
+    verified = invoke("archive", "verify", str(after), "-o", "json")
+    assert json.loads(verified.stdout)["erasure_ledger_entries"] == 1
+    fresh = _fresh(request, kind, 1)
+    into = invoke("sessions", "import", str(after), *fresh.target_args(), "--apply", "--yes")
+    assert into.exit_code == 0, into.output
+    checked = invoke("erasures", "check", "--user", s.alice, "--owner", "acme",
+                     *fresh.target_args())
+    assert checked.exit_code == 0, checked.output
+    older = invoke("sessions", "import", str(before), *fresh.target_args(), "--on-conflict",
+                   "skip", "--apply", "--yes", "-o", "json")
+    assert older.exit_code == 0, older.output
+    assert _withheld(json.loads(older.stdout)) == ([s.s1], sorted(s.alice_ids[:3]))
+    assert fresh.adapter.state_store().load_full(s.s1) is None
+
+    lines = after.read_text().splitlines(keepends=True)
+    stripped = dict(header)
+    del stripped["ledger"]
+    lines[0] = json.dumps(stripped, sort_keys=True, separators=(",", ":")) + "\n"
+    (tmp_path / "stripped.jsonl").write_text("".join(lines))
+    assert invoke("archive", "verify", str(tmp_path / "stripped.jsonl")).exit_code == 1
