@@ -146,10 +146,10 @@ class LiveMigration:
         self._events_src: Any = session_event_source(source)
         self._events_dst: Any = event_restorer(target) if self._events_src is not None else None
         self._source_counter = counter_reader(source)
-        self._subjects_cache: dict[str, list[str]] | None = None
         self._withholding = Withholding()
-        #: the source's logs, each read once per pass while the ledger holds entries
-        self._logs: SourceLogs | None = None
+        #: the source's session subjects and (while the ledger holds entries) its users'
+        #: logs, each read once per pass
+        self._logs: SourceLogs | None = self._source_logs()
         self.feed: Any = None
         self._batch_restore = (self._target_store.restore_sessions
                                if offers(self._target_store, Capability.BATCH_RESTORE) else None)
@@ -176,7 +176,6 @@ class LiveMigration:
         started = time.monotonic()
         self.state.fold()  # what another reader left unfolded: every pass starts from rows
         result = PassResult(kind=kind, n=self.state.begin_pass(kind))
-        self._subjects_cache = None
         self._load_ledger()
         drained = self.feed.drain() if (use_feed and self.feed is not None) else None
         if drained is not None:
@@ -573,13 +572,9 @@ class LiveMigration:
     # -- events --------------------------------------------------------------------------
 
     def _subjects(self, sids: list[str]) -> set[str]:
-        if self._events_src is None or not sids:
+        if self._logs is None:
             return set()
-        if offers(self._events_src, Capability.SUBJECTS_BY_SESSION):
-            if self._subjects_cache is None:  # one scan of the log per pass (Redis)
-                self._subjects_cache = self._events_src.subjects_by_session()
-            return {u for sid in sids for u in self._subjects_cache.get(sid, ())}
-        return {u for sid in sids for u in self._events_src.session_subjects(sid)}
+        return {u for sid in sids for u in self._logs.subjects(sid)}
 
     def _copy_events(self, users: Iterable[str], result: PassResult) -> None:
         if self._events_src is None or self._events_dst is None:
@@ -593,20 +588,28 @@ class LiveMigration:
         """Carry the source's ledger to the target, then load both, once per pass."""
         carry_ledger(self.source, self.target)
         self._withholding = Withholding.load(self.target, self.source)
-        self._logs = (SourceLogs(self._events_src, self.scope)
-                      if self._withholding and self._events_src is not None else None)
+        self._logs = self._source_logs()
+
+    def _source_logs(self) -> SourceLogs | None:
+        return SourceLogs(self._events_src, self.scope) if self._events_src is not None else None
+
+    @property
+    def _withholding_active(self) -> bool:
+        return self._logs is not None and bool(self._withholding)
 
     def withholds(self, summary: Any) -> bool:
         """Whether the last pass's ledger withholds this source session (never copied)."""
-        return self._logs is not None and self._withholding.withholds_session(
-            self._logs.session_log(summary.session_id), summary.updated_at)
+        logs = self._logs
+        return (logs is not None and bool(self._withholding)
+                and self._withholding.withholds_session(logs.session_log(summary.session_id),
+                                                        summary.updated_at))
 
     def withholds_event(self, event: Any) -> bool:
-        return self._logs is not None and self._withholding.withholds_event(event)
+        return self._withholding_active and self._withholding.withholds_event(event)
 
     def _not_withheld(self, todo: list[Any], result: PassResult) -> list[Any]:
         """``todo`` without the sessions the ledger withholds (named in ``result``)."""
-        if self._logs is None:
+        if not self._withholding_active:
             return todo
         kept = []
         for summary in todo:
@@ -619,7 +622,7 @@ class LiveMigration:
     def _user_events(self, user: str, result: PassResult) -> tuple[list[Any], int]:
         """The user's source log less what the ledger withholds (named in ``result``), and
         the highest sequence of the whole log (the counter goes on past withheld events)."""
-        if self._logs is None:
+        if self._logs is None or not self._withholding_active:
             log = self._events_src.list_events(user, owner_subject=self.scope)
             return log, max((e.sequence for e in log), default=0)
         log = self._logs.user_log(user)

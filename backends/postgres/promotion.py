@@ -15,8 +15,8 @@ from backends.postgres.config import SqlConfig
 _POLL_S = 0.1
 
 
-def promote(uri: str, timeout: float = 30.0) -> str:
-    """Promote the standby ``uri`` names; return its redacted URI once it is a primary."""
+def promote(uri: str, timeout: float = 30.0) -> None:
+    """Promote the standby ``uri`` names; return once it is a primary taking writes."""
     import psycopg
 
     config = SqlConfig.resolve(uri, {"shards": ()})
@@ -36,4 +36,3 @@ def promote(uri: str, timeout: float = 30.0) -> str:
                                    f"{timeout:g}s")
             time.sleep(_POLL_S)
         conn.execute("SELECT txid_current()")  # takes a write: a transaction id is assigned
-    return config.display_uri

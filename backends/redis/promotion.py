@@ -33,24 +33,23 @@ def _role(client: Any) -> str:
     return str(client.info("replication").get("role", ""))
 
 
-def promote(uri: str, timeout: float = 30.0) -> str:
-    """Promote the replica ``uri`` names (or let its sentinels fail over); return the
-    address of the primary now ("host:port")."""
+def promote(uri: str, timeout: float = 30.0) -> None:
+    """Promote the replica ``uri`` names (or let its sentinels fail over); return once
+    the new primary says it is one."""
     target = sentinel_of(uri)
-    if target is None:
-        client = make_client(RedisSettings.resolve(uri, {}), retries=0)
-        try:
-            client.execute_command("REPLICAOF", "NO", "ONE")
-            _until(lambda: _role(client) == "master", timeout, "the replica did not take the "
-                   "master role")
-            kwargs = client.connection_pool.connection_kwargs
-            return f"{kwargs.get('host', kwargs.get('path'))}:{kwargs.get('port', '')}"
-        finally:
-            client.close()
-    return _sentinel_failover(target, timeout)
+    if target is not None:
+        _sentinel_failover(target, timeout)
+        return
+    client = make_client(RedisSettings.resolve(uri, {}), retries=0)
+    try:
+        client.execute_command("REPLICAOF", "NO", "ONE")
+        _until(lambda: _role(client) == "master", timeout,
+               "the replica did not take the master role")
+    finally:
+        client.close()
 
 
-def _sentinel_failover(target: Any, timeout: float) -> str:
+def _sentinel_failover(target: Any, timeout: float) -> None:
     import redis
     from redis.sentinel import Sentinel
 
@@ -64,7 +63,6 @@ def _sentinel_failover(target: Any, timeout: float) -> str:
         return True
 
     _until(ask, timeout, f"no sentinel would start a failover of {target.service!r}")
-    found: list[tuple[str, int]] = []
 
     def promoted() -> bool:
         now = watcher.discover_master(target.service)
@@ -74,11 +72,9 @@ def _sentinel_failover(target: Any, timeout: float) -> str:
                               username=target.username, password=target.password,
                               ssl=target.tls, socket_timeout=5.0, socket_connect_timeout=5.0)
         try:
-            found[:] = [now]
             return _role(primary) == "master"
         finally:
             primary.close()
 
     _until(promoted, max(deadline - time.monotonic(), _POLL_S), "the sentinels did not name "
            f"a promoted primary for {target.service!r}")
-    return f"{found[0][0]}:{found[0][1]}"

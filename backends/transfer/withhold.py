@@ -162,10 +162,10 @@ class Withholding:
         entries: list[LedgerEntry] = list(carried[1])
         for adapter in adapters:
             ledger = ledger_of(adapter) if adapter is not None else None
-            if ledger is not None:
-                entries.extend(ledger.entries())
-                if entries:
-                    keys.extend(ledger.keys())
+            found = ledger.entries() if ledger is not None else []
+            if ledger is not None and found:  # its keys only when entries are keyed under them
+                entries.extend(found)
+                keys.extend(ledger.keys())
         return cls(keys, entries)
 
     def __bool__(self) -> bool:

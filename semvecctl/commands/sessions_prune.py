@@ -108,8 +108,8 @@ def prune_sessions(*,
         assume_ttl=_parse_ttl(assume_ttl) if assume_ttl is not None else None,
         owner_subject=conn.scope, match=match, batch_size=batch_size, receipt=receipt,
         **_encryption(archive, encrypt_to, encrypt_to_file, identity))
-    if archive is not None or receipt is None:
-        current().evidence_file(archive, option="--archive", overwrite=overwrite)
+    # with a --receipt, --overwrite may be for it alone
+    current().evidence_file(archive, option="--archive", overwrite=overwrite and receipt is None)
     out = current().output
     spec = conn.spec
     result = PruneResult()
