@@ -5,6 +5,7 @@ or the error."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import signal
 import sys
@@ -15,8 +16,11 @@ from backends.postgres.event_pass import BATCH, write_frame
 
 def run() -> None:
     """The pass, encoded, in batches of frames on stdout; then None, or the error."""
+    # the frames go out on a copy of stdout, and stdout itself becomes stderr: a stray
+    # print (of a module the recipe imports, of ``encode``) lands there, never in a frame
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
     recipe, encode, owner_subject, page = pickle.load(sys.stdin.buffer)
-    out = sys.stdout.buffer
     from backends.postgres.database import Database
     from backends.postgres.events import SqlEventStore
     from backends.postgres.placement import Placement

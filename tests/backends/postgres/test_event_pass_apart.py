@@ -128,3 +128,19 @@ def test_the_plain_way_of_writing_a_line_gives_the_same_bytes_for_encoded_events
     encoded = EncodedEvents(events_json(events), len(events))
     assert _plain_line(dict(body), encoded) == _plain_line(dict(body), events)
     assert len(encoded) == 3
+
+
+def noisy_events_json(events):
+    """``events_json`` that also prints, as a careless imported module might: in the
+    events pass's child that text must not reach the channel its frames travel on."""
+    print("[a stray line on stdout]", flush=True)
+    return events_json(events)
+
+
+def test_a_stray_print_in_the_child_does_not_corrupt_its_frames(postgres_adapter_factory):
+    adapter = postgres_adapter_factory()
+    _seed(adapter, random.Random(5), sessions=40)
+    store = adapter.event_store()
+    noisy = list(store.encoded_events_by_session(noisy_events_json))
+    assert noisy and noisy == list(store.encoded_events_by_session(events_json))
+    assert _children() == 0
