@@ -1,6 +1,7 @@
 """Cold start of `semvecctl --help` and `semvecctl backends list` against the floor of
-`python -c "import typer"` (goal: at most 1.3x, issue 33). Each command runs in a fresh
-interpreter.
+`python -c "import typer"` (goal: at most 1.3x). Each command runs in a fresh
+interpreter, with its stdout on a pipe and, for the cases marked "(tty)", on a
+pseudo-terminal (where tables are drawn in colour).
 
     python bench/bench_cli_startup.py [--runs 15] [--site DIR | --checkout]
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
+import pty
 import resource
 import shutil
 import statistics
@@ -34,6 +36,8 @@ CASES = {
     "semvecctl --help": ["-m", "semvecctl", "--help"],
     "semvecctl backends list": ["-m", "semvecctl", "backends", "list"],
     "semvecctl backends list -o json": ["-m", "semvecctl", "backends", "list", "-o", "json"],
+    "semvecctl --help (tty)": ["-m", "semvecctl", "--help"],
+    "semvecctl backends list (tty)": ["-m", "semvecctl", "backends", "list"],
 }
 
 
@@ -67,6 +71,26 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def run_once(cmd: list[str], *, tty: bool, env: dict[str, str], cwd: str) -> None:
+    """One run of ``cmd``, its stdout on a pipe or (``tty``) on a pseudo-terminal whose
+    output is read until the command closes it."""
+    if not tty:
+        subprocess.run(cmd, capture_output=True, check=True, env=env, cwd=cwd)
+        return
+    master, slave = pty.openpty()
+    child = subprocess.Popen(cmd, stdout=slave, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+    os.close(slave)
+    try:
+        while os.read(master, 65536):
+            pass
+    except OSError:  # EIO: the terminal's last writer has gone
+        pass
+    finally:
+        os.close(master)
+    if child.wait():
+        raise subprocess.CalledProcessError(child.returncode, cmd)
+
+
 def measure(cases: dict[str, list[str]], runs: int, env: dict[str, str],
             cwd: str) -> dict[str, tuple[list[float], list[float]]]:
     """(wall seconds, CPU seconds) per run of each case, the cases taken in turn (one run
@@ -79,7 +103,7 @@ def measure(cases: dict[str, list[str]], runs: int, env: dict[str, str],
     for _ in range(runs):
         for name, cmd in cases.items():
             started, used = time.perf_counter(), _cpu()
-            subprocess.run(cmd, capture_output=True, check=True, env=env, cwd=cwd)
+            run_once(cmd, tty=name.endswith("(tty)"), env=env, cwd=cwd)
             results[name][0].append(time.perf_counter() - started)
             results[name][1].append(_cpu() - used)
     return results
@@ -92,7 +116,8 @@ def main() -> None:
     where.add_argument("--site", type=Path, help="measure the install in this directory")
     where.add_argument("--checkout", action="store_true", help="measure the source tree")
     args = parser.parse_args()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NO_COLOR")}
+    env.setdefault("TERM", "xterm-256color")
     python = sys.executable
     with tempfile.TemporaryDirectory(prefix="semvecctl-bench-") as scratch:
         if args.checkout or args.site is not None:
