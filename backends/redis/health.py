@@ -12,7 +12,7 @@ from typing import Any, Callable, TypeVar
 
 from backends.errors import CATEGORIES, BackendUnreachable, Category, category_of
 from backends.probe import call_with_timeout
-from backends.redis.config import RedisSettings, make_client
+from backends.redis.config import RedisSettings, make_client, new_follower
 
 T = TypeVar("T")
 _GRACE_S = 0.25
@@ -24,7 +24,8 @@ class ProbeTimeout(BackendUnreachable):
 
 def _with_probe_client(settings: RedisSettings, timeout: float, fn: Callable[[Any], T]) -> T:
     def run() -> T:
-        client = make_client(settings, timeout=timeout, retries=0)
+        client = make_client(settings, timeout=timeout, retries=0,
+                             follower=new_follower(settings, listen=False))
         try:
             return fn(client)
         finally:

@@ -283,3 +283,101 @@ def independent_audit(history_dir: Path, deployment: Deployment) -> dict[str, in
         acknowledged += len(acks)
         lost += sum(1 for v in acks if v > stored)
     return {"acknowledged": acknowledged, "lost": lost}
+
+
+@dataclass
+class SentinelTrio:
+    """A primary, a replica and three sentinels (quorum 2, a primary down after
+    ``DOWN_AFTER_MS``) watching ``service``; ``uri`` names it through them. With
+    ``isolatable``, the sentinels and the clients reach the primary through ``front``
+    (a proxy that can cut the sentinels' connections alone) and the replica through
+    ``link``; otherwise directly."""
+
+    primary: Any
+    replica: Any
+    sentinels: list[Any]
+    service: str
+    front: FaultProxy | None = None
+    link: FaultProxy | None = None
+
+    @property
+    def uri(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{self.service}/0"
+
+    @property
+    def pids(self) -> list[int]:
+        return [s.pid for s in (self.primary, self.replica, *self.sentinels)]
+
+    def switchover(self) -> None:
+        """SENTINEL FAILOVER, retried while the sentinels have not seen the replica yet."""
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            try:
+                self.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", self.service)
+                return
+            except Exception:  # noqa: BLE001 - "no good replica" until it has seen it
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def isolate_primary(self) -> None:
+        """Cut the primary off from its replica and the sentinels; clients still reach it."""
+        assert self.front is not None and self.link is not None, "not isolatable"
+        self.link.cut()
+        self.front.cut_matching(b"sentinel-")
+
+    def role(self, server: Any) -> str:
+        with server.client() as client:
+            return str(client.info("replication")["role"])
+
+    def stored_version(self, sid: str) -> int:
+        with self.replica.client() as client:
+            value = client.hget(f"semvec:state:{sid}", "version")
+        return int(value) if value is not None else 0
+
+
+#: how long the trio's sentinels wait before they call a silent primary down
+DOWN_AFTER_MS = 400
+
+
+@contextmanager
+def redis_sentinel_trio(root: Path, *, isolatable: bool = False) -> Iterator[SentinelTrio]:
+    """:class:`SentinelTrio` on loopback; every process is gone when the block ends."""
+    from tests.support.dedicated_redis import DedicatedRedis, DedicatedSentinel, start_replica
+
+    service = f"tr{uuid.uuid4().hex[:6]}"
+    primary = DedicatedRedis(root / "primary", extra=["--appendonly", "no"])
+    primary.start()
+    started: list[Any] = [primary]
+    proxies: list[FaultProxy] = []
+    try:
+        front = link = None
+        if isolatable:
+            front = FaultProxy("127.0.0.1", primary.port)
+            link = FaultProxy("127.0.0.1", primary.port)
+            proxies += [front, link]
+        replica = start_replica(primary, root / "replica",
+                                via_port=link.port if link else None)
+        started.append(replica)
+        watched = front.port if front else primary.port
+        sentinels = []
+        for i in range(3):
+            # failover-timeout also bounds how long a replica may follow another address
+            # than the watched one (the link proxy) before a sentinel "fixes" it
+            sentinel = DedicatedSentinel(root / f"sentinel{i}", watched, service, quorum=2,
+                                         down_after_ms=DOWN_AFTER_MS,
+                                         failover_timeout_ms=120000 if isolatable else 10000)
+            sentinel.start()
+            started.append(sentinel)
+            sentinels.append(sentinel)
+        for sentinel in sentinels:
+            _until(lambda s=sentinel: s.client().sentinel_master(service)["num-slaves"] == 1
+                   and s.client().sentinel_master(service)["num-other-sentinels"] == 2,
+                   "the sentinels did not see the replica and each other")
+        yield SentinelTrio(primary, replica, sentinels, service, front, link)
+    finally:
+        for proxy in proxies:
+            proxy.close()
+        for server in reversed(started):
+            server.kill()
