@@ -10,10 +10,11 @@ The case can then, at a moment it chooses:
 * ``cut()``: end every connection and refuse new ones (accepted, then closed at once)
   until ``restore()``;
 * ``stall()``: keep connections open but move no byte (new ones too) until ``restore()``;
-* ``cut_matching(marker)``: end every connection whose first request bytes hold
-  ``marker``, and each new one as soon as its first request does, until ``restore()``;
-  the others go on (Redis sentinels name their connections ``sentinel-…`` first: a
-  primary cut off from its sentinels while its clients still reach it).
+* ``cut_matching(*markers)``: end every connection whose first request bytes hold one
+  of ``markers``, and each new one as soon as they do, until ``restore()``; the others
+  go on (Redis sentinels name their connections ``sentinel-…`` first, a replica says
+  ``REPLCONF`` in its handshake: a primary cut off from its sentinels and replicas while
+  its clients still reach it).
 
 Nothing here knows a protocol; it counts reads, not commands.
 """
@@ -133,7 +134,7 @@ class FaultProxy:
         self._gate = threading.Event()
         self._gate.set()
         self._refusing = False
-        self._marker: bytes | None = None
+        self._markers: tuple[bytes, ...] = ()
         self._countdown: int | None = None
         self._fault_how = "reset"
         self.fired = threading.Event()
@@ -158,10 +159,10 @@ class FaultProxy:
         for link in links:
             link.end("reset")
 
-    def cut_matching(self, marker: bytes) -> None:
+    def cut_matching(self, *markers: bytes) -> None:
         with self._lock:
-            self._marker = marker
-            links = [link for link in self._links if marker in link.first]
+            self._markers = markers
+            links = [link for link in self._links if self._matches(link)]
         for link in links:
             link.end("reset")
 
@@ -171,7 +172,7 @@ class FaultProxy:
     def restore(self) -> None:
         with self._lock:
             self._refusing = False
-            self._marker = None
+            self._markers = ()
         self._gate.set()
 
     def close(self) -> None:
@@ -204,8 +205,7 @@ class FaultProxy:
             return self._fault_how
 
     def _matches(self, link: _Link) -> bool:
-        marker = self._marker
-        return marker is not None and marker in link.first
+        return any(marker in link.first for marker in self._markers)
 
     def _forget(self, link: _Link) -> None:
         with self._lock:

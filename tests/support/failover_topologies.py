@@ -289,16 +289,15 @@ def independent_audit(history_dir: Path, deployment: Deployment) -> dict[str, in
 class SentinelTrio:
     """A primary, a replica and three sentinels (quorum 2, a primary down after
     ``DOWN_AFTER_MS``) watching ``service``; ``uri`` names it through them. With
-    ``isolatable``, the sentinels and the clients reach the primary through ``front``
-    (a proxy that can cut the sentinels' connections alone) and the replica through
-    ``link``; otherwise directly."""
+    ``isolatable``, the replica, the sentinels and the clients all reach the primary
+    through ``front``, a proxy that can cut the replica's and the sentinels' connections
+    alone; otherwise they reach it directly."""
 
     primary: Any
     replica: Any
     sentinels: list[Any]
     service: str
     front: FaultProxy | None = None
-    link: FaultProxy | None = None
 
     @property
     def uri(self) -> str:
@@ -323,13 +322,21 @@ class SentinelTrio:
 
     def isolate_primary(self) -> None:
         """Cut the primary off from its replica and the sentinels; clients still reach it."""
-        assert self.front is not None and self.link is not None, "not isolatable"
-        self.link.cut()
-        self.front.cut_matching(b"sentinel-")
+        assert self.front is not None, "not isolatable"
+        self.front.cut_matching(b"sentinel-", b"REPLCONF")
+
+    def heal(self) -> None:
+        assert self.front is not None, "not isolatable"
+        self.front.restore()
 
     def role(self, server: Any) -> str:
         with server.client() as client:
             return str(client.info("replication")["role"])
+
+    def replica_promoted(self) -> bool:
+        """The sentinels name the replica, and it takes writes."""
+        host, port = self.sentinels[0].primary()
+        return port == self.replica.port and self.role(self.replica) == "master"
 
     def stored_version(self, sid: str) -> int:
         with self.replica.client() as client:
@@ -350,24 +357,15 @@ def redis_sentinel_trio(root: Path, *, isolatable: bool = False) -> Iterator[Sen
     primary = DedicatedRedis(root / "primary", extra=["--appendonly", "no"])
     primary.start()
     started: list[Any] = [primary]
-    proxies: list[FaultProxy] = []
+    front = FaultProxy("127.0.0.1", primary.port) if isolatable else None
     try:
-        front = link = None
-        if isolatable:
-            front = FaultProxy("127.0.0.1", primary.port)
-            link = FaultProxy("127.0.0.1", primary.port)
-            proxies += [front, link]
-        replica = start_replica(primary, root / "replica",
-                                via_port=link.port if link else None)
-        started.append(replica)
         watched = front.port if front else primary.port
+        replica = start_replica(primary, root / "replica", via_port=watched)
+        started.append(replica)
         sentinels = []
         for i in range(3):
-            # failover-timeout also bounds how long a replica may follow another address
-            # than the watched one (the link proxy) before a sentinel "fixes" it
             sentinel = DedicatedSentinel(root / f"sentinel{i}", watched, service, quorum=2,
-                                         down_after_ms=DOWN_AFTER_MS,
-                                         failover_timeout_ms=120000 if isolatable else 10000)
+                                         down_after_ms=DOWN_AFTER_MS)
             sentinel.start()
             started.append(sentinel)
             sentinels.append(sentinel)
@@ -375,9 +373,36 @@ def redis_sentinel_trio(root: Path, *, isolatable: bool = False) -> Iterator[Sen
             _until(lambda s=sentinel: s.client().sentinel_master(service)["num-slaves"] == 1
                    and s.client().sentinel_master(service)["num-other-sentinels"] == 2,
                    "the sentinels did not see the replica and each other")
-        yield SentinelTrio(primary, replica, sentinels, service, front, link)
+        yield SentinelTrio(primary, replica, sentinels, service, front)
     finally:
-        for proxy in proxies:
-            proxy.close()
+        if front is not None:
+            front.close()
         for server in reversed(started):
             server.kill()
+
+
+#: what the writers of the trio's cases wait for when asked to (wait_replicas)
+WAITING = "?wait_replicas=1&wait_timeout_ms=200"
+
+
+def trio_deployment(trio: SentinelTrio, scenario: str, *, wait: bool,
+                    measure_demotion: bool = False) -> Deployment:
+    """The trio as the ``failover.switchover`` or ``failover.isolated_primary`` case is
+    given it: the writers on the Sentinel URI (waiting for the replica with ``wait``),
+    the audit and the next turn on it without waiting (the promoted server has no replica
+    until the old primary is demoted); the time to demotion only when asked (seconds)."""
+    def promoted() -> None:
+        _until(trio.replica_promoted, "the sentinels did not promote the replica")
+
+    def switch() -> None:
+        trio.switchover()
+        promoted()
+
+    topology = FailoverTopology(
+        fail_primary=None, promote=promoted, after_uri=trio.uri,
+        switchover=switch if scenario == "switchover" else None,
+        isolate_primary=trio.isolate_primary if scenario == "isolated_primary" else None,
+        heal=trio.heal if scenario == "isolated_primary" else None,
+        demoted=(lambda: trio.role(trio.primary) == "slave") if measure_demotion else None)
+    return Deployment("redis", trio.uri + (WAITING if wait else ""), topology,
+                      trio.stored_version, pids=trio.pids)
