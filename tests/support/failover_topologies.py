@@ -214,7 +214,11 @@ def _prepare(admin: str) -> str:
 
 
 @contextmanager
-def postgres_with_standby(synchronous: bool) -> Iterator[Deployment]:
+def postgres_with_standby(synchronous: bool, scenario: str = "fail") -> Iterator[Deployment]:
+    """``scenario``: ``fail`` (SIGKILL of the primary, writers on its URI), or
+    ``switchover`` / ``isolated_primary`` (writers on a multi-host URI that asks for the
+    server taking writes: the old primary stopped cleanly, or cut off from the standby by
+    the proxy, then the standby promoted)."""
     from tests.support.fixtures.postgres_server import bundled_bin, start_local_server
 
     bindir = bundled_bin()
@@ -241,7 +245,10 @@ def postgres_with_standby(synchronous: bool) -> Iterator[Deployment]:
             _make_synchronous(admin)
         url = _prepare(admin)
         standby_url = standby_admin.rsplit("/", 1)[0] + "/semvec"
-        yield _postgres_deployment(root, url, standby_url, proxy)
+        deployment = _postgres_deployment(root, url, standby_url, proxy)
+        if scenario != "fail":
+            deployment = _postgres_switched(root, deployment, standby_url, proxy, scenario)
+        yield deployment
     finally:
         if proxy is not None:
             proxy.close()
@@ -269,6 +276,41 @@ def _postgres_deployment(root: Path, url: str, standby_url: str, proxy: FaultPro
                                 after_uri=standby_url, stall_replication=proxy.stall)
     pids = [_postmaster(root / side / "data") for side in ("primary", "standby")]
     return Deployment("postgres", url, topology, stored, pids=pids)
+
+
+def multi_host(primary: str, standby: str) -> str:
+    """One URI listing both servers and asking for the one that takes writes (a short
+    pool timeout: a writer meeting no writable server fails soon, then retries)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    first, second = urlsplit(primary), urlsplit(standby)
+    netloc = f"{first.netloc},{second.hostname}:{second.port}"
+    return urlunsplit(first._replace(netloc=netloc,
+                                     query="target_session_attrs=read-write&pool_timeout=2"))
+
+
+def stop_postgres_fast(data: Path) -> None:
+    """A planned stop (SIGINT: fast shutdown, which sends the standbys all the WAL first)."""
+    pid = _postmaster(data)
+    os.kill(pid, signal.SIGINT)
+    _until(lambda: not alive(pid), "the primary did not stop")
+
+
+def _postgres_switched(root: Path, base: Deployment, standby_url: str, proxy: FaultProxy,
+                       scenario: str) -> Deployment:
+    promote = base.topology.promote
+
+    def switch() -> None:
+        stop_postgres_fast(root / "primary" / "data")
+        proxy.cut()
+        promote()
+
+    topology = FailoverTopology(
+        fail_primary=None, promote=promote, after_uri=standby_url,
+        switchover=switch if scenario == "switchover" else None,
+        isolate_primary=proxy.cut if scenario == "isolated_primary" else None)
+    return Deployment("postgres", multi_host(base.uri, standby_url), topology,
+                      base.stored_version, pids=base.pids)
 
 
 def independent_audit(history_dir: Path, deployment: Deployment) -> dict[str, int]:

@@ -181,3 +181,23 @@ def test_waiting_for_the_replica_loses_nothing_when_replication_stalls(tmp_path,
     assert result.figures["synchronous"] is True
     assert result.figures["acknowledged"] == seen["acknowledged"] > 0
     assert result.figures["acknowledged_lost"] == seen["lost"] == 0
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("scenario, synchronous", [
+    ("switchover", False), ("isolated_primary", True), ("isolated_primary", False)],
+    ids=["switchover-async", "isolated-sync", "isolated-async"])
+def test_postgres_switchover_and_isolation_on_a_multi_host_uri(tmp_path, scenario, synchronous):
+    with postgres_with_standby(synchronous, scenario) as deployment:
+        result, seen = _run_case(deployment, tmp_path, f"failover.{scenario}", 5)
+        pids = deployment.pids
+    figures = result.figures
+    assert figures["torn"] == 0, result.message
+    assert figures["acknowledged"] == seen["acknowledged"] > 0, (figures, seen)
+    assert figures["acknowledged_lost"] == seen["lost"], (figures, seen)
+    if scenario == "switchover" or synchronous:
+        # a clean stop sends the standby all the WAL; a synchronous commit waits for it
+        assert seen["lost"] == 0 and result.status == Status.PASSED, result.message
+    else:  # the cut primary still takes the writers' turns: every one after the cut
+        assert seen["lost"] > 0 and result.status == Status.ADVISORY, result.message
+    assert not [pid for pid in pids if alive(pid)]

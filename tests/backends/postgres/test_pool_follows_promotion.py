@@ -9,24 +9,14 @@ adapter's next turn lands on the promoted server."""
 from __future__ import annotations
 
 import time
-from urllib.parse import urlsplit, urlunsplit
-
 import psycopg
 import pytest
 
 from backends.errors import BackendError, BackendTransient, BackendUnreachable
 from backends.postgres import PostgresAdapter
-from tests.support.failover_topologies import postgres_with_standby
+from tests.support.failover_topologies import multi_host, postgres_with_standby
 
 pytestmark = pytest.mark.postgres
-
-
-def multi_host(primary: str, standby: str) -> str:
-    """One URI listing both servers, asking for the one that takes writes."""
-    first, second = urlsplit(primary), urlsplit(standby)
-    netloc = f"{first.netloc},{second.hostname}:{second.port}"
-    return urlunsplit(first._replace(netloc=netloc,
-                                     query="target_session_attrs=read-write&pool_timeout=2"))
 
 
 def _retried(write, seconds: float = 30.0):
