@@ -342,7 +342,26 @@ def _audit(ctx: CaseContext, writers: list[Writer]) -> Tally:
     return total
 
 
-def _go_on(ctx: CaseContext, writers: list[Writer]) -> None:
+def _patiently(fn: Callable[[], Any], patience: float) -> Callable[[], Any]:
+    """``fn`` sent again unchanged while it is refused as not replicated, for at most
+    ``patience`` seconds: a promoted server has no replica until the old primary rejoins
+    it, and a client that waits for replicas waits that long (the retry is idempotent)."""
+    from backends.errors import Category, category_of
+
+    def call() -> Any:
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                return fn()
+            except Exception as exc:  # noqa: BLE001 - re-raised unless not replicated
+                if category_of(exc) is not Category.UNREPLICATED or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    return call
+
+
+def _go_on(ctx: CaseContext, writers: list[Writer], patience: float = 0.0) -> None:
     """One more turn on every session, on the promoted server."""
     from backends.conformance.children import turn_blob, turn_event, turn_event_id, turn_labels
 
@@ -356,10 +375,10 @@ def _go_on(ctx: CaseContext, writers: list[Writer]) -> None:
         events = ([turn_event(w.user, w.session, w.owner, label)
                    for label in turn_labels(nxt, EVENTS_PER_TURN)]
                   if ctx.events is not None else None)
-        got = ctx.call(f"the next turn of {w.session} on the promoted server",
-                       lambda: ctx.commit_turn(w.session, turn_blob(w.session, nxt),
-                                               expected_version=stored or None,
-                                               owner_subject=w.owner, events=events))
+        got = ctx.call(f"the next turn of {w.session} on the promoted server", _patiently(
+            lambda: ctx.commit_turn(w.session, turn_blob(w.session, nxt),
+                                    expected_version=stored or None,
+                                    owner_subject=w.owner, events=events), patience))
         ctx.expect_int_version(got, nxt, f"the next turn of {w.session} after the failover")
 
 
@@ -413,7 +432,7 @@ def _run_case(ctx: CaseContext, scenario_name: str,
                                 lambda stop: scenario(topology, writers, stop), retry_s)
         ctx.move_to(recipe.with_uri(topology.after_uri))
         tally = _audit(ctx, writers)
-        _go_on(ctx, writers)
+        _go_on(ctx, writers, _DEMOTION_S if retry_s else 0.0)
     ctx.figures.update({**tally.figures(), **timings, "writers": len(writers), "seed": seed,
                         "synchronous": synchronous, "synchronous_per": promiser})
     return tally, timings, synchronous
