@@ -145,7 +145,8 @@ _READ_ONLY_STATE = "25006"
 
 def _states(exc: BaseException) -> set[str]:
     """The SQLSTATEs of ``exc`` and its causes (a mapped error keeps the driver's)."""
-    found, seen = set(), exc
+    found: set[str] = set()
+    seen: BaseException | None = exc
     for _ in range(4):
         if seen is None:
             break
