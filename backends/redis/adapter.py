@@ -39,7 +39,10 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
     the Lua scripts that write, see :mod:`backends.redis.scripts`), ``max_connections``
     (per pool, redis-py's default is 100: the scripts have a client and pool of their
     own, so up to twice that many connections), ``cluster`` (default: the URI's
-    ``?cluster=`` flag, else False; see the module doc).
+    ``?cluster=`` flag, else False; see the module doc), ``wait_replicas`` and
+    ``wait_timeout_ms`` (default: the URI's, else 0 and 1000: every write is followed by
+    WAIT, and too few replicas is NotReplicated). Through ``redis+sentinel://`` both
+    clients follow every switch the sentinels announce (:mod:`backends.redis.sentinel`).
     """
 
     name = "redis"

@@ -4,8 +4,13 @@ in :data:`SETTINGS` (the table ``semvecctl config settings redis`` renders).
 A Sentinel deployment is named by ``redis+sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]``
 (``rediss+sentinel`` for TLS to the primary): the hosts are the sentinels, SERVICE the
 monitored primary's name; redis-py's Sentinel client asks them for the primary on
-connecting and again after a connection fails, so a promoted replica is followed.
+connecting, and an adapter's clients also follow every switch the sentinels announce
+(:mod:`backends.redis.sentinel`: an old primary still up takes writes until demoted).
 ``?sentinel_password=`` authenticates to the sentinels when they need it.
+
+``?wait_replicas=N&wait_timeout_ms=M`` (any Redis URI but a cluster's; the settings of the
+same names beat them): every script that writes is followed by ``WAIT N M`` in the same
+round trip, and fewer than N replicas is :class:`backends.errors.NotReplicated`.
 
 Cluster mode is explicit, never guessed: ``?cluster=true`` on the URI (or the adapter
 option ``cluster=True``) selects redis-py's RedisCluster client. Auto-detecting it would
