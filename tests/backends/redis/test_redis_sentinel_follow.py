@@ -122,3 +122,28 @@ def test_an_unknown_service_is_a_usage_error_naming_the_known_ones(tmp_path):
         assert outcome.exit_code == 2, outcome.output
         assert "'nosuchservice'" in outcome.stderr and trio.service in outcome.stderr
         assert "Traceback" not in outcome.output
+
+
+def test_a_readonly_reply_is_a_switch_and_never_a_success(tmp_path):
+    from backends.errors import BackendUnreachable
+
+    with redis_sentinel_trio(tmp_path) as trio:
+        adapter = RedisBackendAdapter(trio.uri)
+        try:
+            assert adapter.commit_turn("ro", b"1", expected_version=None) == 1
+            # the roles swapped behind the sentinels' back: the server the pool knows
+            # answers READONLY now
+            with trio.replica.client() as replica:
+                replica.execute_command("REPLICAOF", "NO", "ONE")
+            with trio.primary.client() as primary:
+                primary.execute_command("REPLICAOF", "127.0.0.1", str(trio.replica.port))
+            _until(lambda: trio.role(trio.primary) == "slave", "the primary did not follow")
+            before = adapter._follower.switches
+            with pytest.raises(BackendUnreachable) as refused:
+                adapter.commit_turn("ro", b"2", expected_version=1)
+            assert "READONLY" in str(refused.value.__cause__)
+            assert adapter._follower.switches > before
+            with trio.replica.client() as new_primary:
+                assert new_primary.hget("semvec:state:ro", "version") == b"1"
+        finally:
+            adapter.close()
