@@ -18,14 +18,14 @@ pooled connection keeps writing there: turns acknowledged and then lost. So, thr
   naming it and the services they know (not "unreachable, retry").
 
 The subscription runs in daemon threads started on the first connection (again after a
-fork), one per sentinel, each ending within :data:`_POLL_S` of :meth:`Follower.stop`.
+fork), one per sentinel, each ending within :data:`_POLL_S` of :meth:`Follower.stop`; the
+first connection waits until one of them listens.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 import weakref
 from typing import Any
 
@@ -85,7 +85,9 @@ class Follower:
 
     def ensure_started(self) -> None:
         """Start one listener per sentinel (once per process: threads do not survive a
-        fork), and give them a moment to subscribe before the first command goes out."""
+        fork), and wait, at most the connect timeout, until one of them has subscribed
+        (every sentinel announces a switch, so one listening is enough to hear it; a
+        sentinel that is down is not waited for)."""
         pid = os.getpid()
         if self._started_pid == pid or self._stop.is_set() or not self.listen:
             return
@@ -97,10 +99,7 @@ class Follower:
             for host, port in self.sentinels:
                 threading.Thread(target=self._listen, args=(host, port), daemon=True,
                                  name=f"semvec-sentinel-{self.service}").start()
-        deadline = time.monotonic() + float(self._kwargs.get("socket_connect_timeout") or 1.0)
-        for _ in self.sentinels:  # bounded: a sentinel that is down is not waited for
-            if not self._subscribed.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                break
+        self._subscribed.acquire(timeout=float(self._kwargs.get("socket_connect_timeout") or 1.0))
 
     def stop(self) -> None:
         self._stop.set()
