@@ -148,8 +148,12 @@ def bounded_loss_gate(persistent: bool, details: dict[str, Any], seconds: float
     elif bound is not None:
         reason = f"a failover can lose up to {bound:g} s, more than {seconds:g} s: " + \
             str(details.get("loss_bound", ""))
+    elif details.get("loss_bound"):
+        reason = str(details["loss_bound"])
+    elif "replicated" in details:  # a store that says only whether commits wait
+        reason = "no bound: " + _unreplicated_reason(persistent, details)
     else:
-        reason = str(details.get("loss_bound") or "the backend reports no loss bound")
+        reason = "the backend reports no loss bound"
     return {"gate": "bounded-loss", "passed": passed, "reason": reason}
 
 

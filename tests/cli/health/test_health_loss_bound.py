@@ -74,3 +74,17 @@ def test_the_adapter_says_when_it_waits_for_replicas(trio):
     assert result.exit_code == 0, result.output
     details = json.loads(result.stdout)["details"]
     assert details["wait_replicas"] == 1 and "the engine's client does not wait" in details["wait"]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("synchronous", [True, False], ids=["sync", "async"])
+def test_postgres_is_bounded_by_a_synchronous_standby_alone(synchronous):
+    from tests.support.failover_topologies import postgres_with_standby
+
+    with postgres_with_standby(synchronous) as deployment:
+        result = invoke("health", "--uri", deployment.uri, "--require-bounded-loss", "0")
+    if synchronous:
+        assert result.exit_code == 0, result.output
+    else:
+        assert result.exit_code == 1, result.output
+        assert "gate bounded-loss failed: no bound: no synchronous standby" in result.stderr
