@@ -423,8 +423,9 @@ def redis_sentinel_trio(root: Path, *, isolatable: bool = False) -> Iterator[Sen
             server.kill()
 
 
-#: what the writers of the trio's cases wait for when asked to (wait_replicas)
-WAITING = "?wait_replicas=1&wait_timeout_ms=200"
+#: what the writers of the trio's cases wait for when asked to (wait_replicas): a second,
+#: so a loaded machine's slow acknowledgement is not taken for a lost replica
+WAITING = "?wait_replicas=1&wait_timeout_ms=1000"
 
 
 def trio_deployment(trio: SentinelTrio, scenario: str, *, wait: bool,
