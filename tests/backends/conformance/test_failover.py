@@ -7,6 +7,12 @@ through the suite's fault proxy and is stalled 500 ms before the primary is SIGK
 The group's count of lost acknowledged turns is compared with the test's own audit: the
 writers' histories against the promoted server read without the adapter, taken right
 after the promotion. Every process a deployment started is gone when its test ends.
+
+``failover.switchover`` and ``failover.isolated_primary`` run on a primary, a replica and
+three sentinels (the isolation cut by the proxy the replica and sentinels reach the
+primary through), and on a PostgreSQL primary and standby behind a multi-host URI: with
+``wait_replicas=1`` five seeded runs of each (and of the stalled case) lose nothing;
+without it the loss is counted exactly and the old primary's demotion timed.
 """
 
 from __future__ import annotations
