@@ -19,6 +19,7 @@ class Category(str, Enum):
     UNREACHABLE = "unreachable"            # BackendUnreachable
     NETWORK = "network"                    # a builtin ConnectionError / TimeoutError
     TRANSIENT = "transient"
+    UNREPLICATED = "unreplicated"          # NotReplicated: written, too few replicas have it
     AUTH = "auth"
     PERMISSION = "permission"              # a builtin PermissionError
     TLS = "tls"                            # only found in a cause chain (health)
@@ -143,6 +144,14 @@ class BackendTransient(BackendError):
     the host itself cannot be reached."""
 
     category = Category.TRANSIENT
+
+
+class NotReplicated(BackendError):
+    """The primary applied the write but fewer replicas than asked confirmed it in time
+    (Redis ``WAIT``): never a success, since a failover may lose it; an identical retry
+    is idempotent."""
+
+    category = Category.UNREPLICATED
 
 
 class IntegrityError(BackendError):
@@ -273,6 +282,9 @@ CATEGORIES: dict[Category, CategoryRule] = {
     Category.TRANSIENT: CategoryRule(
         "backend temporarily unavailable (transient: a failover or a timeout that "
         "should pass): {exc}; retry the command", health="transient failure"),
+    Category.UNREPLICATED: CategoryRule(
+        "not replicated: {exc}; a failover may lose this write, and an identical retry is "
+        "safe", health="not replicated", load="unreplicated"),
     Category.AUTH: CategoryRule("backend refused our credentials: {exc}",
                                 health="credentials refused", load="auth"),
     Category.PERMISSION: CategoryRule("permission denied: {exc}", health="credentials refused"),

@@ -18,7 +18,8 @@ class ExitCode(IntEnum):
     USAGE = 2
     #: environment: driver missing, contested or broken backend, bad configuration
     ENVIRONMENT = 3
-    #: the backend could not be reached, or failed transiently (retry)
+    #: the backend could not be reached, or failed transiently, or a write was not
+    #: confirmed by the replicas asked for (retry)
     UNREACHABLE = 4
     #: stopped by SIGINT (Ctrl-C): 128 + SIGINT, as shells do
     INTERRUPTED = 130
@@ -36,6 +37,7 @@ def _exit_codes() -> dict[Any, ExitCode]:
         C.ARCHIVE_DAMAGED: check, C.LOSSY: check,
         C.INVALID_URI: usage, C.NO_FILE: usage, C.REFUSED: usage,
         C.UNREACHABLE: unreachable, C.NETWORK: unreachable, C.TRANSIENT: unreachable,
+        C.UNREPLICATED: unreachable,
         C.AUTH: env, C.PERMISSION: env, C.TLS: env, C.CONFIG: env, C.UNSUPPORTED: env,
         C.MISSING_DRIVER: env, C.CONTESTED: env, C.CONTRACT: env, C.INVALID_EVENT: env,
         C.ARCHIVE_UNSUPPORTED: env, C.NOT_FOUND: env, C.IMPORT: env, C.OS: env,

@@ -12,6 +12,12 @@ file (``conformance run --failover FILE``, YAML or JSON)::
     after: postgresql://standby:5432/semvec       # default: replica (a Sentinel URI: itself)
     synchronous: true                             # default: health's replicated verdict
 
+One scenario per file: ``fail`` (``failover.acknowledged_turns``: the primary dies), or
+``switchover`` (``failover.switchover``: a planned promotion with clients connected; an
+argv, or ``true`` for the backend's own promotion), or ``isolate`` (``failover.
+isolated_primary``: an argv that cuts the primary off from its replicas and watchers while
+clients still reach it, then ``promote``; ``heal`` optionally ends the cut).
+
 ``replica`` may be left out when the run's URI finds the primary (``redis+sentinel://``):
 the sentinels then promote and the same URI follows. The default promotion is the
 backend's declared one (``BackendInfo.promotion``: ``SENTINEL FAILOVER``, ``REPLICAOF NO
@@ -30,7 +36,9 @@ COMMAND_TIMEOUT_S = 60.0
 #: Seconds the default promotion may take.
 PROMOTION_TIMEOUT_S = 30.0
 
-_KEYS = {"replica", "fail", "promote", "after", "synchronous"}
+_KEYS = {"replica", "fail", "promote", "after", "synchronous", "switchover", "isolate", "heal"}
+#: the keys that each name one scenario (a file names exactly one)
+_SCENARIOS = ("fail", "switchover", "isolate")
 
 
 class TopologyError(ValueError):
@@ -39,10 +47,12 @@ class TopologyError(ValueError):
 
 @dataclass
 class FailoverTopology:
-    """A deployment the suite may fail over (see the module docstring)."""
+    """A deployment the suite may fail over (see the module docstring). Each case runs
+    where its scenario is given: ``fail_primary`` (``acknowledged_turns``),
+    ``switchover`` or ``isolate_primary``; give one, since each breaks the deployment."""
 
     #: fails the primary (SIGKILL of a process the caller started, or a command)
-    fail_primary: Callable[[], None]
+    fail_primary: Callable[[], None] | None
     #: promotes the replica, returns once it takes writes
     promote: Callable[[], None]
     #: the URI the store is found at after the promotion
@@ -51,6 +61,17 @@ class FailoverTopology:
     stall_replication: Callable[[], None] | None = None
     #: whether the deployment promises synchronous replication (None: ask health)
     synchronous: bool | None = None
+    #: a planned promotion with the writers connected (``SENTINEL FAILOVER``; PostgreSQL:
+    #: the old primary stopped, then ``pg_promote()``); returns once the new one takes writes
+    switchover: Callable[[], None] | None = None
+    #: cuts the primary off from its replicas and watchers while clients still reach it
+    #: (then ``promote`` runs: it may wait for the watchers' own promotion)
+    isolate_primary: Callable[[], None] | None = None
+    #: ends the cut of ``isolate_primary`` (None: it stays cut)
+    heal: Callable[[], None] | None = None
+    #: whether the old primary refuses writes now (demoted, stopped): the case measures
+    #: the window from the promotion to it (None: not measured)
+    demoted: Callable[[], bool] | None = None
 
 
 def run_command(argv: list[str], what: str) -> None:
@@ -107,13 +128,23 @@ def topology_from(data: Any, *, backend: str, run_uri: str | None) -> FailoverTo
     if unknown:
         raise TopologyError(f"unknown key(s) {', '.join(unknown)} (known: "
                             f"{', '.join(sorted(_KEYS))})")
+    given_scenarios = [key for key in _SCENARIOS if data.get(key) not in (None, False)]
+    if len(given_scenarios) > 1:
+        raise TopologyError(f"one scenario per file: {' and '.join(given_scenarios)} were "
+                            "both given (each breaks the deployment)")
+    switch_default = data.get("switchover") is True
+    if switch_default:
+        data = {k: v for k, v in data.items() if k != "switchover"}
     fail, promote_argv = _argv(data, "fail"), _argv(data, "promote")
+    switch_argv, isolate, heal = (_argv(data, "switchover"), _argv(data, "isolate"),
+                                  _argv(data, "heal"))
     given, after = _uri(data, "replica"), _uri(data, "after")
     synchronous = data.get("synchronous")
     if synchronous is not None and not isinstance(synchronous, bool):
         raise TopologyError("'synchronous' must be true or false")
-    if fail is None:
-        raise TopologyError("'fail' is required: the command that fails the primary")
+    if fail is None and switch_argv is None and isolate is None and not switch_default:
+        raise TopologyError("'fail' is required: the command that fails the primary (or "
+                            "'switchover:' or 'isolate:' for those cases)")
     info = known(backend)
     locator = bool(run_uri and info and run_uri.split("://", 1)[0].lower()
                    in info.locator_schemes)
@@ -122,8 +153,13 @@ def topology_from(data: Any, *, backend: str, run_uri: str | None) -> FailoverTo
         raise TopologyError("'replica' is required: the URI of the server to promote")
     promote = (default_promotion(backend, replica) if promote_argv is None
                else lambda: run_command(promote_argv, "promote"))
-    return FailoverTopology(fail_primary=lambda: run_command(fail, "fail"), promote=promote,
-                            after_uri=after or replica, synchronous=synchronous)
+    return FailoverTopology(
+        fail_primary=None if fail is None else lambda: run_command(fail, "fail"),
+        promote=promote, after_uri=after or replica, synchronous=synchronous,
+        switchover=(promote if switch_default else None if switch_argv is None
+                    else lambda: run_command(switch_argv, "switchover")),
+        isolate_primary=None if isolate is None else lambda: run_command(isolate, "isolate"),
+        heal=None if heal is None else lambda: run_command(heal, "heal"))
 
 
 def load_topology(path: str, *, backend: str, run_uri: str | None) -> FailoverTopology:

@@ -9,7 +9,12 @@ The case can then, at a moment it chooses:
   blind retry turns into a duplicate;
 * ``cut()``: end every connection and refuse new ones (accepted, then closed at once)
   until ``restore()``;
-* ``stall()``: keep connections open but move no byte (new ones too) until ``restore()``.
+* ``stall()``: keep connections open but move no byte (new ones too) until ``restore()``;
+* ``cut_matching(*markers)``: end every connection whose first request bytes hold one
+  of ``markers``, and each new one as soon as they do, until ``restore()``; the others
+  go on (Redis sentinels name their connections ``sentinel-…`` first, a replica says
+  ``REPLCONF`` in its handshake: a primary cut off from its sentinels and replicas while
+  its clients still reach it).
 
 Nothing here knows a protocol; it counts reads, not commands.
 """
@@ -22,6 +27,8 @@ import threading
 from typing import Any
 
 _CHUNK = 65536
+#: How many of a connection's first request bytes ``cut_matching`` looks at.
+_FIRST_BYTES = 512
 #: How long a lost-reply fault waits for the server's answer before ending the
 #: connection (a request that gets none, e.g. a pipelined half, ends it after this).
 _REPLY_WAIT = 0.5
@@ -55,6 +62,8 @@ class _Link:
         self.drop_replies = False
         self.reply_dropped = threading.Event()
         self.closed = False
+        #: the first request bytes (what ``cut_matching`` looks for)
+        self.first = b""
 
     def start(self) -> None:
         for target in (self._requests, self._replies):
@@ -75,7 +84,9 @@ class _Link:
                 if not data:
                     break
                 self.proxy._gate.wait()
-                if self.closed:
+                if len(self.first) < _FIRST_BYTES:
+                    self.first += data[:_FIRST_BYTES]
+                if self.closed or self.proxy._matches(self):
                     break
                 fault = self.proxy._next_request()
                 if fault is not None:
@@ -123,6 +134,7 @@ class FaultProxy:
         self._gate = threading.Event()
         self._gate.set()
         self._refusing = False
+        self._markers: tuple[bytes, ...] = ()
         self._countdown: int | None = None
         self._fault_how = "reset"
         self.fired = threading.Event()
@@ -147,12 +159,20 @@ class FaultProxy:
         for link in links:
             link.end("reset")
 
+    def cut_matching(self, *markers: bytes) -> None:
+        with self._lock:
+            self._markers = markers
+            links = [link for link in self._links if self._matches(link)]
+        for link in links:
+            link.end("reset")
+
     def stall(self) -> None:
         self._gate.clear()
 
     def restore(self) -> None:
         with self._lock:
             self._refusing = False
+            self._markers = ()
         self._gate.set()
 
     def close(self) -> None:
@@ -183,6 +203,9 @@ class FaultProxy:
             self._countdown = None
             self.fired.set()
             return self._fault_how
+
+    def _matches(self, link: _Link) -> bool:
+        return any(marker in link.first for marker in self._markers)
 
     def _forget(self, link: _Link) -> None:
         with self._lock:

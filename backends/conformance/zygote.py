@@ -113,31 +113,48 @@ def _race(recipe: AdapterRecipe, job: dict[str, Any]) -> None:
 def _writer(recipe: AdapterRecipe, job: dict[str, Any]) -> None:
     """The failover group's writer: commit turns on one session from version 1 until the
     stop file appears or a turn fails, and keep the history the audit reads: ``try N``
-    before each call, ``ack N`` once it returned N, ``err N REASON`` when it raised (then
-    stop), one O_APPEND write per line."""
+    before each call, ``ack N T`` once it returned N (T: the monotonic clock, which every
+    process on the machine shares), ``err N REASON`` when it raised (then stop), one
+    O_APPEND write per line. With ``retry_s``, a failed turn is sent again unchanged (an
+    identical retry is idempotent) until it is answered or ``retry_s`` passed, each
+    failure a ``fail N REASON`` line; a conflict ends the writer at once."""
     from backends.conformance.drive import commit_turn
+    from backends.errors import is_state_version_conflict
 
     adapter = recipe.build()
     sid, user, owner = job["session"], job["user"], job.get("owner")
-    per_turn = int(job["events_per_turn"])
+    per_turn, retry_s = int(job["events_per_turn"]), float(job.get("retry_s") or 0)
     log = os.open(job["history_path"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     started, parent, version = time.monotonic(), os.getppid(), 0
-    while (not os.path.exists(job["stop_path"]) and os.getppid() == parent
-           and time.monotonic() - started < _WORKER_DEADLINE):
+
+    def going() -> bool:
+        return (not os.path.exists(job["stop_path"]) and os.getppid() == parent
+                and time.monotonic() - started < _WORKER_DEADLINE)
+
+    while going():
         nxt = version + 1
         os.write(log, f"try {nxt}\n".encode())
         events = [turn_event(user, sid, owner, label) for label in turn_labels(nxt, per_turn)]
-        try:
-            got = commit_turn(adapter, sid, turn_blob(sid, nxt),
-                              expected_version=version or None, owner_subject=owner,
-                              events=events)
-        except Exception as exc:  # noqa: BLE001 - the outcome is what the audit judges
-            os.write(log, f"err {nxt} {_describe(exc)}".replace("\n", " ").encode() + b"\n")
-            return
+        giving_up = time.monotonic() + retry_s
+        while True:
+            try:
+                got = commit_turn(adapter, sid, turn_blob(sid, nxt),
+                                  expected_version=version or None, owner_subject=owner,
+                                  events=events)
+            except Exception as exc:  # noqa: BLE001 - the outcome is what the audit judges
+                reason = _describe(exc).replace("\n", " ")
+                if (time.monotonic() < giving_up and going()
+                        and not is_state_version_conflict(exc)):
+                    os.write(log, f"fail {nxt} {reason}".encode() + b"\n")
+                    time.sleep(0.02)
+                    continue
+                os.write(log, f"err {nxt} {reason}".encode() + b"\n")
+                return
+            break
         if got != nxt:
             os.write(log, f"err {nxt} commit_turn returned {got!r}\n".encode())
             return
-        os.write(log, f"ack {nxt}\n".encode())
+        os.write(log, f"ack {nxt} {time.monotonic():.6f}\n".encode())
         version = nxt
 
 

@@ -235,6 +235,13 @@ def topology_findings(details: dict[str, Any], where: str, follow: str) -> Itera
                       "what a promotion of a replica keeps is what reached it",
                       "health --require-replicated says whether acknowledged writes are "
                       "on a second server", Section.advice)
+    if details.get("loss_bound") and details.get("replicas"):
+        yield Finding("deploy.loss-bound", Severity.info, where,
+                      f"what a failover can lose: {details['loss_bound']}",
+                      "the engine's client connects to one URL and sends no WAIT: every "
+                      "turn it has acknowledged inside that window is gone after a failover",
+                      "min-replicas-to-write 1 with min-replicas-max-lag N bounds it to N s "
+                      "(health --require-bounded-loss N checks it)", Section.advice)
     if details.get("sentinel"):
         yield Finding("deploy.sentinel", Severity.info, where, details["sentinel"],
                       "the sentinels name the primary the store is", "-", Section.advice)

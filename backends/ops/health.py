@@ -111,9 +111,12 @@ def _details(adapter: Any, budget: float) -> dict[str, Any]:
 
 def gates(name: str, persistent: bool, details: dict[str, Any], *,
           require_persistent: bool, require_durable: bool,
-          require_replicated: bool = False) -> list[dict[str, Any]]:
+          require_replicated: bool = False,
+          require_bounded_loss: float | None = None) -> list[dict[str, Any]]:
     """The gates asked for, each passed or with the reason it failed."""
     found = []
+    if require_bounded_loss is not None:
+        found.append(bounded_loss_gate(persistent, details, require_bounded_loss))
     if require_persistent:
         found.append({"gate": "persistent", "passed": persistent, "reason": "" if persistent
                       else f"backend {name!r} keeps state only in this process"})
@@ -131,6 +134,29 @@ def gates(name: str, persistent: bool, details: dict[str, Any], *,
     return found
 
 
+def bounded_loss_gate(persistent: bool, details: dict[str, Any], seconds: float
+                      ) -> dict[str, Any]:
+    """Passed when a failover can lose at most ``seconds`` of acknowledged writes: the
+    backend's ``loss_bound_s`` (Redis: min-replicas-max-lag under min-replicas-to-write),
+    or 0 where replication is synchronous."""
+    bound = 0 if details.get("replicated") is True else details.get("loss_bound_s")
+    passed = persistent and bound is not None and bound <= seconds
+    if passed:
+        reason = ""
+    elif not persistent:
+        reason = "backend is not persistent"
+    elif bound is not None:
+        reason = f"a failover can lose up to {bound:g} s, more than {seconds:g} s: " + \
+            str(details.get("loss_bound", ""))
+    elif details.get("loss_bound"):
+        reason = str(details["loss_bound"])
+    elif "replicated" in details:  # a store that says only whether commits wait
+        reason = "no bound: " + _unreplicated_reason(persistent, details)
+    else:
+        reason = "the backend reports no loss bound"
+    return {"gate": "bounded-loss", "passed": passed, "reason": reason}
+
+
 def _unreplicated_reason(persistent: bool, details: dict[str, Any]) -> str:
     """Why an acknowledged write is not sure to be on a second server."""
     if not persistent:
@@ -146,8 +172,8 @@ def _unreplicated_reason(persistent: bool, details: dict[str, Any]) -> str:
 
 
 def probe(adapter: Any, display_uri: str, timeout: float, *, require_persistent: bool = False,
-          require_durable: bool = False, require_replicated: bool = False
-          ) -> tuple[dict[str, Any], Cause | None]:
+          require_durable: bool = False, require_replicated: bool = False,
+          require_bounded_loss: float | None = None) -> tuple[dict[str, Any], Cause | None]:
     """One probe: the report (what ``-o json`` prints) and why the backend is unhealthy
     (None when healthy)."""
     started = time.monotonic()
@@ -172,7 +198,8 @@ def probe(adapter: Any, display_uri: str, timeout: float, *, require_persistent:
         "persistent": persistent, "latency_ms": latency_ms, "timeout_s": timeout,
         "timeout_passed_to_adapter": takes_timeout,
         "gates": gates(adapter.name, persistent, details, require_persistent=require_persistent,
-                       require_durable=require_durable, require_replicated=require_replicated),
+                       require_durable=require_durable, require_replicated=require_replicated,
+                       require_bounded_loss=require_bounded_loss),
         "details": details,
     }
     if outcome.error is not None:

@@ -40,7 +40,9 @@ def load_psycopg(backend: str = "postgres") -> Any:
 # failure, deadlock, lock timeout, operator shutdown/crash/startup and statement timeout
 # are expected to pass (retry now).
 _AUTH_STATES = {"28000", "28P01", "42501"}
-_TRANSIENT_STATES = {"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "57014"}
+#: 25006 (read_only_sql_transaction): a write reached a server that no longer takes any
+#: (a failover in progress; a multi-host URI finds the new primary on the next connection)
+_TRANSIENT_STATES = {"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "57014", "25006"}
 
 
 def translate_error(exc: BaseException, display_uri: str, *, action: str = "a query",

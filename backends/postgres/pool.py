@@ -23,6 +23,13 @@ Pool settings are query parameters of the URI (removed before libpq sees it):
 - ``pool_check`` ``on`` (default: the socket check above), ``always`` (the query on
   every checkout) or ``off``
 
+A multi-host URI with ``target_session_attrs=read-write`` (or ``primary``) follows a
+promotion: libpq connects to whichever listed server takes writes, and the pool hands out
+no connection to a server that became read-only (its ``in_hot_standby`` or
+``default_transaction_read_only``, which PostgreSQL 14+ reports on the connection, checked
+at each checkout at no cost) or vanished; a write refused as read-only (SQLSTATE 25006)
+discards its connection and checks the rest.
+
 The size is the ``pool_size`` option (``max_size``; connections open on demand, none is
 kept open before first use). The pool is opened on first use, not by the constructor,
 and that first use makes one direct connection first, so a server that refuses (a bad
@@ -81,6 +88,26 @@ def split_pool_parameters(conninfo: str, display_uri: str) -> tuple[str, dict[st
     return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment)), settings
 
 
+#: what ``target_session_attrs`` must say for the pool to keep to a writable server
+_WRITABLE_ATTRS = {"read-write", "primary"}
+
+
+def wants_writable(conninfo: str) -> bool:
+    """Whether the URI asks libpq for a server that takes writes."""
+    query = dict(parse_qsl(urlsplit(conninfo).query, keep_blank_values=True))
+    return query.get("target_session_attrs", "").strip().lower() in _WRITABLE_ATTRS
+
+
+def reports_read_only(conn: Any) -> bool:
+    """Whether the server said on this connection that it takes no writes (a standby, or
+    ``default_transaction_read_only``): no round trip, PostgreSQL 14+ reports both."""
+    try:
+        status = conn.info.parameter_status
+        return "on" in (status("in_hot_standby"), status("default_transaction_read_only"))
+    except Exception:  # noqa: BLE001 - a closed connection: the liveness check decides
+        return False
+
+
 def _has_pending_input(conn: Any) -> bool:
     """Whether an idle connection's socket has something to read: what a server that ended
     the connection leaves there (its termination notice, then end of file). One poll."""
@@ -112,6 +139,24 @@ def _load_pool_class(backend: str = "postgres") -> Any:
 ConnectionHook = Callable[[Any], bool]
 
 
+#: read_only_sql_transaction: a write on a server that takes none (demoted, or read-only)
+_READ_ONLY_STATE = "25006"
+
+
+def _states(exc: BaseException) -> set[str]:
+    """The SQLSTATEs of ``exc`` and its causes (a mapped error keeps the driver's)."""
+    found: set[str] = set()
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            break
+        state = getattr(seen, "sqlstate", None)
+        if state:
+            found.add(state)
+        seen = seen.__cause__
+    return found
+
+
 class ConnectionPool:
     def __init__(self, config: SqlConfig, *,
                  prepare_connection: ConnectionHook | None = None) -> None:
@@ -120,6 +165,8 @@ class ConnectionPool:
         self._conninfo, self._settings = split_pool_parameters(config.conninfo,
                                                                config.display_uri)
         self._pool: Any = None
+        #: hand out connections to a server that takes writes only
+        self._writable = wants_writable(self._conninfo)
         self._full_check: Any = None
         self._closed = False
         self._lock = threading.Lock()
@@ -199,6 +246,9 @@ class ConnectionPool:
         for _ in range(self._config.pool_size + 1):
             conn = self._getconn_unchecked(pool)
             if mode == "off" or (mode == "on" and not _has_pending_input(conn)):
+                if self._writable and reports_read_only(conn):
+                    self._discard(conn)
+                    continue
                 return conn
             try:
                 self._full_check(conn)
@@ -206,8 +256,22 @@ class ConnectionPool:
                 self._putconn(conn)
                 pool.check()
                 continue
+            if self._writable and reports_read_only(conn):
+                self._discard(conn)
+                continue
             return conn
         return self._getconn_unchecked(pool)
+
+    def _discard(self, conn: Any) -> None:
+        """Close ``conn`` (the pool drops a closed connection it gets back) and check the
+        others: after a failover every idle one may point at the old server."""
+        try:
+            conn.close()
+        finally:
+            self._putconn(conn)
+        pool = self._pool
+        if pool is not None:
+            pool.check()
 
     def _getconn_unchecked(self, pool: Any) -> Any:
         try:
@@ -239,6 +303,10 @@ class ConnectionPool:
                     if self._prepare(conn):
                         self._prepared.add(conn)
                 yield conn
+        except BaseException as exc:
+            if _READ_ONLY_STATE in _states(exc):  # the server stopped taking writes
+                conn.close()
+            raise
         finally:
             self._putconn(conn)
 

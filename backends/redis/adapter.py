@@ -39,7 +39,10 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
     the Lua scripts that write, see :mod:`backends.redis.scripts`), ``max_connections``
     (per pool, redis-py's default is 100: the scripts have a client and pool of their
     own, so up to twice that many connections), ``cluster`` (default: the URI's
-    ``?cluster=`` flag, else False; see the module doc).
+    ``?cluster=`` flag, else False; see the module doc), ``wait_replicas`` and
+    ``wait_timeout_ms`` (default: the URI's, else 0 and 1000: every write is followed by
+    WAIT, and too few replicas is NotReplicated). Through ``redis+sentinel://`` both
+    clients follow every switch the sentinels announce (:mod:`backends.redis.sentinel`).
     """
 
     name = "redis"
@@ -56,24 +59,30 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
         from backends.redis.state import RedisStateStore
         from backends.redis.scripts import use_for_scripts
         from backends.redis.turns import TurnWriter
-        from backends.redis.config import make_client
+        from backends.redis.config import make_client, new_follower
 
         self.settings = RedisSettings.resolve(uri, options)
         self._where = self.settings.redacted_url
-        self._client = make_client(self.settings)
+        # through Sentinel both clients follow every switch the sentinels announce
+        self._follower = new_follower(self.settings)
+        self._client = make_client(self.settings, follower=self._follower)
         # the scripts' own client: same server and options, no command retry (a resent
         # write whose reply was lost would answer for the first one); a cluster client
         # routes its scripts itself
-        self._script_client = None if self.settings.cluster else make_client(self.settings, retries=0)
+        self._script_client = None if self.settings.cluster else make_client(
+            self.settings, retries=0, follower=self._follower)
+        waits = self.settings.wait_replicas > 0
         if self._script_client is not None:
-            use_for_scripts(self._client, self._script_client)
+            use_for_scripts(self._client, self._script_client,
+                            (self.settings.wait_replicas, self.settings.wait_timeout_ms)
+                            if waits else None)
         self._state = RedisStateStore(self._client, ttl_seconds=self.settings.ttl_seconds,
                                       where=self._where, cluster=self.settings.cluster)
         self._events = RedisEventStore(self._client, where=self._where)
         self._closed = False
         self._armed_fault: str | None = None
         self._commit_turn = TurnWriter(self._client, self._script_client, self._where,
-                                       self.settings.ttl_seconds).commit
+                                       self.settings.ttl_seconds, waits).commit
 
     def __repr__(self) -> str:
         return f"RedisBackendAdapter({self._where!r})"
@@ -241,6 +250,8 @@ class RedisBackendAdapter(ClosesOnce, StateStoreSeams):
 
     def _release(self) -> None:
         """Release the connection pools (once: see ClosesOnce)."""
+        if self._follower is not None:
+            self._follower.stop()
         for client in (self._client, self._script_client):
             if client is None:
                 continue

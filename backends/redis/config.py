@@ -4,8 +4,13 @@ in :data:`SETTINGS` (the table ``semvecctl config settings redis`` renders).
 A Sentinel deployment is named by ``redis+sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]``
 (``rediss+sentinel`` for TLS to the primary): the hosts are the sentinels, SERVICE the
 monitored primary's name; redis-py's Sentinel client asks them for the primary on
-connecting and again after a connection fails, so a promoted replica is followed.
+connecting, and an adapter's clients also follow every switch the sentinels announce
+(:mod:`backends.redis.sentinel`: an old primary still up takes writes until demoted).
 ``?sentinel_password=`` authenticates to the sentinels when they need it.
+
+``?wait_replicas=N&wait_timeout_ms=M`` (any Redis URI but a cluster's; the settings of the
+same names beat them): every script that writes is followed by ``WAIT N M`` in the same
+round trip, and fewer than N replicas is :class:`backends.errors.NotReplicated`.
 
 Cluster mode is explicit, never guessed: ``?cluster=true`` on the URI (or the adapter
 option ``cluster=True``) selects redis-py's RedisCluster client. Auto-detecting it would
@@ -35,6 +40,11 @@ SCHEMES = _INFO.schemes
 CLUSTER_PARAM = "cluster"
 SENTINEL_SCHEMES = _INFO.locator_schemes
 SENTINEL_PASSWORD_PARAM = "sentinel_password"
+WAIT_REPLICAS_PARAM = "wait_replicas"
+WAIT_TIMEOUT_PARAM = "wait_timeout_ms"
+#: our own URI parameters (redis-py does not know them: removed before it sees the URI)
+OWN_PARAMS = (CLUSTER_PARAM, WAIT_REPLICAS_PARAM, WAIT_TIMEOUT_PARAM)
+DEFAULT_WAIT_TIMEOUT_MS = 1000
 _TRUE, _FALSE = TRUE, FALSE
 
 DEFAULT_CONNECT_TIMEOUT_S = 3.0
@@ -56,6 +66,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("retries", None, "int >= 0", 1, "retries of a failed connection or command"),
     Setting("max_connections", None, "int >= 1", None, "the connection pool's size"),
     Setting("cluster", None, "bool", False, "a Redis Cluster (beats ?cluster= on the URI)"),
+    Setting(WAIT_REPLICAS_PARAM, None, "int >= 0", 0,
+            "every state write and turn is followed by WAIT for this many replicas; fewer "
+            "within wait_timeout_ms is an error (NotReplicated), never a success (beats "
+            "?wait_replicas= on the URI; 0: no wait)"),
+    Setting(WAIT_TIMEOUT_PARAM, None, "milliseconds >= 1", DEFAULT_WAIT_TIMEOUT_MS,
+            "how long a write waits for wait_replicas replicas (beats ?wait_timeout_ms=; "
+            "must stay below socket_timeout)"),
 )
 
 
@@ -69,20 +86,36 @@ def _positive_float(name: str, value: Any) -> float:
     return number
 
 
-def split_cluster_flag(url: str) -> tuple[str, bool | None]:
-    """Remove ``cluster=`` from the query (redis-py does not know it) and read its value."""
+def _whole(name: str, value: str, least: int) -> int:
+    if not (value.isascii() and value.isdigit()) or int(value) < least:
+        raise BackendConfigError(f"redis URI parameter {name} must be a whole number >= "
+                                 f"{least}, got {value!r}")
+    return int(value)
+
+
+def split_own_params(url: str) -> tuple[str, dict[str, Any]]:
+    """Remove our own parameters (:data:`OWN_PARAMS`) from the query, which redis-py would
+    refuse, and read them: ``cluster`` as a bool, the ``wait_*`` ones as whole numbers."""
     parts = urlsplit(url)
     if not parts.query:
-        return url, None
+        return url, {}
     pairs = parse_qsl(parts.query, keep_blank_values=True)
-    flags = [v.strip().lower() for k, v in pairs if k.lower() == CLUSTER_PARAM]
-    if not flags:
-        return url, None
-    value = flags[-1]
-    if value not in _TRUE + _FALSE:
-        raise BackendConfigError(f"redis URI parameter cluster must be true or false, got {value!r}")
-    rest = urlencode([(k, v) for k, v in pairs if k.lower() != CLUSTER_PARAM])
-    return urlunsplit(parts._replace(query=rest)), value in _TRUE
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        name, value = key.lower(), value.strip().lower()
+        if name == CLUSTER_PARAM:
+            if value not in _TRUE + _FALSE:
+                raise BackendConfigError(f"redis URI parameter cluster must be true or false, "
+                                         f"got {value!r}")
+            found[name] = value in _TRUE
+        elif name == WAIT_REPLICAS_PARAM:
+            found[name] = _whole(name, value, 0)
+        elif name == WAIT_TIMEOUT_PARAM:
+            found[name] = _whole(name, value, 1)
+    if not found:
+        return url, {}
+    rest = urlencode([(k, v) for k, v in pairs if k.lower() not in OWN_PARAMS])
+    return urlunsplit(parts._replace(query=rest)), found
 
 
 @dataclass(frozen=True)
@@ -122,11 +155,12 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
                          "number")
     user, colon, password = userinfo.partition(":") if at else ("", "", "")
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    unknown = sorted(set(query) - {SENTINEL_PASSWORD_PARAM, CLUSTER_PARAM})
+    unknown = sorted(set(query) - {SENTINEL_PASSWORD_PARAM, *OWN_PARAMS})
     if unknown:
         raise InvalidURI(f"Redis Sentinel URI {redact_uri(url)!r}: parameter(s) "
-                         f"{', '.join(unknown)} are not used through Sentinel; the only one "
-                         f"is {SENTINEL_PASSWORD_PARAM}=")
+                         f"{', '.join(unknown)} are not used through Sentinel; the ones used "
+                         f"are {SENTINEL_PASSWORD_PARAM}=, {WAIT_REPLICAS_PARAM}= and "
+                         f"{WAIT_TIMEOUT_PARAM}=")
     return SentinelTarget(tuple(sentinels), unquote(service), int(db or 0),
                           unquote(user) or None, unquote(password) if colon else None,
                           query.get(SENTINEL_PASSWORD_PARAM) or None,
@@ -193,6 +227,9 @@ class RedisSettings:
     max_connections: int | None = None
     #: talk to a Redis Cluster (RedisCluster client): state only, no events
     cluster: bool = False
+    #: replicas every state write and turn waits for (WAIT), and for how long
+    wait_replicas: int = 0
+    wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS
 
     @property
     def sentinel(self) -> SentinelTarget | None:
@@ -232,14 +269,14 @@ class RedisSettings:
         _require_db_number(url, scheme)
         _require_tls_files(url)
         try:
-            url, cluster_flag = split_cluster_flag(url)
+            url, from_uri = split_own_params(url)
         except ValueError as exc:
             if isinstance(exc, BackendConfigError):
                 raise
             raise BackendConfigError(f"invalid Redis URI {redact_uri(url)!r}") from None
         cluster = options.get("cluster")
         if cluster is None:
-            cluster = bool(cluster_flag)
+            cluster = bool(from_uri.get(CLUSTER_PARAM))
         elif not isinstance(cluster, bool):
             raise BackendConfigError("redis option cluster must be true or false")
         if cluster and (scheme in _INFO.path_schemes or scheme in SENTINEL_SCHEMES):
@@ -264,19 +301,52 @@ class RedisSettings:
         max_conn = options.get("max_connections")
         if max_conn is not None and (not isinstance(max_conn, int) or max_conn < 1):
             raise BackendConfigError("redis option max_connections must be a positive int")
+        socket = socket or DEFAULT_SOCKET_TIMEOUT_S
+        replicas, wait_ms = _wait(options, from_uri, socket, cluster)
         return cls(
             url=url,
             connect_timeout=connect or DEFAULT_CONNECT_TIMEOUT_S,
-            socket_timeout=socket or DEFAULT_SOCKET_TIMEOUT_S,
+            socket_timeout=socket,
             ttl_seconds=ttl,
             retries=retries,
             max_connections=max_conn,
             cluster=cluster,
+            wait_replicas=replicas,
+            wait_timeout_ms=wait_ms,
         )
 
 
-def make_client(settings: RedisSettings, *, timeout: float | None = None, retries: int | None = None):
-    """A lazily connecting redis-py client (no I/O here). Binary-safe: no decoding."""
+def _wait(options: Mapping[str, Any], from_uri: Mapping[str, Any], socket_timeout: float,
+          cluster: bool) -> tuple[int, int]:
+    """``wait_replicas`` and ``wait_timeout_ms`` in force (an option beats the URI's): the
+    wait must end before the reply's socket timeout, or a short count would read as an
+    unreachable server instead of its own error."""
+    found = {}
+    for name, least in ((WAIT_REPLICAS_PARAM, 0), (WAIT_TIMEOUT_PARAM, 1)):
+        value = options.get(name)
+        if value is None:
+            value = from_uri.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < least):
+            raise BackendConfigError(f"redis option {name} must be an int >= {least}")
+        found[name] = value
+    replicas = found[WAIT_REPLICAS_PARAM] or 0
+    wait_ms = found[WAIT_TIMEOUT_PARAM] or DEFAULT_WAIT_TIMEOUT_MS
+    if replicas and wait_ms >= socket_timeout * 1000:
+        raise BackendConfigError(f"redis option {WAIT_TIMEOUT_PARAM} ({wait_ms}) must be below "
+                                 f"socket_timeout ({socket_timeout:g}s): raise the timeout or "
+                                 "lower the wait")
+    if replicas and cluster:
+        raise BackendConfigError(f"redis option {WAIT_REPLICAS_PARAM} is not offered on a "
+                                 "Redis Cluster (its scripts are routed node by node)")
+    return replicas, wait_ms
+
+
+def make_client(settings: RedisSettings, *, timeout: float | None = None,
+                retries: int | None = None, follower: Any = None):
+    """A lazily connecting redis-py client (no I/O here). Binary-safe: no decoding.
+    ``follower`` (a :class:`backends.redis.sentinel.Follower`, Sentinel URIs only): the
+    client's connections follow the primary it announces."""
     import redis
     from redis.backoff import ExponentialBackoff, NoBackoff
     from redis.retry import Retry
@@ -298,7 +368,7 @@ def make_client(settings: RedisSettings, *, timeout: float | None = None, retrie
     if settings.cluster:
         return LazyClusterClient(settings, kwargs)
     if settings.sentinel is not None:
-        return sentinel_primary(settings.sentinel, kwargs)
+        return sentinel_primary(settings.sentinel, kwargs, follower)
     try:
         return redis.Redis.from_url(settings.url, **kwargs)
     except ValueError:
@@ -306,14 +376,36 @@ def make_client(settings: RedisSettings, *, timeout: float | None = None, retrie
         raise BackendConfigError(f"invalid Redis URI {settings.redacted_url!r}") from None
 
 
-def sentinel_primary(target: SentinelTarget, kwargs: dict[str, Any]) -> Any:
+def _sentinel_kwargs(target: SentinelTarget, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    timeouts = {k: kwargs[k] for k in ("socket_connect_timeout", "socket_timeout")}
+    return {**timeouts, "password": target.sentinel_password}
+
+
+def new_follower(settings: RedisSettings, *, listen: bool = True) -> Any:
+    """The :class:`backends.redis.sentinel.Follower` of a Sentinel URI's service (None for
+    a URI naming one server): an adapter's clients share one; a probe's does not listen."""
+    target = settings.sentinel
+    if target is None:
+        return None
+    from backends.redis.sentinel import Follower
+
+    timeouts = {"socket_connect_timeout": settings.connect_timeout,
+                "socket_timeout": settings.socket_timeout}
+    return Follower(list(target.sentinels), target.service, _sentinel_kwargs(target, timeouts),
+                    listen=listen)
+
+
+def sentinel_primary(target: SentinelTarget, kwargs: dict[str, Any], follower: Any = None) -> Any:
     """A client of the primary the sentinels name (redis-py's ``Sentinel.master_for``: no
-    I/O here; it asks them on connecting and after a failed connection)."""
+    I/O here; it asks them on connecting and after a failed connection); with a
+    ``follower``, its connections also follow every switch the sentinels announce."""
     from redis.sentinel import Sentinel
 
-    timeouts = {k: kwargs[k] for k in ("socket_connect_timeout", "socket_timeout")}
-    sentinel_kwargs = {**timeouts, "password": target.sentinel_password}
-    watcher = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs)
+    watcher = Sentinel(list(target.sentinels), sentinel_kwargs=_sentinel_kwargs(target, kwargs))
+    if follower is not None:
+        from backends.redis.sentinel import following_pool_class
+
+        kwargs = {**kwargs, "connection_pool_class": following_pool_class(follower)}
     return watcher.master_for(target.service, db=target.db, username=target.username,
                               password=target.password, ssl=target.tls, **kwargs)
 

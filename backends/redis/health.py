@@ -12,7 +12,7 @@ from typing import Any, Callable, TypeVar
 
 from backends.errors import CATEGORIES, BackendUnreachable, Category, category_of
 from backends.probe import call_with_timeout
-from backends.redis.config import RedisSettings, make_client
+from backends.redis.config import RedisSettings, make_client, new_follower
 
 T = TypeVar("T")
 _GRACE_S = 0.25
@@ -24,7 +24,8 @@ class ProbeTimeout(BackendUnreachable):
 
 def _with_probe_client(settings: RedisSettings, timeout: float, fn: Callable[[Any], T]) -> T:
     def run() -> T:
-        client = make_client(settings, timeout=timeout, retries=0)
+        client = make_client(settings, timeout=timeout, retries=0,
+                             follower=new_follower(settings, listen=False))
         try:
             return fn(client)
         finally:
@@ -131,9 +132,10 @@ def replication_verdict(info: dict[str, Any]) -> dict[str, Any]:
     """Where this server stands in its replication topology, and what that costs.
 
     A replica refuses every write (READONLY), so a store that is written cannot be served
-    by it: ``writable`` is False and the reason names the primary it follows. On a primary,
-    the engine never waits for a replica (no WAIT), so a promotion can lose what the
-    replicas had not yet acknowledged: the line says how far behind they are now."""
+    by it: ``writable`` is False and the reason names the primary it follows. On a primary
+    the line says how far behind the replicas are now; what a failover can lose is not
+    that lag but :func:`loss_bound` (the old primary acknowledges writes until it is
+    demoted, or until ``min-replicas-to-write`` stops it)."""
     role = str(info.get("role", "master"))
     if role in ("slave", "replica"):
         primary = f"{info.get('master_host')}:{info.get('master_port')}"
@@ -142,7 +144,6 @@ def replication_verdict(info: dict[str, Any]) -> dict[str, Any]:
                 "replication": f"replica of {primary} (link {link}): read-only, the "
                                "engine's writes are refused (READONLY)"}
     replicas = _replica_lags(info)
-    guard = int(info.get("min_slaves_good_slaves", -1))  # listed only when the guard is on
     found: dict[str, Any] = {"writable": True, "replicas": len(replicas)}
     if not replicas:
         found["replication"] = "no replica: a failure of this server loses what it held"
@@ -152,14 +153,80 @@ def replication_verdict(info: dict[str, Any]) -> dict[str, Any]:
     found.update({"replication_lag_s": lag, "replication_behind_bytes": behind,
                   "replica_addresses": ", ".join(f"{r['address']} ({r['state']})"
                                                   for r in replicas)})
-    guarded = (f"; min-replicas-to-write on ({guard} good replica(s) now), which refuses "
-               "writes when too few replicas answer but does not wait for them"
-               if guard >= 0 else "")
     found["replication"] = (
         f"{len(replicas)} asynchronous replica(s), last acknowledged up to {lag} s ago, "
-        f"{behind} byte(s) behind: a failover can lose turns acknowledged in the last "
-        f"{max(lag, 1)} s, the engine does not wait for replicas{guarded}")
+        f"{behind} byte(s) behind now (what a failover can lose: loss_bound)")
     return found
+
+
+def _int_config(client: Any, name: str) -> int | None:
+    """A numeric server setting, or None where CONFIG is renamed or denied."""
+    try:
+        found = client.config_get(name)
+    except Exception:  # noqa: BLE001 - CONFIG may be renamed or denied
+        return None
+    value = next(iter(found.values()), None) if found else None
+    text = value.decode() if isinstance(value, bytes) else value
+    return int(text) if isinstance(text, str) and text.isdigit() else None
+
+
+def _sentinel_settings(client: Any, service: str) -> dict[str, Any]:
+    """The service's ``down-after-milliseconds`` and ``failover-timeout`` as the first
+    sentinel that answers has them ({} when none does)."""
+    manager = client.connection_pool.sentinel_manager
+    for sentinel in manager.sentinels:
+        try:
+            state = sentinel.sentinel_master(service)
+        except Exception:  # noqa: BLE001 - the next sentinel may answer
+            continue
+        return {"sentinel_down_after_ms": int(state.get("down-after-milliseconds", 0)),
+                "sentinel_failover_timeout_ms": int(state.get("failover-timeout", 0)),
+                "sentinel_quorum": int(state.get("quorum", 0))}
+    return {}
+
+
+def loss_facts(client: Any, info: dict[str, Any], service: str | None) -> dict[str, Any]:
+    """What bounds the loss of a failover on this primary: ``min-replicas-to-write`` and
+    ``min-replicas-max-lag``, and through Sentinel its timing settings."""
+    facts: dict[str, Any] = {
+        "min_replicas_to_write": _int_config(client, "min-replicas-to-write"),
+        "min_replicas_max_lag": _int_config(client, "min-replicas-max-lag")}
+    if facts["min_replicas_to_write"] is None and "min_slaves_good_slaves" in info:
+        facts["min_replicas_to_write"] = 1  # INFO lists it only when the guard is on
+    if service is not None:
+        facts.update(_sentinel_settings(client, service))
+    return facts
+
+
+def loss_bound(facts: dict[str, Any]) -> dict[str, Any]:
+    """The real window a failover can lose, in seconds (None: no bound), and why.
+
+    With ``min-replicas-to-write`` N >= 1 an old primary refuses writes once fewer than N
+    replicas acknowledged within ``min-replicas-max-lag`` seconds: at most that many
+    seconds of acknowledged turns are lost. With 0 it acknowledges every write until the
+    sentinels demote it (after ``down-after-milliseconds`` and a promotion, bounded by
+    ``failover-timeout``, and never while it cannot reach them): no bound."""
+    if not facts.get("writable", True):
+        return {}
+    if not facts.get("replicas"):
+        return {"loss_bound_s": None,
+                "loss_bound": "no replica to fail over to: a failure of this server loses "
+                              "what it held"}
+    guard, lag = facts.get("min_replicas_to_write"), facts.get("min_replicas_max_lag")
+    if guard is None:
+        return {"loss_bound_s": None,
+                "loss_bound": "unknown: CONFIG GET min-replicas-to-write was refused"}
+    if guard >= 1 and lag:
+        return {"loss_bound_s": lag, "loss_bound": (
+            f"at most the last {lag} s of acknowledged turns: min-replicas-to-write {guard} "
+            f"with min-replicas-max-lag {lag} stops a primary cut off from its replicas")}
+    down, timeout = facts.get("sentinel_down_after_ms"), facts.get("sentinel_failover_timeout_ms")
+    demoted = (f"the sentinels demote it (down-after-milliseconds {down}, failover-timeout "
+               f"{timeout}; never while it cannot reach them)" if down is not None
+               else "it is demoted by hand")
+    return {"loss_bound_s": None, "loss_bound": (
+        f"no bound: with min-replicas-to-write {guard} an old primary acknowledges every "
+        f"turn until {demoted}; the engine's client sends no WAIT, so each is lost")}
 
 
 def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
@@ -174,8 +241,11 @@ def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
         client.ping()
         latency = (time.monotonic() - started) * 1000.0
         facts = client.info()
-        if settings.sentinel is not None:
-            facts["sentinel_facts"] = sentinel_facts(client, settings.sentinel.service)
+        service = settings.sentinel.service if settings.sentinel is not None else None
+        if service is not None:
+            facts["sentinel_facts"] = sentinel_facts(client, service)
+        if str(facts.get("role", "master")) == "master":
+            facts["loss_facts"] = loss_facts(client, facts, service)
         return latency, facts
 
     base: dict[str, Any] = {"backend": "redis", "uri": settings.redacted_url,
@@ -207,7 +277,8 @@ def details(settings: RedisSettings, timeout: float) -> dict[str, Any]:
         "role": info.get("role"),
         **info.get("sentinel_facts", {}),
         **_with_topology(durability_verdict(info, settings.ttl_seconds),
-                         replication_verdict(info)),
+                         replication_verdict(info), info.get("loss_facts", {}),
+                         settings.wait_replicas),
     }
 
 
@@ -235,10 +306,19 @@ _NEVER_REPLICATED = {"replicated": False,
                                            "sure to be on a second server"}
 
 
-def _with_topology(durability: dict[str, Any], topology: dict[str, Any]) -> dict[str, Any]:
-    """The durability verdict with the server's place in its replication topology: a
-    read-only replica is never a durable store to write to, whatever its AOF says."""
-    merged = {**durability, **topology, **_NEVER_REPLICATED}
+def _with_topology(durability: dict[str, Any], topology: dict[str, Any],
+                   loss: dict[str, Any], wait_replicas: int) -> dict[str, Any]:
+    """The durability verdict with the server's place in its replication topology (and,
+    on a primary, the loss bound): a read-only replica is never a durable store to write
+    to, whatever its AOF says."""
+    merged = {**durability, **topology, **_NEVER_REPLICATED, **loss}
+    if topology["writable"]:
+        merged.update(loss_bound({**topology, **loss}))
+        merged["wait_replicas"] = wait_replicas
+        if wait_replicas:
+            merged["wait"] = (f"this adapter waits for {wait_replicas} replica(s) after "
+                              "every write (wait_replicas): none it acknowledges is on "
+                              "fewer; the engine's client does not wait")
     if not topology["writable"]:
         merged["durable"] = False
         merged["reason"] = (f"this server is a read-only replica of {topology['primary']}: "

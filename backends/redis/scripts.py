@@ -58,10 +58,17 @@ def pack_command(*parts: Any) -> bytes:
 _script_clients: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 
 
-def use_for_scripts(client: Any, script_client: Any) -> None:
+#: (replicas, milliseconds) each script client WAITs for after every script it runs
+_waits: "weakref.WeakKeyDictionary[Any, tuple[int, int]]" = weakref.WeakKeyDictionary()
+
+
+def use_for_scripts(client: Any, script_client: Any, wait: tuple[int, int] | None = None) -> None:
     """Send the scripts called with ``client`` through ``script_client`` (same server,
-    no command retry). Holds no reference back to ``client``."""
+    no command retry), each followed by ``WAIT replicas milliseconds`` when ``wait`` is
+    given (see :meth:`LuaScript.run_waiting`). Holds no reference back to ``client``."""
     _script_clients[client] = script_client
+    if wait is not None and wait[0] > 0:
+        _waits[script_client] = wait
 
 
 def script_client(client: Any) -> Any:
@@ -146,11 +153,40 @@ class LuaScript:
         """Run the script on ``target``, a standalone client used as given (a caller that
         holds the script client already skips the lookups of ``__call__``), with
         redis-py's ``evalsha`` arguments: EVALSHA, and when the server does not know the
-        SHA, :meth:`load_and_run`."""
+        SHA, :meth:`load_and_run`; on a client that waits for replicas,
+        :meth:`run_waiting`."""
+        wait = _waits.get(target) if _waits else None
+        if wait is not None:
+            return self.run_waiting(target, wait, numkeys, *keys_and_args)
         try:
             return target.evalsha(self.sha, numkeys, *keys_and_args)
         except no_script_error():  # first call on this server, a restart, a SCRIPT FLUSH
             return self.load_and_run(target, numkeys, *keys_and_args)
+
+    def run_waiting(self, target: Any, wait: tuple[int, int], numkeys: int,
+                    *keys_and_args: Any) -> Any:
+        """The script, then ``WAIT replicas milliseconds``, in one pipelined round trip.
+        Fewer replicas than asked is :class:`~backends.errors.NotReplicated` (the write
+        stands on the primary; a failover may lose it), never the script's reply."""
+        from backends.errors import NotReplicated
+
+        replicas, timeout_ms = wait
+        for attempt in (0, 1):
+            pipe = target.pipeline(transaction=False)
+            pipe.evalsha(self.sha, numkeys, *keys_and_args)
+            pipe.execute_command("WAIT", replicas, timeout_ms)
+            reply, acked = pipe.execute(raise_on_error=False)
+            if isinstance(reply, no_script_error()) and attempt == 0:
+                target.script_load(self.source)
+                continue
+            break
+        for outcome in (reply, acked):
+            if isinstance(outcome, BaseException):
+                raise outcome
+        if int(acked) < replicas:
+            raise NotReplicated(f"the write reached {int(acked)} of the {replicas} replica(s) "
+                                f"asked for within {timeout_ms} ms")
+        return reply
 
     def load_and_run(self, target: Any, numkeys: int, *keys_and_args: Any) -> Any:
         """After a NOSCRIPT reply: SCRIPT LOAD, then the call again (one extra round trip

@@ -64,15 +64,18 @@ class TurnWriter:
     two arguments fewer than ``commit_turn.lua`` and none of its event checks to run on
     the server; measured, that is about 5% of the call against a ``return 1`` floor."""
 
-    __slots__ = ("client", "script_client", "where", "ttl_text")
+    __slots__ = ("client", "script_client", "where", "ttl_text", "waits")
 
-    def __init__(self, client: Any, script_client: Any, where: str, ttl_seconds: int) -> None:
+    def __init__(self, client: Any, script_client: Any, where: str, ttl_seconds: int,
+                 waits: bool = False) -> None:
         self.client = client
         #: the standalone client kept for scripts (no command retry); None on a cluster,
         #: whose client routes each script to the node owning its key
         self.script_client = script_client
         self.where = where
         self.ttl_text = str(ttl_seconds)
+        #: every script is followed by WAIT (``LuaScript.run`` does it): no shortcut here
+        self.waits = waits
 
     def commit(self, session_id: str, blob: bytes, expected_version: int | None,
                owner_subject: str | None, pending_message: str | None,
@@ -105,7 +108,8 @@ class TurnWriter:
             checked = []
             args: tuple[Any, ...] = (1, state_key, blob, "1", owner, pending, self.ttl_text)
             try:
-                reply = target.evalsha(_INSERT.sha, *args)
+                reply = _INSERT.run(target, *args) if self.waits \
+                    else target.evalsha(_INSERT.sha, *args)
             except Exception as exc:  # noqa: BLE001 - NOSCRIPT, mapped, or re-raised
                 reply = self._after_failure(exc, session_id, _INSERT, args)
             code, reply = _INSERTED[reply], (None, "")
@@ -113,7 +117,7 @@ class TurnWriter:
             checked = []
             args = (1, state_key, expected, new_text, blob, owner, pending, self.ttl_text)
             try:
-                reply = target.evalsha(_CAS.sha, *args)
+                reply = _CAS.run(target, *args) if self.waits else target.evalsha(_CAS.sha, *args)
             except Exception as exc:  # noqa: BLE001 - NOSCRIPT, mapped, or re-raised
                 reply = self._after_failure(exc, session_id, _CAS, args)
             code = reply[0]

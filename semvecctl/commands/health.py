@@ -84,6 +84,7 @@ def app(*,
     require_persistent: bool = typer.Option(False, "--require-persistent", help="Exit 1 unless the backend keeps state across restarts."),
     require_durable: bool = typer.Option(False, "--require-durable", help="Exit 1 unless the server is configured not to lose writes (e.g. Redis AOF on, no eviction)."),
     require_replicated: bool = typer.Option(False, "--require-replicated", help="Exit 1 unless an acknowledged write is on a second server before it is acknowledged (PostgreSQL with a synchronous standby; never the engine's Redis, which does not wait for replicas)."),
+    require_bounded_loss: float = typer.Option(None, "--require-bounded-loss", metavar="SECONDS", min=0, max=86400.0, help="Exit 1 unless a failover can lose at most SECONDS of acknowledged writes (Redis: min-replicas-to-write >= 1 with min-replicas-max-lag <= SECONDS; PostgreSQL: a synchronous standby)."),
     output: Output = OutputFormat.table,
     metrics_file: MetricsFile = None,
     watch: Watch = None,
@@ -100,7 +101,8 @@ def app(*,
         report, cause = probe(adapter_obj, spec.display_uri, timeout,
                               require_persistent=require_persistent,
                               require_durable=require_durable,
-                              require_replicated=require_replicated)
+                              require_replicated=require_replicated,
+                              require_bounded_loss=require_bounded_loss)
         metrics.track(report)
     out.emit(report, output, columns=[Column("CHECK", "field", style="bold"),
                                       Column("RESULT", "value")], rows=_rows(report))

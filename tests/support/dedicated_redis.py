@@ -159,20 +159,25 @@ def throwaway_redis(prefix: str = "semvec-redis-",
 
 class DedicatedSentinel(DedicatedRedis):
     """One redis-server in Sentinel mode watching ``primary_port`` as ``service`` (quorum
-    1, a primary is down after 1 s): enough to promote a replica on loopback."""
+    1, a primary is down after 1 s, unless told otherwise): enough to promote a replica
+    on loopback."""
 
     def __init__(self, workdir: Path, primary_port: int, service: str, *,
-                 failover_timeout_ms: int = 10000) -> None:
+                 failover_timeout_ms: int = 10000, quorum: int = 1,
+                 down_after_ms: int = 1000) -> None:
         super().__init__(workdir)
         self.primary_port, self.service = primary_port, service
         self.failover_timeout_ms = failover_timeout_ms
+        self.quorum, self.down_after_ms = quorum, down_after_ms
 
     def start(self) -> None:
         conf = self.workdir / "sentinel.conf"
         conf.write_text(f"port {self.port}\nbind 127.0.0.1\ndir {self.workdir}\n"
                         "protected-mode no\n"
-                        f"sentinel monitor {self.service} 127.0.0.1 {self.primary_port} 1\n"
-                        f"sentinel down-after-milliseconds {self.service} 1000\n"
+                        f"sentinel monitor {self.service} 127.0.0.1 {self.primary_port} "
+                        f"{self.quorum}\n"
+                        f"sentinel down-after-milliseconds {self.service} "
+                        f"{self.down_after_ms}\n"
                         f"sentinel failover-timeout {self.service} "
                         f"{self.failover_timeout_ms}\n")
         self._proc = subprocess.Popen(

@@ -214,7 +214,11 @@ def _prepare(admin: str) -> str:
 
 
 @contextmanager
-def postgres_with_standby(synchronous: bool) -> Iterator[Deployment]:
+def postgres_with_standby(synchronous: bool, scenario: str = "fail") -> Iterator[Deployment]:
+    """``scenario``: ``fail`` (SIGKILL of the primary, writers on its URI), or
+    ``switchover`` / ``isolated_primary`` (writers on a multi-host URI that asks for the
+    server taking writes: the old primary stopped cleanly, or cut off from the standby by
+    the proxy, then the standby promoted)."""
     from tests.support.fixtures.postgres_server import bundled_bin, start_local_server
 
     bindir = bundled_bin()
@@ -241,7 +245,10 @@ def postgres_with_standby(synchronous: bool) -> Iterator[Deployment]:
             _make_synchronous(admin)
         url = _prepare(admin)
         standby_url = standby_admin.rsplit("/", 1)[0] + "/semvec"
-        yield _postgres_deployment(root, url, standby_url, proxy)
+        deployment = _postgres_deployment(root, url, standby_url, proxy)
+        if scenario != "fail":
+            deployment = _postgres_switched(root, deployment, standby_url, proxy, scenario)
+        yield deployment
     finally:
         if proxy is not None:
             proxy.close()
@@ -271,6 +278,41 @@ def _postgres_deployment(root: Path, url: str, standby_url: str, proxy: FaultPro
     return Deployment("postgres", url, topology, stored, pids=pids)
 
 
+def multi_host(primary: str, standby: str) -> str:
+    """One URI listing both servers and asking for the one that takes writes (a short
+    pool timeout: a writer meeting no writable server fails soon, then retries)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    first, second = urlsplit(primary), urlsplit(standby)
+    netloc = f"{first.netloc},{second.hostname}:{second.port}"
+    return urlunsplit(first._replace(netloc=netloc,
+                                     query="target_session_attrs=read-write&pool_timeout=2"))
+
+
+def stop_postgres_fast(data: Path) -> None:
+    """A planned stop (SIGINT: fast shutdown, which sends the standbys all the WAL first)."""
+    pid = _postmaster(data)
+    os.kill(pid, signal.SIGINT)
+    _until(lambda: not alive(pid), "the primary did not stop")
+
+
+def _postgres_switched(root: Path, base: Deployment, standby_url: str, proxy: FaultProxy,
+                       scenario: str) -> Deployment:
+    promote = base.topology.promote
+
+    def switch() -> None:
+        stop_postgres_fast(root / "primary" / "data")
+        proxy.cut()
+        promote()
+
+    topology = FailoverTopology(
+        fail_primary=None, promote=promote, after_uri=standby_url,
+        switchover=switch if scenario == "switchover" else None,
+        isolate_primary=proxy.cut if scenario == "isolated_primary" else None)
+    return Deployment("postgres", multi_host(base.uri, standby_url), topology,
+                      base.stored_version, pids=base.pids)
+
+
 def independent_audit(history_dir: Path, deployment: Deployment) -> dict[str, int]:
     """What the writers were told (their history files), against the promoted server read
     without the adapter: acknowledged turns, and those missing there."""
@@ -283,3 +325,127 @@ def independent_audit(history_dir: Path, deployment: Deployment) -> dict[str, in
         acknowledged += len(acks)
         lost += sum(1 for v in acks if v > stored)
     return {"acknowledged": acknowledged, "lost": lost}
+
+
+@dataclass
+class SentinelTrio:
+    """A primary, a replica and three sentinels (quorum 2, a primary down after
+    ``DOWN_AFTER_MS``) watching ``service``; ``uri`` names it through them. With
+    ``isolatable``, the replica, the sentinels and the clients all reach the primary
+    through ``front``, a proxy that can cut the replica's and the sentinels' connections
+    alone; otherwise they reach it directly."""
+
+    primary: Any
+    replica: Any
+    sentinels: list[Any]
+    service: str
+    front: FaultProxy | None = None
+
+    @property
+    def uri(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{self.service}/0"
+
+    @property
+    def pids(self) -> list[int]:
+        return [s.pid for s in (self.primary, self.replica, *self.sentinels)]
+
+    def switchover(self) -> None:
+        """SENTINEL FAILOVER, retried while the sentinels have not seen the replica yet."""
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            try:
+                self.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", self.service)
+                return
+            except Exception:  # noqa: BLE001 - "no good replica" until it has seen it
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def isolate_primary(self) -> None:
+        """Cut the primary off from its replica and the sentinels; clients still reach it."""
+        assert self.front is not None, "not isolatable"
+        self.front.cut_matching(b"sentinel-", b"REPLCONF")
+
+    def heal(self) -> None:
+        assert self.front is not None, "not isolatable"
+        self.front.restore()
+
+    def role(self, server: Any) -> str:
+        with server.client() as client:
+            return str(client.info("replication")["role"])
+
+    def replica_promoted(self) -> bool:
+        """The sentinels name the replica, and it takes writes."""
+        host, port = self.sentinels[0].primary()
+        return port == self.replica.port and self.role(self.replica) == "master"
+
+    def stored_version(self, sid: str) -> int:
+        with self.replica.client() as client:
+            value = client.hget(f"semvec:state:{sid}", "version")
+        return int(value) if value is not None else 0
+
+
+#: how long the trio's sentinels wait before they call a silent primary down
+DOWN_AFTER_MS = 400
+
+
+@contextmanager
+def redis_sentinel_trio(root: Path, *, isolatable: bool = False) -> Iterator[SentinelTrio]:
+    """:class:`SentinelTrio` on loopback; every process is gone when the block ends."""
+    from tests.support.dedicated_redis import DedicatedRedis, DedicatedSentinel, start_replica
+
+    service = f"tr{uuid.uuid4().hex[:6]}"
+    primary = DedicatedRedis(root / "primary", extra=["--appendonly", "no"])
+    primary.start()
+    started: list[Any] = [primary]
+    front = FaultProxy("127.0.0.1", primary.port) if isolatable else None
+    try:
+        watched = front.port if front else primary.port
+        replica = start_replica(primary, root / "replica", via_port=watched)
+        started.append(replica)
+        sentinels = []
+        for i in range(3):
+            sentinel = DedicatedSentinel(root / f"sentinel{i}", watched, service, quorum=2,
+                                         down_after_ms=DOWN_AFTER_MS)
+            sentinel.start()
+            started.append(sentinel)
+            sentinels.append(sentinel)
+        for sentinel in sentinels:
+            _until(lambda s=sentinel: s.client().sentinel_master(service)["num-slaves"] == 1
+                   and s.client().sentinel_master(service)["num-other-sentinels"] == 2,
+                   "the sentinels did not see the replica and each other")
+        yield SentinelTrio(primary, replica, sentinels, service, front)
+    finally:
+        if front is not None:
+            front.close()
+        for server in reversed(started):
+            server.kill()
+
+
+#: what the writers of the trio's cases wait for when asked to (wait_replicas): a second,
+#: so a loaded machine's slow acknowledgement is not taken for a lost replica
+WAITING = "?wait_replicas=1&wait_timeout_ms=1000"
+
+
+def trio_deployment(trio: SentinelTrio, scenario: str, *, wait: bool,
+                    measure_demotion: bool = False) -> Deployment:
+    """The trio as the ``failover.switchover`` or ``failover.isolated_primary`` case is
+    given it: the writers on the Sentinel URI (waiting for the replica with ``wait``),
+    the audit and the next turn on it without waiting (the promoted server has no replica
+    until the old primary is demoted); the time to demotion only when asked (seconds)."""
+    def promoted() -> None:
+        _until(trio.replica_promoted, "the sentinels did not promote the replica")
+
+    def switch() -> None:
+        trio.switchover()
+        promoted()
+
+    topology = FailoverTopology(
+        fail_primary=None, promote=promoted, after_uri=trio.uri,
+        switchover=switch if scenario == "switchover" else None,
+        isolate_primary=trio.isolate_primary if scenario == "isolated_primary" else None,
+        heal=trio.heal if scenario == "isolated_primary" else None,
+        demoted=(lambda: trio.role(trio.primary) == "slave") if measure_demotion else None)
+    return Deployment("redis", trio.uri + (WAITING if wait else ""), topology,
+                      trio.stored_version, pids=trio.pids)

@@ -14,7 +14,8 @@ import yaml
 from typer.testing import CliRunner
 
 from semvecctl.app import app
-from tests.support.failover_topologies import alive, redis_with_sentinel
+from tests.support.failover_topologies import (WAITING, alive, redis_sentinel_trio,
+                                               redis_with_sentinel)
 
 
 def invoke(*args: str):
@@ -49,6 +50,8 @@ def test_the_failover_file_fails_the_primary_and_the_report_counts_what_the_writ
     ({"fail": ["true"], "replica": "somewhere"}, "'replica' must be a URI"),
     ({"fail": ["true"], "colour": "red"}, "unknown key(s) colour"),
     ({"fail": ["true"]}, "'replica' is required"),
+    ({"fail": ["true"], "switchover": True}, "one scenario per file"),
+    ({"isolate": 3}, "'isolate' must be a command"),
 ])
 def test_a_bad_failover_file_is_a_usage_error_naming_the_key(tmp_path, content, fragment):
     path = tmp_path / "failover.yaml"
@@ -62,3 +65,19 @@ def test_a_bad_failover_file_is_a_usage_error_naming_the_key(tmp_path, content, 
 def test_a_missing_failover_file_is_a_usage_error(tmp_path):
     result = invoke("--uri", "redis://127.0.0.1:1/0", "--failover", str(tmp_path / "none.yaml"))
     assert result.exit_code == 2 and "cannot read" in result.stderr, result.output
+
+
+@pytest.mark.redis
+def test_switchover_true_runs_the_switchover_case_through_the_sentinels(tmp_path):
+    with redis_sentinel_trio(tmp_path) as trio:
+        (tmp_path / "failover.yaml").write_text(yaml.safe_dump({"switchover": True}))
+        result = invoke("--uri", trio.uri + WAITING, "--only", "failover", "--failover",
+                        str(tmp_path / "failover.yaml"), "--failover-seed", "2", "-o", "json")
+        promoted = trio.replica_promoted()
+    assert result.exit_code == 0, result.output
+    cases = {c["case"]: c for c in json.loads(result.stdout)["groups"][-1]["cases"]}
+    case = cases["switchover"]
+    assert case["status"] == "passed", case["message"]
+    assert case["figures"]["acknowledged"] > 0 and case["figures"]["acknowledged_lost"] == 0
+    assert cases["acknowledged_turns"]["status"] == "not-applicable"
+    assert promoted

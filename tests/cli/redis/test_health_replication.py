@@ -58,7 +58,10 @@ def test_the_primary_reports_its_asynchronous_replica_and_the_window(primary_and
     assert details["durable"] is True and details["replicas"] == 1
     assert details["replica_addresses"] == f"127.0.0.1:{replica.port} (online)"
     assert isinstance(details["replication_lag_s"], int)
-    assert "a failover can lose turns acknowledged in the last" in details["replication"]
+    # the lag is not the window: with min-replicas-to-write 0 there is no bound
+    assert "acknowledged in the last" not in details["replication"]
+    assert details["loss_bound_s"] is None and details["loss_bound"].startswith(
+        "no bound: with min-replicas-to-write 0")
     table = invoke("health", "--uri", primary.url, "--timeout", "3")
     assert "1 asynchronous replica(s)" in table.stdout
 
@@ -90,4 +93,7 @@ def test_doctor_on_the_primary_tells_the_replication_window(primary_and_replica)
     _, findings = _doctor_findings(primary.url)
     [finding] = [f for f in findings if f["check"] == "deploy.replication"]
     assert finding["severity"] == "info"
-    assert "a failover can lose turns acknowledged in the last" in finding["what"]
+    assert "1 asynchronous replica(s)" in finding["what"]
+    [bound] = [f for f in findings if f["check"] == "deploy.loss-bound"]
+    assert "what a failover can lose: no bound" in bound["what"]
+    assert "sends no WAIT" in bound["why"]
