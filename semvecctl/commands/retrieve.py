@@ -362,7 +362,8 @@ def _query_rows(report: Any) -> list[dict[str, Any]]:
     return [{
         "query": q.query_id, "rbo": q.metrics.rbo, "jaccard": q.metrics.jaccard,
         "overlap": q.metrics.overlap, "tau": q.metrics.kendall_tau_b, "common": q.metrics.common,
-        "gate": ("missed " + ", ".join(missed[q.query_id])) if q.query_id in missed else "ok",
+        "gate": ("missed " + ", ".join(missed[q.query_id])) if q.query_id in missed
+        else ("ok" if report.thresholds else "no gate"),
         **({"recall": q.exact.recall, "exact_jaccard": q.exact.jaccard} if q.exact else {}),
     } for q in report.queries]
 
