@@ -166,16 +166,40 @@ def export_sessions(*,
                        allow_loss=allow_loss, batch_size=batch_size,
                        progress=_progress(EXPORTING, total), skip_damaged=skip_damaged,
                        updated_since=updated_since)
-        if to_stdout:
-            result = export_to_stream(source, sys.stdout.buffer, recipients=keys, **options)
-        else:
-            result = export_to_path(source, out_path, recipients=keys, **options)
+        with _said_export_interrupted(total, "stdout" if to_stdout else out_path):
+            if to_stdout:
+                result = export_to_stream(source, sys.stdout.buffer, recipients=keys, **options)
+            else:
+                result = export_to_path(source, out_path, recipients=keys, **options)
         metrics.track(result, backend=source.name)
     if result.owned and not keys:
         encryption_hint(f"{result.owned} exported session(s) carry an owner")
     _report_export(result, f"{source.name} ({_source_label(spec)})",
                    "stdout" if to_stdout else out_path, with_items=with_items,
                    with_events=with_events, users=users)
+
+
+@contextlib.contextmanager
+def _said_export_interrupted(total: int | None, where: str) -> Iterator[None]:
+    """On a signal, how far the export got (as ``import`` says it), before the boundary
+    prints "interrupted": the sessions read, and that no archive was left behind."""
+    from backends.transfer.progress import EXPORTING
+
+    from semvecctl.interrupts import interruption_of
+
+    try:
+        yield
+    except BaseException as exc:
+        signalled = interruption_of(exc)
+        if signalled is not None:
+            task = current().output.progress_tasks.get(EXPORTING)
+            read = task.count if task is not None else 0
+            of = "" if total is None else f" of {total}"
+            left = ("what reached stdout is not an archive (no trailer): discard it"
+                    if where == "stdout" else f"nothing was written to {where}")
+            current().output.error(f"{signalled.signal_name}: the export stopped after reading "
+                                   f"{read}{of} session(s); {left}. Rerun it to export")
+        raise
 
 
 def _report_export(result: Any, source: str, where: str, *, with_items: bool,

@@ -24,7 +24,7 @@ from semvecctl.exit_codes import ExitCode
 from semvecctl.connection import Connection
 from semvecctl.options import Apply, MetricsFile, Output, Overwrite, SignWith, Watch, Yes, store_command
 from semvecctl.signing import sign, signing_key
-from semvecctl.live_view import (STATUS_COLUMNS, refuse_conflicts, refuse_foreign_state, resumes,
+from semvecctl.live_view import (STATUS_COLUMNS, said_when_interrupted, refuse_conflicts, refuse_foreign_state, resumes,
                                  run_passes, status_line, status_of, status_view)
 from semvecctl.output import Column, OutputFormat
 
@@ -221,8 +221,9 @@ def _move_sessions(reshard: Any, state_file: str, follow: bool, interval: float,
         with out.progress_task("moving sessions", unit=" sessions") as task:
             mig = reshard_migration(reshard, state, write_batch=batch_size,
                                     progress=task.advance)
-            return run_passes(run_moves, mig, follow, interval, max_passes, output, totals,
-                              scanned="moved sessions scanned", method=False)
+            with said_when_interrupted(state, "shards"):
+                return run_passes(run_moves, mig, follow, interval, max_passes, output, totals,
+                                  scanned="moved sessions scanned", method=False)
     except StateBusy as exc:
         current().abort(str(exc), ExitCode.ENVIRONMENT, cause=None)
     finally:

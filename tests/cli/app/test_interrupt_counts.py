@@ -106,3 +106,32 @@ def test_import_count_after_a_signal_is_exact(redis_server, redis_url, tmp_path,
     said = re.search(r"the import stopped after (\d+) session\(s\) were written", err)
     assert said, err
     assert int(said.group(1)) == client.dbsize()
+
+
+def test_an_interrupted_export_says_how_far_it_got(redis_url, tmp_path):
+    """SIGINT during ``sessions export``: besides "interrupted", how many sessions of how
+    many were read, and that nothing was left at --out (as ``import`` says its count)."""
+    import time
+
+    from tests.cli.app.test_interrupts import _seed
+
+    _seed(redis_url, 6000)
+    target = tmp_path / "out.jsonl"
+    proc = spawn("sessions", "export", "--uri", redis_url, "--out", str(target),
+                 "--batch-size", "1")
+    try:
+        wait_for(lambda: any(p.name.endswith(".partial") for p in tmp_path.iterdir())
+                 or proc.poll() is not None, what="the .partial file")
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    said = re.search(r"SIGINT: the export stopped after reading (\d+) of 6000 session\(s\); "
+                     r"nothing was written to (\S+)\.", err)
+    assert said, err
+    assert 0 < int(said.group(1)) < 6000 and said.group(2) == str(target)
+    assert not target.exists() and "Traceback" not in err
