@@ -313,3 +313,40 @@ def delete_session(*,
         current().abort(f"no session {shown(session_id)}{scoped}: nothing deleted",
                         ExitCode.CHECK_FAILED)
     out.success(f"deleted session {shown(session_id)}")
+
+
+@app.command("seed")
+@store_command()
+def seed_sessions(*,
+    conn: Connection,
+    prefix: str = typer.Option("try-", "--prefix", help="Session ids PREFIX0, PREFIX1, ...; "
+                               "the events' user is PREFIXuser."),
+    sessions: int = typer.Option(3, "--sessions", min=1, max=1000, help="Sessions to write."),
+    events: int = typer.Option(2, "--events", min=0, max=100,
+                               help="Events each session's turn carries (0: state only)."),
+    apply: Apply = False,
+    yes: Yes = False,
+    output: Output = OutputFormat.table,
+) -> None:
+    """Write a few example sessions, each by one turn with its events (owner 'demo'): a
+    store to try the other commands on. Insert-only: an existing session is left as it
+    is. A preview unless --apply."""
+    from backends.ops.seed import seed_sessions as seed
+
+    apply = current().wants_apply(apply=apply, yes=yes)
+    out = current().output
+    spec = conn.spec
+    what = (f"write {sessions} example session(s) {prefix}0..{prefix}{sessions - 1} with "
+            f"{events} event(s) each to {spec.display_uri}")
+    if not apply:
+        out.info(f"preview only: would {what}; nothing was written (pass --apply)")
+        return
+    current().confirm(what, yes=yes)
+    with conn.open() as adapter_obj:
+        result = seed(adapter_obj, prefix=prefix, sessions=sessions, events=events)
+    out.emit(result.to_dict(), output, columns=[Column("SESSION", "id", style="bold"),
+                                                Column("WRITTEN", "written")],
+             rows=[{"id": sid, "written": "created" if sid in result.created else "existed, kept"}
+                   for sid in sorted(result.created + result.existing)])
+    out.success(f"{len(result.created)} session(s) and {result.events} event(s) of user "
+                f"{result.user!r} written; {len(result.existing)} already there, kept")
