@@ -51,28 +51,16 @@ def to_plain(value: Any) -> Any:
     return value
 
 
-_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\x1b": "\\e", "\\": "\\\\"}
-
-
 def escape_cell(text: str) -> str:
     """A table cell on one line: control and invisible format characters (newlines, tabs,
     ESC, bidi overrides) shown as escapes, so a hostile id cannot split a row, hide text
-    or move the cursor. JSON and YAML carry the value unchanged."""
-    import unicodedata
-
+    or move the cursor. The rule is the session ids' (:mod:`backends.contract.session_ids`):
+    an id a table shows can be typed back. JSON and YAML carry the value unchanged."""
     if text.isprintable():  # backslashes are doubled only when escapes appear beside them
         return text
-    out = []
-    for ch in text:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"):
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else
-                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    from backends.contract.session_ids import escape_text
+
+    return escape_text(text)
 
 
 def display_width(text: str) -> int:

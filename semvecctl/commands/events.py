@@ -14,6 +14,7 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.commands import help_of
+from semvecctl.completers import typed_session_id
 # the export's options are the sessions export's: one --overwrite rule
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
@@ -26,7 +27,8 @@ HELP = help_of(NAME)
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
 UserOpt = typer.Option(..., "--user", help="The user whose log to read.", show_default=False)
-SessionOpt = typer.Option(None, "--session", help="Only events of this session.", show_default=False)
+SessionOpt = typer.Option(None, "--session", help="Only events of this session (as sessions "
+                          "list shows its id).", show_default=False, callback=typed_session_id)
 
 _COLUMNS = [
     Column("EVENT", "event_id", style="bold"),
