@@ -9,9 +9,9 @@ Counts are truthful after any interruption, SIGKILL included: each session is co
 (an unfolded journal's repeated entries are not counted twice), ``copied`` is the sessions
 the target holds a copy of (a newer version announced does not take one away), and
 ``remaining`` is ``total - copied``: the total is the source's count taken when the bulk
-pass started (``source_total``, where the source counts itself) until the bulk pass has
-seen every session, then every session the file tracks. Without a count of the source
-while the bulk pass runs (a reshard), total and remaining are unknown (None), never a
+pass started (``source_total``: where the source counts itself; for a reshard, its moves)
+until the bulk pass has seen every session, then every session the file tracks. Without
+such a count while the bulk pass runs, total and remaining are unknown (None), never a
 guess.
 """
 

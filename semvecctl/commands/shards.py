@@ -225,6 +225,10 @@ def _move_sessions(reshard: Any, state_file: str, follow: bool, interval: float,
                             "--state file", ExitCode.USAGE)
         totals = {"passes": 0, "copied": 0, "deleted": 0, "events": 0, "conflicts": 0}
         metrics.track(totals, backend=str(reshard.new.name))
+        if state.meta("bulk_done") != "1":  # shards status's total while the bulk pass runs
+            from backends.migrate.shards import count_moves
+
+            state.set_meta(source_total=str(count_moves(reshard)))
         with out.progress_task("moving sessions", unit=" sessions") as task:
             mig = reshard_migration(reshard, state, write_batch=batch_size,
                                     progress=task.advance)

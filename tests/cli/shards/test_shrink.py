@@ -36,7 +36,9 @@ def _reshard(primary, old, new, state):
     status = runner.invoke(app, ["shards", "status", "--backend", "postgres", "--state", state,
                                  "-o", "json"])
     assert status.exit_code == 0, status.output
-    assert json.loads(status.stdout)["cutover_possible"]
+    body = json.loads(status.stdout)
+    assert body["cutover_possible"] and body["sessions_remaining"] == 0
+    assert body["sessions_total"] == body["sessions_copied"] > 0  # the moves, counted up front
     cut = cli(primary, old, "cutover", "--to-shards", ",".join(new), "--state", state,
               "--quiet-window", "0", "--receipt", state + ".json", "--apply", "--yes")
     assert cut.exit_code == 0, cut.stderr
