@@ -166,7 +166,7 @@ def export_sessions(*,
                        allow_loss=allow_loss, batch_size=batch_size,
                        progress=_progress(EXPORTING, total), skip_damaged=skip_damaged,
                        updated_since=updated_since)
-        with _said_export_interrupted(total, "stdout" if to_stdout else out_path):
+        with said_export_interrupted(total, "stdout" if to_stdout else out_path):
             if to_stdout:
                 result = export_to_stream(source, sys.stdout.buffer, recipients=keys, **options)
             else:
@@ -180,9 +180,11 @@ def export_sessions(*,
 
 
 @contextlib.contextmanager
-def _said_export_interrupted(total: int | None, where: str) -> Iterator[None]:
+def said_export_interrupted(total: int | None, where: str, *, label: str = "",
+                            what: str = "session(s)", staged: bool = False) -> Iterator[None]:
     """On a signal, how far the export got (as ``import`` says it), before the boundary
-    prints "interrupted": the sessions read, and that no archive was left behind."""
+    prints "interrupted": what was read (the progress phase ``label`` counted it), and that
+    no archive was left behind (``staged``: nothing reached stdout either)."""
     from backends.transfer.progress import EXPORTING
 
     from semvecctl.interrupts import interruption_of
@@ -192,13 +194,13 @@ def _said_export_interrupted(total: int | None, where: str) -> Iterator[None]:
     except BaseException as exc:
         signalled = interruption_of(exc)
         if signalled is not None:
-            task = current().output.progress_tasks.get(EXPORTING)
+            task = current().output.progress_tasks.get(label or EXPORTING)
             read = task.count if task is not None else 0
             of = "" if total is None else f" of {total}"
-            left = ("what reached stdout is not an archive (no trailer): discard it"
-                    if where == "stdout" else f"nothing was written to {where}")
+            left = (f"nothing was written to {where}" if where != "stdout" or staged
+                    else "what reached stdout is not an archive (no trailer): discard it")
             current().output.error(f"{signalled.signal_name}: the export stopped after reading "
-                                   f"{read}{of} session(s); {left}. Rerun it to export")
+                                   f"{read}{of} {what}; {left}. Rerun it to export")
         raise
 
 

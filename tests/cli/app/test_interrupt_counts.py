@@ -135,3 +135,22 @@ def test_an_interrupted_export_says_how_far_it_got(redis_url, tmp_path):
     assert said, err
     assert 0 < int(said.group(1)) < 6000 and said.group(2) == str(target)
     assert not target.exists() and "Traceback" not in err
+
+
+def test_an_interrupted_events_export_says_how_far_it_got(capsys):
+    """``events export`` shares the export's report: the events its progress counted, of
+    how many, and that nothing was left (its stdout is staged: nothing was sent either)."""
+    from semvecctl.application import current, start
+    from semvecctl.commands.sessions_transfer import said_export_interrupted
+
+    start()
+    out = current().output
+    with pytest.raises(Interrupted), signals_raise():
+        with said_export_interrupted(40, "stdout", label="exporting events", what="event(s)",
+                                     staged=True):
+            for _ in out.progress(range(40), total=40, label="exporting events"):
+                if out.progress_tasks["exporting events"].count == 17:
+                    os.kill(os.getpid(), signal.SIGINT)
+    err = capsys.readouterr().err
+    assert "SIGINT: the export stopped after reading 17 of 40 event(s); nothing was written " \
+           "to stdout. Rerun it to export" in err, err
