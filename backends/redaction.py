@@ -158,9 +158,26 @@ def uri_secrets(uri: str | None) -> list[str]:
     return [v for v in found if v]
 
 
-def scrub(text: str, *uris: str | None) -> str:
-    """Remove every secret of ``uris`` (and any inline URI credential) from ``text``."""
+def _each_uri(uris: tuple[str | None, ...]) -> list[str]:
+    """``uris`` with every comma-separated list of URIs (the engine's shard list) split
+    into its entries: each is redacted as the URI it is, never the list as one URL (whose
+    "userinfo" would run from the first ``://`` to the last ``@`` and garble the line)."""
+    found: list[str] = []
     for uri in uris:
+        if not uri:
+            continue
+        parts = [part.strip() for part in uri.split(",")]
+        if len(parts) > 1 and sum("://" in part for part in parts) > 1:
+            found += [part for part in parts if part]
+        else:
+            found.append(uri)
+    return found
+
+
+def scrub(text: str, *uris: str | None) -> str:
+    """Remove every secret of ``uris`` (and any inline URI credential) from ``text``; a
+    list of URIs is redacted entry by entry."""
+    for uri in _each_uri(uris):
         if uri:
             text = text.replace(uri, redact_uri(uri))
         for secret in uri_secrets(uri):

@@ -10,7 +10,7 @@ rather than print an error into the shell.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 #: the most session ids offered for one word
 MAX_SESSION_IDS = 100
@@ -121,3 +121,13 @@ def enable_runtime_completion() -> None:
         from typer._completion_classes import completion_init
 
         completion_init()
+
+
+def typed_session_id(value: Optional[str]) -> Optional[str]:
+    """An id option's value read with the one escaping rule (``\\n``, ``\\xHH``...: what
+    ``sessions list`` shows), as ``sessions inspect`` reads its argument."""
+    if value is None or "\\" not in value:
+        return value
+    from backends.contract.session_ids import unescape_id
+
+    return unescape_id(value)

@@ -44,6 +44,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "semvecctl sessions count --uri redis://cache:6379/0",
         "semvecctl sessions count --uri postgresql://db/semvec --owner acme -o json",
     ),
+    "sessions seed": (
+        "semvecctl sessions seed --uri redis://cache:6379/0   # a preview",
+        "semvecctl sessions seed --uri redis://cache:6379/0 --apply --yes",
+    ),
     "sessions inspect": ("semvecctl sessions inspect chat-42 --uri redis://cache:6379/0",),
     "sessions delete": (
         "semvecctl sessions delete chat-7 --uri redis://cache:6379/0   # a preview",

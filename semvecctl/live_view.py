@@ -4,15 +4,16 @@ refuse a state file or a run's conflicts: one way for both, since both run on
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import contextlib
+from typing import Any, Iterator, Optional
 
 from semvecctl.application import current
 from semvecctl.exit_codes import ExitCode
 from semvecctl.output import Column, OutputFormat
 
 STATUS_COLUMNS = [Column(h.upper(), h) for h in
-                  ("phase", "copied", "remaining", "conflicts", "events", "lag", "lag age", "rate",
-                   "eta", "cutover")]
+                  ("phase", "copied", "remaining", "total", "conflicts", "events", "lag",
+                   "lag age", "rate", "eta", "cutover")]
 
 
 def run_passes(run: Any, mig: Any, follow: bool, interval: float, max_passes: Optional[int],
@@ -48,6 +49,35 @@ def run_passes(run: Any, mig: Any, follow: bool, interval: float, max_passes: Op
 
     run(mig, follow=follow, interval=interval, max_passes=max_passes, on_pass=said)
     return results
+
+
+@contextlib.contextmanager
+def said_when_interrupted(state: Any, group: str) -> Iterator[None]:
+    """On a signal, say what the run had done, from the state file (as ``migrate status``
+    counts it), before the boundary prints "interrupted": an operator sees the counts, not
+    only that it stopped."""
+    from semvecctl.interrupts import interruption_of
+
+    try:
+        yield
+    except BaseException as exc:
+        signalled = interruption_of(exc)
+        if signalled is not None:
+            from backends.migrate import migration_status
+
+            try:
+                status = migration_status(state)
+            except Exception:  # noqa: BLE001 - the interruption is what is reported
+                raise exc from None
+            total = "" if status.sessions_total is None else f" of {status.sessions_total}"
+            left = ("" if status.sessions_remaining is None
+                    else f", {status.sessions_remaining} remaining")
+            current().output.error(
+                f"{signalled.signal_name}: the run stopped after copying "
+                f"{status.sessions_copied}{total} session(s){left}, {status.events_copied} "
+                f"event(s), {status.conflicts} conflict(s); the same 'semvecctl {group} run' "
+                "continues from there")
+        raise
 
 
 def resumes(state_file: str) -> bool:

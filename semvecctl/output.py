@@ -51,28 +51,16 @@ def to_plain(value: Any) -> Any:
     return value
 
 
-_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\x1b": "\\e", "\\": "\\\\"}
-
-
 def escape_cell(text: str) -> str:
     """A table cell on one line: control and invisible format characters (newlines, tabs,
     ESC, bidi overrides) shown as escapes, so a hostile id cannot split a row, hide text
-    or move the cursor. JSON and YAML carry the value unchanged."""
-    import unicodedata
-
+    or move the cursor. The rule is the session ids' (:mod:`backends.contract.session_ids`):
+    an id a table shows can be typed back. JSON and YAML carry the value unchanged."""
     if text.isprintable():  # backslashes are doubled only when escapes appear beside them
         return text
-    out = []
-    for ch in text:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"):
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else
-                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    from backends.contract.session_ids import escape_text
+
+    return escape_text(text)
 
 
 def display_width(text: str) -> int:
@@ -93,8 +81,9 @@ def display_width(text: str) -> int:
 class Column:
     """A table column: header, how to get the cell from a row, and its style on a colour
     terminal (``"bold"``). ``justify`` and ``max_width`` say how a column's values read;
-    the terminal table aligns every column left, as ``kubectl get`` does, so a pipe's
-    columns start under their headers, and never cuts or wraps a cell."""
+    the table aligns every column left, as ``kubectl get`` does, so a pipe's columns
+    start under their headers. A pipe never cuts or wraps a cell; a terminal wraps a long
+    cell inside its column, so no line is wider than the terminal."""
 
     def __init__(self, header: str, key: str | Callable[[Any], Any], *, style: str | None = None,
                  justify: str = "left", max_width: int | None = None) -> None:
@@ -134,30 +123,35 @@ _STREAM_MIN, _STREAM_MAX = 12, 60
 
 
 def kube_table(columns: Sequence[Column], rows: Iterable[Sequence[str]] = (), *,
-               min_widths: Sequence[int] = (), show_header: bool = True) -> Any:
+               min_widths: Sequence[int] = (), show_header: bool = True,
+               widths: Sequence[int] = ()) -> Any:
     """A borderless rich table laid out like ``kubectl get``: a header row, every column
-    left-aligned, ``COLUMN_GAP`` from the next and at least ``min_widths[i]`` wide, no cell
-    ever wrapped. The bold header and the columns' styles show only on a console with
-    colour. ``rows`` are cell strings, added as plain text (a ``[`` is never markup)."""
+    left-aligned, ``COLUMN_GAP`` from the next and at least ``min_widths[i]`` wide (exactly
+    ``widths[i]`` when given). Laid out wider than the console, rich shrinks the widest
+    column first and wraps a cell inside its column (a word too long is folded); at the
+    unbounded width of :func:`rich_lines` nothing wraps. The bold header and the columns'
+    styles show only on a console with colour. ``rows`` are cell strings, added as plain
+    text (a ``[`` is never markup)."""
     from rich.table import Table
     from rich.text import Text
 
     table = Table(box=None, show_header=show_header, header_style="bold", show_edge=False,
                   pad_edge=False, padding=(0, COLUMN_GAP, 0, 0))
     for i, column in enumerate(columns):
-        table.add_column(column.header, style=column.style, no_wrap=True, overflow="ignore",
-                         min_width=min_widths[i] if i < len(min_widths) else None)
+        table.add_column(column.header, style=column.style, no_wrap=False, overflow="fold",
+                         min_width=min_widths[i] if i < len(min_widths) else None,
+                         width=widths[i] if i < len(widths) else None)
     for row in rows:
         table.add_row(*(Text(value) for value in row))
     return table
 
 
-def rich_lines(console: Any, tables: Iterable[Any]) -> list[Any]:
-    """The lines (rich ``Text``) ``console`` draws for ``tables`` at an unbounded width,
-    trailing blanks stripped."""
+def rich_lines(console: Any, tables: Iterable[Any], width: int | None = None) -> list[Any]:
+    """The lines (rich ``Text``) ``console`` draws for ``tables`` at ``width`` (default
+    unbounded: nothing wraps), trailing blanks stripped."""
     from rich.text import Text
 
-    options = console.options.update(width=_UNBOUNDED)
+    options = console.options.update(width=width or _UNBOUNDED)
     lines = []
     for table in tables:
         for segments in console.render_lines(table, options, pad=False):
@@ -179,6 +173,22 @@ def plain_lines(columns: Sequence[Column], rows: Sequence[Sequence[str]], *,
     gap = " " * COLUMN_GAP
     return [gap.join(value + " " * (widths[i] - display_width(value))
                      for i, value in enumerate(line)).rstrip() for line in lines]
+
+def fit_widths(widths: Sequence[int], available: int, *, floor: int = 4) -> list[int]:
+    """Column widths (gaps apart) that fit ``available`` cells: the widest column gives up
+    a cell first, then the widest again, never below ``floor`` (or its own width)."""
+    fitted = list(widths)
+    excess = sum(fitted) + COLUMN_GAP * max(len(fitted) - 1, 0) - available
+    while excess > 0:
+        i = max(range(len(fitted)), key=lambda k: fitted[k])
+        if fitted[i] <= floor:
+            break
+        others = sorted(fitted, reverse=True)
+        step = max(min(fitted[i] - max(others[1] if len(others) > 1 else 0, floor), excess), 1)
+        fitted[i] -= step
+        excess -= step
+    return fitted
+
 
 class _Scrubbed:
     """A text stream that scrubs what is written to it (everything else is the stream's)."""
@@ -203,6 +213,8 @@ class Output:
         self.no_color = no_color or bool(os.environ.get("NO_COLOR"))
         self._scrub = scrubber or (lambda text: text)
         self.last_progress: ProgressTask | None = None
+        #: the live progress displays on a terminal now (paused while a table is drawn)
+        self._live: list[Any] = []
         #: every progress display of this invocation by label (a transfer's phases)
         self.progress_tasks: dict[str, ProgressTask] = {}
 
@@ -232,10 +244,25 @@ class Output:
 
     def write(self, text: str) -> None:
         """Raw data line(s) on stdout."""
-        sys.stdout.write(self._scrub(text))
-        if not text.endswith("\n"):
-            sys.stdout.write("\n")
-        sys.stdout.flush()
+        with self._above_progress():
+            sys.stdout.write(self._scrub(text))
+            if not text.endswith("\n"):
+                sys.stdout.write("\n")
+            sys.stdout.flush()
+
+    @contextlib.contextmanager
+    def _above_progress(self) -> Iterator[None]:
+        """Data for a terminal is written with the live progress displays cleared off it
+        and drawn again below: a progress line is never left in front of a table."""
+        live = [bar for bar in self._live if bar.live.is_started] \
+            if self._live and self._isatty(sys.stdout) else []
+        for bar in live:
+            bar.stop()  # transient: its lines are erased
+        try:
+            yield
+        finally:
+            for bar in live:
+                bar.start()
 
     _STYLES = {"dim": "2", "green": "32", "yellow": "33", "bold red": "1;31"}
 
@@ -295,11 +322,13 @@ class Output:
         return len(cells)
 
     def _draw(self, columns: Sequence[Column], parts: Sequence[tuple[list[list[str]], bool]], *,
-              min_widths: Sequence[int] = (), title: str | None = None) -> None:
+              min_widths: Sequence[int] = (), title: str | None = None,
+              widths: Sequence[int] = ()) -> None:
         """Tables of ``columns`` one under the other (each part: its rows and whether it
-        shows the header): drawn by rich on a terminal with colour, else as the same text
-        without escapes (:func:`plain_lines`). One write, scrubbed whole."""
-        if not (self._isatty(sys.stdout) and not self.no_color):
+        shows the header). On a terminal rich draws them at its width (colour unless
+        ``NO_COLOR``), long cells wrapped inside their columns; a pipe gets the text
+        unwrapped, without escapes (:func:`plain_lines`). One write, scrubbed whole."""
+        if not self._isatty(sys.stdout):
             lines = [escape_cell(title)] if title else []
             for cells, header in parts:
                 lines += plain_lines(columns, cells, min_widths=min_widths, show_header=header)
@@ -308,10 +337,12 @@ class Output:
         from rich.text import Text
 
         console = self._console(sys.stdout)
-        drawn = rich_lines(console, (kube_table(columns, cells, min_widths=min_widths,
-                                                show_header=header) for cells, header in parts))
         heading = [Text(escape_cell(title))] if title else []
-        console.print(Text("\n").join(heading + drawn), soft_wrap=True)
+        drawn = rich_lines(console, [*heading, *(
+            kube_table(columns, cells, min_widths=min_widths, show_header=header, widths=widths)
+            for cells, header in parts)], width=console.width)
+        with self._above_progress():
+            console.print(Text("\n").join(drawn), soft_wrap=True)
 
     def stream(self, rows: Iterable[Any], fmt: str | Enum, columns: Sequence[Column]) -> int:
         """Render a possibly huge stream: jsonl and table print as rows arrive."""
@@ -428,6 +459,13 @@ class Output:
         drawn alone, so it alone is pushed out of line and its cell is never cut."""
         cells = [[c.cell(r) for c in columns] for r in chunk]
         header = widths is None
+        if self._isatty(sys.stdout):  # the terminal's width: long cells wrap in their column
+            if widths is None:
+                natural = [min(max([display_width(c.header), *(display_width(r[i]) for r in cells)]),
+                               _STREAM_MAX) for i, c in enumerate(columns)]
+                widths = fit_widths(natural, self._console(sys.stdout).width)
+            self._draw(columns, [(cells, header)], widths=widths)
+            return widths
         if widths is None:
             widths = [max(display_width(c.header), _STREAM_MIN) for c in columns]
             for row in cells:
@@ -500,7 +538,9 @@ class Output:
             seconds = max(0, int(ends_in - task.elapsed + 0.999))
             return f"{seconds // 60}:{seconds % 60:02d} left"
 
-        with Progress(*columns, console=self._console(sys.stderr), transient=True) as bar:
+        with Progress(*columns, console=self._console(sys.stderr), transient=True,
+                      redirect_stdout=False) as bar:  # data stays on stdout
+            self._live.append(bar)
             handle = bar.add_task(label, total=total, rate="", left=left())
             task.attach(lambda: bar.update(handle, completed=task.count,
                                            rate=f"{task.rate:,.0f}/s", left=left()))
@@ -508,6 +548,7 @@ class Output:
                 yield task
             finally:
                 task.finish()
+                self._live.remove(bar)
 
 
 class ProgressTask:

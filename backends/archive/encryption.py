@@ -104,12 +104,27 @@ def recipients(values: Iterable[str] = (), files: Iterable[str | os.PathLike[str
     return [parse_recipient(text) for text in texts]
 
 
+def _refuse_open_key(path: str | os.PathLike[str]) -> None:
+    """A secret key readable by the group or others is refused before it is read, as
+    ``--sign-with`` refuses one (ssh does the same): a key left open is a leaked key."""
+    import stat
+
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        raise BadKey(f"--identity {path}: no such file") from None
+    if mode & 0o077:
+        raise BadKey(f"--identity {path}: permissions {mode:04o} are too open: a secret key "
+                     f"must be readable by its owner only; chmod 600 {path}")
+
+
 def load_identities(paths: Sequence[str | os.PathLike[str]]) -> list[Any]:
     """The identities of age identity files (``AGE-SECRET-KEY-1…`` lines) and of
     unencrypted OpenSSH private keys."""
     pyrage = _pyrage()
     found: list[Any] = []
     for path in paths:
+        _refuse_open_key(path)
         data = Path(path).read_bytes()
         try:
             if b"-----BEGIN OPENSSH PRIVATE KEY-----" in data:
@@ -181,9 +196,9 @@ def encrypted_to(dest: IO[bytes], to: Sequence[Any]) -> Iterator[IO[bytes]]:
 def _failure_message(exc: BaseException) -> str:
     if "No matching keys" in str(exc):
         return ("the archive is age-encrypted to other recipients: no --identity matches "
-                "it; nothing was imported")
+                "it, so nothing in it could be read")
     return (f"the encrypted archive is damaged, cut short or re-ordered (age: {exc}); "
-            "nothing was imported from it")
+            "it is rejected whole")
 
 
 class _DecryptedPipe(io.RawIOBase):

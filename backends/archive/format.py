@@ -291,7 +291,7 @@ def log_order(event: Any) -> tuple[int, datetime, str]:
 
 
 def damaged(line_no: int, what: str) -> ArchiveDamaged:
-    return ArchiveDamaged(f"archive line {line_no}: {what}; nothing was imported from it")
+    return ArchiveDamaged(f"archive line {line_no}: {what}; the archive is rejected whole")
 
 
 def check_header(record: Any, line_no: int = 1) -> ArchiveHeader:

@@ -137,7 +137,7 @@ class ArchiveReader:
         except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
             raise ArchiveDamaged(
                 f"archive line {self._line_no + 1}: the compressed stream is damaged or cut "
-                f"short ({type(exc).__name__}); nothing was imported from it"
+                f"short ({type(exc).__name__}); the archive is rejected whole"
             ) from None
         if not raw:
             return None
@@ -277,7 +277,7 @@ def _duplicate_message(key: str, count: int) -> str:
         user, _, seq = rest.partition("\x00")
         what = f"sequence {seq} of user {user!r}"
     return (f"{what} appears more than once in the archive ({count} duplicated key(s)); "
-            "nothing was imported from it")
+            "the archive is rejected whole")
 
 
 def verify_archive(source_factory: Any,

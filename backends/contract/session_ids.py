@@ -6,15 +6,20 @@ not UTF-8. Such an id is held in Python as the key's bytes decoded with
 which no valid UTF-8 text contains), so it can be read, deleted and reported without
 losing a byte.
 
-Shown to an operator it is escaped, one reversible rule: a byte that is not UTF-8 is
-``\\xHH`` (two lower-case hex digits, 80-ff), and a backslash is doubled (``\\\\``).
-An id that is valid UTF-8 is shown as it is, unless reading it back would change it
-(it contains ``\\\\`` or ``\\x80``-``\\xff`` literally): then it is shown escaped too.
+Shown to an operator it is escaped, one reversible rule (every command that prints an id
+prints this form, every command that takes one reads it): a byte that is not UTF-8 is
+``\\xHH`` (two hex digits, 80-ff); a newline, tab, carriage return and ESC are ``\\n``,
+``\\t``, ``\\r``, ``\\e``; any other character that is not printable (control and
+format characters such as bidi marks, separators) is ``\\xHH`` below 0x80, else
+``\\uHHHH`` or ``\\UHHHHHHHH`` (its code point); and a backslash is doubled
+(``\\\\``). An id that is printable and would read back as itself is shown as it is
+(``a\\b`` stays ``a\\b``); one that would not (it contains ``\\n`` literally, say) is
+shown escaped too, so no two ids are ever shown alike.
 
-Typed as a command argument, an id is read with the same rule: ``\\\\`` is one
-backslash, ``\\xHH`` (80-ff) is that byte, and any other backslash is itself. So every
-shown id can be typed back as shown, and an ordinary id with a lone backslash (``a\\b``)
-still means itself.
+Typed as a command argument, an id is read with the same rule (:func:`unescape_id`):
+each escape is the character or byte it names, ``\\\\`` one backslash, and any other
+backslash is itself. So every shown id can be typed back as shown (``sessions inspect``,
+``delete``, ``events list --session``, ``retrieve --session``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ import re
 
 from backends.errors import CorruptState
 
-_TOKEN = re.compile(r"\\(\\|x[89a-fA-F][0-9a-fA-F])")
+_TOKEN = re.compile(r"\\(\\|[ntre]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})")
+#: the named escapes, both ways
+_NAMED = {"\n": "n", "\t": "t", "\r": "r", "\x1b": "e"}
+_UNNAMED = {v: k for k, v in _NAMED.items()}
 
 
 _LONE_SURROGATE = re.compile("[\udc80-\udcff]")
@@ -36,7 +44,10 @@ def has_undecodable(session_id: str) -> bool:
 
 def _canonical(session_id: str) -> str:
     """Bytes that form valid UTF-8 read as text (``\\xc3\\xa9`` is ``é``)."""
-    raw = session_id.encode("utf-8", "surrogateescape")
+    try:
+        raw = session_id.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no UTF-8 byte stands for: no store holds it
+        return session_id
     return raw.decode("utf-8", "surrogateescape")
 
 
@@ -47,24 +58,48 @@ def unescape_id(text: str) -> str:
 
     def token(match: re.Match[str]) -> str:
         body = match.group(1)
-        return "\\" if body == "\\" else chr(0xDC00 + int(body[1:], 16))
+        if body == "\\":
+            return "\\"
+        if body in _UNNAMED:
+            return _UNNAMED[body]
+        code = int(body[1:], 16)
+        if body[0] == "x" and code >= 0x80:
+            return chr(0xDC00 + code)  # a byte that is not UTF-8
+        return chr(code) if code <= 0x10FFFF else match.group(0)
 
     return _canonical(_TOKEN.sub(token, text))
 
 
+def _escape_char(ch: str) -> str:
+    if "\udc80" <= ch <= "\udcff":
+        return f"\\x{ord(ch) - 0xDC00:02x}"
+    if ch == "\\":
+        return "\\\\"
+    if ch in _NAMED:
+        return "\\" + _NAMED[ch]
+    if ch.isprintable():
+        return ch
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def escape_text(text: str) -> str:
+    """Every character of ``text`` under the rule, whether or not it needs it (a table
+    cell that is not printable: :func:`semvecctl.output.escape_cell`)."""
+    return "".join(_escape_char(ch) for ch in text)
+
+
 def escape_id(session_id: str) -> str:
     """The id as shown (see the module docstring); ``unescape_id`` reverses it."""
-    if not has_undecodable(session_id) and unescape_id(session_id) == session_id:
+    if session_id.isprintable() and unescape_id(session_id) == session_id:
         return session_id
-    out = []
-    for ch in session_id:
-        if "\udc80" <= ch <= "\udcff":
-            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
-        elif ch == "\\":
-            out.append("\\\\")
-        else:
-            out.append(ch)
-    return "".join(out)
+    return escape_text(session_id)
+
+
+def data_id(session_id: str) -> str:
+    """The id as JSON and YAML carry it: the text itself, except an id holding bytes that
+    are not UTF-8 (no JSON string can), which is given in its shown form."""
+    return escape_id(session_id) if has_undecodable(session_id) else session_id
 
 
 def from_key(raw: bytes) -> str:

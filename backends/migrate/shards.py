@@ -522,6 +522,18 @@ def abort_reshard(mig: LiveMigration, *, apply: bool) -> Any:
 SAMPLE = 200
 
 
+def count_moves(reshard: Reshard) -> int:
+    """How many sessions the reshard moves: one pass over the old shards' ids (no blob),
+    so ``shards status`` has a total while the bulk pass runs."""
+    moves = 0
+    for db in reshard.old.placement.state_databases():
+        for (sid,) in db.stream(f"SELECT session_id FROM {db.tables.state}", ()):
+            i, _j = reshard.routes(sid)
+            if reshard.old.placement.shards[i] is db and reshard.moves(sid):
+                moves += 1
+    return moves
+
+
 def plan_reshard(reshard: Reshard, *, timeout: float = 5.0) -> dict[str, Any]:
     """Read-only: sessions per shard now and after, the moves and their bytes, events and
     items, the new databases' health and tables, an estimate. One streaming pass over

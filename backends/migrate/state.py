@@ -456,6 +456,34 @@ class MigrationState:
                                      "ON b.n = j.batch WHERE b.state=?", (state,))
         return int(rows.fetchone()[0]) + int(journaled.fetchone()[0])
 
+    def session_counts(self) -> dict[str, int]:
+        """Each session counted once, as a fold would leave it (the journal's latest entry
+        over the row, a conflict row kept), without folding (a reader never writes):
+        ``copied`` (the target holds a copy this migration wrote, at some version: it
+        never goes down while the source stands still, an interrupted batch included),
+        ``uncopied`` (announced, never copied), ``intent`` (a write announced, whether or
+        not an older version was copied), ``conflict`` and ``deleted``."""
+        rows = self._db.execute(
+            "WITH last AS (SELECT j.sid, b.state FROM (SELECT max(rowid) AS r FROM journal "
+            "GROUP BY sid) m JOIN journal j ON j.rowid = m.r JOIN batches b ON b.n = j.batch), "
+            "eff AS (SELECT CASE WHEN s.state = 'conflict' THEN 'conflict' "
+            "WHEN l.state IS NULL THEN s.state ELSE l.state END AS state, "
+            "s.src_version IS NOT NULL AS was_copied FROM sessions s LEFT JOIN last l "
+            "ON l.sid = s.sid UNION ALL SELECT l.state, 0 FROM last l "
+            "WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.sid = l.sid)) "
+            "SELECT state, was_copied, count(*) FROM eff GROUP BY state, was_copied").fetchall()
+        counts = dict.fromkeys(("copied", "uncopied", "intent", "conflict", "deleted"), 0)
+        for state, was_copied, n in rows:
+            if state == "intent":
+                counts["intent"] += n
+            if state == "copied" or (state == "intent" and was_copied):
+                counts["copied"] += n
+            elif state == "intent":
+                counts["uncopied"] += n
+            elif state in counts:
+                counts[state] += n
+        return counts
+
     def conflicts(self) -> list[tuple[str, str]]:
         return [(r[0], r[1] or "") for r in self._db.execute(
             "SELECT sid, note FROM sessions WHERE state='conflict' ORDER BY sid")]

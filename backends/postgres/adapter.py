@@ -69,6 +69,29 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
         here (a flavour's prepares its extension's types)."""
         return None
 
+    def retire_shards(self, dsns: Sequence[str]) -> int:
+        """Add the databases of ``dsns`` that are not in the shard list to the placement
+        as retired (``doctor --shards-from``: a shrink's dropped shards, audited beside the
+        deployment so the rows left on them are moved home or removed by doctor's
+        placement repairs). Returns how many were added."""
+        from backends.postgres.config import SqlConfig, database_key
+        from backends.postgres.database import Database
+
+        options = {"schema": self.config.schema, "connect_timeout": self.config.connect_timeout,
+                   "statement_timeout_ms": self.config.statement_timeout_ms,
+                   "pool_size": self.config.pool_size, "create_tables": False, "shards": ()}
+        retired = []
+        for i, dsn in enumerate(dsns):
+            config = SqlConfig.resolve(dsn, dict(options), variables=self.config.variables,
+                                       role=f"entry {i} of --shards-from")
+            key = database_key(config.conninfo)
+            if key not in self._databases:
+                self._databases[key] = Database(config, self._layout,
+                                                prepare_connection=self._connection_hook())
+                retired.append(self._databases[key])
+        self.placement.retired = tuple(retired)
+        return len(retired)
+
     def _setup(self, uri: str | None, options: dict) -> None:
         from backends.postgres.config import SqlConfig
         from backends.postgres.errors import load_psycopg
@@ -94,6 +117,7 @@ class PostgresAdapter(ClosesOnce, StateStoreSeams):
                 databases[key] = Database(config, self._layout, prepare_connection=hook)
             shards.append(databases[key])
         self.placement = Placement(self._db, shards)
+        self._databases = databases
         self._indexes: dict[Any, Any] = {}
         self._state = SqlStateStore(self.placement)
         self._events = SqlEventStore(self.placement)

@@ -41,6 +41,9 @@ class Placement:
         self.primary = primary
         self.shards: tuple["Database", ...] = tuple(shards) or (primary,)
         self._single = len(self.shards) == 1
+        #: databases no longer in the shard list (``doctor --shards-from``): no session is
+        #: placed on them, so every row they hold is one the engine never reads
+        self.retired: tuple["Database", ...] = ()
 
     @property
     def sharded(self) -> bool:
@@ -64,8 +67,9 @@ class Placement:
         return list(dict.fromkeys(self.shards))
 
     def databases(self) -> list["Database"]:
-        """Every database of the deployment once: the primary first, then the shards."""
-        return list(dict.fromkeys((self.primary, *self.shards)))
+        """Every database of the deployment once: the primary first, then the shards
+        (then any retired ones a doctor run was given)."""
+        return list(dict.fromkeys((self.primary, *self.shards, *self.retired)))
 
     def group(self, session_ids: Iterable[str]) -> list[tuple["Database", list[str]]]:
         """``session_ids`` grouped by the database that holds each, in shard order."""
@@ -79,6 +83,8 @@ class Placement:
         roles = ["primary"] if db is self.primary else []
         roles += [f"shard {i}" for i, shard in enumerate(self.shards)
                   if shard is db and self.sharded]
+        roles += [f"retired {i} (no longer in the shard list)"
+                  for i, old in enumerate(self.retired) if old is db]
         return ", ".join(roles) or "primary"
 
     def close(self) -> None:

@@ -126,10 +126,16 @@ class QueryDiff:
     #: with ``exact=True``: the exact side's ranking and the server side against it
     exact_ranking: list[MemoryUnit] | None = None
     exact: ExactAgreement | None = None
+    #: what was asked: the query text, or the item it is ``like`` (a reader of a report
+    #: sees which query disagreed, not only its id)
+    text: str | None = None
+    like: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        data = {
+        data: dict[str, Any] = {
             "query": self.query_id,
+            **({"text": self.text} if self.text is not None else {}),
+            **({"like": self.like} if self.like is not None else {}),
             "settings": self.settings,
             "metrics": self.metrics.to_dict(),
             "rows": [asdict(r) for r in self.rows],
@@ -161,6 +167,8 @@ class DiffReport:
     aggregate: dict[str, Any]
     server: str
     misses: list[GateMiss] = field(default_factory=list)
+    #: the thresholds the run was gated on (``min_rbo``...); empty: no gate, no verdict
+    thresholds: dict[str, float] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -171,7 +179,8 @@ class DiffReport:
             "server": self.server,
             "aggregate": self.aggregate,
             "queries": [q.to_dict() for q in self.queries],
-            "gate": {"passed": self.passed, "missed": [asdict(m) for m in self.misses]},
+            "gate": {"passed": self.passed, "missed": [asdict(m) for m in self.misses],
+                     "thresholds": dict(self.thresholds)},
         }
 
 
@@ -456,8 +465,12 @@ def diff_queries(
         ctx = replace(base, query_embedding=vector, query_text=text, **dict(spec.overrides))
         diffs.append(diff_query(ctx, items=items, server=server, query_id=spec.query_id,
                                 p=p, k=k, items_origin=items_origin, exact=exact))
+        diffs[-1].text, diffs[-1].like = spec.text, spec.like
+    thresholds = {name: value for name, value in (("min_rbo", min_rbo), ("min_jaccard", min_jaccard),
+                                                  ("min_recall", min_recall)) if value is not None}
     report = DiffReport(queries=diffs, aggregate=aggregate(diffs),
-                        server=getattr(server, "name", type(server).__name__))
+                        server=getattr(server, "name", type(server).__name__),
+                        thresholds=thresholds)
     report.misses = evaluate_gates(report.queries, min_rbo=min_rbo, min_jaccard=min_jaccard,
                                    min_recall=min_recall)
     return report

@@ -12,7 +12,7 @@ in :mod:`backends.ops.doctor` (the run, repairs and re-audit: :mod:`backends.ops
 """
 
 
-from typing import Any
+from typing import Any, Optional
 
 import typer
 
@@ -48,6 +48,11 @@ def app(*,
     output: StreamOutput = StreamFormat.table,
     yes: Yes = False,
     metrics_file: MetricsFile = None,
+    shards_from: Optional[str] = typer.Option(
+        None, "--shards-from", metavar="DSN,DSN,...", show_default=False,
+        help="A shard list the deployment ran on before (a shrink's old list): its databases "
+             "no longer in the list are audited too, and the rows left on them (the moved "
+             "sessions' old copies) are findings --fix --apply moves home or removes."),
 ) -> None:
     """Audit a store for damage (read-only); --fix shows repairs, --fix --apply makes the safe ones."""
     from backends.ops.doctor.checkup import Checkup
@@ -63,6 +68,7 @@ def app(*,
     checkup = Checkup(fix=fix, apply=apply, batch=batch_size, timeout=timeout)
     metrics.track(checkup.counts, backend=spec.backend).track(checkup.checks)
     with conn.open() as adapter_obj, out.progress_task("auditing", unit=" keys") as task:
+        _retire(adapter_obj, spec.backend, shards_from)
         rows = (f.to_dict() for f in checkup.findings(adapter_obj, progress=task.set))
         if output in (StreamFormat.json, StreamFormat.yaml):  # streamed, totals after
             out.stream_document({"backend": adapter_obj.name, "uri": spec.display_uri},
@@ -73,6 +79,23 @@ def app(*,
     if checkup.counts["blocking"]:
         current().abort(f"{checkup.counts['blocking']} finding(s) at error severity remain",
                         ExitCode.CHECK_FAILED)
+
+
+def _retire(adapter_obj: Any, backend: str, shards_from: Optional[str]) -> None:
+    """Add ``--shards-from``'s databases that left the list to the audit (exit 2 on a
+    store that has no shard list)."""
+    if shards_from is None:
+        return
+    from backends.registry import fold_name
+
+    from semvecctl.connection import SHARDED_BACKENDS, shard_list
+
+    if fold_name(backend) not in SHARDED_BACKENDS:
+        current().abort(f"--shards-from is for a sharded SQL deployment; backend "
+                        f"{adapter_obj.name!r} has no shard list", ExitCode.USAGE)
+    added = adapter_obj.retire_shards(shard_list(shards_from, "--shards-from"))
+    current().output.info(f"--shards-from: {added} database(s) no longer in the shard list "
+                          "audited beside it")
 
 
 def _summary(checkup: Any) -> str:

@@ -14,6 +14,7 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.commands import help_of
+from semvecctl.completers import typed_session_id
 # the export's options are the sessions export's: one --overwrite rule
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
@@ -26,7 +27,8 @@ HELP = help_of(NAME)
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
 UserOpt = typer.Option(..., "--user", help="The user whose log to read.", show_default=False)
-SessionOpt = typer.Option(None, "--session", help="Only events of this session.", show_default=False)
+SessionOpt = typer.Option(None, "--session", help="Only events of this session (as sessions "
+                          "list shows its id).", show_default=False, callback=typed_session_id)
 
 _COLUMNS = [
     Column("EVENT", "event_id", style="bold"),
@@ -170,7 +172,8 @@ def export_events(*,
     from backends.archive import atomic_output
     from backends.archive.encryption import encrypted_to
     from backends.ops.eventlog import require_event_store, stored_count, write_user_archive
-    from semvecctl.commands.sessions_transfer import archive_recipients, archive_target
+    from semvecctl.commands.sessions_transfer import (archive_recipients, archive_target,
+                                                      said_export_interrupted)
 
     app_ = current()
     out = app_.output
@@ -184,16 +187,18 @@ def export_events(*,
         options = dict(source_uri=spec.display_uri, owner_subject=scope, session_id=session,
                        progress=lambda items: out.progress(items, total=total,
                                                            label="exporting events"))
-        if to_stdout:  # staged, so a failure half-way sends nothing
-            with tempfile.TemporaryFile() as staged:
-                with encrypted_to(staged, keys) as sink:
-                    result = write_user_archive(adapter_obj, sink, _user(user), **options)
-                staged.seek(0)
-                shutil.copyfileobj(staged, sys.stdout.buffer, 1 << 20)
-                sys.stdout.buffer.flush()
-        else:
-            with atomic_output(out_path, keys) as stream:
-                result = write_user_archive(adapter_obj, stream, _user(user), **options)
+        with said_export_interrupted(total, "stdout" if to_stdout else out_path,
+                                     label="exporting events", what="event(s)", staged=True):
+            if to_stdout:  # staged, so a failure half-way sends nothing
+                with tempfile.TemporaryFile() as staged:
+                    with encrypted_to(staged, keys) as sink:
+                        result = write_user_archive(adapter_obj, sink, _user(user), **options)
+                    staged.seek(0)
+                    shutil.copyfileobj(staged, sys.stdout.buffer, 1 << 20)
+                    sys.stdout.buffer.flush()
+            else:
+                with atomic_output(out_path, keys) as stream:
+                    result = write_user_archive(adapter_obj, stream, _user(user), **options)
     where = "stdout" if to_stdout else out_path
     counter = "" if result.counter is None else f", counter {result.counter}"
     out.success(f"exported {result.events} event(s) of user {user!r}{counter} to {where}; "

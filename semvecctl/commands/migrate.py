@@ -21,7 +21,8 @@ from semvecctl.application import current
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection, pair_shards, refuse_unnamed_pair
 from semvecctl.live_view import (STATUS_COLUMNS, refuse_conflicts, refuse_foreign_state, resumes,
-                                 run_passes, status_line, status_of, status_view)
+                                 run_passes, said_when_interrupted, status_line, status_of,
+                                 status_view)
 from semvecctl.exit_codes import ExitCode
 from semvecctl.signing import sign, signing_key
 from semvecctl.options import (
@@ -258,12 +259,18 @@ def _copy_passes(source: Any, target: Any, state: Any, follow: bool, interval: f
     """The bulk pass and any catch-up passes, counted in the metrics; the state file is
     closed however they end."""
     from backends.migrate import run_migration as run
+    from backends.transfer.progress import store_count
 
     totals = {"passes": 0, "copied": 0, "deleted": 0, "events": 0, "conflicts": 0}
     metrics.track(totals, backend=target.name)
     try:
-        return run_passes(run, _migration(source, target, state), follow, interval,
-                          max_passes, output, totals)
+        if state.meta("bulk_done") != "1":  # status's total until the bulk pass has seen all
+            counted = store_count(source, owner_subject=state.filters[0], match=state.filters[1])
+            if counted is not None:
+                state.set_meta(source_total=str(counted))
+        with said_when_interrupted(state, "migrate"):
+            return run_passes(run, _migration(source, target, state), follow, interval,
+                              max_passes, output, totals)
     finally:
         state.close()
 

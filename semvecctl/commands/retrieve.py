@@ -16,7 +16,7 @@ from typing import Annotated, Any, NoReturn, Optional
 import typer
 
 from semvecctl.application import current
-from semvecctl.completers import complete_session_id
+from semvecctl.completers import complete_session_id, typed_session_id
 from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
@@ -36,8 +36,10 @@ class Side(str, Enum):
 
 # -- shared options ----------------------------------------------------------------------
 
-Session = Annotated[str, typer.Option("--session", "-s", help="Session id whose memory to rank.",
-                                      autocompletion=complete_session_id)]
+Session = Annotated[str, typer.Option("--session", "-s", help="Session id whose memory to rank "
+                                      "(as sessions list shows it).",
+                                      autocompletion=complete_session_id,
+                                      callback=typed_session_id)]
 Query = Annotated[Optional[str], typer.Option(
     "--query", "-q", help="Query text (used by BM25 / lexical search).", show_default=False)]
 QueryVector = Annotated[Optional[str], typer.Option(
@@ -362,7 +364,8 @@ def _query_rows(report: Any) -> list[dict[str, Any]]:
     return [{
         "query": q.query_id, "rbo": q.metrics.rbo, "jaccard": q.metrics.jaccard,
         "overlap": q.metrics.overlap, "tau": q.metrics.kendall_tau_b, "common": q.metrics.common,
-        "gate": ("missed " + ", ".join(missed[q.query_id])) if q.query_id in missed else "ok",
+        "gate": ("missed " + ", ".join(missed[q.query_id])) if q.query_id in missed
+        else ("ok" if report.thresholds else "no gate"),
         **({"recall": q.exact.recall, "exact_jaccard": q.exact.jaccard} if q.exact else {}),
     } for q in report.queries]
 

@@ -51,16 +51,18 @@ def _short(text: Optional[str], width: int) -> Optional[str]:
     return text[: width - 1] + "…"
 
 
-def summary_row(summary: Any) -> dict[str, Any]:
+def summary_row(summary: Any, *, table: bool = False) -> dict[str, Any]:
     """One listing row. A damaged row (the backend lists it with ``extra['damaged']``
     saying which field) keeps its ``damaged`` text, so json/jsonl say so, and its version
     only when the stored one is usable (``null``, never the placeholder 0); the table shows
-    VERSION ``damaged``. The id is shown escaped, as inspect/delete take it back."""
-    from backends.contract.session_ids import escape_id
+    VERSION ``damaged``. A table shows the id escaped (:mod:`backends.contract.session_ids`:
+    what inspect/delete take back); json/yaml carry it as it is (escaped only when it
+    holds bytes that are not UTF-8)."""
+    from backends.contract.session_ids import data_id, escape_id
 
     damaged = bool(summary.extra and summary.extra.get("damaged"))
     row = {
-        "session_id": escape_id(summary.session_id),
+        "session_id": (escape_id if table else data_id)(summary.session_id),
         "version": None if damaged and not summary.version >= 1 else summary.version,
         "owner_subject": summary.owner_subject,
         "pending_message": summary.pending_message,
@@ -116,7 +118,7 @@ def list_sessions(*,
 
         def rows() -> Any:
             for summary in summaries:
-                row = summary_row(summary)
+                row = summary_row(summary, table=output == StreamFormat.table)
                 if row.get("damaged"):
                     damaged.append(row["session_id"])
                 yield row
@@ -158,7 +160,7 @@ def count_sessions(*,
 @app.command("inspect")
 @store_command()
 def inspect_session(*,
-    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash).",
+    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (escapes: \\n \\t \\r \\e, \\xHH, \\uHHHH; \\\\ a backslash).",
                                     autocompletion=complete_session_id),
     conn: Connection,
     owner: SessionOwner = None,
@@ -187,23 +189,24 @@ def inspect_session(*,
             current().abort(f"no session {shown(session_id)}" + ("" if owner is None and not unowned
                                                                  else " with that owner"),
                             ExitCode.CHECK_FAILED)
-        report = _inspect_report(session_id, adapter_obj.name, state, summary)
+        report = _inspect_report(session_id, adapter_obj.name, state, summary,
+                                 table=output == OutputFormat.table)
     rows = [{"field": k, "value": v} for k, v in report.items()]
     out.emit(report, output, columns=[Column("FIELD", "field", style="bold"), Column("VALUE", "value")],
              rows=rows)
 
 
 def _inspect_report(session_id: str, backend_name: str, state: Any,
-                    summary: Any) -> dict[str, Any]:
+                    summary: Any, *, table: bool = False) -> dict[str, Any]:
     """What ``inspect`` says of a session: its state, what its listing row adds (write
     time, TTL, the backend's extra facts) and what the blob is; the id escaped as
     ``sessions list`` shows it."""
-    from backends.contract.session_ids import escape_id
+    from backends.contract.session_ids import data_id, escape_id
     from backends.ops.blobinfo import describe_blob
 
     blob = describe_blob(state.blob)
     report: dict[str, Any] = {
-        "session_id": escape_id(session_id),
+        "session_id": (escape_id if table else data_id)(session_id),
         "backend": backend_name,
         "version": state.version,
         "owner_subject": state.owner_subject,
@@ -259,7 +262,7 @@ def has_undecodable_cause(exc: BaseException) -> bool:
 @app.command("delete")
 @store_command()
 def delete_session(*,
-    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (\\xHH: a byte that is not UTF-8; \\\\: a backslash).",
+    session_id: str = typer.Argument(..., help="The session id, as sessions list shows it (escapes: \\n \\t \\r \\e, \\xHH, \\uHHHH; \\\\ a backslash).",
                                     autocompletion=complete_session_id),
     conn: Connection,
     owner: DeleteOwner = None,
@@ -313,3 +316,40 @@ def delete_session(*,
         current().abort(f"no session {shown(session_id)}{scoped}: nothing deleted",
                         ExitCode.CHECK_FAILED)
     out.success(f"deleted session {shown(session_id)}")
+
+
+@app.command("seed")
+@store_command()
+def seed_sessions(*,
+    conn: Connection,
+    prefix: str = typer.Option("try-", "--prefix", help="Session ids PREFIX0, PREFIX1, ...; "
+                               "the events' user is PREFIXuser."),
+    sessions: int = typer.Option(3, "--sessions", min=1, max=1000, help="Sessions to write."),
+    events: int = typer.Option(2, "--events", min=0, max=100,
+                               help="Events each session's turn carries (0: state only)."),
+    apply: Apply = False,
+    yes: Yes = False,
+    output: Output = OutputFormat.table,
+) -> None:
+    """Write a few example sessions, each by one turn with its events (owner 'demo'): a
+    store to try the other commands on. Insert-only: an existing session is left as it
+    is. A preview unless --apply."""
+    from backends.ops.seed import seed_sessions as seed
+
+    apply = current().wants_apply(apply=apply, yes=yes)
+    out = current().output
+    spec = conn.spec
+    what = (f"write {sessions} example session(s) {prefix}0..{prefix}{sessions - 1} with "
+            f"{events} event(s) each to {spec.display_uri}")
+    if not apply:
+        out.info(f"preview only: would {what}; nothing was written (pass --apply)")
+        return
+    current().confirm(what, yes=yes)
+    with conn.open() as adapter_obj:
+        result = seed(adapter_obj, prefix=prefix, sessions=sessions, events=events)
+    out.emit(result.to_dict(), output, columns=[Column("SESSION", "id", style="bold"),
+                                                Column("WRITTEN", "written")],
+             rows=[{"id": sid, "written": "created" if sid in result.created else "existed, kept"}
+                   for sid in sorted(result.created + result.existing)])
+    out.success(f"{len(result.created)} session(s) and {result.events} event(s) of user "
+                f"{result.user!r} written; {len(result.existing)} already there, kept")

@@ -166,16 +166,42 @@ def export_sessions(*,
                        allow_loss=allow_loss, batch_size=batch_size,
                        progress=_progress(EXPORTING, total), skip_damaged=skip_damaged,
                        updated_since=updated_since)
-        if to_stdout:
-            result = export_to_stream(source, sys.stdout.buffer, recipients=keys, **options)
-        else:
-            result = export_to_path(source, out_path, recipients=keys, **options)
+        with said_export_interrupted(total, "stdout" if to_stdout else out_path):
+            if to_stdout:
+                result = export_to_stream(source, sys.stdout.buffer, recipients=keys, **options)
+            else:
+                result = export_to_path(source, out_path, recipients=keys, **options)
         metrics.track(result, backend=source.name)
     if result.owned and not keys:
         encryption_hint(f"{result.owned} exported session(s) carry an owner")
     _report_export(result, f"{source.name} ({_source_label(spec)})",
                    "stdout" if to_stdout else out_path, with_items=with_items,
                    with_events=with_events, users=users)
+
+
+@contextlib.contextmanager
+def said_export_interrupted(total: int | None, where: str, *, label: str = "",
+                            what: str = "session(s)", staged: bool = False) -> Iterator[None]:
+    """On a signal, how far the export got (as ``import`` says it), before the boundary
+    prints "interrupted": what was read (the progress phase ``label`` counted it), and that
+    no archive was left behind (``staged``: nothing reached stdout either)."""
+    from backends.transfer.progress import EXPORTING
+
+    from semvecctl.interrupts import interruption_of
+
+    try:
+        yield
+    except BaseException as exc:
+        signalled = interruption_of(exc)
+        if signalled is not None:
+            task = current().output.progress_tasks.get(label or EXPORTING)
+            read = task.count if task is not None else 0
+            of = "" if total is None else f" of {total}"
+            left = (f"nothing was written to {where}" if where != "stdout" or staged
+                    else "what reached stdout is not an archive (no trailer): discard it")
+            current().output.error(f"{signalled.signal_name}: the export stopped after reading "
+                                   f"{read}{of} {what}; {left}. Rerun it to export")
+        raise
 
 
 def _report_export(result: Any, source: str, where: str, *, with_items: bool,

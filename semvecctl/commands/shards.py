@@ -24,7 +24,7 @@ from semvecctl.exit_codes import ExitCode
 from semvecctl.connection import Connection
 from semvecctl.options import Apply, MetricsFile, Output, Overwrite, SignWith, Watch, Yes, store_command
 from semvecctl.signing import sign, signing_key
-from semvecctl.live_view import (STATUS_COLUMNS, refuse_conflicts, refuse_foreign_state, resumes,
+from semvecctl.live_view import (STATUS_COLUMNS, said_when_interrupted, refuse_conflicts, refuse_foreign_state, resumes,
                                  run_passes, status_line, status_of, status_view)
 from semvecctl.output import Column, OutputFormat
 
@@ -66,21 +66,28 @@ def _new_list(text: str) -> tuple[str, ...]:
     return shard_list(text, "--to-shards")
 
 
-@contextlib.contextmanager
-def _deployment(deployed: Connection, to_shards: str) -> Iterator[Any]:
-    """The reshard of the named deployment (old list) to ``to_shards`` (new list), both
-    adapters closed afterwards."""
-    from backends.migrate.shards import Reshard
+def _sharded(deployed: Connection) -> Any:
+    """The connection's spec, refused (exit 2) unless it names a SQL deployment."""
     from backends.registry import fold_name
 
     from semvecctl.connection import SHARDED_BACKENDS
 
-    new_list = _new_list(to_shards)
     spec = deployed.spec
     if spec.adapter_factory or fold_name(spec.backend) not in SHARDED_BACKENDS:
         current().abort(f"'shards' changes a SQL deployment's shard list; backend "
                         f"{spec.backend!r} has none (name the deployment with --uri "
                         "postgresql://... or DATABASE_URL)", ExitCode.USAGE)
+    return spec
+
+
+@contextlib.contextmanager
+def _deployment(deployed: Connection, to_shards: str) -> Iterator[Any]:
+    """The reshard of the named deployment (old list) to ``to_shards`` (new list), both
+    adapters closed afterwards."""
+    from backends.migrate.shards import Reshard
+
+    new_list = _new_list(to_shards)
+    spec = _sharded(deployed)
     # the same backend and location (no second detection), the new list in place of the old
     moved = Connection(spec.backend, spec.uri, shards=",".join(new_list))
     with deployed.open() as old, moved.open() as new:
@@ -218,11 +225,16 @@ def _move_sessions(reshard: Any, state_file: str, follow: bool, interval: float,
                             "--state file", ExitCode.USAGE)
         totals = {"passes": 0, "copied": 0, "deleted": 0, "events": 0, "conflicts": 0}
         metrics.track(totals, backend=str(reshard.new.name))
+        if state.meta("bulk_done") != "1":  # shards status's total while the bulk pass runs
+            from backends.migrate.shards import count_moves
+
+            state.set_meta(source_total=str(count_moves(reshard)))
         with out.progress_task("moving sessions", unit=" sessions") as task:
             mig = reshard_migration(reshard, state, write_batch=batch_size,
                                     progress=task.advance)
-            return run_passes(run_moves, mig, follow, interval, max_passes, output, totals,
-                              scanned="moved sessions scanned", method=False)
+            with said_when_interrupted(state, "shards"):
+                return run_passes(run_moves, mig, follow, interval, max_passes, output, totals,
+                                  scanned="moved sessions scanned", method=False)
     except StateBusy as exc:
         current().abort(str(exc), ExitCode.ENVIRONMENT, cause=None)
     finally:
@@ -233,12 +245,17 @@ def _move_sessions(reshard: Any, state_file: str, follow: bool, interval: float,
 
 
 @app.command("status")
-def reshard_status(state_file: str = StateOpt, watch: Watch = None,
+@store_command(adapter=False)
+def reshard_status(*, state_file: str = StateOpt, conn: Connection, watch: Watch = None,
                    output: Output = OutputFormat.table) -> None:
     """Phase, moved sessions copied, remaining, lag, rate, ETA and whether cutover is
-    possible (reads the state file only); --watch follows it while a run works."""
+    possible (reads the state file only); --watch follows it while a run works.
+    --backend/--uri, as the other shards commands take them, are checked to name a SQL
+    deployment (exit 2 otherwise) and are not needed."""
     from backends.migrate import StateMismatch
 
+    if conn.backend is not None or conn.uri is not None:
+        _sharded(conn)
     try:
         status = status_of(state_file)
     except StateMismatch as exc:
@@ -321,10 +338,9 @@ def cutover_reshard(*, to_shards: str = ToShardsOpt, state_file: str = StateOpt,
     switch the old copies are misplaced rows: 'semvecctl doctor --fix --apply' removes
     them. Preview unless --apply.
     """
-    from backends.migrate.shards import DOCTOR_ADVICE, cutover_reshard as cutover
+    from backends.migrate.shards import cutover_reshard as cutover
     from backends.migrate.shards import reshard_migration
     from backends.migrate import write_receipt
-    from backends.postgres.config import SHARDS_ENV
 
     apply = current().wants_apply(apply=apply, yes=yes)
     out = current().output
@@ -351,10 +367,32 @@ def cutover_reshard(*, to_shards: str = ToShardsOpt, state_file: str = StateOpt,
     out.success(f"cutover possible: the {result.report.sessions_matched} moved session(s) and "
                 f"{result.report.events_matched} event(s) are identical on their new shards; "
                 f"receipt {receipt}")
+    _say_switch(reshard, conn, value)
+
+
+def _say_switch(reshard: Any, conn: Connection, value: str) -> None:
+    """The variable to set, exactly (each DSN redacted on its own), then how the old
+    copies go: doctor on the new list, and for databases the new list drops (a shrink),
+    the exact doctor command that reaches them, since no list names them any more."""
+    from backends.migrate.shards import DOCTOR_ADVICE
+    from backends.postgres.config import SHARDS_ENV
+
+    out = current().output
     out.info("switch the engine to the new shard list now, before the writers resume "
              "(credentials redacted here: use the DSNs you passed to --to-shards):")
     out.info(f"  {SHARDS_ENV}={value}")
     out.info(f"then: {DOCTOR_ADVICE}")
+    same = {_plain_scheme(dsn) for dsn in reshard.new_shards}
+    if any(_plain_scheme(dsn) not in same for dsn in reshard.old_shards):
+        out.info("the new list drops database(s) that hold the moved sessions' old copies; "
+                 "once the engine runs on the new list, remove them with: semvecctl --shards "
+                 f"'{','.join(reshard.new_shards)}' doctor --uri {conn.display_uri} "
+                 f"--shards-from '{','.join(reshard.old_shards)}' --fix --apply")
+
+
+def _plain_scheme(dsn: str) -> str:
+    """A DSN without its scheme: the engine's driver spellings of one database compare equal."""
+    return dsn.partition("://")[2]
 
 
 # -- abort -----------------------------------------------------------------------------

@@ -66,6 +66,13 @@ class Document:
     blocks: list[Any] = field(default_factory=list)
     #: the badge's word when not a pass/fail verdict (a stats report says what it shows)
     label: str | None = None
+    #: no verdict to give (a run without a gate): the badge is neither green nor red
+    neutral: bool = False
+
+    @property
+    def tone(self) -> str:
+        """``pass``, ``fail`` or ``neutral``: the badge's colour."""
+        return "neutral" if self.neutral else ("pass" if self.passed else "fail")
 
     @property
     def verdict(self) -> str:
@@ -96,7 +103,16 @@ def _scalar(value: Any) -> bool:
 # -- retrieve diff -----------------------------------------------------------------------
 
 #: keys of a query's dict that are not per-query figures
-_QUERY_STRUCTURE = {"query", "settings", "rows", "moves", "notes", "metrics"}
+_QUERY_STRUCTURE = {"query", "settings", "rows", "moves", "notes", "metrics", "text", "like"}
+
+
+def _asked(query: Mapping[str, Any]) -> str:
+    """What a query asked, as a report shows it: its text, or the item it is like."""
+    if query.get("text") is not None:
+        return str(query["text"])
+    if query.get("like") is not None:
+        return f"like {query['like']}"
+    return "–"
 
 
 def _query_figures(query: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,6 +163,8 @@ def build_diff(data: Mapping[str, Any]) -> Document:
     gate = data.get("gate") or {}
     missed = list(gate.get("missed") or [])
     passed = bool(gate.get("passed", not missed))
+    # a run given no threshold has no verdict: "no gate", never a green PASS
+    gated = bool(missed or gate.get("thresholds"))
     aggregate = data.get("aggregate") or {}
     lead = [f"{name} {cell(aggregate.get(key))}" for name, key in
             (("mean RBO", "mean_rbo"), ("mean Jaccard", "mean_jaccard")) if key in aggregate]
@@ -154,11 +172,17 @@ def build_diff(data: Mapping[str, Any]) -> Document:
         headline = (f"{len(missed)} gate miss(es) over {len(queries)} query(ies): "
                     + "; ".join(f"{m.get('query_id')} {m.get('metric')} {cell(m.get('value'))}"
                                 f" < {cell(m.get('threshold'))}" for m in missed))
+    elif gated:
+        headline = (f"no gate missed over {len(queries)} query(ies) ("
+                    + ", ".join(f"{k.replace('_', ' ')} {cell(v)}"
+                                for k, v in gate["thresholds"].items()) + ")")
     else:
-        headline = f"no gate missed over {len(queries)} query(ies)"
+        headline = (f"no gate given (--min-rbo, --min-jaccard, --min-recall): no verdict over "
+                    f"{len(queries)} query(ies); read the agreement below")
     if lead:
         headline += " · " + ", ".join(lead)
-    doc = Document(f"retrieve diff: in-process vs {server}", passed, headline)
+    doc = Document(f"retrieve diff: in-process vs {server}", passed, headline,
+                   label=None if gated else "NO GATE", neutral=not gated)
     doc.blocks.append(Facts("Run", [(k, data[k]) for k in ("backend", "session", "items", "server")
                                     if k in data]))
     table, rest = _aggregate_table(aggregate)
@@ -177,13 +201,13 @@ def build_diff(data: Mapping[str, Any]) -> Document:
     rows, marks = [], []
     for query, fig in zip(queries, figures):
         misses = missed_by_query.get(str(query.get("query")))
-        rows.append([query.get("query"), *[fig.get(c) for c in columns],
-                     ("missed " + ", ".join(misses)) if misses else "ok"])
-        marks.append("bad" if misses else "good")
-    doc.blocks.append(Table("Per query", ["query", *columns, "gate"], rows, marks))
+        verdict = ("missed " + ", ".join(misses)) if misses else ("ok" if gated else "no gate")
+        rows.append([query.get("query"), _asked(query), *[fig.get(c) for c in columns], verdict])
+        marks.append("bad" if misses else ("good" if gated else ""))
+    doc.blocks.append(Table("Per query", ["query", "asked", *columns, "gate"], rows, marks))
 
     for query in queries:
-        qid = query.get("query")
+        qid = f"{query.get('query')} ({_asked(query)})"
         qrows = list(query.get("rows") or [])
         doc.blocks.append(RankChart(f"Rank shift, query {qid}", "in-process", str(server),
                                     _ranked(qrows, "in_process"), _ranked(qrows, "server")))

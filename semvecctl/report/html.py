@@ -14,6 +14,7 @@ max-width:1100px;padding:0 1em;color:#1f2328;background:#fff}
 h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.15em;margin:1.6em 0 .5em}
 .verdict{display:inline-block;padding:.15em .6em;border-radius:4px;font-weight:700;color:#fff}
 .verdict.pass{background:#1a7f37}.verdict.fail{background:#cf222e}
+.verdict.neutral{background:#57606a}
 .headline{font-size:1.05em;margin:.6em 0 1.2em}
 table{border-collapse:collapse;margin:.4em 0 1em;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #d0d7de;padding:.3em .6em;text-align:left;vertical-align:top}
@@ -132,7 +133,7 @@ def bar_chart_svg(chart: BarChart) -> str:
 
 
 def render_html(doc: Document) -> str:
-    cls = "pass" if doc.passed else "fail"
+    cls = doc.tone
     body = [f'<h1><span class="verdict {cls}">{doc.verdict}</span> {escape(doc.title)}</h1>',
             f'<p class="headline">{escape(doc.headline)}</p>']
     for block in doc.blocks:

@@ -27,7 +27,7 @@ def _table(columns: list[str], rows: list[list[object]], marks: list[str] | None
 
 
 def render_markdown(doc: Document) -> str:
-    mark = _MARKS["good" if doc.passed else "bad"]
+    mark = {"pass": _MARKS["good"], "fail": _MARKS["bad"], "neutral": ""}[doc.tone]
     lines = [f"## {mark}{doc.verdict}: {_md(doc.title)}", "", f"**{doc.verdict}** — {doc.headline}",
              ""]
     for block in doc.blocks:

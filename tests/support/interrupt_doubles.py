@@ -25,3 +25,27 @@ class FailingDeletes(RedisBackendAdapter):
 
 def failing_deletes(uri=None):
     return FailingDeletes(uri=uri)
+
+
+class SlowSource(RedisBackendAdapter):
+    """Redis whose session listings yield a row every 0.1 ms: a bulk pass of some ten
+    thousand sessions (several of the migration's steps) lasts long enough to be
+    interrupted at chosen points."""
+
+    @staticmethod
+    def _slowly(rows):
+        import time
+
+        for row in rows:
+            time.sleep(0.0001)
+            yield row
+
+    def iter_sessions(self, *args, **kwargs):
+        return self._slowly(super().iter_sessions(*args, **kwargs))
+
+    def iter_session_states(self, *args, **kwargs):
+        return self._slowly(super().iter_session_states(*args, **kwargs))
+
+
+def slow_source(uri=None):
+    return SlowSource(uri=uri)

@@ -268,3 +268,90 @@ def test_the_engine_grows_from_3_to_4_shards_under_its_own_writer_losing_nothing
         assert per_session == written
     finally:
         ours.close()
+
+
+def test_the_engine_grows_3_to_4_and_shrinks_back_with_dsns_without_passwords(
+        engine_deployment, sharded_sql, tmp_path, monkeypatch):
+    """semvec 0.8.9 on 3 shards whose DSNs carry a user and no password: grow to 4, the
+    engine switched to the list the cutover printed (exactly that list), then shrink back
+    to 3: the printed list is again exactly the list, the doctor command the shrink's
+    cutover names leaves nothing on the dropped database, the engine resumes every session
+    where it left it, and an erase afterwards finds nothing of the subject anywhere."""
+    import shlex
+
+    from semvec.api import database
+    from semvec.api.owner_scope import OwnerScope
+
+    engine, env = engine_deployment
+    old = env["SEMVEC_STATE_DB_SHARDS"]
+    assert all(":" not in u.split("://")[1].split("@")[0] for u in old.split(","))  # no password
+    sessions = [f"ends-{n:02d}" for n in range(40)]
+    versions = _write(engine, sessions)
+    extra = _engine_url(sharded_sql.make(1).shards[0])
+    new = f"{old},{extra}"
+    scope = OwnerScope("tenant-a")
+
+    def cli(shards, *args):
+        return CliRunner().invoke(app, list(args), env={**env, "SEMVEC_STATE_DB_SHARDS": shards,
+                                                        "SEMVEC_SESSION_BACKEND": "postgres"})
+
+    def reshard(shards, to, name):
+        state = str(tmp_path / f"{name}.state")
+        run = cli(shards, "shards", "run", "--to-shards", to, "--state", state, "--apply", "--yes")
+        assert run.exit_code == 0, run.output
+        status = cli(shards, "shards", "status", "--backend", "postgres", "--state", state,
+                     "-o", "json")
+        assert status.exit_code == 0 and json.loads(status.stdout)["cutover_possible"], status.output
+        cut = cli(shards, "shards", "cutover", "--to-shards", to, "--state", state,
+                  "--quiet-window", "0", "--receipt", state + ".json", "--apply", "--yes")
+        assert cut.exit_code == 0, cut.output
+        (line,) = [ln for ln in cut.stderr.splitlines() if "SEMVEC_STATE_DB_SHARDS=" in ln]
+        assert line.strip() == f"SEMVEC_STATE_DB_SHARDS={to}", line  # the list, exactly
+        return cut
+
+    def switch(shards):
+        monkeypatch.setenv("SEMVEC_STATE_DB_SHARDS", shards)
+        database.reset_engine()
+        database.create_tables()
+        return engine_adapter.PostgresBackendAdapter()
+
+    reshard(old, new, "grow")
+    grown = switch(new)
+    for sid in sessions:
+        assert grown.state_store().load(sid, scope=scope) == (f"{sid}-1".encode(), versions[sid])
+    assert cli(new, "doctor", "--fix", "--apply", "--yes").exit_code == 0
+    for sid in sessions[4:12]:  # the engine writes on the grown list
+        versions[sid] = grown.commit_turn(sid, f"{sid}-grown".encode(),
+                                          expected_version=versions[sid], scope=scope)
+
+    cut = reshard(new, old, "shrink")
+    (command,) = [ln.split("remove them with: ", 1)[1] for ln in cut.stderr.splitlines()
+                  if "--shards-from" in ln]
+    words = shlex.split(command)
+    assert words[0] == "semvecctl" and "--shards-from" in words
+    dropped = _plain(extra)
+    with psycopg.connect(dropped) as conn:
+        left = conn.execute("SELECT count(*) FROM semvec_session_state").fetchone()[0]
+    assert left > 0  # the moved sessions' old copies, until the named command runs
+    shrunk = switch(old)
+    cleaned = CliRunner().invoke(app, [*words[1:], "--yes"], env={**env, "SEMVEC_SESSION_BACKEND":
+                                                                  "postgres"})
+    assert cleaned.exit_code == 0, cleaned.output
+    with psycopg.connect(dropped) as conn:
+        for table in ("semvec_session_state", "semvec_memory_events"):
+            assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+    for n, sid in enumerate(sessions):
+        blob = f"{sid}-grown".encode() if 4 <= n < 12 else f"{sid}-1".encode()
+        assert shrunk.state_store().load(sid, scope=scope) == (blob, versions[sid]), sid
+
+    receipt = tmp_path / "erase.json"
+    erased = cli(old, "erase", "--user", "alice", "--owner", "tenant-a", "--apply", "--yes",
+                 "--receipt", str(receipt))
+    assert erased.exit_code == 0, erased.output
+    for sid in sessions[:4]:
+        assert shrunk.state_store().load(sid, scope=scope) is None
+    for url in [env["DATABASE_URL"], *new.split(",")]:
+        with psycopg.connect(_plain(url)) as conn:
+            ids = {r[0] for r in conn.execute("SELECT session_id FROM semvec_session_state")}
+            users = {r[0] for r in conn.execute("SELECT user_id FROM semvec_memory_events")}
+        assert not ids & set(sessions[:4]) and "alice" not in users, url

@@ -200,7 +200,7 @@ def test_toml_example_is_the_entry_point_group():
 
 
 def test_python_plugin_example_runs_under_pytest(tmp_path):
-    ((_, python_block),) = all_blocks("python")
+    ((_, python_block),) = [b for b in all_blocks("python") if b[0] == "docs/plugins.md"]
     source = ("from backends.memory import MemoryBackendAdapter\n"
               "class MyStoreAdapter(MemoryBackendAdapter):\n"
               "    name = 'mystore'\n"
@@ -215,6 +215,25 @@ def test_python_plugin_example_runs_under_pytest(tmp_path):
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert " passed" in result.stdout
+
+
+def test_every_python_block_is_run_somewhere():
+    """A Python block of the manual is either the plugin example or the Try it page's."""
+    assert sorted({source for source, _ in all_blocks("python")}) == ["docs/plugins.md",
+                                                                     "docs/try-it.md"]
+
+
+def test_try_it_python_example_writes_a_turn_on_redis(redis_url):
+    """The Try it page's Python block, run as written against the suite's Redis (its URL in
+    place of redis://cache:6379/0): what it prints is what its comments say."""
+    ((_, block),) = [b for b in all_blocks("python") if b[0] == "docs/try-it.md"]
+    assert "redis://cache:6379/0" in block
+    result = subprocess.run([sys.executable, "-c", block.replace("redis://cache:6379/0", redis_url)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    said = [line.split("# ", 1)[1] for line in block.splitlines() if "print(" in line]
+    assert result.stdout.splitlines() == said
 
 
 # --- the shell examples ----------------------------------------------------------------------

@@ -106,3 +106,51 @@ def test_import_count_after_a_signal_is_exact(redis_server, redis_url, tmp_path,
     said = re.search(r"the import stopped after (\d+) session\(s\) were written", err)
     assert said, err
     assert int(said.group(1)) == client.dbsize()
+
+
+def test_an_interrupted_export_says_how_far_it_got(redis_url, tmp_path):
+    """SIGINT during ``sessions export``: besides "interrupted", how many sessions of how
+    many were read, and that nothing was left at --out (as ``import`` says its count)."""
+    import time
+
+    from tests.cli.app.test_interrupts import _seed
+
+    _seed(redis_url, 6000)
+    target = tmp_path / "out.jsonl"
+    proc = spawn("sessions", "export", "--uri", redis_url, "--out", str(target),
+                 "--batch-size", "1")
+    try:
+        wait_for(lambda: any(p.name.endswith(".partial") for p in tmp_path.iterdir())
+                 or proc.poll() is not None, what="the .partial file")
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    said = re.search(r"SIGINT: the export stopped after reading (\d+) of 6000 session\(s\); "
+                     r"nothing was written to (\S+)\.", err)
+    assert said, err
+    assert 0 < int(said.group(1)) < 6000 and said.group(2) == str(target)
+    assert not target.exists() and "Traceback" not in err
+
+
+def test_an_interrupted_events_export_says_how_far_it_got(capsys):
+    """``events export`` shares the export's report: the events its progress counted, of
+    how many, and that nothing was left (its stdout is staged: nothing was sent either)."""
+    from semvecctl.application import current, start
+    from semvecctl.commands.sessions_transfer import said_export_interrupted
+
+    start()
+    out = current().output
+    with pytest.raises(Interrupted), signals_raise():
+        with said_export_interrupted(40, "stdout", label="exporting events", what="event(s)",
+                                     staged=True):
+            for _ in out.progress(range(40), total=40, label="exporting events"):
+                if out.progress_tasks["exporting events"].count == 17:
+                    os.kill(os.getpid(), signal.SIGINT)
+    err = capsys.readouterr().err
+    assert "SIGINT: the export stopped after reading 17 of 40 event(s); nothing was written " \
+           "to stdout. Rerun it to export" in err, err

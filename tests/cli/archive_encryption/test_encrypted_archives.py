@@ -12,6 +12,7 @@ import builtins
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -61,6 +62,7 @@ def keys(tmp_path):
         identity = pyrage.x25519.Identity.generate()
         path = tmp_path / f"{name}.key"
         path.write_text(f"# {name}\n{identity}\n")
+        path.chmod(0o600)  # as age-keygen -o writes it: a secret key is its owner's only
         found.append((path, str(identity.to_public())))
     return found
 
@@ -416,6 +418,7 @@ def test_a_bad_identity_file_or_recipient_file_is_a_usage_error(encrypted, tmp_p
                                                                 source):
     garbage = tmp_path / "garbage.key"
     garbage.write_text("# nothing\nnot a key\n")
+    garbage.chmod(0o600)
     result = import_(encrypted, redis_url, "--identity", str(garbage))
     assert result.exit_code == 2, result.output
     assert "garbage.key" in error_line(result)
@@ -498,3 +501,42 @@ def test_archive_verify_refuses_a_damaged_or_locked_archive(source, keys, encryp
     wrong = invoke("archive", "verify", str(encrypted), "--identity", str(keys[1][0]))
     assert wrong.exit_code == 1, wrong.output
     assert invoke("archive", "verify", str(tmp_path / "none")).exit_code == 2
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604])
+def test_an_identity_readable_by_others_is_refused_as_sign_with_refuses_one(encrypted, keys,
+                                                                           redis_url, mode):
+    """A secret key the group or others can read: exit 2 before it is read, naming the
+    permissions and the chmod, nothing written (``--sign-with`` refuses such a key too)."""
+    path = keys[0][0]
+    path.chmod(mode)
+    before = redis_snapshot(redis_url)
+    for args in (["archive", "verify", str(encrypted)],
+                 ["sessions", "import", str(encrypted), "--uri", redis_url, "--apply", "--yes"]):
+        result = invoke(*args, "--identity", str(path))
+        assert result.exit_code == 2, result.output
+        line = error_line(result)
+        assert f"permissions {mode:04o}" in line and f"chmod 600 {path}" in line, line
+    assert redis_snapshot(redis_url) == before
+    path.chmod(0o600)
+    assert invoke("archive", "verify", str(encrypted), "--identity", str(path)).exit_code == 0
+
+
+def test_verify_with_the_wrong_identity_does_not_speak_of_an_import(encrypted, keys):
+    result = invoke("archive", "verify", str(encrypted), "--identity", str(keys[1][0]))
+    assert result.exit_code == 1, result.output
+    assert "no --identity matches" in error_line(result)
+    assert "import" not in result.stderr
+
+
+def test_a_file_that_is_not_an_archive_exits_3_as_documented(tmp_path, redis_url):
+    """docs/sessions.md lists exit 3 for a file that is not a semvecctl archive."""
+    other = tmp_path / "notes.txt"
+    other.write_text("just some notes\n")
+    for args in (["archive", "verify", str(other)],
+                 ["sessions", "import", str(other), "--uri", redis_url]):
+        result = invoke(*args)
+        assert result.exit_code == 3, result.output
+        assert "not a semvecctl sessions archive" in error_line(result)
+    page = (Path(__file__).resolve().parents[3] / "docs" / "sessions.md").read_text()
+    assert "3 for a file that is not a semvecctl archive" in page

@@ -131,9 +131,10 @@ def _diff(session, *extra):
 
 
 def test_diff_html_holds_the_metrics_rows_and_a_rank_shift_chart(session, tmp_path):
-    data = json.loads(invoke(*_diff(session), "-o", "json").stdout)
+    gate = ("--min-rbo", "0")  # a gate given: a verdict (without one there is none)
+    data = json.loads(invoke(*_diff(session, *gate), "-o", "json").stdout)
     path = tmp_path / "diff.html"
-    result = invoke(*_diff(session, "--report", path))
+    result = invoke(*_diff(session, *gate, "--report", path))
     assert result.exit_code == 0, result.output
     assert f"report written to {path}" in result.stderr
     text = path.read_text(encoding="utf-8")
@@ -179,6 +180,44 @@ def test_diff_html_holds_the_metrics_rows_and_a_rank_shift_chart(session, tmp_pa
         moved = right.index(item) - left.index(item)
         expected = "same" if moved == 0 else ("up" if moved < 0 else "down")
         assert expected in line["attrs"]["class"].split()
+
+
+@pytest.mark.parametrize("suffix", [".html", ".md"])
+def test_diff_report_without_a_gate_gives_no_verdict_and_shows_every_query(session, tmp_path,
+                                                                          suffix):
+    """Poor agreement and no --min-*: the report says "no gate", never PASS or FAIL, and
+    names what each query asked beside its metrics."""
+    queries = tmp_path / "q.jsonl"
+    asked = ["apples", "dates are sweet", "zzz nothing like it"]
+    queries.write_text("".join(json.dumps({"id": f"q{i}", "query": text, "vector": vector}) + "\n"
+                               for i, (text, vector) in enumerate(zip(asked, [[1, 0], [0, 1],
+                                                                              [0.5, 0.5]]))))
+    queries.write_text(queries.read_text() + json.dumps({"id": "q-like", "like": "b"}) + "\n")
+    args = ["retrieve", "diff", *DIFF_ADAPTER, "-s", session, "--queries", str(queries), "-k", "2"]
+    data = json.loads(invoke(*args, "-o", "json").stdout)
+    assert data["gate"]["thresholds"] == {} and data["aggregate"]["min_rbo"] < 1
+    assert [q.get("text") for q in data["queries"]] == [*asked, None]
+    path = tmp_path / f"diff{suffix}"
+    result = invoke(*args, "--report", path)
+    assert result.exit_code == 0, result.output
+    text = path.read_text(encoding="utf-8")
+    assert "PASS" not in text and "FAIL" not in text
+    if suffix == ".html":
+        page = Page(text)
+        badge = page.all("span", "verdict")[0]
+        assert badge["text"] == "NO GATE" and "neutral" in badge["attrs"]["class"].split()
+        tables = page.tables
+    else:
+        assert text.splitlines()[0] == "## NO GATE: retrieve diff: in-process vs " + data["server"]
+        assert "✅" not in text and "❌" not in text
+        tables = md_tables(text)
+    per_query = next(t for t in tables if t[0][:2] == ["query", "asked"])
+    assert [row[:2] for row in per_query[1:]] == [["q0", "apples"], ["q1", "dates are sweet"],
+                                                  ["q2", "zzz nothing like it"],
+                                                  ["q-like", "like b"]]
+    assert {row[-1] for row in per_query[1:]} == {"no gate"}
+    rbo = per_query[0].index("rbo")
+    assert [row[rbo] for row in per_query[1:]] == [f4(q["metrics"]["rbo"]) for q in data["queries"]]
 
 
 def test_diff_markdown_leads_with_the_verdict_and_keeps_the_exit_code(session, tmp_path):

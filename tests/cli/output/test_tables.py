@@ -121,7 +121,7 @@ def _drawn(monkeypatch, stdout, **kwargs) -> str:
 
 def test_colour_only_on_a_terminal_without_no_color(monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)
-    monkeypatch.setenv("COLUMNS", "10")  # narrower than the table: nothing is cut or wrapped
+    monkeypatch.setenv("COLUMNS", "80")  # wide enough: the terminal draws the pipe's text
     plain = _drawn(monkeypatch, io.StringIO())
     assert plain == "ID          NEXT\na           x\nlonger-id   [red]y\n"
     coloured = _drawn(monkeypatch, _Terminal())
@@ -130,6 +130,20 @@ def test_colour_only_on_a_terminal_without_no_color(monkeypatch):
     assert _drawn(monkeypatch, _Terminal(), no_color=True) == plain
     monkeypatch.setenv("NO_COLOR", "1")
     assert _drawn(monkeypatch, _Terminal()) == plain
+
+
+def test_a_narrow_terminal_wraps_cells_inside_their_columns_and_a_pipe_never(monkeypatch):
+    """Narrower than the table: on a terminal every line fits and every character is still
+    there (wrapped inside its column, the widest column shrunk first); a pipe's rows are
+    never wrapped or cut, whatever COLUMNS says."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("COLUMNS", "12")
+    assert _drawn(monkeypatch, io.StringIO()) == "ID          NEXT\na           x\nlonger-id   [red]y\n"
+    for kwargs in ({}, {"no_color": True}):
+        drawn = re.sub(r"\x1b\[[0-9;]*m", "", _drawn(monkeypatch, _Terminal(), **kwargs))
+        lines = drawn.splitlines()
+        assert max(display_width(ln) for ln in lines) <= 12, lines
+        assert sorted("".join(drawn.split())) == sorted("IDNEXTaxlonger-id[red]y"), lines
 
 
 def test_a_streamed_table_keeps_the_first_chunks_widths_and_never_cuts_a_cell(monkeypatch):
