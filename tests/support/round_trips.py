@@ -30,10 +30,12 @@ the counts between two moments.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import socket
 import struct
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
@@ -420,3 +422,111 @@ def commandstats_delta(before: dict[str, int], after: dict[str, int]) -> dict[st
     delta = {name: after[name] - before.get(name, 0) for name in after}
     delta.pop("info", None)
     return {name: calls for name, calls in sorted(delta.items()) if calls}
+
+
+# -- workloads: the engine's layouts written at pipeline / COPY speed ----------------------
+#
+# The same sessions and events in either store (a user per session, its events in turn
+# order), so a transfer and its floor move the same data. Used by the round-trip tests
+# and the floor benchmarks (bench/_floors.py); never through the code under test.
+
+BLOB_SIZE = 2048
+BASE_TIME = datetime(2026, 1, 1, 12, 0, 0)
+STATE_COLUMNS = ("session_id", "state_blob", "version", "drift_exempt", "owner_subject",
+                 "pending_message", "updated_at")
+STATE_TYPES = ("text", "bytea", "int4", "bool", "text", "text", "timestamp")
+EVENT_COLUMNS = ("event_id", "user_id", "owner_subject", "session_id", "created_at",
+                 "content", "embedding", "meta", "source_event_id")
+
+
+def session_id(i: int) -> str:
+    return f"session-{i:07d}"
+
+
+def user_id(i: int) -> str:
+    return f"user-{i:07d}"
+
+
+def blob(i: int, size: int = BLOB_SIZE) -> bytes:
+    """Incompressible and deterministic (state blobs are opaque, often compressed)."""
+    return hashlib.shake_128(i.to_bytes(8, "big")).digest(size)
+
+
+def state_row(i: int, size: int = BLOB_SIZE) -> tuple:
+    return (session_id(i), blob(i, size), 1 + i % 7, False, "tenant/agent" if i % 3 else None,
+            "confirm?" if i % 11 == 0 else None, BASE_TIME + timedelta(seconds=i))
+
+
+def event_row(i: int, k: int) -> tuple:
+    """Session ``i``'s event ``k`` (its user's sequence ``k + 1``) in the SQL column order."""
+    import uuid
+
+    return (str(uuid.UUID(int=(i << 16) | k | (1 << 127))), user_id(i),
+            "tenant/agent" if i % 3 else "", session_id(i),
+            BASE_TIME + timedelta(seconds=i, milliseconds=k), f"turn {k} of {session_id(i)}",
+            "[0.1, 0.2, 0.3, 0.4]", '{"k": %d}' % k, None)
+
+
+def seed_redis(client, sessions: int, events: int, *, start: int = 0, size: int = BLOB_SIZE,
+               batch: int = 1000) -> None:
+    """State hashes and the events family (event hashes, both zsets, the counter) of
+    sessions ``start .. start + sessions``, pipelined ``batch`` sessions a round trip."""
+    pipe = client.pipeline(transaction=False)
+    for n, i in enumerate(range(start, start + sessions), 1):
+        sid, data, version, _, owner, pending, _ = state_row(i, size)
+        pipe.hset(f"semvec:state:{sid}", mapping={
+            "blob": data, "version": str(version), "owner": owner or "", "drift_exempt": "0",
+            "pending": pending or ""})
+        if events:
+            user = user_id(i)
+            for k in range(events):
+                eid, _, eowner, esid, created, content, emb, meta, _ = event_row(i, k)
+                created = created.replace(tzinfo=timezone.utc)
+                pipe.hset(f"semvec:events:e:{eid}", mapping={
+                    "event_id": eid, "user_id": user, "owner_subject": eowner,
+                    "session_id": esid, "created_at": created.isoformat(), "content": content,
+                    "embedding": emb, "meta": meta, "source_event_id": "",
+                    "sequence": str(k + 1)})
+                pipe.zadd(f"semvec:events:u:{user}", {eid: k + 1})
+                pipe.zadd(f"semvec:events:t:{user}", {eid: created.timestamp()})
+            pipe.set(f"semvec:events:seq:{user}", events)
+        if n % batch == 0:
+            pipe.execute()
+    pipe.execute()
+
+
+def engine_tables(url: str) -> None:
+    """The engine's tables as its own DDL makes them (NOT NULL, no server defaults)."""
+    import psycopg
+
+    from tests.support.fixtures.engine_sql_ddl import ENGINE_MODEL_DDL
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for statement in ENGINE_MODEL_DDL:
+            conn.execute(statement)
+
+
+def seed_postgres(url: str, sessions: int, events: int, *, indices=None,
+                  size: int = BLOB_SIZE) -> None:
+    """The same sessions and events by COPY into the engine's tables (made if absent);
+    ``indices``: which sessions (default ``range(sessions)``)."""
+    import psycopg
+
+    indices = range(sessions) if indices is None else indices
+    with psycopg.connect(url, autocommit=True) as conn:
+        exists = conn.execute("SELECT to_regclass('semvec_session_state')").fetchone()[0]
+    if exists is None:
+        engine_tables(url)
+    with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cur:
+        with cur.copy(f"COPY semvec_session_state ({', '.join(STATE_COLUMNS)}) FROM STDIN"
+                      " (FORMAT BINARY)") as copy:
+            copy.set_types(list(STATE_TYPES))
+            for i in indices:
+                copy.write_row(state_row(i, size))
+        if events:
+            with cur.copy(f"COPY semvec_memory_events ({', '.join(EVENT_COLUMNS)}) "
+                          "FROM STDIN") as copy:
+                for i in indices:
+                    for k in range(events):
+                        copy.write_row(event_row(i, k))
+        conn.execute("ANALYZE")
