@@ -42,6 +42,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -75,7 +76,12 @@ def run_ours(argv: list[str]) -> tuple[float, int]:
         started = time.perf_counter()
         proc = subprocess.Popen(_pgseed.semvecctl() + argv, stdout=subprocess.DEVNULL,
                                 stderr=err, env=_pgseed.clean_env())
-        _, status, usage = os.wait4(proc.pid, 0)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            proc.kill()  # the bench is stopping: so does the run it started
+            proc.wait()
+            raise
         took = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
@@ -264,6 +270,9 @@ def main() -> None:
     for p in pairs:
         if p not in PAIRS:
             raise SystemExit(f"unknown pair {p!r}: {', '.join(PAIRS)}")
+    # a run started in the background ignores SIGINT: let SIGTERM stop it cleanly (its
+    # servers stopped, its scratch removed)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     t0 = time.perf_counter()
     print(f"start: {load()}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="semvec-bench-floors-"))
