@@ -76,8 +76,10 @@ def _cli(*args: str):
     return result
 
 
-def _over(counts: dict[str, rt.Tally]) -> dict[str, int]:
-    return {name: t.round_trips for name, t in counts.items() if t.round_trips > BUDGET}
+def _over(counts: dict[str, rt.Tally]) -> dict[str, str]:
+    """The servers over budget, each with its round trips and requests."""
+    return {name: f"{t.round_trips} round trips ({t.requests} requests) > {BUDGET}"
+            for name, t in counts.items() if t.round_trips > BUDGET}
 
 
 # -- the counter ---------------------------------------------------------------------------
@@ -171,7 +173,7 @@ def test_export_with_events_from_redis(redis_proxy, tmp_path):
     with proxy.counting() as redis_side:
         _cli("sessions", "export", "--uri", proxy.url(source), "--with-events",
              "-O", str(tmp_path / "a.jsonl"))
-    assert not _over({"redis": redis_side}), redis_side
+    assert not _over({"redis": redis_side})
 
 
 @pytest.mark.postgres
@@ -182,7 +184,7 @@ def test_export_with_events_from_postgres(pg_proxy, tmp_path):
     with proxy.counting() as pg_side:
         _cli("sessions", "export", "--uri", proxy.url(source), "--with-events",
              "-O", str(tmp_path / "a.jsonl"))
-    assert not _over({"postgres": pg_side}), pg_side
+    assert not _over({"postgres": pg_side})
 
 
 def _archive_from_postgres(url: str, out: Path) -> Path:
@@ -199,7 +201,7 @@ def test_import_with_events_into_redis(redis_proxy, pg_proxy, tmp_path):
     with proxy.counting() as redis_side:
         _cli("sessions", "import", str(archive), "--uri", proxy.url(_db(url, TARGET_DB)),
              "--apply", "--yes")
-    assert not _over({"redis": redis_side}), redis_side
+    assert not _over({"redis": redis_side})
 
 
 @pytest.mark.postgres
@@ -210,7 +212,7 @@ def test_import_with_events_into_postgres(pg_proxy, tmp_path):
     rt.engine_tables(target)
     with proxy.counting() as pg_side:
         _cli("sessions", "import", str(archive), "--uri", proxy.url(target), "--apply", "--yes")
-    assert not _over({"postgres": pg_side}), pg_side
+    assert not _over({"postgres": pg_side})
 
 
 def _pair(direction: str, redis_proxy, pg_proxy) -> tuple[str, str]:
@@ -229,6 +231,11 @@ def _pair(direction: str, redis_proxy, pg_proxy) -> tuple[str, str]:
 DIRECTIONS = ["redis->postgres", "postgres->redis"]
 
 
+def _loss(direction: str) -> list[str]:
+    """PostgreSQL keeps no sequence column: Redis -> PostgreSQL drops the numbers."""
+    return ["--allow-loss"] if direction == "redis->postgres" else []
+
+
 @pytest.mark.redis
 @pytest.mark.postgres
 @pytest.mark.parametrize("direction", DIRECTIONS)
@@ -236,9 +243,8 @@ def test_copy_with_events(direction, redis_proxy, pg_proxy):
     source, target = _pair(direction, redis_proxy, pg_proxy)
     with redis_proxy[0].counting() as redis_side, pg_proxy[0].counting() as pg_side:
         _cli("sessions", "copy", "--from", source, "--to", target, "--with-events",
-             "--apply", "--yes")
-    counts = {"redis": redis_side, "postgres": pg_side}
-    assert not _over(counts), counts
+             "--apply", "--yes", *_loss(direction))
+    assert not _over({"redis": redis_side, "postgres": pg_side})
 
 
 @pytest.mark.redis
@@ -249,13 +255,13 @@ def test_migrate_run_bulk_pass_and_verify(direction, redis_proxy, pg_proxy, tmp_
     state = str(tmp_path / "m.state")
     with redis_proxy[0].counting() as run_redis, pg_proxy[0].counting() as run_pg:
         _cli("migrate", "run", "--state", state, "--from", source, "--to", target,
-             "--apply", "--yes")
+             "--apply", "--yes", *_loss(direction))
     with redis_proxy[0].counting() as verify_redis, pg_proxy[0].counting() as verify_pg:
         result = _cli("migrate", "verify", "--state", state, "--from", source, "--to", target)
     assert f"identical: {SESSIONS} session(s)" in result.stdout + result.stderr
     counts = {"run redis": run_redis, "run postgres": run_pg,
               "verify redis": verify_redis, "verify postgres": verify_pg}
-    assert not _over(counts), counts
+    assert not _over(counts)
 
 
 @pytest.mark.postgres
@@ -281,4 +287,4 @@ def test_shards_run_bulk_pass(postgres_server, pg_proxy, tmp_path):
              "--to-shards", ",".join(via[1:]), "--state", str(tmp_path / "s.state"),
              "--apply", "--yes")
     counts = dict(zip(["primary", "shard 0", "shard 1", "shard 2", "shard 3 (new)"], tallies))
-    assert not _over(counts), counts
+    assert not _over(counts)
