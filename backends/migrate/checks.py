@@ -98,13 +98,13 @@ def count_source(source: Any, *, owner_subject: OwnerFilter = UNSCOPED, match: s
             users = {u for sid in sids for u in store.session_subjects(sid)}
         bulk = event_defaults(store)
         for part in chunks(sorted(users), COUNT_BATCH):  # one read of logs, one of counters
-            logs = bulk.events_of_users(part, owner_subject=owner_subject)
+            sizes = bulk.log_sizes(part, owner_subject=owner_subject)
             counters = bulk.read_counters(part)
             for user in part:
-                log = logs.get(user, [])
-                counts.users[user] = (len(log), int(counters.get(user, 0)))
-                counts.events += len(log)
-                counts.sequenced_events += sum(1 for e in log if e.sequence)
+                logged, numbered = sizes.get(user, (0, 0))
+                counts.users[user] = (logged, int(counters.get(user, 0)))
+                counts.events += logged
+                counts.sequenced_events += numbered
     return counts
 
 

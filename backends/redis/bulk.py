@@ -62,6 +62,21 @@ class RedisEventBulk:
                 logs[user].append(event)
         return logs
 
+    def log_sizes(self, user_ids: Sequence[str], *,
+                  owner_subject: OwnerFilter = UNSCOPED) -> dict[str, tuple[int, int]]:
+        """Unscoped: each user's sequence index counted (ZCARD, and ZCOUNT above 0 for
+        the numbered), one pipeline, no event read; an index entry whose hash is gone
+        (damage the doctor reports) counts too. Under an owner filter the events are
+        read, as the owner is in each hash."""
+        if owner_subject is not UNSCOPED:
+            return {u: (len(log), sum(1 for e in log if e.sequence)) for u, log in
+                    self.events_of_users(user_ids, owner_subject=owner_subject).items()}
+        users = list(dict.fromkeys(user_ids))
+        keys = [schema.user_seq_index_key(u) for u in users]
+        sizes = self._pipelined(keys, lambda pipe, key: pipe.zcard(key))
+        numbered = self._pipelined(keys, lambda pipe, key: pipe.zcount(key, "(0", "+inf"))
+        return {u: (int(n), int(m)) for u, n, m in zip(users, sizes, numbered)}
+
     def events_by_ids(self, event_ids: Sequence[str]) -> dict[str, MemoryEvent]:
         """The stored events among ``event_ids``, one pipeline of their hashes."""
         ids = list(dict.fromkeys(str(i) for i in event_ids))

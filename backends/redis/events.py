@@ -35,7 +35,8 @@ from backends.redis.turns import append_events
 
 PAGE_SIZE = 200
 DELETE_BATCH = 500
-SCAN_BATCH = 500
+#: keys SCAN walks per round trip (the event hashes among them read in one pipeline)
+SCAN_BATCH = 5000
 
 
 def _user_id(user_id: Any) -> str:
