@@ -245,10 +245,10 @@ def main() -> None:
             print(f"  of which the source listing alone (iter_sessions, in-process): {listing:.1f} s;"
                   f" the same pages in the primary key's order (no COLLATE \"C\"), psycopg:"
                   f" {index_order:.1f} s")
-        print(f"  ratio pgcopydb / migrate bulk            {m(copydb) / m(bulk):.2f}x")
+        print(f"  ratio pgcopydb / migrate bulk            {m(copydb) / m(bulk):.3g}x")
         if verify:
             print(f"  ratio pgcopydb / (migrate bulk + verify) "
-                  f"{m(copydb) / (m(bulk) + m(verify)):.2f}x (goal >= 0.5x)")
+                  f"{m(copydb) / (m(bulk) + m(verify)):.3g}x (goal >= 0.5x)")
     finally:
         server.close()
         shutil.rmtree(scratch, ignore_errors=True)
