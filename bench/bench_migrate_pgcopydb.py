@@ -1,8 +1,9 @@
 """``semvecctl migrate`` PostgreSQL -> PostgreSQL (the bulk pass) against pgcopydb, on the
-same ``semvec_session_state`` table of 100,000 sessions of 2 KB.
+same engine tables: 100,000 sessions of 2 KB and 3 events per session.
 
     nice -n 10 python bench/bench_migrate_pgcopydb.py [--sessions 100000] [--repeats 2]
-        [--pgcopydb PATH] [--pg-bin /usr/lib/postgresql/15/bin] [--admin URL]
+        [--events-per-session 3] [--pgcopydb PATH] [--pg-bin /usr/lib/postgresql/15/bin]
+        [--admin URL]
 
 pgcopydb is not a dependency: fetch Debian's package into a scratch folder and unpack it
 there (never install it)::
@@ -18,8 +19,10 @@ PostgreSQL 18 of the other benchmarks. It creates databases of its own (``h_benc
 and drops them at the end.
 
 Seeds a source database with the engine's tables (its own DDL: tests/support/fixtures/
-engine_sql_ddl.py; the event and metadata tables stay empty) and ``--sessions`` sessions
-of 2 KB (incompressible blobs) by binary COPY, then ``--repeats`` times, alternating
+engine_sql_ddl.py; the metadata tables stay empty), ``--sessions`` sessions of 2 KB
+(incompressible blobs) by binary COPY and ``--events-per-session`` events per session in
+the engine's layout, a user per session (0: the event table stays empty, as this
+benchmark was before issue 51), then ``--repeats`` times, alternating
 which goes first, each onto a fresh target database:
 
 1. pgcopydb: ``pgcopydb clone --source SRC --target DST --dir D --table-jobs 2
@@ -33,9 +36,9 @@ which goes first, each onto a fresh target database:
    migration keeps; wall time, and the pass's own seconds as it reports them;
 3. ``semvecctl migrate verify --state F --from SRC --to DST``: the full content
    comparison (every blob's digest, version, owner, pending message and drift flag on
-   both sides; each side hashes its own blobs, the target a batch of ids per query) that
-   ``cutover`` also runs; it must answer "identical" for every session. Reported apart
-   and added to the bulk pass.
+   both sides; each side hashes its own blobs, the target a batch of ids per query; and
+   every user's events and counter) that ``cutover`` also runs; it must answer
+   "identical" for every session. Reported apart and added to the bulk pass.
 
 Goal: with the content verification on, at least 0.5x pgcopydb's speed (pgcopydb time /
 (bulk pass + verify) >= 0.5); the bulk pass alone is printed too. ``--no-verify`` leaves
@@ -86,11 +89,11 @@ class LocalServer(_pgseed.Server):
         return sock_url(self.admin, name)
 
 
-def rows_in(url: str) -> int:
+def rows_in(url: str, table: str = "semvec_session_state") -> int:
     import psycopg
 
     with psycopg.connect(url) as conn:
-        return int(conn.execute("SELECT count(*) FROM semvec_session_state").fetchone()[0])
+        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 
 def run_pgcopydb(binary: str, pg_bin: str, source: str, target: str, log: Path) -> float:
@@ -149,6 +152,8 @@ def main() -> None:
     parser.add_argument("--pgcopydb", default=None)
     parser.add_argument("--pg-bin", default="/usr/lib/postgresql/15/bin")
     parser.add_argument("--admin", default=os.environ.get("SEMVEC_BENCH_PG15_URL", DEFAULT_ADMIN))
+    parser.add_argument("--events-per-session", type=int, default=3,
+                        help="events per session, a user each (0: sessions only)")
     parser.add_argument("--no-verify", action="store_true")
     parser.add_argument("--no-listing", action="store_true")
     args = parser.parse_args()
@@ -173,8 +178,14 @@ def main() -> None:
         _pgseed.engine_tables(source)
         _pgseed.copy_states(source, (_pgseed.state_row(i, f"session-{i:07d}")
                                      for i in range(args.sessions)))
+        events = args.sessions * args.events_per_session
+        if events:
+            _pgseed.copy_events(source, (
+                _pgseed.event_row(i, k, f"session-{i:07d}", f"user-{i:07d}")
+                for i in range(args.sessions) for k in range(args.events_per_session)))
         _pgseed.analyze(source)
-        print(f"seeded {args.sessions:,} sessions x {_pgseed.BLOB_SIZE} B in "
+        print(f"seeded {args.sessions:,} sessions x {_pgseed.BLOB_SIZE} B and {events:,} events "
+              f"({args.events_per_session} a session, a user each) in "
               f"{time.perf_counter() - t0:.1f} s")
 
         copydb, bulk, bulk_self, verify = [], [], [], []
@@ -185,6 +196,7 @@ def main() -> None:
                 log = scratch / f"pgcopydb-{r}.log"
                 copydb.append(run_pgcopydb(binary, args.pg_bin, source, target, log))
                 assert rows_in(target) == args.sessions
+                assert rows_in(target, "semvec_memory_events") == events
                 print(f"  pgcopydb run {r + 1}: {copydb[-1]:.1f} s; its summary:\n"
                       f"{pgcopydb_summary(log)}")
                 server.drop(target)
@@ -202,6 +214,7 @@ def main() -> None:
                 found = re.search(r"in ([0-9.]+)s", said)
                 bulk_self.append(float(found.group(1)) if found else float("nan"))
                 assert rows_in(target) == args.sessions
+                assert rows_in(target, "semvec_memory_events") == events
                 if not args.no_verify:
                     took, text = run_cli(["migrate", "verify", "--state", state, "--from",
                                           source, "--to", target])
@@ -222,8 +235,8 @@ def main() -> None:
             index_order = raw_pages(source, collate_c=False)
 
         m = _pgseed.median
-        print(f"\n{args.sessions:,} sessions x {_pgseed.BLOB_SIZE} B, PostgreSQL 15 -> 15 "
-              "(wall time):")
+        print(f"\n{args.sessions:,} sessions x {_pgseed.BLOB_SIZE} B, {events:,} events, "
+              "PostgreSQL 15 -> 15 (wall time):")
         print(f"  pgcopydb clone                 {_pgseed.fmt(copydb)}")
         print(f"  semvecctl migrate run (bulk)   {_pgseed.fmt(bulk)}  [{said}]")
         if verify:
@@ -232,10 +245,10 @@ def main() -> None:
             print(f"  of which the source listing alone (iter_sessions, in-process): {listing:.1f} s;"
                   f" the same pages in the primary key's order (no COLLATE \"C\"), psycopg:"
                   f" {index_order:.1f} s")
-        print(f"  ratio pgcopydb / migrate bulk            {m(copydb) / m(bulk):.2f}x")
+        print(f"  ratio pgcopydb / migrate bulk            {m(copydb) / m(bulk):.3g}x")
         if verify:
             print(f"  ratio pgcopydb / (migrate bulk + verify) "
-                  f"{m(copydb) / (m(bulk) + m(verify)):.2f}x (goal >= 0.5x)")
+                  f"{m(copydb) / (m(bulk) + m(verify)):.3g}x (goal >= 0.5x)")
     finally:
         server.close()
         shutil.rmtree(scratch, ignore_errors=True)

@@ -24,7 +24,7 @@ Declarations are class attributes whose absence means the base's value:
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from backends.contract.owner import UNSCOPED, OwnerFilter, speaks_both_conventions
 from backends.contract.seams import StoredDigest
@@ -95,6 +95,71 @@ class EventStoreDefaults:
         a store that keeps no numbers does; a store that can writes them in one
         transaction, all or none)."""
         return [self.append(event) for event in events]  # type: ignore[attr-defined]
+
+    def events_of_users(self, user_ids: Sequence[str], *,
+                        owner_subject: OwnerFilter = UNSCOPED) -> dict[str, list[MemoryEvent]]:
+        """Several users' logs, each in the store's listing order: what a transfer reads
+        for a batch of users (a store that can reads them in one or two round trips; the
+        default lists each user)."""
+        return {user: list(self.list_events(user, owner_subject=owner_subject))  # type: ignore[attr-defined]
+                for user in dict.fromkeys(user_ids)}
+
+    def log_sizes(self, user_ids: Sequence[str], *,
+                  owner_subject: OwnerFilter = UNSCOPED) -> dict[str, tuple[int, int]]:
+        """Each user's number of events and of numbered events (what a migration's loss
+        check counts); a store that can counts without reading the events."""
+        return {user: (len(log), sum(1 for e in log if e.sequence))
+                for user, log in self.events_of_users(user_ids, owner_subject=owner_subject).items()}
+
+    def events_by_ids(self, event_ids: Sequence[str]) -> dict[str, MemoryEvent]:
+        """The stored events among ``event_ids`` (any owner), by id: a transfer's
+        existence check and read-back for a batch (the default gets each)."""
+        found = {}
+        for event_id in dict.fromkeys(event_ids):
+            event = self.get_event(event_id)  # type: ignore[attr-defined]
+            if event is not None:
+                found[event_id] = event
+        return found
+
+    def read_counters(self, user_ids: Sequence[str]) -> dict[str, int]:
+        """Each user's sequence counter (0 where none, or where the store restores no
+        numbers): read for a batch at once where the store can."""
+        from backends.contract.capabilities import Capability, offers
+
+        if not offers(self, Capability.RESTORE_EVENTS):
+            return {user: 0 for user in user_ids}
+        return {user: int(self.read_counter(user)) for user in dict.fromkeys(user_ids)}  # type: ignore[attr-defined]
+
+    def raise_counters(self, values: Mapping[str, int]) -> None:
+        """``raise_counter`` of each user to its value (never lowered), for a batch at
+        once where the store can; nothing where it restores no numbers."""
+        from backends.contract.capabilities import Capability, offers
+
+        if offers(self, Capability.RESTORE_EVENTS):
+            for user, value in values.items():
+                if value > 0:
+                    self.raise_counter(user, value)  # type: ignore[attr-defined]
+
+    def restore_event_batch(self, events: Sequence[MemoryEvent]) -> set[str]:
+        """``restore_events`` of a batch where one clash holds back only itself: returns
+        the ids NOT written because the id (or the user's sequence number) is taken; the
+        rest lands. The default tries the batch whole, then, when refused, each event."""
+        from backends.errors import is_state_version_conflict
+
+        if not events:
+            return set()
+        try:
+            self.restore_events(list(events))  # type: ignore[attr-defined]
+            return set()
+        except Exception as exc:  # noqa: BLE001 - only a conflict is told apart
+            if not is_state_version_conflict(exc) or len(events) == 1:
+                if is_state_version_conflict(exc):
+                    return {events[0].event_id}
+                raise
+        clashes: set[str] = set()
+        for event in events:
+            clashes |= self.restore_event_batch([event])
+        return clashes
 
     def event_refs(self, user_id: str) -> Iterable[tuple[Any, ...]]:
         """Every event of a user id under any owner as ``(event_id, owner_subject,

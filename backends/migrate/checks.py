@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from backends.contract import (Capability, OwnerFilter, UNSCOPED, offers, event_defaults, state_defaults)
-from backends.transfer.batch_reads import batch_loader
+from backends.transfer.batch_reads import batch_loader, chunks
 from backends.transfer.loss import (
     Loss,
     export_losses,
@@ -60,6 +60,10 @@ class SourceCounts:
     dimensions: tuple[int, ...] = ()
 
 
+#: users whose logs and counters are read together while counting the source
+COUNT_BATCH = 1000
+
+
 def count_source(source: Any, *, owner_subject: OwnerFilter = UNSCOPED, match: str | None = None,
                  items: bool = True, events: bool = True, batch_size: int = 500) -> SourceCounts:
     """One scan of the source: what a migration would move."""
@@ -92,13 +96,15 @@ def count_source(source: Any, *, owner_subject: OwnerFilter = UNSCOPED, match: s
             users = {u for sid in sids for u in by_session.get(sid, ())}
         else:
             users = {u for sid in sids for u in store.session_subjects(sid)}
-        read_counter = store.read_counter if offers(store, Capability.RESTORE_EVENTS) else None
-        for user in sorted(users):
-            log = store.list_events(user, owner_subject=owner_subject)
-            counter = int(read_counter(user)) if read_counter is not None else 0
-            counts.users[user] = (len(log), counter)
-            counts.events += len(log)
-            counts.sequenced_events += sum(1 for e in log if e.sequence)
+        bulk = event_defaults(store)
+        for part in chunks(sorted(users), COUNT_BATCH):  # one read of logs, one of counters
+            sizes = bulk.log_sizes(part, owner_subject=owner_subject)
+            counters = bulk.read_counters(part)
+            for user in part:
+                logged, numbered = sizes.get(user, (0, 0))
+                counts.users[user] = (logged, int(counters.get(user, 0)))
+                counts.events += logged
+                counts.sequenced_events += numbered
     return counts
 
 

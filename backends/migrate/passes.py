@@ -39,7 +39,7 @@ import dataclasses
 import functools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Iterable, Iterator
+from typing import Any, Callable, Generator, Iterable
 
 from backends.archive.format import sha256_hex
 from backends.contract import (Capability, OwnerFilter, RestoreRow, UNSCOPED, offers, adapter_defaults)
@@ -47,17 +47,16 @@ from backends.errors import is_state_version_conflict
 from backends.transfer.batch_reads import batch_loader, chunks
 from backends.transfer.readahead import read_ahead
 from backends.migrate.state import MigrationState, SessionRow
+from backends.migrate.event_batch import EventBatch
 from backends.migrate.writebehind import WriteBehind
 from backends.transfer.loss import (
     counter_reader,
     event_restorer,
     keeps_expiry,
-    keeps_sequences,
     session_event_source,
     state_store_member,
     write_time_restorer,
 )
-from backends.transfer.verify import event_difference
 from backends.transfer.withhold import SourceLogs, Withholding, carry_ledger
 
 #: sessions compared with the state file per step
@@ -66,6 +65,9 @@ STEP = 2500
 #: per batch): with 2,500 instead of 1,000 the 1M bulk pass of bench/bench_migrate.py took
 #: 33 s instead of 40 s, for about 13 MiB more held (the read-ahead keeps up to three steps)
 WRITE_BATCH = 2500
+#: users whose events are read, checked, written and recorded together (one source read,
+#: one target check, one write and one state transaction per batch)
+USER_BATCH = 1000
 #: outcomes of :meth:`LiveMigration._prepare` besides a conflict's reason
 _DONE, _WRITE = object(), object()
 
@@ -579,8 +581,8 @@ class LiveMigration:
     def _copy_events(self, users: Iterable[str], result: PassResult) -> None:
         if self._events_src is None or self._events_dst is None:
             return
-        for user in users:
-            self._copy_user(user, result)
+        for batch in chunks(users, USER_BATCH):
+            EventBatch(self, batch, result).copy()
 
     # -- the erasure ledger ----------------------------------------------------------------
 
@@ -618,82 +620,6 @@ class LiveMigration:
             else:
                 kept.append(summary)
         return kept
-
-    def _user_events(self, user: str, result: PassResult) -> tuple[list[Any], int]:
-        """The user's source log less what the ledger withholds (named in ``result``), and
-        the highest sequence of the whole log (the counter goes on past withheld events)."""
-        if self._logs is None or not self._withholding_active:
-            log = self._events_src.list_events(user, owner_subject=self.scope)
-            return log, max((e.sequence for e in log), default=0)
-        log = self._logs.user_log(user)
-        held = {e.event_id for e in log if self._withholding.withholds_event(e)}
-        result.withheld_events.extend(e.event_id for e in log if e.event_id in held)
-        return ([e for e in log if e.event_id not in held],
-                max((e.sequence for e in log), default=0))
-
-    def _copy_user(self, user: str, result: PassResult) -> None:
-        source_log, top = self._user_events(user, result)
-        recorded = self.state.events_of(user)
-        new = [e for e in source_log if recorded.get(e.event_id) not in ("copied", "conflict")]
-        if new:
-            with self.state.transaction() as db:
-                self.state.mark_events(db, "intent", [(e.event_id, user, e.sequence) for e in new])
-            getter = self._events_dst.get_event
-            sequences = keeps_sequences(self._events_dst)
-            write, done, clashes = [], [], []
-            for event in new:
-                have = getter(event.event_id)
-                if have is None:
-                    write.append(event)
-                elif event_difference(event, have, sequences=sequences) is None:
-                    done.append(event)  # ours, written before an interruption
-                else:
-                    clashes.append(event)
-            for event, ok in self._restore(write, sequences):
-                (done if ok else clashes).append(event)
-            with self.state.transaction() as db:
-                self.state.mark_events(db, "copied", [(e.event_id, user, e.sequence) for e in done])
-                self.state.mark_events(db, "conflict", [(e.event_id, user, e.sequence) for e in clashes])
-                self.state.raise_high_water(db, user, max((e.sequence for e in done), default=0))
-            result.events += len(done)
-            result.event_conflicts += len(clashes)
-        if sequences_kept := keeps_sequences(self._events_dst):
-            counter = int(self._source_counter(user)) if self._source_counter is not None else 0
-            if max(counter, top) and sequences_kept:
-                self._events_dst.raise_counter(user, max(counter, top))
-
-    def _restore(self, events: list[Any], sequences: bool) -> Iterator[tuple[Any, bool]]:
-        """Restore events (numbered ones with their numbers, the rest appended in log
-        order); one by one when the batch is refused, to tell the clashing ones apart."""
-        from backends.archive.format import log_order
-
-        if not events:
-            return
-        numbered = [e for e in events if e.sequence] if sequences else []
-        rest = sorted((e for e in events if e not in numbered), key=log_order)
-        try:  # all or nothing on every store that restores numbers
-            if numbered:
-                self._events_dst.restore_events(numbered)
-            for e in numbered:
-                yield e, True
-        except Exception as exc:
-            if not is_state_version_conflict(exc):
-                raise
-            for e in numbered:  # which ones clash (nothing of the batch was written)
-                try:
-                    self._events_dst.restore_events([e])
-                    yield e, True
-                except Exception as one:
-                    if not is_state_version_conflict(one):
-                        raise
-                    yield e, False
-        if rest and not sequences:  # one batch: the store keeps no numbers to assign
-            self._events_dst.restore_events(rest)
-        for e in rest:
-            if sequences:
-                self._events_dst.append(e)
-            yield e, True
-
 
 def run_migration(mig: LiveMigration, *, follow: bool = False, interval: float = 1.0,
                   max_passes: int | None = None, should_stop: Callable[[], bool] | None = None,

@@ -378,6 +378,37 @@ class MovingEvents:
         self._new_side_only("write events")
         return int(self._inner.restore_events(events))
 
+    # -- by batch (the transfer core's reads and writes: one query per database) --------
+
+    def events_of_users(self, user_ids: Sequence[str], *,
+                        owner_subject: OwnerFilter = UNSCOPED) -> dict[str, list[MemoryEvent]]:
+        found: dict[str, list[MemoryEvent]] = {u: [] for u in user_ids}
+        for db, store in self._stores:
+            for user, events in store.events_of_users(list(found), owner_subject=owner_subject
+                                                      ).items():
+                found[user].extend(e for e in events if self._belongs(db, e.session_id))
+        for events in found.values():
+            events.sort(key=_newest_first, reverse=True)
+        return found
+
+    def events_by_ids(self, event_ids: Sequence[str]) -> dict[str, MemoryEvent]:
+        found: dict[str, MemoryEvent] = {}
+        for db, store in self._stores:
+            for event_id, event in store.events_by_ids(event_ids).items():
+                if self._belongs(db, event.session_id):
+                    found.setdefault(event_id, event)
+        return found
+
+    def restore_event_batch(self, events: Sequence[MemoryEvent]) -> set[str]:
+        self._new_side_only("write events")
+        return set(self._inner.restore_event_batch(events))
+
+    def read_counters(self, user_ids: Sequence[str]) -> dict[str, int]:
+        return {u: 0 for u in user_ids}
+
+    def raise_counters(self, values: Any) -> None:
+        return None
+
     def read_counter(self, user_id: str) -> int:
         return 0
 

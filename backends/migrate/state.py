@@ -530,6 +530,24 @@ class MigrationState:
         """event id -> state, for one user."""
         return dict(self._db.execute("SELECT event_id, state FROM events WHERE user_id=?", (user,)))
 
+    def events_of_users(self, users: Sequence[str]) -> dict[str, dict[str, str]]:
+        """user -> (event id -> state), for a batch of users in one query per 500."""
+        found: dict[str, dict[str, str]] = {u: {} for u in users}
+        users = list(found)
+        for start in range(0, len(users), 500):
+            part = users[start:start + 500]
+            marks = ",".join("?" * len(part))
+            for event_id, user, state in self._db.execute(
+                    f"SELECT event_id, user_id, state FROM events WHERE user_id IN ({marks})", part):
+                found[user][event_id] = state
+        return found
+
+    def raise_high_waters(self, db: sqlite3.Connection, tops: dict[str, int]) -> None:
+        """:meth:`raise_high_water` for a batch of users."""
+        db.executemany("INSERT INTO users (user_id, high_water) VALUES (?, ?) ON CONFLICT(user_id) "
+                       "DO UPDATE SET high_water=max(high_water, excluded.high_water)",
+                       list(tops.items()))
+
     def mark_events(self, db: sqlite3.Connection, state: str,
                     events: Iterable[tuple[str, str, int]]) -> None:
         db.executemany("INSERT INTO events (event_id, user_id, state, sequence) VALUES (?, ?, ?, ?) "

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from backends.archive.format import log_order
-from backends.contract import (Capability, OwnerFilter, StoredDigest, UNSCOPED, offers, adapter_defaults)
+from backends.contract import (Capability, OwnerFilter, StoredDigest, UNSCOPED, offers, adapter_defaults,
+                               event_defaults)
 from backends.transfer.batch_reads import chunks, digest_loader
 from backends.transfer.export import drift_reader
 from backends.migrate.state import MigrationState
@@ -33,6 +34,8 @@ from backends.transfer.withhold import SourceLogs, Withholding
 MAX_LISTED = 50
 #: sessions compared per round trip to the target
 CHUNK = 500
+#: users whose logs (and counters) are read together on each side
+USER_CHUNK = 1000
 _MOD = 1 << 256
 
 
@@ -230,39 +233,51 @@ def _verify_events(source: Any, target: Any, state: MigrationState, report: Live
             users.update(src.session_subjects(sid))
     recorded_conflicts = set(state.event_conflicts())
     digest = _SetDigest()
-    read_counter = src.read_counter if offers(src, Capability.RESTORE_EVENTS) else None
-    for user in sorted(users):
-        report.users += 1
-        log = src.list_events(user, owner_subject=owner_subject)
-        ours = state.events_of(user)
-        there = {e.event_id: e for e in dst.list_events(user)}
-        kept = [e for e in log if e.event_id in there or not withheld.event(e)]
-        report.withheld_events += len(log) - len(kept)
-        log = kept
-        for event in log:
-            report.events_compared += 1
-            digest.add(event.event_id, event.user_id, event.session_id,
-                       hashlib.sha256(event.content.encode("utf-8", "surrogateescape")).hexdigest())
-            if event.event_id in recorded_conflicts:
-                continue
-            why = event_difference(event, there.get(event.event_id), sequences=sequences)
-            if why is None:
-                report.events_matched += 1
-            else:
-                report.note(why, moved=ours.get(event.event_id) != "copied")
-        source_ids = {e.event_id for e in log}
-        for event_id in sorted(set(there) - source_ids):
-            if ours.get(event_id) == "copied":
-                report.note(f"event {event_id}: on the target, not on the source", moved=True)
-        if sequences:  # the order of the log: the same ids in the same sequence order
-            mine = [e.event_id for e in sorted((there[i] for i in source_ids if i in there),
-                                               key=log_order)]
-            theirs = [e.event_id for e in sorted(log, key=log_order)]
-            if mine != theirs:
-                report.note(f"user {user!r}: the event log's order differs")
-            if read_counter is not None and offers(dst, Capability.RESTORE_EVENTS):
-                want, have = int(read_counter(user)), int(dst.read_counter(user))
-                if have < want:
-                    report.note(f"user {user!r}: counter {have} on the target, {want} on the source",
-                                moved=True)
+    counters = offers(src, Capability.RESTORE_EVENTS) and offers(dst, Capability.RESTORE_EVENTS)
+    src_bulk, dst_bulk = event_defaults(src), event_defaults(dst)
+    for part in chunks(sorted(users), USER_CHUNK):  # each side read once per chunk of users
+        logs = src_bulk.events_of_users(part, owner_subject=owner_subject)
+        targets = dst_bulk.events_of_users(part)
+        recorded = state.events_of_users(part)
+        src_counters = src_bulk.read_counters(part) if counters and sequences else {}
+        dst_counters = dst_bulk.read_counters(part) if counters and sequences else {}
+        for user in part:
+            report.users += 1
+            there = {e.event_id: e for e in targets[user]}
+            _verify_user(report, digest, user, logs[user], there, recorded[user], withheld,
+                         recorded_conflicts, sequences)
+            want, have = int(src_counters.get(user, 0)), int(dst_counters.get(user, 0))
+            if have < want:
+                report.note(f"user {user!r}: counter {have} on the target, {want} on the source",
+                            moved=True)
     report.events_digest = digest.hexdigest()
+
+
+def _verify_user(report: LiveVerifyReport, digest: _SetDigest, user: str, log: list[Any],
+                 there: dict[str, Any], ours: dict[str, str], withheld: _Withheld,
+                 recorded_conflicts: set[str], sequences: bool) -> None:
+    """One user's source log against the target's (both read by the caller)."""
+    kept = [e for e in log if e.event_id in there or not withheld.event(e)]
+    report.withheld_events += len(log) - len(kept)
+    log = kept
+    for event in log:
+        report.events_compared += 1
+        digest.add(event.event_id, event.user_id, event.session_id,
+                   hashlib.sha256(event.content.encode("utf-8", "surrogateescape")).hexdigest())
+        if event.event_id in recorded_conflicts:
+            continue
+        why = event_difference(event, there.get(event.event_id), sequences=sequences)
+        if why is None:
+            report.events_matched += 1
+        else:
+            report.note(why, moved=ours.get(event.event_id) != "copied")
+    source_ids = {e.event_id for e in log}
+    for event_id in sorted(set(there) - source_ids):
+        if ours.get(event_id) == "copied":
+            report.note(f"event {event_id}: on the target, not on the source", moved=True)
+    if sequences:  # the order of the log: the same ids in the same sequence order
+        mine = [e.event_id for e in sorted((there[i] for i in source_ids if i in there),
+                                           key=log_order)]
+        theirs = [e.event_id for e in sorted(log, key=log_order)]
+        if mine != theirs:
+            report.note(f"user {user!r}: the event log's order differs")

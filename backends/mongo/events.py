@@ -29,6 +29,7 @@ from backends.contract import (
 )
 from backends.errors import CorruptEvent, InvalidEvent, StateVersionConflict
 from backends.contract.event_fields import strict_embedding, strict_meta
+from backends.mongo.bulk import MongoEventBulk
 from backends.mongo.errors import driver_errors
 from backends.mongo.schema import COUNTERS_COLLECTION, EVENTS_COLLECTION
 from backends.mongo.state import bson_utc, bson_time, owner_clause
@@ -109,10 +110,14 @@ def counter_value(doc: Mapping[str, Any] | None) -> int:
 
 
 @speaks_both_conventions
-class MongoEventStore(EngineEventSurface):
+class MongoEventStore(MongoEventBulk, EngineEventSurface):
     """EventStore (ours and the engine's surface) over ``compliance_events``.
     ``transaction_runner`` returns a callable that runs a callback in a multi-document
     transaction, or None on a deployment that cannot."""
+
+    #: what the batch members (:mod:`backends.mongo.bulk`) decode and encode with
+    _from_document = staticmethod(lambda doc: event_from_document(doc))
+    _to_document = staticmethod(lambda event: event_document(event))
 
     def __init__(self, database: Any,
                  transaction_runner: Callable[[], Callable[[Callable[[Any], Any]], Any] | None]) -> None:

@@ -27,6 +27,7 @@ from backends.contract import (
 from backends.contract.embedding_text import embedding_json
 from backends.errors import CorruptEvent, InvalidEvent
 from backends.contract.event_fields import strict_embedding, strict_meta
+from backends.postgres.bulk import SqlEventBulk
 from backends.postgres.database import Database
 from backends.postgres.placement import Placement
 from backends.postgres.schema import STATE_GROUP
@@ -114,7 +115,7 @@ def _newest_first(event: MemoryEvent) -> tuple:
 
 
 @speaks_both_conventions
-class SqlEventStore(EngineEventSurface):
+class SqlEventStore(SqlEventBulk, EngineEventSurface):
     """EventStore over the engine's SQL table: no sequences, newest first.
 
     On a sharded deployment a turn's events live on its session's shard and an event
@@ -125,6 +126,10 @@ class SqlEventStore(EngineEventSurface):
 
     #: the engine's SQL layout has no sequence column (see the module docstring)
     assigns_sequences = False
+    #: what the batch members (:mod:`backends.postgres.bulk`) select, decode and check
+    _select = _COLUMNS
+    _row_event = staticmethod(event_from_row)
+    _checked = staticmethod(validate_pg_events)
 
     def __init__(self, placement: Placement | Database) -> None:
         if not isinstance(placement, Placement):

@@ -206,15 +206,28 @@ def _matches(raw_key: bytes, match: str | None) -> bool:
     return match is None or fnmatch.fnmatchcase(from_key(raw_key[len(_PREFIX):]), match)
 
 
+#: keys SCAN walks per round trip at least: state keys are a fraction of a keyspace that
+#: holds events too, so a SCAN of ``batch_size`` would return a few keys a round trip
+SCAN_COUNT = 5000
+
+
 def _scanned(client: Any, where: str, match: str | None, batch_size: int) -> Iterator[list[bytes]]:
-    """SCAN's batches of matching state keys, as they come (flat memory)."""
+    """Matching state keys in batches of ``batch_size`` (the last shorter), SCAN walking
+    at least :data:`SCAN_COUNT` keys a round trip (flat memory: at most one walk and one
+    batch held)."""
     pattern = _pattern(match)
     cursor = 0
+    held: list[bytes] = []
     while True:
         with redis_errors(where):
-            cursor, raw_keys = client.scan(cursor, match=pattern, count=batch_size)
-        yield [k for k in raw_keys if _matches(k, match)]
+            cursor, raw_keys = client.scan(cursor, match=pattern,
+                                           count=max(batch_size, SCAN_COUNT))
+        held.extend(k for k in raw_keys if _matches(k, match))
+        while len(held) >= batch_size:
+            yield held[:batch_size]
+            held = held[batch_size:]
         if cursor == 0:
+            yield held
             return
 
 
@@ -225,7 +238,8 @@ def _matching_keys(client: Any, where: str, match: str | None, batch_size: int) 
     cursor = 0
     while True:
         with redis_errors(where):
-            cursor, raw_keys = client.scan(cursor, match=pattern, count=batch_size)
+            cursor, raw_keys = client.scan(cursor, match=pattern,
+                                           count=max(batch_size, SCAN_COUNT))
         found.update(bytes(k) for k in raw_keys if _matches(k, match))
         if cursor == 0:
             return sorted(found)

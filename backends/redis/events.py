@@ -27,6 +27,7 @@ from backends.contract import (
 )
 from backends.errors import InvalidEvent, IntegrityError, StateVersionConflict
 from backends.redis import schema
+from backends.redis.bulk import RedisEventBulk
 from backends.redis.event_codec import decode_event, event_args, event_keys
 from backends.redis.errors import redis_errors
 from backends.redis.scripts import script
@@ -34,7 +35,8 @@ from backends.redis.turns import append_events
 
 PAGE_SIZE = 200
 DELETE_BATCH = 500
-SCAN_BATCH = 500
+#: keys SCAN walks per round trip (the event hashes among them read in one pipeline)
+SCAN_BATCH = 5000
 
 
 def _user_id(user_id: Any) -> str:
@@ -44,7 +46,7 @@ def _user_id(user_id: Any) -> str:
 
 
 @speaks_both_conventions
-class RedisEventStore(EngineEventSurface):
+class RedisEventStore(RedisEventBulk, EngineEventSurface):
     #: per-user, 1-based, gap-free sequences from the user's counter
     assigns_sequences = True
 
@@ -55,6 +57,11 @@ class RedisEventStore(EngineEventSurface):
     def append(self, event: Any) -> MemoryEvent:
         """Append one event (ours or the engine's object); returns it with its sequence."""
         return append_events(self._client, self._where, [event])[0]
+
+    def append_batch(self, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
+        """Events appended in one script call, numbered by the store in the given order
+        (all or none: an id already stored refuses the batch)."""
+        return append_events(self._client, self._where, list(events)) if events else []
 
     def get_event(self, event_id: Any, *,
                   owner_subject: OwnerFilter = UNSCOPED) -> MemoryEvent | None:

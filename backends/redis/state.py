@@ -28,6 +28,7 @@ from backends.contract import (
 )
 from backends.errors import CorruptState, StateVersionConflict, cas_refusal, session_exists
 from backends.redis import schema
+from backends.redis.bulk import RedisStateBulk
 from backends.redis.errors import redis_errors
 from backends.redis.scripts import script
 from backends.contract.session_ids import NOT_UTF8, UndecodableId, from_key, has_undecodable, shown
@@ -109,7 +110,7 @@ def damage_of(session_id: str, blob: bytes | None, version: bytes | None,
     return ""
 
 
-def _count_state_keys(client: Any, where: str, match: str | None, batch: int = 1000) -> int:
+def _count_state_keys(client: Any, where: str, match: str | None, batch: int = 5000) -> int:
     """The state keys the listing's SCAN would read (same pattern and glob), no value
     read: what an unscoped listing shows, bar a key deleted between the two."""
     import fnmatch
@@ -128,7 +129,7 @@ def _count_state_keys(client: Any, where: str, match: str | None, batch: int = 1
 
 
 @speaks_both_conventions
-class RedisStateStore(DerivedReads):
+class RedisStateStore(RedisStateBulk, DerivedReads):
     """Compare-and-set session state over the engine's hash layout.
 
     Idempotent retries (a write whose reply was lost, sent again unchanged): an insert

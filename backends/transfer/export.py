@@ -49,6 +49,7 @@ from backends.transfer.sources import Unclosable
 from backends.transfer.loss import (
     counter_reader,
     export_losses,
+    keeps_sequences,
     session_event_source,
     settle,
     state_store_member,
@@ -156,8 +157,10 @@ class _SessionEvents:
         self._logs: dict[str, dict[str, list[Any]]] = {}
         self._cached = 0
         self._by_session: dict[str, list[str]] | None = None
-        #: several users' logs in one query (SQL: its user index), each newest first
-        self._several = getattr(store, "events_of_users", None)
+        #: several users' logs in one read (SQL: its user index, newest first; Redis: two
+        #: pipelines; MongoDB: one find), each session's part put in log order here
+        self._several = event_defaults(store).events_of_users
+        self._part_order = _BY_TIME_AND_ID if not keeps_sequences(store) else log_order
 
     def of_chunk(self, session_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
         """Each session's events, by user then in log order (``log_order``)."""
@@ -171,8 +174,7 @@ class _SessionEvents:
             for user in who:
                 log = read[user][0] if user in read else self._logs[user]
                 events.extend(log.get(sid, ()))
-            found[sid] = (tuple(events) if self._several is not None  # sorted per user
-                          else tuple(sorted(events, key=lambda e: (e.user_id, *log_order(e)))))
+            found[sid] = tuple(events)  # users in order, each user's part in log order
         if self._cached + sum(n for _, n in read.values()) > LOG_CACHE_EVENTS:
             self._logs.clear()
             self._cached = 0
@@ -189,18 +191,14 @@ class _SessionEvents:
         """Each user's log grouped by session, with its number of events; from
         ``events_of_users`` (one query for the chunk's users) each session's part is put
         in log order here, once."""
-        if self._several is None:
-            logs = {u: self._store.list_events(u, owner_subject=self._owner) for u in users}
-        else:
-            logs = self._several(users, owner_subject=self._owner)
+        logs = self._several(users, owner_subject=self._owner)
         read: dict[str, Any] = {}
         for user, events in logs.items():
             by_session: dict[str, list[Any]] = {}
             for event in events:
                 by_session.setdefault(event.session_id, []).append(event)
-            if self._several is not None:
-                for part in by_session.values():
-                    part.sort(key=_BY_TIME_AND_ID)
+            for part in by_session.values():
+                part.sort(key=self._part_order)
             read[user] = (by_session, len(events))
         return read
 

@@ -42,9 +42,11 @@ from typing import Any, Callable, Iterable, Iterator
 from backends.archive import ArchiveReader, ArchiveSummary, SessionRecord, UserRecord, verify_archive
 from backends.archive.format import log_order
 from backends.archive.reader import claimed_records
-from backends.contract import Capability, UNSCOPED, offers, state_defaults
+from backends.contract import Capability, UNSCOPED, event_defaults, offers, state_defaults
 from backends.errors import BackendError, UnsupportedOperation, is_state_version_conflict
+from backends.transfer.batch_reads import chunks
 from backends.transfer.errors import ImportConflict, UnimportableRecord
+from backends.transfer.import_batch import RECORDS, PendingWrites, batch_restorer, present, session_ids
 from backends.transfer.loss import (
     event_restorer,
     import_losses,
@@ -61,6 +63,8 @@ from backends.transfer.verify import Expected, VerifyReport, check_all, check_ev
 from backends.transfer.withhold import Withholding, carry_entries, carry_ledger, ledger_from_record
 
 ON_CONFLICT = ("error", "skip")
+#: unnumbered events appended (and numbered by the store) per call
+UNNUMBERED_BATCH = 2000
 
 
 def target_item_dimensions(adapter: Any) -> int | None:
@@ -146,6 +150,14 @@ class _TargetLogs:
                                  {e.sequence for e in events if e.sequence})
         return self._users[user]
 
+    def prefetch(self, users: Iterable[str]) -> None:
+        """The logs of ``users`` not read yet, read in one batch."""
+        missing = [u for u in dict.fromkeys(users) if u not in self._users]
+        if missing:
+            for user, events in event_defaults(self._store).events_of_users(missing).items():
+                self._users[user] = ({e.event_id for e in events},
+                                     {e.sequence for e in events if e.sequence})
+
     def clash(self, event: Any) -> str | None:
         ids, sequences = self._load(event.user_id)
         if event.event_id in ids:
@@ -188,6 +200,10 @@ class SessionImporter:
         #: the store a copy reads: its ledger is consulted too, and carried to the target
         self.carry_from = carry_from
         self._withholding: Withholding | None = None
+        #: what the target holds of the current batch's sessions (read per batch)
+        self._present: dict[str, bool] = {}
+        #: the current batch's writes, flushed at its end
+        self._pending = PendingWrites()
 
     @property
     def withholding(self) -> Withholding:
@@ -308,7 +324,20 @@ class SessionImporter:
                 yield record
 
     def _exists(self, session_id: str) -> bool:
+        known = self._present.get(session_id)
+        if known is not None:
+            return known
         return self.adapter.state_store().current_version(session_id, owner_subject=UNSCOPED) is not None
+
+    def _prefetch(self, records: list[Any], logs: _TargetLogs | None) -> None:
+        """What the target holds of a batch's sessions and of its events' users, one
+        read each, before the batch is planned or written."""
+        self._present = present(self.adapter, session_ids(records))
+        if logs is not None:
+            logs.prefetch(e.user_id for r in records for e in (r.events or ()))
+
+    def _batches(self) -> Iterator[list[tuple[int, SessionRecord | UserRecord]]]:
+        return chunks(self._numbered_records(), RECORDS)
 
     def _logs(self) -> _TargetLogs | None:
         store = event_restorer(self.adapter)
@@ -369,7 +398,7 @@ class SessionImporter:
         self.totals = PlanTotals()
         logs = self._logs()
         log_events, log_clash = 0, None  # of the user log being read (v3: in parts)
-        for line, record in self._numbered_records():
+        for line, record in self._prefetched(logs):
             self.check_record(record, line)  # what --apply would refuse, the preview refuses
             if isinstance(record, UserRecord):
                 kept = self._kept(record.events)
@@ -387,6 +416,13 @@ class SessionImporter:
                 self.totals.first_conflict = row.session_id or f"log of user {row.user_id!r}"
                 self.totals.first_conflict_detail = row.detail
             yield row
+
+    def _prefetched(self, logs: _TargetLogs | None
+                    ) -> Iterator[tuple[int, SessionRecord | UserRecord]]:
+        """The numbered records, each batch's target reads done before its first record."""
+        for batch in self._batches():
+            self._prefetch([record for _, record in batch], logs)
+            yield from batch
 
     # -- 3. apply --------------------------------------------------------------------
 
@@ -445,26 +481,21 @@ class SessionImporter:
                 result.skipped_event_ids.add(event.event_id)
             else:
                 fresh.append(event)
-        if fresh:
-            numbered = [e for e in fresh if e.sequence]
-            if numbered:
-                store.restore_events(numbered)
+        sequences = keeps_sequences(store)
+        if fresh:  # written at the batch's flush; without numbers on a store that keeps
+            numbered = [e for e in fresh if e.sequence or not sequences]  # none
+            self._pending.events.extend(numbered)
             for event in fresh:  # from a store that kept no numbers: the target assigns them,
-                if not event.sequence:  # in log order, once every record is read (_append_unnumbered)
-                    self._unnumbered.setdefault(event.user_id, []).append(event)
+                if sequences and not event.sequence:  # in log order, once every record is
+                    self._unnumbered.setdefault(event.user_id, []).append(event)  # read
             if logs is not None:
                 logs.add(fresh)
-            result.events_restored += len(numbered)
-        tops: dict[str, int] = {}
-        for event in fresh:
-            tops[event.user_id] = max(tops.get(event.user_id, 0), event.sequence)
-        if counter is not None:
-            tops[counter[0]] = max(tops.get(counter[0], 0), counter[1])
-        if not keeps_sequences(store):  # no numbers, no counters: a loss the rule named
+        if not sequences:  # no numbers, no counters: a loss the rule named
             return
-        for user, top in tops.items():
-            if top:
-                result.counters[user] = store.raise_counter(user, top)
+        for event in fresh:
+            self._pending.raise_top(event.user_id, event.sequence)
+        if counter is not None:
+            self._pending.raise_top(*counter)
 
     def _withhold_events(self, events: tuple[Any, ...], result: ImportResult) -> tuple[Any, ...]:
         """The events that flow; the ones the ledger withholds are named in ``result``."""
@@ -481,10 +512,10 @@ class SessionImporter:
         were in the archive: a target that numbers them gives 1 to the oldest."""
         store = event_restorer(self.adapter)
         pending, self._unnumbered = self._unnumbered, {}
-        for user in sorted(pending):
-            for event in sorted(pending[user], key=log_order):
-                store.append(event)
-                result.events_restored += 1
+        ordered = [e for user in sorted(pending) for e in sorted(pending[user], key=log_order)]
+        for part in chunks(ordered, UNNUMBERED_BATCH):  # numbered by the store, one step each
+            event_defaults(store).append_batch(part)
+            result.events_restored += len(part)
 
     def apply(self, progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None
               ) -> ImportResult:
@@ -516,59 +547,113 @@ class SessionImporter:
         records: Iterable[SessionRecord | UserRecord] = counted(self._all_records(), tick)
         if progress is not None:
             records = progress(records)
-        for record in records:
-            if isinstance(record, UserRecord):
-                self._restore_events(record.events, logs, result,
-                                     (record.user_id, record.counter or 0))
-                continue
-            if record.events and self._withheld(record):
-                result.withheld_sessions.append(record.session_id)
-                self._restore_events(record.events, logs, result)  # the other subjects' only
-                continue
-            if self.on_conflict == "skip" and self._exists(record.session_id):
-                result.skipped += 1
-                result.skipped_ids.add(record.session_id)
-                if record.events:  # a resumed import: the events an earlier run did not
-                    self._restore_events(record.events, logs, result)  # write, the rest skipped
-                continue
-            ttl = record.ttl_left()
-            if ttl is not None and ttl <= 0:
-                result.expired += 1
-                result.expired_ids.add(record.session_id)
-                if record.events:
-                    self._restore_events(record.events, logs, result)
-                continue
-            try:
-                self._write(record, ttl)
-            except (ValueError, TypeError) as exc:  # a rule check_record did not know
-                if isinstance(exc, BackendError):
-                    raise
-                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                raise UnimportableRecord(
-                    f"session {record.session_id[:60]!r} cannot be stored in backend "
-                    f"{self.target_name!r}: {why}; {result.created} session(s) were written "
-                    "before it. Fix or remove that session at the source, then rerun with "
-                    "--on-conflict skip") from None
-            except Exception as exc:
-                if not is_state_version_conflict(exc):
-                    raise
-                if self.on_conflict == "error":  # a writer got in after the plan
-                    raise self._conflict(record.session_id, 1, result.created) from None
-                result.skipped += 1
-                result.skipped_ids.add(record.session_id)
-                continue
-            result.created += 1
-            if record.items is not None:
-                if self.mirrors_items:
-                    self.adapter.sync_items(record.session_id, record.items,
-                                            owner_subject=record.owner_subject)
-                    result.items_synced += len(record.items)
-                else:
-                    result.items_not_imported += len(record.items)
-            if record.events:
-                self._restore_events(record.events, logs, result)
+        restore_many = batch_restorer(self.adapter) if self.restores_versions else None
+        for batch in chunks(records, RECORDS):  # read whole before the batch's first write
+            self._prefetch(batch, logs)
+            for record in batch:
+                self._apply_record(record, logs, result, restore_many is not None)
+            self._flush(logs, result, restore_many)
         self._append_unnumbered(result)
         return result
+
+    def _apply_record(self, record: SessionRecord | UserRecord, logs: _TargetLogs | None,
+                      result: ImportResult, batched: bool) -> None:
+        """One record: its session written now or queued for the batch's restore
+        (``batched``), its events queued for the batch's event write."""
+        if isinstance(record, UserRecord):
+            self._restore_events(record.events, logs, result,
+                                 (record.user_id, record.counter or 0))
+            return
+        if record.events and self._withheld(record):
+            result.withheld_sessions.append(record.session_id)
+            self._restore_events(record.events, logs, result)  # the other subjects' only
+            return
+        if self.on_conflict == "skip" and self._exists(record.session_id):
+            result.skipped += 1
+            result.skipped_ids.add(record.session_id)
+            if record.events:  # a resumed import: the events an earlier run did not
+                self._restore_events(record.events, logs, result)  # write, the rest skipped
+            return
+        ttl = record.ttl_left()
+        if ttl is not None and ttl <= 0:
+            result.expired += 1
+            result.expired_ids.add(record.session_id)
+            if record.events:
+                self._restore_events(record.events, logs, result)
+            return
+        if batched:
+            self._pending.add_session(self.adapter, record, ttl)
+            return
+        if self._write_one(record, ttl, result):
+            self._created(record, logs, result)
+
+    def _write_one(self, record: SessionRecord, ttl: int | None, result: ImportResult) -> bool:
+        """Write one session; False when it existed (skipped, or refused with ``error``)."""
+        try:
+            self._write(record, ttl)
+        except (ValueError, TypeError) as exc:  # a rule check_record did not know
+            if isinstance(exc, BackendError):
+                raise
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UnimportableRecord(
+                f"session {record.session_id[:60]!r} cannot be stored in backend "
+                f"{self.target_name!r}: {why}; {result.created} session(s) were written "
+                "before it. Fix or remove that session at the source, then rerun with "
+                "--on-conflict skip") from None
+        except Exception as exc:
+            if not is_state_version_conflict(exc):
+                raise
+            self._existed(record, result)
+            return False
+        return True
+
+    def _existed(self, record: SessionRecord, result: ImportResult) -> None:
+        """A session a writer created after the plan: refused, or skipped."""
+        if self.on_conflict == "error":
+            raise self._conflict(record.session_id, 1, result.created) from None
+        result.skipped += 1
+        result.skipped_ids.add(record.session_id)
+
+    def _created(self, record: SessionRecord, logs: _TargetLogs | None,
+                 result: ImportResult) -> None:
+        """What follows a session's write: its items, its events queued."""
+        result.created += 1
+        if record.items is not None:
+            if self.mirrors_items:
+                self.adapter.sync_items(record.session_id, record.items,
+                                        owner_subject=record.owner_subject)
+                result.items_synced += len(record.items)
+            else:
+                result.items_not_imported += len(record.items)
+        if record.events:
+            self._restore_events(record.events, logs, result)
+
+    def _flush(self, logs: _TargetLogs | None, result: ImportResult, restore_many: Any) -> None:
+        """A batch's writes: its sessions in one set-based restore (one that existed is
+        refused or skipped alone), then its events in one write, then its counters."""
+        pending = self._pending
+        sessions, pending.sessions = pending.sessions, []
+        existed = restore_many([row for _, row in sessions]) if sessions else set()
+        for record, _row in sessions:
+            if record.session_id in existed:
+                self._existed(record, result)
+            else:
+                self._created(record, logs, result)
+        store = event_restorer(self.adapter)
+        if store is None:
+            return
+        queued = len(pending.events)
+        clashes = pending.write_events(store)
+        if clashes and self.on_conflict == "error":  # a writer got in after the plan
+            raise ImportConflict(f"event {sorted(clashes)[0]} already exists on the target; "
+                                 f"{result.created} session(s) and {result.events_restored} "
+                                 "event(s) were written before it. Rerun with --on-conflict "
+                                 "skip to import the rest")
+        result.events_restored += queued - len(clashes)
+        result.events_skipped += len(clashes)
+        result.skipped_event_ids |= clashes
+        if keeps_sequences(store):
+            result.counters.update(pending.write_counters(store))
 
     # -- 4. read back ----------------------------------------------------------------
 

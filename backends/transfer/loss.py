@@ -194,11 +194,29 @@ class _AppendRestorer:
         event_defaults(self._store).append_batch([e.with_sequence(0) for e in events])
         return len(events)
 
+    def restore_event_batch(self, events: Sequence[Any]) -> set[str]:
+        """A batch written, the ids already stored held back alone (returned): the
+        store's own set-based write where it inherits the base (one statement per
+        database on PostgreSQL), else one existence read and one append batch."""
+        from backends.contract.defaults import EventStoreDefaults
+
+        if isinstance(self._store, EventStoreDefaults):
+            return self._store.restore_event_batch(events)
+        taken = set(event_defaults(self._store).events_by_ids([e.event_id for e in events]))
+        self.restore_events([e for e in events if e.event_id not in taken])
+        return taken & {e.event_id for e in events}
+
     def read_counter(self, user_id: str) -> int:
         return 0
 
     def raise_counter(self, user_id: str, value: int) -> int:
         return 0
+
+    def read_counters(self, user_ids: Sequence[str]) -> dict[str, int]:
+        return {user: 0 for user in user_ids}
+
+    def raise_counters(self, values: Any) -> None:
+        return None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)

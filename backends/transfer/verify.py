@@ -16,11 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from backends.archive.format import sha256_hex
-from backends.contract import Capability, UNSCOPED, offers
-from backends.transfer.batch_reads import batch_loader, chunks
+from backends.contract import Capability, StoredDigest, UNSCOPED, event_defaults, offers
+from backends.transfer.batch_reads import chunks, digest_loader
 from backends.transfer.loss import keeps_sequences, state_store_member
 
 MAX_EXAMPLES = 20
+#: sessions read back per round trip, events per read of the target's events
+SESSION_CHECK_BATCH = 500
+EVENT_CHECK_BATCH = 2000
 
 
 @dataclass
@@ -88,7 +91,8 @@ def compare(target: Any, expected: Expected, state: Any, *,
     sid = expected.session_id
     if state is None:
         return f"{sid!r}: missing on the target"
-    if sha256_hex(state.blob) != expected.blob_sha256:
+    digest = state.blob_sha256 if isinstance(state, StoredDigest) else sha256_hex(state.blob)
+    if digest != expected.blob_sha256:
         return f"{sid!r}: blob sha256 differs"
     if state.owner_subject != expected.owner_subject:
         return f"{sid!r}: owner differs"
@@ -98,7 +102,9 @@ def compare(target: Any, expected: Expected, state: Any, *,
         return f"{sid!r}: version {state.version} on the target, {expected.version} expected"
     if expected.drift_exempt is not None:
         is_exempt = state_store_member(target, Capability.DRIFT_STATUS)
-        if is_exempt is None or bool(is_exempt(sid)) != expected.drift_exempt:
+        exempt = (state.drift_exempt if isinstance(state, StoredDigest) and is_exempt is not None
+                  else None if is_exempt is None else bool(is_exempt(sid)))
+        if exempt is None or exempt != expected.drift_exempt:
             return f"{sid!r}: drift_exempt differs"
     if expected.items is not None and offers(target, Capability.LIVE_ITEMS):
         diff = item_difference(expected.items, list(target.iter_live_items(sid)))
@@ -116,8 +122,8 @@ def check_all(report: VerifyReport, target: Any, expected: Iterable[Expected], *
     Sessions in ``skipped`` are counted apart and not compared, except those also in
     ``compare_skipped`` (a copy's "already there": the source is the truth, so a target
     row that differs from it is a mismatch, said as one that was skipped)."""
-    load_many = batch_loader(target)
-    for chunk in chunks(expected):
+    load_many = digest_loader(target)  # the drift flag with the row, hashed where it can
+    for chunk in chunks(expected, SESSION_CHECK_BATCH):
         report.compared += len(chunk)
         wanted = [e for e in chunk if e.session_id not in skipped or e.session_id in compare_skipped]
         report.skipped += sum(1 for e in chunk if e.session_id in skipped)
@@ -161,27 +167,41 @@ def check_events(report: VerifyReport, store: Any, batches: Iterable[tuple[Seque
     Events in ``skipped`` (already on the target) are counted apart; ``tick(n)`` is
     called as each batch's events are compared (progress)."""
     sequences = keeps_sequences(store)
-    getter = getattr(store, "get_event", None) or store.get
+    bulk = event_defaults(store)
     tops: dict[str, int] = {}
+    pending: list[Any] = []
+
+    def compare_pending() -> None:  # one read of the target per EVENT_CHECK_BATCH events
+        have = bulk.events_by_ids([e.event_id for e in pending])
+        for event in pending:
+            reason = event_difference(event, have.get(event.event_id), sequences=sequences)
+            if reason is None:
+                report.events_matched += 1
+                tops[event.user_id] = max(tops.get(event.user_id, 0), event.sequence)
+            else:
+                report.note(reason)
+        pending.clear()
+
     for events, counter in batches:
         for event in events:
             report.events_compared += 1
             if event.event_id in skipped:
                 report.events_skipped += 1
                 continue
-            reason = event_difference(event, getter(event.event_id), sequences=sequences)
-            if reason is None:
-                report.events_matched += 1
-                tops[event.user_id] = max(tops.get(event.user_id, 0), event.sequence)
-            else:
-                report.note(reason)
+            pending.append(event)
+        if len(pending) >= EVENT_CHECK_BATCH:
+            compare_pending()
         if tick is not None and events:
             tick(len(events))
         if counter is not None:
             tops[counter[0]] = max(tops.get(counter[0], 0), counter[1])
+    compare_pending()
     if not sequences:
         return
-    for user, top in tops.items():
-        have = store.read_counter(user)
-        if have < top:
-            report.note(f"the counter of user {user!r} is {have} on the target, below {top}")
+    users = sorted(tops)
+    for part in chunks(users, EVENT_CHECK_BATCH):  # one read of counters per batch
+        counters = bulk.read_counters(part)
+        for user in part:
+            have, top = int(counters.get(user, 0)), tops[user]
+            if have < top:
+                report.note(f"the counter of user {user!r} is {have} on the target, below {top}")

@@ -35,7 +35,7 @@ import secrets as _secrets
 from datetime import datetime, timezone
 from typing import Any, Iterable, Sequence
 
-from backends.contract import Capability, LedgerEntry, LedgerKey, as_utc, offers
+from backends.contract import Capability, LedgerEntry, LedgerKey, as_utc, event_defaults, offers
 
 _KEY_ID_TAG = b"semvecctl erasure ledger key id\x00"
 
@@ -224,6 +224,14 @@ class SourceLogs:
         if user not in self._users:
             self._users[user] = self._events.list_events(user, owner_subject=self._scope)
         return self._users[user]
+
+    def user_logs(self, users: Sequence[str]) -> dict[str, list[Any]]:
+        """:meth:`user_log` of each user, those not read yet read in one batch."""
+        missing = [u for u in dict.fromkeys(users) if u not in self._users]
+        if missing:
+            self._users.update(event_defaults(self._events).events_of_users(
+                missing, owner_subject=self._scope))
+        return {u: self._users[u] for u in users}
 
     def subjects(self, session_id: str) -> list[str]:
         if offers(self._events, Capability.SUBJECTS_BY_SESSION):

@@ -289,3 +289,43 @@ def test_run_withholds_an_erased_subjects_older_sessions_and_events(sharded_sql,
         assert len(held_events) >= len(withheld)
     finally:
         writer.close()
+
+
+@pytest.mark.parametrize("events", [True, False])
+def test_sigkill_inside_a_batch_write_then_resume_ends_the_same(sharded_sql, tmp_path, events):
+    """Killed right after a batch (of sessions, or of events) landed on the new shards and
+    before it was recorded (tests/backends/transfer/killer.py): the resume writes nothing
+    twice and loses nothing, events included."""
+    four = sharded_sql.make(4)
+    old, new = four.shards[:3], four.shards
+    writer = deployment("postgres", four.primary, old)
+    if events:
+        sids = seed(writer, 300)
+    else:
+        sids = [f"q-{i:04d}" for i in range(300)]
+        for i, sid in enumerate(sids):
+            writer.commit_turn(sid, b"plain-%d" % i, expected_version=None, owner_subject=OWNER)
+    before = snapshot(writer, sids)
+    writer.close()
+    state = str(tmp_path / "kill.state")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = ["--shards", ",".join(old), "shards", "run", "--uri", four.primary, "--to-shards",
+            ",".join(new), "--state", state, "--batch-size", "40", "--apply", "--yes"]
+    killed = subprocess.run([sys.executable, "-c",
+                             "from tests.backends.transfer.killer import main; main()",
+                             "events" if events else "sessions", "1", *args], env=env,
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    again = subprocess.run([sys.executable, "-m", "semvecctl", *args], env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert _count_copied(state) == len(_moved(sids))
+    cut = subprocess.run([sys.executable, "-m", "semvecctl", *args[:3], "cutover", *args[4:10],
+                          "--quiet-window", "0", "--apply", "--yes"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert cut.returncode == 0, cut.stderr[-2000:]
+    after = deployment("postgres", four.primary, new)
+    try:
+        assert snapshot(after, sids) == before  # every session and event once, none lost
+    finally:
+        after.close()
