@@ -73,9 +73,8 @@ class RedisEventBulk:
                     self.events_of_users(user_ids, owner_subject=owner_subject).items()}
         users = list(dict.fromkeys(user_ids))
         keys = [schema.user_seq_index_key(u) for u in users]
-        sizes = self._pipelined(keys, lambda pipe, key: pipe.zcard(key))
-        numbered = self._pipelined(keys, lambda pipe, key: pipe.zcount(key, "(0", "+inf"))
-        return {u: (int(n), int(m)) for u, n, m in zip(users, sizes, numbered)}
+        both = self._pipelined(keys, lambda pipe, key: pipe.zcard(key).zcount(key, "(0", "+inf"))
+        return {u: (int(both[2 * i]), int(both[2 * i + 1])) for i, u in enumerate(users)}
 
     def events_by_ids(self, event_ids: Sequence[str]) -> dict[str, MemoryEvent]:
         """The stored events among ``event_ids``, one pipeline of their hashes."""

@@ -238,7 +238,8 @@ def _matching_keys(client: Any, where: str, match: str | None, batch_size: int) 
     cursor = 0
     while True:
         with redis_errors(where):
-            cursor, raw_keys = client.scan(cursor, match=pattern, count=batch_size)
+            cursor, raw_keys = client.scan(cursor, match=pattern,
+                                           count=max(batch_size, SCAN_COUNT))
         found.update(bytes(k) for k in raw_keys if _matches(k, match))
         if cursor == 0:
             return sorted(found)

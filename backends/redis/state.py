@@ -110,7 +110,7 @@ def damage_of(session_id: str, blob: bytes | None, version: bytes | None,
     return ""
 
 
-def _count_state_keys(client: Any, where: str, match: str | None, batch: int = 1000) -> int:
+def _count_state_keys(client: Any, where: str, match: str | None, batch: int = 5000) -> int:
     """The state keys the listing's SCAN would read (same pattern and glob), no value
     read: what an unscoped listing shows, bar a key deleted between the two."""
     import fnmatch

@@ -19,8 +19,9 @@ from backends.contract import LoadedState, OwnerFilter, StoredDigest, event_defa
 BatchLoader = Callable[[Sequence[str], OwnerFilter], list[LoadedState | None]]
 DigestLoader = Callable[[Sequence[str], OwnerFilter], list[StoredDigest | None]]
 
-#: sessions read per round trip (where the backend can batch reads)
-READ_CHUNK = 64
+#: sessions read per round trip (where the backend can batch reads); the events of a
+#: chunk's users are read with it (one or two round trips), so a chunk is a transfer's batch
+READ_CHUNK = 500
 #: events read per round trip from a store that assigns sequences
 EVENT_PAGE = 500
 

@@ -16,7 +16,7 @@ import contextlib
 from typing import Any, Iterable, Iterator, Sequence
 
 from backends.contract import Capability, OwnerFilter, UNSCOPED, offers
-from backends.transfer.batch_reads import READ_CHUNK, batch_loader, chunks
+from backends.transfer.batch_reads import batch_loader, chunks
 from backends.transfer.errors import ImportConflict
 from backends.transfer.export import ExportResult, drift_reader, staged_export
 from backends.transfer.importer import ImportResult, SessionImporter
@@ -24,6 +24,10 @@ from backends.transfer.loss import events_left_behind, settle, state_store_membe
 from backends.transfer.progress import READING_BACK, STAGING, Phases, counted, quiet, store_count
 from backends.transfer.sources import StagedStream
 from backends.transfer.verify import Expected, VerifyReport, check_all
+
+
+#: sessions looked up on the target per round trip while staging
+HELD_CHUNK = 500
 
 
 @contextlib.contextmanager
@@ -74,7 +78,7 @@ def _refuse_held(target: Any, records: Iterable[Any]) -> Iterator[Any]:
     holds (reading the target a chunk per round trip): a copy that would refuse anyway
     says so before it reads the rest of the source, and nothing is written."""
     load_many = batch_loader(target)
-    for chunk in chunks(records, READ_CHUNK):
+    for chunk in chunks(records, HELD_CHUNK):
         held = load_many([r.session_id for r in chunk], UNSCOPED)
         for record, state in zip(chunk, held):
             if state is not None:

@@ -16,7 +16,7 @@ from backends.transfer.batch_reads import batch_loader
 from backends.transfer.loss import keeps_expiry, write_time_restorer
 
 #: archive records read, checked and written together
-RECORDS = 500
+RECORDS = 1000
 
 
 def session_ids(records: list[Any]) -> list[str]:

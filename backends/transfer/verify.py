@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from backends.archive.format import sha256_hex
-from backends.contract import Capability, UNSCOPED, event_defaults, offers
-from backends.transfer.batch_reads import batch_loader, chunks
+from backends.contract import Capability, StoredDigest, UNSCOPED, event_defaults, offers
+from backends.transfer.batch_reads import chunks, digest_loader
 from backends.transfer.loss import keeps_sequences, state_store_member
 
 MAX_EXAMPLES = 20
@@ -91,7 +91,8 @@ def compare(target: Any, expected: Expected, state: Any, *,
     sid = expected.session_id
     if state is None:
         return f"{sid!r}: missing on the target"
-    if sha256_hex(state.blob) != expected.blob_sha256:
+    digest = state.blob_sha256 if isinstance(state, StoredDigest) else sha256_hex(state.blob)
+    if digest != expected.blob_sha256:
         return f"{sid!r}: blob sha256 differs"
     if state.owner_subject != expected.owner_subject:
         return f"{sid!r}: owner differs"
@@ -101,7 +102,9 @@ def compare(target: Any, expected: Expected, state: Any, *,
         return f"{sid!r}: version {state.version} on the target, {expected.version} expected"
     if expected.drift_exempt is not None:
         is_exempt = state_store_member(target, Capability.DRIFT_STATUS)
-        if is_exempt is None or bool(is_exempt(sid)) != expected.drift_exempt:
+        exempt = (state.drift_exempt if isinstance(state, StoredDigest) and is_exempt is not None
+                  else None if is_exempt is None else bool(is_exempt(sid)))
+        if exempt is None or exempt != expected.drift_exempt:
             return f"{sid!r}: drift_exempt differs"
     if expected.items is not None and offers(target, Capability.LIVE_ITEMS):
         diff = item_difference(expected.items, list(target.iter_live_items(sid)))
@@ -119,7 +122,7 @@ def check_all(report: VerifyReport, target: Any, expected: Iterable[Expected], *
     Sessions in ``skipped`` are counted apart and not compared, except those also in
     ``compare_skipped`` (a copy's "already there": the source is the truth, so a target
     row that differs from it is a mismatch, said as one that was skipped)."""
-    load_many = batch_loader(target)
+    load_many = digest_loader(target)  # the drift flag with the row, hashed where it can
     for chunk in chunks(expected, SESSION_CHECK_BATCH):
         report.compared += len(chunk)
         wanted = [e for e in chunk if e.session_id not in skipped or e.session_id in compare_skipped]
