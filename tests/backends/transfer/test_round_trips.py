@@ -77,9 +77,13 @@ def _cli(*args: str):
 
 
 def _over(counts: dict[str, rt.Tally]) -> dict[str, str]:
-    """The servers over budget, each with its round trips and requests."""
-    return {name: f"{t.round_trips} round trips ({t.requests} requests) > {BUDGET}"
+    """The servers over budget, each with its round trips and requests (and, to read
+    beside them, every server's round trips under ``all``)."""
+    over = {name: f"{t.round_trips} round trips ({t.requests} requests) > {BUDGET}"
             for name, t in counts.items() if t.round_trips > BUDGET}
+    if over:
+        over["all"] = ", ".join(f"{name} {t.round_trips}" for name, t in counts.items())
+    return over
 
 
 # -- the counter ---------------------------------------------------------------------------
