@@ -229,7 +229,7 @@ def measure(bed: Bed, plan, repeats: int) -> list[dict]:
 
 
 def table(results: list[dict]) -> None:
-    print(f"\n| job | pair | ours (median s) | floor (median s) | ours / floor | rounds | ours peak RSS |")
+    print("\n| job | pair | ours (median s) | floor (median s) | ours / floor | rounds | ours peak RSS |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
         rounds = ", ".join(f"{x:.1f}" for x in r["rounds"])
