@@ -55,6 +55,7 @@ class MongoLedger:
         held = {(e.key_id, e.digest): e for e in self.entries()}
         with driver_errors("ledger.add_entries"):
             for e in entries:
+                e = e._replace(erased_at=_bson_time(e.erased_at))  # what a BSON date keeps
                 old = held.get((e.key_id, e.digest))
                 kept = merged(old, e)
                 if kept is None:
@@ -101,7 +102,14 @@ class MongoLedger:
         found = rows[0].get("now") if rows else None
         if isinstance(found, datetime):
             return as_utc(found)
-        return datetime.now(timezone.utc)
+        return _bson_time(datetime.now(timezone.utc))
+
+
+def _bson_time(at: datetime) -> datetime:
+    """``at`` as a BSON date keeps it: milliseconds (so a time read back compares equal
+    to the one written)."""
+    at = as_utc(at)
+    return at.replace(microsecond=at.microsecond // 1000 * 1000)
 
     def emptied_logs(self) -> list[tuple[str, int]]:
         """Users whose counter document says events were written but who have no event

@@ -236,14 +236,13 @@ def import_ledger(adapter: Any, found: LedgerFile) -> dict[str, Any]:
         if key.key_id not in held_keys:
             ledger.add_key(LedgerKey(key.key_id, key.secret, False))
     ledger.add_entries(found.entries)
-    from backends.contract.ledger import merged
-
-    new = sum(1 for e in found.entries if (e.key_id, e.digest) not in before)
-    updated = sum(1 for e in found.entries if (e.key_id, e.digest) in before
-                  and merged(before[(e.key_id, e.digest)], e) is not None)
-    return {"entries": len(found.entries), "added": new, "updated": updated,
-            "already_held": len(found.entries) - new - updated,
-            "source_identity": found.identity, "state": state_of(ledger.entries()).as_dict()}
+    after = {(e.key_id, e.digest): e for e in ledger.entries()}
+    places = {(e.key_id, e.digest) for e in found.entries}
+    new = sum(1 for p in places if p not in before)
+    updated = sum(1 for p in places if p in before and after.get(p) != before[p])
+    return {"entries": len(places), "added": new, "updated": updated,
+            "already_held": len(places) - new - updated,
+            "source_identity": found.identity, "state": state_of(after.values()).as_dict()}
 
 
 # -- the engine's erasures: erasures record --certificate --------------------------------
@@ -311,12 +310,13 @@ def record_certificate(adapter: Any, body: dict[str, Any], owner: str | None) ->
     at = _parse_time(body["deleted_at"])
     entry = LedgerEntry(key.key_id, subject_digest(key.secret, body["user_id"], owner), at,
                         reference)
-    held = {(e.key_id, e.digest): e for e in ledger.entries()}.get((entry.key_id, entry.digest))
+    place = (entry.key_id, entry.digest)
+    held = {(e.key_id, e.digest): e for e in ledger.entries()}.get(place)
     ledger.add_entries([entry])
+    now = {(e.key_id, e.digest): e for e in ledger.entries()}.get(place)
     return {"subject": entry.digest[:PREFIX], "erased_at": at.isoformat(),
             "receipt": reference, "event_count": body["event_count"],
-            "reason": body["reason"], "issuer": body["issuer"],
-            "recorded": held is None or at > held.erased_at}
+            "reason": body["reason"], "issuer": body["issuer"], "recorded": now != held}
 
 
 # -- doctor ------------------------------------------------------------------------------
