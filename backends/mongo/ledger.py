@@ -104,13 +104,6 @@ class MongoLedger:
             return as_utc(found)
         return _bson_time(datetime.now(timezone.utc))
 
-
-def _bson_time(at: datetime) -> datetime:
-    """``at`` as a BSON date keeps it: milliseconds (so a time read back compares equal
-    to the one written)."""
-    at = as_utc(at)
-    return at.replace(microsecond=at.microsecond // 1000 * 1000)
-
     def emptied_logs(self) -> list[tuple[str, int]]:
         """Users whose counter document says events were written but who have no event
         left (what an erasure by id leaves: the counter is kept)."""
@@ -125,3 +118,9 @@ def _bson_time(at: datetime) -> datetime:
                     found.append((str(doc["_id"]), value))
         return found
 
+
+def _bson_time(at: datetime) -> datetime:
+    """``at`` as a BSON date keeps it: milliseconds (so a time read back compares equal
+    to the one written)."""
+    at = as_utc(at)
+    return at.replace(microsecond=at.microsecond // 1000 * 1000)
