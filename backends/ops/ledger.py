@@ -359,7 +359,8 @@ def ledger_findings(adapter: Any) -> Iterator[Finding]:
     store = adapter.event_store() if withholding else None
     if store is not None:
         yield from _restored_findings(adapter, store, withholding)
-    yield from _outside_ledger(adapter)
+    if adapter.event_store() is not None:  # a store without a log empties none
+        yield from _outside_ledger(adapter)
 
 
 def _restored_findings(adapter: Any, store: Any, withholding: Withholding) -> Iterator[Finding]:
