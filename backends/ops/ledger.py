@@ -46,10 +46,12 @@ def _ledger(adapter: Any) -> Any:
 
 
 def list_erasures(adapter: Any) -> list[dict[str, Any]]:
-    """Every entry, oldest erasure first: hash prefix, key id, time, receipt reference."""
+    """Every entry, oldest erasure first: hash prefix, key id, time, receipt reference,
+    how many session hashes it holds and its position in the ledger."""
     entries = sorted(_ledger(adapter).entries(), key=lambda e: (e.erased_at, e.digest))
     return [{"subject": e.digest[:PREFIX], "key": e.key_id,
-             "erased_at": e.erased_at.isoformat(), "receipt": e.receipt} for e in entries]
+             "erased_at": e.erased_at.isoformat(), "receipt": e.receipt,
+             "sessions": len(e.sessions), "position": e.seq} for e in entries]
 
 
 def check_erasure(adapter: Any, user_id: str, owner: str | None) -> dict[str, Any]:

@@ -28,7 +28,8 @@ HELP = help_of(NAME)
 app = typer.Typer(no_args_is_help=True, help=HELP)
 
 _COLUMNS = [Column("SUBJECT", "subject", style="bold"), Column("ERASED AT", "erased_at"),
-            Column("RECEIPT", "receipt"), Column("KEY", "key")]
+            Column("RECEIPT", "receipt"), Column("SESSIONS", "sessions", justify="right"),
+            Column("KEY", "key")]
 
 
 @app.command("list")

@@ -110,6 +110,8 @@ def test_erase_records_its_sessions_at_the_store_clock(kind, request, tmp_path):
     [own] = [k for k in ledger.keys() if k.own]
     assert entry.sessions == (session_digest(own.secret, s.s1),)  # keyed, never the id
     assert entry.seq >= 1
+    [row] = json.loads(invoke("erasures", "list", *main.target_args(), "-o", "json").stdout)
+    assert (row["sessions"], row["position"]) == (1, entry.seq)
     store_time = datetime.fromisoformat(clock["store_time"])
     assert entry.erased_at == store_time
     assert receipt["erased_at"] == store_time.isoformat(timespec="seconds").replace("+00:00", "Z")
