@@ -359,8 +359,12 @@ def ledger_findings(adapter: Any) -> Iterator[Finding]:
         return
     withholding = margin_withholding(adapter)
     store = adapter.event_store() if withholding else None
+    flagged: set[str] = set()
     if store is not None:
-        yield from _restored_findings(adapter, store, withholding)
+        for finding in _restored_findings(adapter, store, withholding):
+            flagged.add(finding.where)
+            yield finding
+    yield from _restored_sessions(adapter, flagged)
     if adapter.event_store() is not None:  # a store without a log empties none
         yield from _outside_ledger(adapter)
 
@@ -387,6 +391,52 @@ def _restored_findings(adapter: Any, store: Any, withholding: Withholding) -> It
         log = by_session[sid] + [e for e in logs.session_log(sid) if e.event_id not in seen]
         if withholding.withholds_session(log):
             yield _restored(f"session {sid}", "a session state")
+
+
+def _restored_sessions(adapter: Any, flagged: set[str]) -> Iterator[Finding]:
+    """Session states whose id an erasure removed (its keyed hash is in an entry), written
+    back without their events (a prune archive, a state-only export): an error where the
+    store keeps a write time not after the erasure (plus the margin); a warning on a
+    store that keeps none (Redis), where a state written again since cannot be told
+    from a restored one, unless an event of its log is newer than the erasure."""
+    from backends.contract import Capability, offers
+
+    ledger = ledger_of(adapter)
+    entries = [e for e in ledger.entries() if e.sessions] if ledger is not None else []
+    if not entries or not offers(adapter, Capability.SESSIONS):
+        return
+    secrets = {k.key_id: k.secret for k in ledger.keys()}
+    erased: dict[str, dict[str, datetime]] = {}
+    for e in entries:
+        if e.key_id in secrets:
+            at = as_utc(e.erased_at) + CLOCK_MARGIN
+            table = erased.setdefault(e.key_id, {})
+            for digest in e.sessions:
+                table[digest] = max(at, table.get(digest, at))
+    from backends.contract import UNSCOPED
+    from backends.transfer.withhold import SourceLogs
+
+    store = adapter.event_store()
+    logs = SourceLogs(store, UNSCOPED) if store is not None else None
+    for summary in adapter.iter_sessions():
+        sid = summary.session_id
+        when = max((table[h] for kid, table in erased.items()
+                    if (h := session_digest(secrets[kid], sid)) in table), default=None)
+        if when is None or f"session {sid}" in flagged:
+            continue
+        if summary.updated_at is not None:
+            if as_utc(summary.updated_at) > when:
+                continue  # written after the erasure: a new session of that id
+            yield _restored(f"session {sid}", "a session state")
+            continue
+        if logs is not None and any(as_utc(e.created_at) > when
+                                    for e in logs.session_log(sid)):
+            continue  # its log goes on after the erasure
+        found = _restored(f"session {sid}", "a session state")
+        found.severity = Severity.warning
+        found.why = ("its id is one an erasure removed, and the store keeps no write time: "
+                     "restored around the ledger, or written again since")
+        yield found
 
 
 def _outside_ledger(adapter: Any) -> Iterator[Finding]:
