@@ -189,10 +189,18 @@ def export_ledger(adapter: Any, path: str) -> dict[str, Any]:
 def read_ledger_file(path: str) -> LedgerFile:
     """An ``erasures export`` file, checked whole (LedgerFileDamaged naming what is
     wrong); its state is recomputed from its entries."""
+    import gzip
+    import zlib
+
     try:
         with open(path, "rb") as handle:
-            document = json.loads(handle.read().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raw = handle.read()
+        if raw[:2] == b"\x1f\x8b":  # exported to a FILE.gz (atomic_output compresses it)
+            raw = gzip.decompress(raw)
+        document = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, OSError, EOFError, zlib.error) as exc:
+        if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
+            raise
         raise LedgerFileDamaged(f"{path} is not an erasure-ledger file (not JSON: {exc})") \
             from None
     if not isinstance(document, dict) or document.get("kind") != FILE_KIND:

@@ -182,6 +182,21 @@ def test_a_ledger_file_that_is_not_one_records_nothing(tmp_path):
         assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     missing = invoke("erasures", "import", str(tmp_path / "none.json"), "--uri", "memory://")
     assert missing.exit_code == 2 and "Traceback" not in missing.output
+    (tmp_path / "d.json.gz").write_bytes(b"\x1f\x8bnot gzip")
+    broken = invoke("erasures", "import", str(tmp_path / "d.json.gz"), "--uri", "memory://")
+    assert broken.exit_code == 1 and "Traceback" not in broken.output, broken.output
+
+
+def test_a_ledger_exported_to_a_gz_name_reads_back(tmp_path):
+    from backends.memory import MemoryBackendAdapter
+    from backends.ops.ledger import export_ledger, read_ledger_file, record_subject
+
+    adapter = MemoryBackendAdapter()
+    record_subject(adapter, "u1", "acme", sessions=["s1"], receipt=None)
+    export_ledger(adapter, str(tmp_path / "ledger.json.gz"))
+    assert (tmp_path / "ledger.json.gz").read_bytes()[:2] == b"\x1f\x8b"
+    found = read_ledger_file(str(tmp_path / "ledger.json.gz"))
+    assert found.state == ledger_state(adapter) and len(found.entries) == 1
 
 
 # -- the engine's erasures ------------------------------------------------------------------
