@@ -87,28 +87,44 @@ class SqlLedger:
         return self._db.read(work, list)
 
     def add_entries(self, entries: Sequence[LedgerEntry]) -> None:
-        if not entries:
-            return
+        """Merge ``entries`` in with one statement for the whole batch (the rule of
+        ``merged``: the later time and its receipt win, session hashes are unioned and
+        sorted, a held entry keeps its position; a new one takes the next value of the
+        sequence in the same statement). The row lock of ON CONFLICT makes two
+        concurrent merges of one subject serialise, so neither union is lost."""
         from backends.contract.ledger import merged
 
+        batch: dict[tuple[str, str], LedgerEntry] = {}
+        for e in entries:  # ON CONFLICT may touch a row once: the batch's repeats folded
+            kept = merged(batch.get((e.key_id, e.digest)), e)
+            if kept is not None:
+                batch[(e.key_id, e.digest)] = kept
+        if not batch:
+            return
+        rows = sorted(batch.values(), key=lambda e: (e.key_id, e.digest))
         with self._db.connection() as conn:
             self._ensure(conn)
-            for e in entries:  # one at a time, each under its row's lock
-                row = conn.execute(f"SELECT to_jsonb(l) FROM {self._entries} l WHERE key_id = %s"
-                                   " AND digest = %s FOR UPDATE", (e.key_id, e.digest)).fetchone()
-                old = _entry(row[0] if isinstance(row[0], dict) else json.loads(row[0])) \
-                    if row else None
-                kept = merged(old, e)
-                if kept is None:
-                    continue
-                conn.execute(
-                    f"INSERT INTO {self._entries} AS l (key_id, digest, erased_at, receipt,"
-                    f" sessions, seq) VALUES (%s, %s, %s, %s, %s, nextval('{self._seq}'))"
-                    " ON CONFLICT (key_id, digest) DO UPDATE SET erased_at = EXCLUDED.erased_at,"
-                    " receipt = EXCLUDED.receipt, sessions = EXCLUDED.sessions",
-                    (kept.key_id, kept.digest, kept.erased_at, kept.receipt,
-                     json.dumps(list(kept.sessions))))
-                conn.commit()
+            conn.execute(self._merge_sql(), (
+                [e.key_id for e in rows], [e.digest for e in rows],
+                [as_utc(e.erased_at) for e in rows], [e.receipt for e in rows],
+                [json.dumps(sorted(set(e.sessions))) for e in rows]))
+            conn.commit()
+
+    def _merge_sql(self) -> str:
+        union = ("(SELECT COALESCE(json_agg(s ORDER BY s COLLATE \"C\"), '[]')::text FROM"
+                 " (SELECT json_array_elements_text(l.sessions::json) AS s UNION"
+                 " SELECT json_array_elements_text(EXCLUDED.sessions::json)) u)")
+        later = "EXCLUDED.erased_at > l.erased_at"
+        return (
+            f"INSERT INTO {self._entries} AS l (key_id, digest, erased_at, receipt, sessions,"
+            f" seq) SELECT k, d, t, r, s, nextval('{self._seq}') FROM"
+            " unnest(%s::text[], %s::text[], %s::timestamptz[], %s::text[], %s::text[])"
+            " AS i(k, d, t, r, s) ORDER BY k, d"
+            f" ON CONFLICT (key_id, digest) DO UPDATE SET"
+            f" erased_at = CASE WHEN {later} THEN EXCLUDED.erased_at ELSE l.erased_at END,"
+            f" receipt = CASE WHEN {later} THEN EXCLUDED.receipt ELSE l.receipt END,"
+            f" sessions = {union}"
+            f" WHERE {later} OR NOT (EXCLUDED.sessions::jsonb <@ l.sessions::jsonb)")
 
     def identity(self, *, create: bool = True) -> StoreIdentity | None:
         def work(conn: Any) -> StoreIdentity | None:

@@ -10,9 +10,13 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from backends.contract import LedgerEntry, LedgerKey, StoreIdentity
+from backends.contract import LedgerEntry, LedgerKey, StoreIdentity, as_utc
 from backends.redis import schema
 from backends.redis.errors import redis_errors
+
+
+#: entries per script call (a call blocks the server while it runs)
+_MERGE_CHUNK = 500
 
 
 def _text(raw: Any) -> str:
@@ -52,25 +56,33 @@ class RedisLedger:
         return found
 
     def add_entries(self, entries: Sequence[LedgerEntry]) -> None:
+        """Merge ``entries`` in by the one rule (``merged``), each entry read and written
+        inside one script on the entries hash (atomic per entry, a single key, so a
+        cluster runs it too). Positions for entries that turn out new are reserved first
+        with one INCRBY on the counter; the unused ones are gaps, which a ledger state
+        allows (it compares the entries at or below a position)."""
         from backends.contract.ledger import merged
+        from backends.redis.scripts import script
 
-        held = {(e.key_id, e.digest): e for e in self.entries()}
-        fresh = {}
-        for e in entries:
-            old = held.get((e.key_id, e.digest))
-            kept = merged(old, e)
-            if kept is None:
-                continue
-            if old is None:
-                with redis_errors(self._where):
-                    kept = kept._replace(seq=int(self._client.incr(schema.LEDGER_SEQ_KEY)))
-            held[(e.key_id, e.digest)] = kept
-            fresh[f"{e.key_id}:{e.digest}"] = json.dumps(
-                {"erased_at": kept.erased_at.isoformat(), "receipt": kept.receipt,
-                 "sessions": list(kept.sessions), "seq": kept.seq})
-        if fresh:
-            with redis_errors(self._where):
-                self._client.hset(schema.LEDGER_ENTRIES_KEY, mapping=fresh)
+        batch: dict[tuple[str, str], LedgerEntry] = {}
+        for e in entries:  # the batch's own repeats folded first
+            kept = merged(batch.get((e.key_id, e.digest)), e)
+            if kept is not None:
+                batch[(e.key_id, e.digest)] = kept
+        if not batch:
+            return
+        merge = script("ledger_merge")
+        items = list(batch.values())
+        with redis_errors(self._where):
+            top = int(self._client.incrby(schema.LEDGER_SEQ_KEY, len(items)))
+            first = top - len(items) + 1
+            for start in range(0, len(items), _MERGE_CHUNK):
+                args: list[Any] = []
+                for n, e in enumerate(items[start:start + _MERGE_CHUNK], first + start):
+                    args += [f"{e.key_id}:{e.digest}", as_utc(e.erased_at).isoformat(),
+                             e.receipt or "", "0" if e.receipt is None else "1",
+                             json.dumps(sorted(set(e.sessions))), n]
+                merge(self._client, [schema.LEDGER_ENTRIES_KEY], args)
 
     def identity(self, *, create: bool = True) -> StoreIdentity | None:
         from backends.contract.ledger import new_identity
