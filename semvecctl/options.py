@@ -150,6 +150,18 @@ Identity = Annotated[
                  help="Decrypt an age-encrypted archive with this identity file (AGE-SECRET-KEY-1… "
                       "lines) or OpenSSH private key; repeatable. Needs pip install 'semvecctl[age]'."),
 ]
+#: ``--shred-keys`` (sessions export/import, sessions prune --archive, erase, archive
+#: verify): the crypto-shredding keyring, a private directory kept apart from the archives
+ShredKeys = Annotated[
+    Optional[str],
+    typer.Option("--shred-keys", metavar="DIR", show_default=False,
+                 help="Crypto-shredding keyring (a directory, mode 700, kept apart from the "
+                      "archives): export and prune --archive seal each subject's events and "
+                      "each session's state under keys kept there; erase --apply destroys the "
+                      "subject's keys, after which no archive made with DIR yields its "
+                      "records; import and archive verify open what is still readable. "
+                      "Needs the cryptography package (pip install 'semvecctl[signing]')."),
+]
 #: ``--sign-with`` (erase, sessions prune, migrate cutover, shards cutover): a detached signature of the receipt
 SignWith = Annotated[
     Optional[str],

@@ -42,6 +42,18 @@ def new_identity(created_at: datetime) -> StoreIdentity:
     return StoreIdentity(f"semvec-store-{uuid.uuid4().hex}", as_utc(created_at))
 
 
+def subject_message(user_id: str, owner: str | None) -> bytes:
+    """The subject, unambiguously: length-prefixed owner ('' = unowned), then user id."""
+    o, u = (owner or "").encode("utf-8"), user_id.encode("utf-8")
+    return len(o).to_bytes(4, "big") + o + len(u).to_bytes(4, "big") + u
+
+
+def subject_digest(secret: bytes, user_id: str, owner: str | None) -> str:
+    """A subject's keyed hash (HMAC-SHA256 under a ledger secret): what the ledger and a
+    shred keyring name it by."""
+    return hmac.new(secret, subject_message(user_id, owner), hashlib.sha256).hexdigest()
+
+
 def session_digest(secret: bytes, session_id: str) -> str:
     """A session id's keyed hash (HMAC-SHA256 under a ledger secret, tagged apart from the
     subjects' hashes, so neither can be taken for the other)."""

@@ -355,6 +355,15 @@ def record_in_ledger(adapter: Any, plan: ErasurePlan, result: dict[str, Any],
                    receipt=f"sha256:{result['digest']['value']}", clock=clock)
 
 
+def shred_keys_of(adapter: Any, plan: ErasurePlan, result: dict[str, Any], keyring: Any) -> int:
+    """Destroy, durably, the shred keys of the erased subject and of the sessions the
+    erasure removed (the ones its ledger entry names); how many there were."""
+    from backends.transfer.shredding import shred_names
+
+    sessions = {*result.get("sessions", ()), *plan.states}
+    return keyring.destroy(shred_names(adapter, plan.user_id, plan.owner, sorted(sessions)))
+
+
 def _delete_state(state: Any, sid: str, owner: str | None) -> bool:
     """Delete one session's state; an unowned row of an owned erasure is adopted."""
     if state.delete(sid, owner_subject=owner):
