@@ -294,17 +294,25 @@ def session_body(record: SessionRecord, n: int) -> dict[str, Any]:
 
 def sealed_session_line(record: SessionRecord, n: int, sealer: Any) -> bytes:
     """A session's v5 sealed line (see the module): its state under the session's key,
-    each subject's events under the subject's key, the checksum over the ciphertext."""
+    each subject's events under the subject's key, the checksum over the ciphertext.
+
+    The state part is the session's canonical record without ``blob``, a newline, then the
+    blob's raw bytes (canonical JSON holds no raw newline), so the blob is base64-encoded
+    once, as the ciphertext. The line is spelled here as :func:`canonical` spells it (its
+    strings are key names and base64: nothing to escape)."""
     body = session_body(record, n)
+    del body["blob"]
     if record.events is not None:
         body["events"] = []
-    parts = [sealer.seal(sealer.session(record.session_id), canonical(body), n, 0)]
+    parts = [sealer.seal(sealer.session(record.session_id), canonical(body) + b"\n" + record.blob,
+                         n, 0)]
     groups: dict[str, list[Any]] = {}
     if type(record.events) is EncodedEvents:  # already encoded elsewhere: their records
         for raw in record.events.records():
             name = sealer.subject(raw["user_id"], raw["owner_subject"] or None)
             groups.setdefault(name, []).append(raw)
-        encoded = {name: canonical(group) for name, group in groups.items()}
+        encoded = ({name: record.events.json for name in groups} if len(groups) == 1
+                   else {name: canonical(group) for name, group in groups.items()})
     else:
         for event in record.events or ():
             name = sealer.subject(event.user_id, event.owner_subject or None)
@@ -314,9 +322,22 @@ def sealed_session_line(record: SessionRecord, n: int, sealer: Any) -> bytes:
         part = sealer.seal(name, encoded[name], n, index)
         part["events"] = len(group)
         parts.append(part)
-    line: dict[str, Any] = {"kind": "session", "n": n, "sealed": parts}
-    line["line_sha256"] = sha256_hex(canonical(line))
-    return canonical(line)
+    sealed = "[" + ",".join(
+        '{"data":"%s",%s"key":"%s","nonce":"%s"}' % (
+            p["data"], '"events":%d,' % p["events"] if "events" in p else "", p["key"],
+            p["nonce"]) for p in parts) + "]"
+    unsigned = '{"kind":"session","n":%d,"sealed":%s}' % (n, sealed)
+    digest = sha256_hex(unsigned.encode("ascii"))
+    return ('{"kind":"session","line_sha256":"%s","n":%d,"sealed":%s}'
+            % (digest, n, sealed)).encode("ascii")
+
+
+def opened_state(plain: bytes) -> dict[str, Any]:
+    """A sealed state part's record (the inverse of the state part's spelling)."""
+    head, _, blob = plain.partition(b"\n")
+    body: dict[str, Any] = json.loads(head)
+    body["blob"] = base64.b64encode(blob).decode("ascii")
+    return body
 
 
 def check_sealed(record: dict[str, Any], line_no: int, expected_n: int) -> list[dict[str, Any]]:
@@ -578,10 +599,18 @@ def _check_line(record: dict[str, Any], line_no: int, expected_n: int, allowed: 
 
 
 def check_session(record: dict[str, Any], line_no: int, expected_n: int,
-                  header: ArchiveHeader | None = None) -> tuple[SessionRecord, bytes]:
-    """Validate one session line; return the record and its canonical bytes (for the chain)."""
+                  header: ArchiveHeader | None = None, *,
+                  opened: bool = False) -> tuple[SessionRecord, bytes]:
+    """Validate one session line; return the record and its canonical bytes (for the chain).
+    ``opened``: a record opened from a sealed line, whose checksum (over the ciphertext)
+    and authentication were checked already; then no bytes are returned."""
     version_of_format = header.format_version if header is not None else FORMAT_VERSION
-    _check_line(record, line_no, expected_n, SESSION_KEYS[version_of_format], "session")
+    if opened:
+        unknown = set(record) - SESSION_KEYS[version_of_format]
+        if unknown or record.get("n") != expected_n:
+            raise damaged(line_no, "a sealed session opens to a record that is not this line's")
+    else:
+        _check_line(record, line_no, expected_n, SESSION_KEYS[version_of_format], "session")
     session_id = record.get("session_id")
     if not isinstance(session_id, str) or not session_id:
         raise damaged(line_no, "session_id must be a non-empty string")
@@ -633,7 +662,7 @@ def check_session(record: dict[str, Any], line_no: int, expected_n: int,
                            f"session {session_id!r}: updated_at")
     return (SessionRecord(session_id, version, owner, pending or None, blob, expires_at, items,
                           drift_exempt, events, updated_at),
-            canonical(record))
+            b"" if opened else canonical(record))
 
 
 def check_user(record: dict[str, Any], line_no: int, expected_n: int, format_version: int = 2,

@@ -241,7 +241,7 @@ class ArchiveReader:
         keyring (checked and counted as sealed)."""
         import json
 
-        from backends.archive.format import event_from_record, sha256_hex
+        from backends.archive.format import event_from_record, opened_state
         from backends.archive.shred import open_part
 
         parts = check_sealed(record, self._line_no, n)
@@ -263,11 +263,10 @@ class ArchiveReader:
             return SessionRecord(f"(shredded: archive line {self._line_no})", 1, None, None, b"",
                                  events=tuple(event_from_record(e, self._line_no) for e in events),
                                  shredded=True)
-        body = json.loads(state)
+        body = opened_state(state)
         if "events" in body:
             body["events"] = events
-        body["line_sha256"] = sha256_hex(canonical(body))
-        return check_session(body, self._line_no, n, self.header)[0]
+        return check_session(body, self._line_no, n, self.header, opened=True)[0]
 
     def sessions(self) -> Iterator[SessionRecord]:
         """The session records only (the whole stream is still read and checked)."""

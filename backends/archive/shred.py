@@ -12,9 +12,9 @@ erasure that removed its session destroys its key. ``<key id>`` names the ledger
 the hashes are made under.
 
 The keyring is a directory (0700, refused when group or others can enter it) of bucket
-files ``keys-XX`` (XX: the hash's first two hex digits; 0600, refused otherwise), one
-``<name> <key hex>`` line per key: an export of 100k sessions writes at most 256 files, not
-100k. Every write replaces a bucket atomically (temp file 0600, fsync, rename, fsync of
+files ``keys-X`` (X: the hash's first hex digit; 0600, refused otherwise), one
+``<name> <key hex>`` line per key: an export of 100k sessions writes (and fsyncs) at most
+16 files, not 100k. Every write replaces a bucket atomically (temp file 0600, fsync, rename, fsync of
 the directory); a destroyed key's bucket is rewritten without it and the old file
 unlinked. One ``flock`` on ``.lock`` serialises the exports and erasures sharing a
 keyring, so a key is made once. What this cannot undo is written in the manual
@@ -132,7 +132,7 @@ class Keyring:
         return self.path / f"{_PREFIX}{bucket}"
 
     def _bucket(self, name: str) -> dict[str, bytes]:
-        bucket = name.rsplit(".", 1)[-1][:2]
+        bucket = name.rsplit(".", 1)[-1][:1]
         found = self._buckets.get(bucket)
         if found is None:
             found = self._buckets[bucket] = self._read(bucket)
@@ -165,7 +165,7 @@ class Keyring:
         found = bucket.get(name)
         if found is None:
             found = bucket[name] = secrets.token_bytes(KEY_BYTES)
-            self._dirty.add(name.rsplit(".", 1)[-1][:2])
+            self._dirty.add(name.rsplit(".", 1)[-1][:1])
         return found
 
     def flush(self) -> None:
@@ -184,7 +184,7 @@ class Keyring:
         for name in set(names):
             if self._bucket(name).pop(name, None) is not None:
                 gone += 1
-                touched.add(name.rsplit(".", 1)[-1][:2])
+                touched.add(name.rsplit(".", 1)[-1][:1])
         for bucket in sorted(touched):
             self._write(bucket)
         if touched:

@@ -51,15 +51,15 @@ def subject_message(user_id: str, owner: str | None) -> bytes:
 def subject_digest(secret: bytes, user_id: str, owner: str | None) -> str:
     """A subject's keyed hash (HMAC-SHA256 under a ledger secret): what the ledger and a
     shred keyring name it by."""
-    return hmac.new(secret, subject_message(user_id, owner), hashlib.sha256).hexdigest()
+    return hmac.digest(secret, subject_message(user_id, owner), "sha256").hex()
 
 
 def session_digest(secret: bytes, session_id: str) -> str:
     """A session id's keyed hash (HMAC-SHA256 under a ledger secret, tagged apart from the
     subjects' hashes, so neither can be taken for the other)."""
     raw = session_id.encode("utf-8")
-    return hmac.new(secret, _SESSION_TAG + len(raw).to_bytes(4, "big") + raw,
-                    hashlib.sha256).hexdigest()
+    return hmac.digest(secret, _SESSION_TAG + len(raw).to_bytes(4, "big") + raw,
+                       "sha256").hex()
 
 
 def merged(held: LedgerEntry | None, incoming: LedgerEntry) -> LedgerEntry | None:

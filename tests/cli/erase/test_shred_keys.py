@@ -166,9 +166,9 @@ def test_an_erased_subject_is_shredded_from_every_archive_and_the_rest_restores(
 def test_a_keyring_others_can_read_is_refused(mode, what, tmp_path):
     keys = tmp_path / "keys"
     keys.mkdir(mode=0o700)
-    (keys / "keys-ab").write_text("x.k.ab " + "00" * 32 + "\n")
-    (keys / "keys-ab").chmod(0o600)
-    (keys if what == "dir" else keys / "keys-ab").chmod(mode)
+    (keys / "keys-a").write_text("x.k.a " + "00" * 32 + "\n")
+    (keys / "keys-a").chmod(0o600)
+    (keys if what == "dir" else keys / "keys-a").chmod(mode)
     archive = tmp_path / "a.jsonl"
     exported = CliRunner().invoke(app, ["sessions", "export", "--uri", "memory://", "--out",
                                         str(archive), "--shred-keys", str(keys)])
