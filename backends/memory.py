@@ -10,11 +10,13 @@ import fnmatch
 import hashlib
 import threading
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Iterator, Sequence
 
 from backends.contract import (
     LedgerEntry,
     LedgerKey,
+    StoreIdentity,
     UNSCOPED,
     DerivedReads,
     LoadedState,
@@ -171,11 +173,15 @@ class MemoryStateStore(DerivedReads):
 
 
 class MemoryLedger:
-    """The erasure ledger of a process-local store: two dicts, gone with the process."""
+    """The erasure ledger of a process-local store: two dicts, gone with the process; its
+    clock is the process's."""
 
     def __init__(self) -> None:
         self._keys: dict[str, LedgerKey] = {}
         self._entries: dict[tuple[str, str], LedgerEntry] = {}
+        self._seq = 0
+        self._identity: StoreIdentity | None = None
+        self._lock = threading.Lock()
 
     def keys(self) -> list[LedgerKey]:
         return list(self._keys.values())
@@ -191,10 +197,34 @@ class MemoryLedger:
         return list(self._entries.values())
 
     def add_entries(self, entries: Sequence[LedgerEntry]) -> None:
-        for entry in entries:
-            held = self._entries.get((entry.key_id, entry.digest))
-            if held is None or entry.erased_at > held.erased_at:
-                self._entries[(entry.key_id, entry.digest)] = entry
+        from backends.contract.ledger import merged
+
+        with self._lock:
+            for entry in entries:
+                place = (entry.key_id, entry.digest)
+                held = self._entries.get(place)
+                kept = merged(held, entry)
+                if kept is None:
+                    continue
+                if held is None:
+                    self._seq += 1
+                    kept = kept._replace(seq=self._seq)
+                self._entries[place] = kept
+
+    def identity(self, *, create: bool = True) -> StoreIdentity | None:
+        from backends.contract.ledger import new_identity
+
+        with self._lock:
+            if self._identity is None and create:
+                self._identity = new_identity(self.now())
+            return self._identity
+
+    def now(self) -> datetime:
+        return datetime.now(timezone.utc)
+
+    def emptied_logs(self) -> None:
+        """None: the memory backend keeps no event log."""
+        return None
 
 
 @speaks_both_conventions

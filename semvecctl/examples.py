@@ -95,6 +95,22 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "semvecctl erasures check --uri redis://cache:6379/0 --user u-99 --owner acme   # exit 1: not erased",
         "semvecctl erasures check --uri redis://cache:6379/0 --user u-99 -o json   # exit 1",
     ),
+    "erasures identity": (
+        "semvecctl erasures identity --uri redis://cache:6379/0",
+        "semvecctl erasures identity --uri redis://cache:6379/0 -o json",
+    ),
+    "erasures export": (
+        "semvecctl erasures export ledger.json --uri redis://cache:6379/0",
+        "semvecctl erasures export ledger.json --uri redis://cache:6379/0 --overwrite -o json",
+    ),
+    "erasures import": (
+        "semvecctl erasures import ledger.json --uri redis://cache:6379/0",
+        "semvecctl erasures import ledger.json --uri redis://cache:6379/0 --verify-with ledger.pub   # exit 1: unsigned",
+    ),
+    "erasures record": (
+        "semvecctl erasures record --certificate forget-u-17.json --owner acme --uri redis://cache:6379/0   # exit 2: no such file here",
+        "semvecctl erasures record --certificate forget-u-17.json --owner acme --verify-with compliance.pub --uri redis://cache:6379/0 -o json   # exit 2",
+    ),
     "archive verify": (
         "semvecctl archive verify backup.jsonl.gz",
         "semvecctl archive verify backup.jsonl.gz -o json",

@@ -150,6 +150,18 @@ Identity = Annotated[
                  help="Decrypt an age-encrypted archive with this identity file (AGE-SECRET-KEY-1… "
                       "lines) or OpenSSH private key; repeatable. Needs pip install 'semvecctl[age]'."),
 ]
+#: ``--shred-keys`` (sessions export/import, sessions prune --archive, erase, archive
+#: verify): the crypto-shredding keyring, a private directory kept apart from the archives
+ShredKeys = Annotated[
+    Optional[str],
+    typer.Option("--shred-keys", metavar="DIR", show_default=False,
+                 help="Crypto-shredding keyring (a directory, mode 700, kept apart from the "
+                      "archives): export and prune --archive seal each subject's events and "
+                      "each session's state under keys kept there; erase --apply destroys the "
+                      "subject's keys, after which no archive made with DIR yields its "
+                      "records; import and archive verify open what is still readable. "
+                      "Needs the cryptography package (pip install 'semvecctl[signing]')."),
+]
 #: ``--sign-with`` (erase, sessions prune, migrate cutover, shards cutover): a detached signature of the receipt
 SignWith = Annotated[
     Optional[str],
@@ -158,6 +170,30 @@ SignWith = Annotated[
                       "unencrypted, mode 600): writes RECEIPT.sig, checked by 'semvecctl "
                       "receipts verify'. The key is checked before anything is done; needs "
                       "the signing extra: pip install 'semvecctl[signing]'."),
+]
+#: ``erasures export``: the detached signature of the ledger file (FILE.sig), as a receipt's
+LedgerSignWith = Annotated[
+    Optional[str],
+    typer.Option("--sign-with", metavar="KEY", show_default=False,
+                 help="Sign the file with this Ed25519 private key (OpenSSH or PKCS8 PEM, "
+                      "unencrypted, mode 600): writes FILE.sig, as for receipts. Needs the "
+                      "signing extra: pip install 'semvecctl[signing]'."),
+]
+#: ``erasures import``: the signer's public key; FILE.sig must then match
+VerifyWith = Annotated[
+    Optional[str],
+    typer.Option("--verify-with", metavar="PUB", show_default=False,
+                 help="Verify FILE.sig with this Ed25519 public key (an 'ssh-ed25519 AAAA…' "
+                      "line or a PEM) before anything is recorded: unsigned, another signer or "
+                      "changed bytes is exit 1."),
+]
+#: ``erasures record``: the engine's compliance public key (its certificates' signer)
+CertificateKey = Annotated[
+    Optional[str],
+    typer.Option("--verify-with", metavar="PUB", show_default=False,
+                 help="Verify the certificate's signature with the engine's compliance public "
+                      "key (SEMVEC_COMPLIANCE_PUBKEY_FILE: a PEM) before recording: exit 1 "
+                      "when it does not match."),
 ]
 #: the probe's bound (health, doctor)
 Timeout = Annotated[

@@ -34,6 +34,15 @@ Version 4 lets the header carry the source's erasure ledger (``ledger``: the sec
 entries are keyed under, as hex, and the entries; never an id), so a store restored from
 the archive withholds an erased subject from the next restore too (see
 :mod:`backends.transfer.withhold`). The header is in the trailer's digest like every line.
+
+Version 5 adds crypto-shredding (:mod:`backends.archive.shred`): with ``shred`` in the
+header (``{"key_id": ...}``, the ledger secret the keyring's names are hashed under), each
+session line is ``{"kind","n","sealed","line_sha256"}``: ``sealed`` is a list of parts,
+each ``{"key","nonce","data"[,"events"]}``; the first is the session without its events
+(canonical JSON, ``"events": []`` when it carried events) under the session's key, the
+others each subject's events under the subject's key (``events``: how many). The line
+checksum and the chain digest cover the ciphertext. Without ``shred`` a v5 line is a v4
+line.
 """
 
 from __future__ import annotations
@@ -52,27 +61,30 @@ from backends.archive.errors import ArchiveDamaged, ArchiveUnsupported
 from backends.contract import as_utc
 
 FORMAT_NAME = "semvecctl-sessions"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 #: format versions this code reads
-READABLE_VERSIONS = frozenset({1, 2, 3, 4})
+READABLE_VERSIONS = frozenset({1, 2, 3, 4, 5})
 #: events per user record (v3): what a writer or reader holds of one log at a time
 USER_PART_EVENTS = 500
 
 _HEADER_V1 = frozenset({"kind", "format", "format_version", "source_backend", "source_uri",
                         "created_at", "tool", "tool_version", "with_items", "filters"})
 HEADER_KEYS = {1: _HEADER_V1, 2: _HEADER_V1 | {"with_events"}, 3: _HEADER_V1 | {"with_events"},
-               4: _HEADER_V1 | {"with_events", "ledger"}}
+               4: _HEADER_V1 | {"with_events", "ledger"},
+               5: _HEADER_V1 | {"with_events", "ledger", "shred"}}
 _SESSION_COMMON = frozenset({"kind", "n", "session_id", "version", "owner_subject",
                              "pending_message", "blob", "blob_sha256", "items", "line_sha256"})
 SESSION_KEYS = {1: _SESSION_COMMON | {"ttl_seconds"},
                 2: _SESSION_COMMON | {"expires_at", "drift_exempt", "events", "updated_at"}}
-SESSION_KEYS[3] = SESSION_KEYS[4] = SESSION_KEYS[2]
+SESSION_KEYS[3] = SESSION_KEYS[4] = SESSION_KEYS[5] = SESSION_KEYS[2]
+#: a sealed session line (v5 with ``shred``)
+SEALED_KEYS = frozenset({"kind", "n", "sealed", "line_sha256"})
 _USER_V2 = frozenset({"kind", "n", "user_id", "counter", "events", "line_sha256"})
 USER_KEYS = {2: _USER_V2, 3: _USER_V2 | {"part", "final"}}
-USER_KEYS[4] = USER_KEYS[3]
+USER_KEYS[4] = USER_KEYS[5] = USER_KEYS[3]
 TRAILER_KEYS = {1: frozenset({"kind", "count", "digest"}),
                 2: frozenset({"kind", "count", "users", "digest"})}
-TRAILER_KEYS[3] = TRAILER_KEYS[4] = TRAILER_KEYS[2]
+TRAILER_KEYS[3] = TRAILER_KEYS[4] = TRAILER_KEYS[5] = TRAILER_KEYS[2]
 ITEM_KEYS = frozenset({"item_id", "text", "embedding", "tier", "tiers", "unit", "created_at",
                        "updated_at"})
 
@@ -107,15 +119,20 @@ class ArchiveHeader:
     format_version: int = FORMAT_VERSION
     #: the source's erasure ledger (v4: ``{"keys": [...], "entries": [...]}``), or None
     ledger: Mapping[str, Any] | None = None
+    #: v5: ``{"key_id": ...}`` when the sessions are sealed for a shred keyring, or None
+    shred: Mapping[str, Any] | None = None
 
     def to_record(self) -> dict[str, Any]:
         return {
-            "kind": "header", "format": FORMAT_NAME, "format_version": FORMAT_VERSION,
+            # v5 only where it is needed (sealed sessions): a v4 reader reads the rest
+            "kind": "header", "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION if self.shred else 4,
             "source_backend": self.source_backend, "source_uri": self.source_uri,
             "created_at": self.created_at, "tool": "semvecctl", "tool_version": self.tool_version,
             "with_items": bool(self.with_items), "with_events": bool(self.with_events),
             "filters": dict(self.filters),
             **({"ledger": dict(self.ledger)} if self.ledger else {}),
+            **({"shred": dict(self.shred)} if self.shred else {}),
         }
 
     @staticmethod
@@ -140,6 +157,9 @@ class SessionRecord:
     events: tuple[Any, ...] | None = None  # MemoryEvent, with their sequence numbers
     #: the source's last write time (SQL, MongoDB), None where the store keeps none
     updated_at: datetime | None = None
+    #: v5 sealed: the state's key was destroyed (crypto-shredded); ``session_id`` is then a
+    #: placeholder, the state is not readable and only the events whose keys remain are here
+    shredded: bool = False
 
     @property
     def blob_sha256(self) -> str:
@@ -272,6 +292,70 @@ def session_body(record: SessionRecord, n: int) -> dict[str, Any]:
     return body
 
 
+def sealed_session_line(record: SessionRecord, n: int, sealer: Any) -> bytes:
+    """A session's v5 sealed line (see the module): its state under the session's key,
+    each subject's events under the subject's key, the checksum over the ciphertext.
+
+    The state part is the session's canonical record without ``blob``, a newline, then the
+    blob's raw bytes (canonical JSON holds no raw newline), so the blob is base64-encoded
+    once, as the ciphertext. The line is spelled here as :func:`canonical` spells it (its
+    strings are key names and base64: nothing to escape)."""
+    body = session_body(record, n)
+    del body["blob"]
+    if record.events is not None:
+        body["events"] = []
+    parts = [sealer.seal(sealer.session(record.session_id), canonical(body) + b"\n" + record.blob,
+                         n, 0)]
+    groups: dict[str, list[Any]] = {}
+    if type(record.events) is EncodedEvents:  # already encoded elsewhere: their records
+        for raw in record.events.records():
+            name = sealer.subject(raw["user_id"], raw["owner_subject"] or None)
+            groups.setdefault(name, []).append(raw)
+        encoded = ({name: record.events.json for name in groups} if len(groups) == 1
+                   else {name: canonical(group) for name, group in groups.items()})
+    else:
+        for event in record.events or ():
+            name = sealer.subject(event.user_id, event.owner_subject or None)
+            groups.setdefault(name, []).append(event)
+        encoded = {name: events_json(group) for name, group in groups.items()}
+    for index, (name, group) in enumerate(groups.items(), 1):
+        part = sealer.seal(name, encoded[name], n, index)
+        part["events"] = len(group)
+        parts.append(part)
+    sealed = "[" + ",".join(
+        '{"data":"%s",%s"key":"%s","nonce":"%s"}' % (
+            p["data"], '"events":%d,' % p["events"] if "events" in p else "", p["key"],
+            p["nonce"]) for p in parts) + "]"
+    unsigned = '{"kind":"session","n":%d,"sealed":%s}' % (n, sealed)
+    digest = sha256_hex(unsigned.encode("ascii"))
+    return ('{"kind":"session","line_sha256":"%s","n":%d,"sealed":%s}'
+            % (digest, n, sealed)).encode("ascii")
+
+
+def opened_state(plain: bytes) -> dict[str, Any]:
+    """A sealed state part's record (the inverse of the state part's spelling)."""
+    head, _, blob = plain.partition(b"\n")
+    body: dict[str, Any] = json.loads(head)
+    body["blob"] = base64.b64encode(blob).decode("ascii")
+    return body
+
+
+def check_sealed(record: dict[str, Any], line_no: int, expected_n: int) -> list[dict[str, Any]]:
+    """Validate a sealed session line's checksum (over the ciphertext), number and parts;
+    return the parts (opened by the reader when it has the keyring)."""
+    _check_line(record, line_no, expected_n, SEALED_KEYS, "session")
+    parts = record.get("sealed")
+    if not isinstance(parts, list) or not parts:
+        raise damaged(line_no, "a sealed session has no parts")
+    for index, part in enumerate(parts):
+        allowed = {"key", "nonce", "data"} | ({"events"} if index else set())
+        if not isinstance(part, dict) or set(part) != allowed \
+                or not all(isinstance(part[k], str) for k in ("key", "nonce", "data")) \
+                or (index and (not _is_int(part["events"]) or part["events"] < 1)):
+            raise damaged(line_no, "a sealed part is not {key, nonce, data[, events]}")
+    return parts
+
+
 def user_body(record: UserRecord, n: int) -> dict[str, Any]:
     """A user record without its events and ``line_sha256`` (see :func:`signed_line`)."""
     return {"kind": "user", "n": n, "user_id": record.user_id,
@@ -339,7 +423,17 @@ def check_header(record: Any, line_no: int = 1) -> ArchiveHeader:
         with_items=bool(record.get("with_items")), filters=filters,
         with_events=bool(record.get("with_events")), format_version=version,
         ledger=_checked_ledger(record.get("ledger"), line_no),
+        shred=_checked_shred(record.get("shred"), line_no),
     )
+
+
+def _checked_shred(value: Any, line_no: int) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != {"key_id"} \
+            or not isinstance(value["key_id"], str) or not value["key_id"]:
+        raise damaged(line_no, "the header's shred field is not {key_id}")
+    return value
 
 
 _LEDGER_KEY_FIELDS = {"key_id", "secret"}
@@ -505,10 +599,18 @@ def _check_line(record: dict[str, Any], line_no: int, expected_n: int, allowed: 
 
 
 def check_session(record: dict[str, Any], line_no: int, expected_n: int,
-                  header: ArchiveHeader | None = None) -> tuple[SessionRecord, bytes]:
-    """Validate one session line; return the record and its canonical bytes (for the chain)."""
+                  header: ArchiveHeader | None = None, *,
+                  opened: bool = False) -> tuple[SessionRecord, bytes]:
+    """Validate one session line; return the record and its canonical bytes (for the chain).
+    ``opened``: a record opened from a sealed line, whose checksum (over the ciphertext)
+    and authentication were checked already; then no bytes are returned."""
     version_of_format = header.format_version if header is not None else FORMAT_VERSION
-    _check_line(record, line_no, expected_n, SESSION_KEYS[version_of_format], "session")
+    if opened:
+        unknown = set(record) - SESSION_KEYS[version_of_format]
+        if unknown or record.get("n") != expected_n:
+            raise damaged(line_no, "a sealed session opens to a record that is not this line's")
+    else:
+        _check_line(record, line_no, expected_n, SESSION_KEYS[version_of_format], "session")
     session_id = record.get("session_id")
     if not isinstance(session_id, str) or not session_id:
         raise damaged(line_no, "session_id must be a non-empty string")
@@ -560,7 +662,7 @@ def check_session(record: dict[str, Any], line_no: int, expected_n: int,
                            f"session {session_id!r}: updated_at")
     return (SessionRecord(session_id, version, owner, pending or None, blob, expires_at, items,
                           drift_exempt, events, updated_at),
-            canonical(record))
+            b"" if opened else canonical(record))
 
 
 def check_user(record: dict[str, Any], line_no: int, expected_n: int, format_version: int = 2,

@@ -30,6 +30,7 @@ from backends.archive.format import (
     UserRecord,
     canonical,
     check_header,
+    check_sealed,
     check_session,
     check_trailer,
     check_user,
@@ -88,6 +89,14 @@ class ArchiveSummary:
     #: records (lines between header and trailer: sessions and user log parts), what a
     #: later pass over the archive reads
     records: int = 0
+    #: v5 sealed sessions read without a keyring (checked, not opened)
+    sealed: int = 0
+    #: with a keyring: sessions whose state key was destroyed, events whose subject's
+    #: key was, and the distinct destroyed keys of subjects and of sessions
+    shredded_sessions: int = 0
+    shredded_events: int = 0
+    shredded_subjects: int = 0
+    shredded_session_keys: int = 0
 
 
 class ArchiveReader:
@@ -98,8 +107,15 @@ class ArchiveReader:
     when ``close_source`` is true."""
 
     def __init__(self, source: str | os.PathLike[str] | IO[bytes], *,
-                 close_source: bool = False, identities: Sequence[Any] | None = None) -> None:
+                 close_source: bool = False, identities: Sequence[Any] | None = None,
+                 keyring: Any = None) -> None:
         self._owned: IO[bytes] | None = None
+        #: the shred keyring that opens sealed sessions (v5), or None: they are then
+        #: checked and counted (``sealed``) but not yielded
+        self._keyring = keyring
+        self.sealed = self.shredded_sessions = self.shredded_events = 0
+        #: names of the destroyed keys met (subjects' ``s.…``, sessions' ``x.…``)
+        self.shredded_keys: set[str] = set()
         if isinstance(source, (str, os.PathLike)):
             self._owned = open_archive(Path(source), identities)
             raw: IO[bytes] = self._owned
@@ -191,6 +207,13 @@ class ArchiveReader:
                     raise damaged(self._line_no, "there is data after the trailer")
                 return
             parsed: ArchiveRecord
+            if kind == "session" and not lines and self.header.shred:
+                count += 1
+                opened = self._open_sealed(record, count)
+                self._chain.update(canonical(record) + b"\n")
+                if opened is not None:
+                    yield opened
+                continue
             if kind == "session" and not lines:
                 parsed, line = check_session(record, self._line_no, count + lines + 1, self.header)
                 count += 1
@@ -210,6 +233,40 @@ class ArchiveReader:
                 raise damaged(self._line_no, f"unexpected record kind {kind!r}")
             self._chain.update(line + b"\n")
             yield parsed
+
+    def _open_sealed(self, record: dict[str, Any], n: int) -> SessionRecord | None:
+        """A sealed session opened with the keyring: the record; its events of a subject
+        whose key is gone left out (counted); a state whose key is gone gives a
+        ``shredded`` record carrying only the events still readable. None without a
+        keyring (checked and counted as sealed)."""
+        import json
+
+        from backends.archive.format import event_from_record, opened_state
+        from backends.archive.shred import open_part
+
+        parts = check_sealed(record, self._line_no, n)
+        if self._keyring is None:
+            self.sealed += 1
+            return None
+        state = open_part(self._keyring, parts[0], n, 0, self._line_no)
+        events: list[Any] = []
+        for index, part in enumerate(parts[1:], 1):
+            plain = open_part(self._keyring, part, n, index, self._line_no)
+            if plain is None:
+                self.shredded_events += part["events"]
+                self.shredded_keys.add(part["key"])
+            else:
+                events.extend(json.loads(plain))
+        if state is None:
+            self.shredded_sessions += 1
+            self.shredded_keys.add(parts[0]["key"])
+            return SessionRecord(f"(shredded: archive line {self._line_no})", 1, None, None, b"",
+                                 events=tuple(event_from_record(e, self._line_no) for e in events),
+                                 shredded=True)
+        body = opened_state(state)
+        if "events" in body:
+            body["events"] = events
+        return check_session(body, self._line_no, n, self.header, opened=True)[0]
 
     def sessions(self) -> Iterator[SessionRecord]:
         """The session records only (the whole stream is still read and checked)."""
@@ -281,7 +338,8 @@ def _duplicate_message(key: str, count: int) -> str:
 
 
 def verify_archive(source_factory: Any,
-                   tick: Callable[[int], None] | None = None) -> ArchiveSummary:
+                   tick: Callable[[int], None] | None = None, *,
+                   keyring: Any = None) -> ArchiveSummary:
     """Read the whole archive once, checking everything, and refuse duplicate session ids,
     user logs, event ids and (user, sequence) pairs.
 
@@ -300,7 +358,7 @@ def verify_archive(source_factory: Any,
     users = counters = expiring = written_at = records = 0
     dimensions: set[int] = set()
     now = utc_now()
-    with ArchiveReader(opener(), close_source=True) as reader:
+    with ArchiveReader(opener(), close_source=True, keyring=keyring) as reader:
         header = reader.header
         for record in reader.records():
             records += 1
@@ -329,8 +387,12 @@ def verify_archive(source_factory: Any,
                 events += len(record.events)
                 sequenced += sum(1 for e in record.events if e.sequence)
         digest = reader.digest
+        shredded = (reader.sealed, reader.shredded_sessions, reader.shredded_events,
+                    sum(k.startswith("s.") for k in reader.shredded_keys),
+                    sum(k.startswith("x.") for k in reader.shredded_keys))
+        count += reader.sealed
     if seen.suspects:
-        with ArchiveReader(opener(), close_source=True) as reader:
+        with ArchiveReader(opener(), close_source=True, keyring=keyring) as reader:
             keys = (key for record in reader.records() for key in _record_keys(record))
             dups = confirmed_duplicates(keys, seen.suspects)
         if dups:
@@ -341,4 +403,6 @@ def verify_archive(source_factory: Any,
                           drift_exempt=drift, events=events, sequenced_events=sequenced,
                           sessions_with_events=with_events, users=users, counters=counters,
                           sessions_expiring=expiring, sessions_with_write_time=written_at,
-                          records=records)
+                          records=records + shredded[0], sealed=shredded[0],
+                          shredded_sessions=shredded[1], shredded_events=shredded[2],
+                          shredded_subjects=shredded[3], shredded_session_keys=shredded[4])

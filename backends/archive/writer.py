@@ -23,6 +23,7 @@ from backends.archive.format import (
     ArchiveRecord,
     UserRecord,
     canonical,
+    sealed_session_line,
     session_line,
     user_line,
 )
@@ -33,7 +34,11 @@ class ArchiveWriter:
     newest format version). Sessions come first: a session after a user log is refused,
     because the reader refuses it."""
 
-    def __init__(self, stream: IO[bytes], header: ArchiveHeader) -> None:
+    def __init__(self, stream: IO[bytes], header: ArchiveHeader, *, sealer: Any = None) -> None:
+        if (sealer is None) != (not header.shred):
+            raise ValueError("a sealed archive needs both a sealer and the header's shred field")
+        #: seals each session for a shred keyring (:mod:`backends.archive.shred`), or None
+        self._sealer = sealer
         self._stream = stream
         self._chain = hashlib.sha256()
         self.count = 0
@@ -55,6 +60,8 @@ class ArchiveWriter:
             raise ValueError("archive already finished")
         n = self.count + self.lines_of_users + 1
         if isinstance(record, UserRecord):
+            if self._sealer is not None:
+                raise ValueError("user logs cannot be sealed for a shred keyring yet")
             self.users += record.final
             self.lines_of_users += 1
             self.events += len(record.events)
@@ -65,7 +72,8 @@ class ArchiveWriter:
         self.count += 1
         self.items += len(record.items or ())
         self.events += len(record.events or ())
-        self._emit(session_line(record, n))
+        self._emit(session_line(record, n) if self._sealer is None
+                   else sealed_session_line(record, n, self._sealer))
 
     def add_user_log(self, user_id: str, events: Iterable[Any],
                      counter: Callable[[int], int | None], *,

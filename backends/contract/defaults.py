@@ -178,6 +178,14 @@ class EventStoreDefaults:
         the indexes are the store's own."""
         return 0
 
+    def iter_stored_events(self) -> Iterator[MemoryEvent]:
+        """Every stored event that decodes, whether or not an index names it (the doctor's
+        erasure-ledger check: a restored event must be found without its index entry).
+        The default lists each user's log; a store whose indexes live apart from its
+        events (Redis) reads the events themselves."""
+        for user in sorted(self.user_ids() or ()):
+            yield from self.list_events(user)  # type: ignore[attr-defined]
+
     def user_ids(self) -> set[str] | None:
         """Every user id with a log (the doctor's erasure-ledger check reads each), or
         None where the store cannot list them in one pass; the default asks the log

@@ -48,6 +48,9 @@ class Finding:
     verify: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
     #: '' while only found; 'planned', 'repaired', 'still present', 'failed: …' under --fix
     outcome: str = ""
+    #: the stored event the finding is about, when it is about one (so a repair that would
+    #: make an erased subject's event visible again can be withheld: ops.doctor)
+    event_id: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def safe(self) -> bool:

@@ -6,11 +6,12 @@ backend X" otherwise)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, ContextManager, Iterator, NamedTuple, Protocol, Sequence, runtime_checkable
 
 from backends.contract.protocols import RetrievalBackend
 from backends.contract.values import (IndexAction, IndexReport, IndexSpec, ItemSyncResult, LedgerEntry,
-                                      LedgerKey, LogShape, LoadedState, MemoryEvent, MemoryItem,
+                                      LedgerKey, StoreIdentity, LogShape, LoadedState, MemoryEvent, MemoryItem,
                                       SessionSummary)
 from backends.contract.owner import UNSCOPED, OwnerFilter
 
@@ -295,7 +296,27 @@ class ErasureLedger(Protocol):
     def entries(self) -> list[LedgerEntry]: ...
 
     def add_entries(self, entries: Sequence[LedgerEntry]) -> None:
-        """Keep each entry; one already there keeps the later erasure time."""
+        """Keep each entry; one already there keeps the later erasure time (and its
+        receipt) and the union of the session hashes. A new entry takes the store's next
+        position (``seq``); one already there keeps its own (the caller's ``seq`` is
+        ignored)."""
+        ...
+
+    def identity(self, *, create: bool = True) -> StoreIdentity | None:
+        """The store's identity, made on first use when ``create`` (two first callers
+        agree on one); None when there is none and ``create`` is false."""
+        ...
+
+    def now(self) -> datetime:
+        """The store's own clock (aware UTC): Redis ``TIME``, PostgreSQL ``now()`` on the
+        primary, MongoDB ``$$NOW``; the process clock where the store has none."""
+        ...
+
+    def emptied_logs(self) -> list[tuple[str, int]] | None:
+        """``(user_id, counter)`` of every user whose counter says events were written but
+        who has none left (an erasure by id keeps the counter); None where the store
+        keeps no counter apart from its events, so an emptied log cannot be told from one
+        that never was."""
         ...
 
 

@@ -322,12 +322,27 @@ class LedgerKey(NamedTuple):
         return f"LedgerKey(key_id={self.key_id!r}, own={self.own})"
 
 
+class StoreIdentity(NamedTuple):
+    """A store's identity, made once and kept with its erasure ledger (on a sharded SQL
+    deployment, on the primary: one for the deployment): an archive names the store it
+    came from by it. ``created_at`` is the store's clock when it was made."""
+
+    identity: str
+    created_at: datetime
+
+
 class LedgerEntry(NamedTuple):
     """One erased subject: HMAC-SHA256 (hex) of the subject under the key ``key_id``, the
-    erasure time (aware UTC) and the receipt's reference (its digest), or None. Never
-    the ids themselves."""
+    erasure time (aware UTC, the store's clock) and the receipt's reference (its digest),
+    or None. Never the ids themselves. ``sessions``: keyed hashes (same key) of the session
+    ids the erasure removed, so an archive without events is withheld by session too.
+    ``seq``: the entry's position in the store's ledger (given by the store when it first
+    records the subject; 0 for an entry made before positions existed), which a ledger
+    state names (:mod:`backends.contract.ledger`)."""
 
     key_id: str
     digest: str
     erased_at: datetime
     receipt: str | None = None
+    sessions: tuple[str, ...] = ()
+    seq: int = 0

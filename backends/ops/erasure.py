@@ -285,7 +285,11 @@ def verify_erased(adapter: Any, user_id: str, owner: str | None,
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return _stamp(datetime.now(timezone.utc))
+
+
+def _stamp(at: datetime) -> str:
+    return at.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 class _NoJournal:
@@ -331,19 +335,33 @@ def apply_erasure(adapter: Any, plan: ErasurePlan, journal: Any = None,
                 event_defaults(store).drop_index_entries(plan.user_id, plan.dangling)
                 journal.append({"step": "dangling", "dropped": list(plan.dangling)})
         # the sequence counter stays (the engine never touches it when it erases)
-    result = receipt(adapter, plan, journal.records, survivors)
-    record_in_ledger(adapter, plan, result)
+    from backends.ops.ledger import store_clock
+
+    clock = store_clock(adapter)  # after the deletes: what the subject writes later flows
+    result = receipt(adapter, plan, journal.records, survivors, clock)
+    record_in_ledger(adapter, plan, result, clock)
     return result
 
 
-def record_in_ledger(adapter: Any, plan: ErasurePlan, result: dict[str, Any]) -> None:
-    """Record the subject in the store's erasure ledger (a keyed hash, never the ids), so
-    that no restore path writes its older data back; the receipt is named by its digest.
-    Recorded after the deletes, at the precise time: what the subject writes later flows."""
-    from backends.transfer.withhold import record_erasure, utc_now
+def record_in_ledger(adapter: Any, plan: ErasurePlan, result: dict[str, Any],
+                     clock: Any = None) -> None:
+    """Record the subject in the store's erasure ledger (a keyed hash, never the ids), with
+    the keyed hashes of its sessions, so that no restore path writes its older data back
+    (an archive without events is withheld by session); the receipt is named by its
+    digest. The time is the store's clock, read after the deletes."""
+    from backends.ops.ledger import record_subject
 
-    record_erasure(adapter, plan.user_id, plan.owner, erased_at=utc_now(),
-                   receipt=f"sha256:{result['digest']['value']}")
+    record_subject(adapter, plan.user_id, plan.owner, sessions=result["sessions"],
+                   receipt=f"sha256:{result['digest']['value']}", clock=clock)
+
+
+def shred_keys_of(adapter: Any, plan: ErasurePlan, result: dict[str, Any], keyring: Any) -> int:
+    """Destroy, durably, the shred keys of the erased subject and of the sessions the
+    erasure removed (the ones its ledger entry names); how many there were."""
+    from backends.transfer.shredding import shred_names
+
+    sessions = {*result.get("sessions", ()), *plan.states}
+    return keyring.destroy(shred_names(adapter, plan.user_id, plan.owner, sorted(sessions)))
 
 
 def _delete_state(state: Any, sid: str, owner: str | None) -> bool:
@@ -374,8 +392,11 @@ def _merge_earlier_runs(plan: ErasurePlan, records: Sequence[dict[str, Any]]) ->
 
 
 def receipt(adapter: Any, plan: ErasurePlan, records: Sequence[dict[str, Any]],
-            survivors: Sequence[str]) -> dict[str, Any]:
-    """The receipt of the whole operation: every plan and step the journal holds."""
+            survivors: Sequence[str], clock: Any = None) -> dict[str, Any]:
+    """The receipt of the whole operation: every plan and step the journal holds. Its
+    time is the store's (``clock``, a :class:`~backends.contract.ledger.ClockReading`),
+    and ``clock`` says how far the erasing machine's clock was from it."""
+    from backends.ops.ledger import clock_record
     sessions: dict[str, None] = {}
     event_ids: dict[str, None] = {}
     damaged: dict[str, str] = {}
@@ -422,7 +443,8 @@ def receipt(adapter: Any, plan: ErasurePlan, records: Sequence[dict[str, Any]],
         "owner_subject": plan.owner,
         "unowned": plan.owner is None,
         "backend": plan.backend,
-        "erased_at": _now(),
+        "erased_at": _now() if clock is None else _stamp(clock.at),
+        "clock": clock_record(clock),
         "runs": max(runs, 1),
         # the engine's ErasureResult fields
         "sessions": list(sessions),

@@ -195,10 +195,13 @@ def delete_idle(adapter: Any, sessions: Iterable[IdleSession], result: PruneResu
 
 def archive_idle(adapter: Any, sessions: Iterable[IdleSession], path: str | os.PathLike[str],
                  result: PruneResult, *, source_uri: str,
-                 owner_subject: OwnerFilter = UNSCOPED, recipients: Sequence[Any] = ()) -> None:
+                 owner_subject: OwnerFilter = UNSCOPED, recipients: Sequence[Any] = (),
+                 shred_keys: Any = None) -> None:
     """Write the idle sessions, whole, to an archive at ``path`` (atomic; absent if
-    interrupted), age-encrypted to ``recipients`` when there are any. A session written
-    between being judged idle and being read is left out (it is no longer idle)."""
+    interrupted), age-encrypted to ``recipients`` when there are any, each session sealed
+    under its own key in ``shred_keys`` when given (an erasure that removes the session
+    destroys it). A session written between being judged idle and being read is left out
+    (it is no longer idle)."""
     from backends.transfer.export import ExportResult, iter_records, make_header
 
     judged: dict[str, int] = {}
@@ -211,22 +214,31 @@ def archive_idle(adapter: Any, sessions: Iterable[IdleSession], path: str | os.P
     header = make_header(adapter, source_uri, with_items=False, owner_subject=owner_subject,
                          match=None)
     header = replace(header, filters={**header.filters, "pruned": True})
+    sealer = None
+    if shred_keys is not None:
+        from backends.transfer.shredding import sealer_for
+
+        sealer = sealer_for(adapter, shred_keys)
+        header = replace(header, shred={"key_id": sealer.key_id})
     with atomic_output(path, recipients) as stream:
-        writer = ArchiveWriter(stream, header)
+        writer = ArchiveWriter(stream, header, sealer=sealer)
         for record in iter_records(adapter, ExportResult(), owner_subject=owner_subject,
                                    summaries=noted(sessions)):
             if judged.pop(record.session_id, None) == record.version:
                 writer.add(record)
         result.digest = writer.finish()
         result.archived = writer.count
+        if shred_keys is not None:  # durable before the archive appears
+            shred_keys.flush()
 
 
 def archived_sessions(path: str | os.PathLike[str],
-                      identities: Sequence[Any] | None = None) -> Iterator[IdleSession]:
+                      identities: Sequence[Any] | None = None,
+                      shred_keys: Any = None) -> Iterator[IdleSession]:
     """The sessions an archive written by :func:`archive_idle` holds, for deleting
-    (``identities`` decrypt an encrypted one)."""
+    (``identities`` decrypt an encrypted one, ``shred_keys`` open a sealed one)."""
     epoch = datetime.fromtimestamp(0, timezone.utc)
-    with ArchiveReader(path, identities=identities) as reader:
+    with ArchiveReader(path, identities=identities, keyring=shred_keys) as reader:
         for record in reader.sessions():
             yield IdleSession(record.session_id, record.version, record.owner_subject, epoch, 0)
 
@@ -269,6 +281,8 @@ class PruneRequest:
     recipients: tuple[Any, ...] = ()
     #: age identities that decrypt the archive of an interrupted run being continued
     identities: tuple[Any, ...] = ()
+    #: an open shred keyring (:class:`backends.archive.shred.Keyring`) sealing the archive
+    shred_keys: Any = None
     #: where an ``apply`` writes its receipt (None: no receipt)
     receipt: str | None = None
 
@@ -390,7 +404,7 @@ class Prune:
         result.unknown = int(done.get("unknown") or 0)
         self.notify(f"continuing the interrupted prune journalled in {journal.path}: deleting "
                     f"what {archive} holds ({result.archived} session(s)); the archive is kept")
-        return archived_sessions(archive, self.request.identities)
+        return archived_sessions(archive, self.request.identities, self.request.shred_keys)
 
     def _scan(self) -> Iterable[IdleSession]:
         request, result = self.request, self.result
@@ -406,7 +420,8 @@ class Prune:
             archive_idle(self.adapter, self.progress(idle, "archiving"), request.archive,
                          result, source_uri=request.source_uri,
                          owner_subject=request.owner_subject,
-                         recipients=[*request.recipients, extra] if request.recipients else ())
+                         recipients=[*request.recipients, extra] if request.recipients else (),
+                         shred_keys=request.shred_keys)
         except BaseException:  # nothing deleted yet: no run to continue
             if self.journal is not None:
                 self.journal.finish()
@@ -415,7 +430,8 @@ class Prune:
             self.journal.append({"phase": "archived", "count": result.archived,
                                  "digest": result.digest, "examined": result.examined,
                                  "idle": result.idle, "unknown": result.unknown})
-        return archived_sessions(request.archive, [reader_key] if reader_key is not None else None)
+        return archived_sessions(request.archive, [reader_key] if reader_key is not None else None,
+                                 request.shred_keys)
 
     def delete(self, sessions: Iterable[IdleSession]) -> Iterator[tuple[IdleSession, str]]:
         """Delete ``sessions`` (from :meth:`start`), yielding each outcome; the journal

@@ -35,7 +35,11 @@ EVENTS_USER_INDEX = "ix_semvec_memory_events_user_id"
 #: on the primary only (see backends.postgres.ledger)
 LEDGER_KEYS_TABLE = "semvecctl_erasure_keys"
 LEDGER_TABLE = "semvecctl_erasure_ledger"
-OWN_TABLES = (LEDGER_KEYS_TABLE, LEDGER_TABLE)
+#: the store's identity (one row), kept with its ledger on the primary
+LEDGER_STORE_TABLE = "semvecctl_erasure_store"
+#: the positions the ledger gives its entries (a sequence beside the tables)
+LEDGER_SEQUENCE = "semvecctl_erasure_seq"
+OWN_TABLES = (LEDGER_KEYS_TABLE, LEDGER_TABLE, LEDGER_STORE_TABLE)
 #: advisory-lock key serialising DDL across processes ("semvecdd" as an int64)
 _DDL_LOCK_KEY = 0x73656D7665636464
 

@@ -493,6 +493,7 @@ class RedisAudit:
             "is invisible to them and would survive an erasure",
             "index it at its own sequence and time (safe: only adds the entry)"
             if fixable else "repair the event's fields first, then re-index it")
+        finding.event_id = key_id
         if fixable:
             assert sequence is not None and epoch is not None
             k4 = [u_key, t_key, schema.user_counter_key(user_text), key]

@@ -203,6 +203,31 @@ class RedisEventStore(RedisEventBulk, EngineEventSurface):
             if cursor == 0:
                 return {sid: sorted(users) for sid, users in found.items()}
 
+    def iter_stored_events(self) -> Iterator[MemoryEvent]:
+        """Every event hash that decodes, found by a SCAN of the hashes themselves, not
+        through the per-user indexes (an unindexed event is found too); a batch of hashes
+        per round trip."""
+        pattern = schema.escape_glob(schema.EVENT_PREFIX) + "*"
+        cursor = 0
+        while True:
+            with redis_errors(self._where):
+                cursor, names = self._client.scan(cursor, match=pattern, count=SCAN_BATCH)
+                pipe = self._client.pipeline(transaction=False)
+                for name in names:
+                    pipe.hgetall(name)
+                raws = pipe.execute(raise_on_error=False) if names else []
+            for raw in raws:
+                if isinstance(raw, Exception) or not raw:
+                    continue  # a foreign key of another type under our prefix
+                try:
+                    event = decode_event(raw)
+                except IntegrityError:
+                    continue  # damaged: the audit reports it as event.unreadable
+                if event is not None:
+                    yield event
+            if int(cursor) == 0:
+                return
+
     # -- EventRestorer -----------------------------------------------------------------
 
     def restore_events(self, events: Sequence[Any]) -> int:

@@ -1,16 +1,22 @@
-"""The erasure ledger in Redis: three keys of our own under ``semvec:ctl:ledger:``
-(:mod:`backends.redis.schema`), which the engine never reads. Secrets are kept hex-encoded;
-nothing here hashes (:mod:`backends.transfer.withhold` does)."""
+"""The erasure ledger in Redis: keys of our own under ``semvec:ctl:ledger:``
+(:mod:`backends.redis.schema`), which the engine never reads: the secrets, the store's own
+key, the entries, the store's identity and the counter of the entries' positions. Secrets
+are kept hex-encoded; nothing here hashes (:mod:`backends.transfer.withhold` does). The
+store's clock is ``TIME``."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from backends.contract import LedgerEntry, LedgerKey
+from backends.contract import LedgerEntry, LedgerKey, StoreIdentity, as_utc
 from backends.redis import schema
 from backends.redis.errors import redis_errors
+
+
+#: entries per script call (a call blocks the server while it runs)
+_MERGE_CHUNK = 500
 
 
 def _text(raw: Any) -> str:
@@ -45,17 +51,81 @@ class RedisLedger:
             kid, _, digest = _text(name).partition(":")
             data = json.loads(_text(value))
             found.append(LedgerEntry(kid, digest, datetime.fromisoformat(data["erased_at"]),
-                                     data.get("receipt")))
+                                     data.get("receipt"), tuple(data.get("sessions", ())),
+                                     int(data.get("seq", 0))))
         return found
 
     def add_entries(self, entries: Sequence[LedgerEntry]) -> None:
-        held = {(e.key_id, e.digest): e for e in self.entries()}
-        fresh = {}
-        for e in entries:
-            old = held.get((e.key_id, e.digest))
-            if old is None or e.erased_at > old.erased_at:
-                fresh[f"{e.key_id}:{e.digest}"] = json.dumps(
-                    {"erased_at": e.erased_at.isoformat(), "receipt": e.receipt})
-        if fresh:
-            with redis_errors(self._where):
-                self._client.hset(schema.LEDGER_ENTRIES_KEY, mapping=fresh)
+        """Merge ``entries`` in by the one rule (``merged``), each entry read and written
+        inside one script on the entries hash (atomic per entry, a single key, so a
+        cluster runs it too). Positions for entries that turn out new are reserved first
+        with one INCRBY on the counter; the unused ones are gaps, which a ledger state
+        allows (it compares the entries at or below a position)."""
+        from backends.contract.ledger import merged
+        from backends.redis.scripts import script
+
+        batch: dict[tuple[str, str], LedgerEntry] = {}
+        for e in entries:  # the batch's own repeats folded first
+            kept = merged(batch.get((e.key_id, e.digest)), e)
+            if kept is not None:
+                batch[(e.key_id, e.digest)] = kept
+        if not batch:
+            return
+        merge = script("ledger_merge")
+        items = list(batch.values())
+        with redis_errors(self._where):
+            top = int(self._client.incrby(schema.LEDGER_SEQ_KEY, len(items)))
+            first = top - len(items) + 1
+            for start in range(0, len(items), _MERGE_CHUNK):
+                args: list[Any] = []
+                for n, e in enumerate(items[start:start + _MERGE_CHUNK], first + start):
+                    args += [f"{e.key_id}:{e.digest}", as_utc(e.erased_at).isoformat(),
+                             e.receipt or "", "0" if e.receipt is None else "1",
+                             json.dumps(sorted(set(e.sessions))), n]
+                merge(self._client, [schema.LEDGER_ENTRIES_KEY], args)
+
+    def identity(self, *, create: bool = True) -> StoreIdentity | None:
+        from backends.contract.ledger import new_identity
+
+        with redis_errors(self._where):
+            raw = self._client.get(schema.LEDGER_IDENTITY_KEY)
+            if raw is None and create:
+                made = new_identity(self.now())
+                self._client.set(schema.LEDGER_IDENTITY_KEY, json.dumps(
+                    {"identity": made.identity, "created_at": made.created_at.isoformat()}),
+                    nx=True)
+                raw = self._client.get(schema.LEDGER_IDENTITY_KEY)  # ours, or the first one
+        if raw is None:
+            return None
+        data = json.loads(_text(raw))
+        return StoreIdentity(data["identity"], datetime.fromisoformat(data["created_at"]))
+
+    def now(self) -> datetime:
+        with redis_errors(self._where):
+            seconds, micros = self._client.time()
+        return datetime.fromtimestamp(int(seconds), timezone.utc).replace(microsecond=int(micros))
+
+    def emptied_logs(self) -> list[tuple[str, int]]:
+        """Users whose counter says events were written but whose two indexes are empty
+        (what an erasure by id leaves: the counter is kept)."""
+        prefix = schema.USER_COUNTER_PREFIX
+        found: list[tuple[str, int]] = []
+        with redis_errors(self._where):
+            names = list(self._client.scan_iter(match=schema.escape_glob(prefix) + "*",
+                                                count=500))
+            for start in range(0, len(names), 500):
+                chunk = names[start:start + 500]
+                pipe = self._client.pipeline(transaction=False)
+                for name in chunk:
+                    user = _text(name)[len(prefix):]
+                    pipe.get(name)
+                    pipe.zcard(schema.user_seq_index_key(user))
+                    pipe.zcard(schema.user_time_index_key(user))
+                replies = pipe.execute(raise_on_error=False)
+                for i, name in enumerate(chunk):
+                    value, by_seq, by_time = replies[3 * i:3 * i + 3]
+                    if isinstance(value, (bytes, str)) and _text(value).isdigit() \
+                            and int(value) > 0 and by_seq == 0 and by_time == 0:
+                        found.append((_text(name)[len(prefix):], int(value)))
+        return found
+

@@ -20,6 +20,9 @@ LEDGER_PREFIX = "semvec:ctl:ledger:"
 LEDGER_KEYS_KEY = LEDGER_PREFIX + "keys"
 LEDGER_OWN_KEY = LEDGER_PREFIX + "own"
 LEDGER_ENTRIES_KEY = LEDGER_PREFIX + "entries"
+#: the store's identity (JSON, set once) and the counter of the entries' positions
+LEDGER_IDENTITY_KEY = LEDGER_PREFIX + "identity"
+LEDGER_SEQ_KEY = LEDGER_PREFIX + "seq"
 
 # Fields of a session hash. ``owner`` and ``pending`` are '' for none.
 F_BLOB = "blob"

@@ -24,7 +24,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from operator import attrgetter
 from collections.abc import Generator
@@ -42,7 +42,7 @@ from backends.archive.encryption import decrypted_if_age, encrypted_to, new_iden
 from backends.archive.format import log_order, utc_now
 from backends.archive.seen import SeenFilter, confirmed_duplicates
 from backends.contract import (Capability, OwnerFilter, UNSCOPED, as_utc, offers, event_defaults, state_defaults)
-from backends.errors import CorruptState, IntegrityError, UnsupportedOperation
+from backends.errors import CorruptState, IntegrityError, OperationRefused, UnsupportedOperation
 from backends.transfer.batch_reads import READ_CHUNK, batch_loader, chunks, iter_user_log
 from backends.transfer.readahead import read_ahead
 from backends.transfer.sources import Unclosable
@@ -442,11 +442,14 @@ def write_archive(adapter: Any, stream: IO[bytes], *, source_uri: str,
                   users: Sequence[str] = (), allow_loss: bool = False, batch_size: int = 500,
                   progress: Progress | None = None,
                   skip_damaged: bool | None = None,
-                  updated_since: datetime | None = None) -> ExportResult:
+                  updated_since: datetime | None = None,
+                  shred_keys: Any = None) -> ExportResult:
     """One pass: enumerate and write. Duplicates are only *suspected* here (see module).
 
     What the source cannot provide is refused by the loss rule before the first line is
-    written; with ``allow_loss`` it is left out and said in ``result.warnings``."""
+    written; with ``allow_loss`` it is left out and said in ``result.warnings``. With
+    ``shred_keys`` (an open :class:`~backends.archive.shred.Keyring`) every session is
+    sealed per subject and session, and the keys made are durable before this returns."""
     users = tuple(dict.fromkeys(users))
     warnings = check_exportable(adapter, with_items=with_items, with_events=with_events,
                                 users=users, allow_loss=allow_loss, updated_since=updated_since)
@@ -456,7 +459,10 @@ def write_archive(adapter: Any, stream: IO[bytes], *, source_uri: str,
     header = make_header(adapter, source_uri, with_items=with_items, owner_subject=owner_subject,
                          match=match, with_events=with_events, users=users,
                          updated_since=updated_since)
-    writer = ArchiveWriter(stream, header)
+    sealer = _sealer(adapter, shred_keys, users)
+    if sealer is not None:
+        header = replace(header, shred={"key_id": sealer.key_id})
+    writer = ArchiveWriter(stream, header, sealer=sealer)
     seen = SeenFilter()
     records: Iterable[SessionRecord] = iter_records(
         adapter, result, owner_subject=owner_subject, match=match, with_items=with_items,
@@ -470,16 +476,30 @@ def write_archive(adapter: Any, stream: IO[bytes], *, source_uri: str,
         writer.add(record)
     write_user_logs(adapter, writer, users, owner_subject)
     result.digest = writer.finish()
+    if shred_keys is not None:  # before the archive appears under its name
+        shred_keys.flush()
     result.count, result.items, result.suspects = writer.count, writer.items, seen.suspects
     result.events, result.users = writer.events, writer.users
     return result
 
 
+def _sealer(adapter: Any, shred_keys: Any, users: Sequence[str]) -> Any:
+    if shred_keys is None:
+        return None
+    if users:
+        raise OperationRefused("--shred-keys cannot seal whole-user logs (--user) yet; "
+                               "nothing was exported")
+    from backends.transfer.shredding import sealer_for
+
+    return sealer_for(adapter, shred_keys)
+
+
 def rewrite_records(reader: ArchiveReader, dest: IO[bytes], duplicates: set[str],
-                    result: ExportResult) -> None:
-    """Copy what ``reader`` reads, keeping only the first record of each duplicated id."""
+                    result: ExportResult, sealer: Any = None) -> None:
+    """Copy what ``reader`` reads, keeping only the first record of each duplicated id
+    (sealed again with ``sealer`` when the archive is sealed)."""
     written: set[str] = set()
-    writer = ArchiveWriter(dest, reader.header)
+    writer = ArchiveWriter(dest, reader.header, sealer=sealer)
     for record in reader.records():
         if isinstance(record, SessionRecord) and record.session_id in duplicates:
             if record.session_id in written:
@@ -506,13 +526,14 @@ def export_to_path(adapter: Any, path: str | os.PathLike[str], *,
         result = write_archive(adapter, out, **options)
     if result.suspects:
         keys = [reader_key] if reader_key is not None else None
-        with ArchiveReader(path, identities=keys) as current:
+        ring = options.get("shred_keys")
+        with ArchiveReader(path, identities=keys, keyring=ring) as current:
             dups = confirmed_duplicates((r.session_id for r in current.sessions()),
                                         result.suspects)
         if dups:
-            with ArchiveReader(path, identities=keys) as current, \
+            with ArchiveReader(path, identities=keys, keyring=ring) as current, \
                     atomic_output(path, recipients) as out:
-                rewrite_records(current, out, dups, result)
+                rewrite_records(current, out, dups, result, _sealer(adapter, ring, ()))
     return result
 
 
@@ -526,11 +547,13 @@ def staged_export(adapter: Any, *, recipients: Sequence[Any] = (),
     reader_key, extra = new_identity() if recipients else (None, None)
     keys = [reader_key] if reader_key is not None else []
 
+    ring = options.get("shred_keys")
+
     def reread(staged: IO[bytes]) -> ArchiveReader:
         staged.seek(0)
         shared: IO[bytes] = Unclosable(staged)  # type: ignore[assignment]
         return ArchiveReader(decrypted_if_age(shared, keys, "the staged export"),
-                             close_source=True)
+                             close_source=True, keyring=ring)
 
     with contextlib.ExitStack() as stack:
         staged = stack.enter_context(tempfile.TemporaryFile())
@@ -543,7 +566,7 @@ def staged_export(adapter: Any, *, recipients: Sequence[Any] = (),
             if dups:
                 final = stack.enter_context(tempfile.TemporaryFile())
                 with reread(staged) as reader, encrypted_to(final, recipients) as sink:
-                    rewrite_records(reader, sink, dups, result)
+                    rewrite_records(reader, sink, dups, result, _sealer(adapter, ring, ()))
                 staged = final
         staged.seek(0)
         yield staged, result

@@ -132,6 +132,11 @@ class ImportResult:
     #: sessions and events of an erased subject older than its erasure, in archive order
     withheld_sessions: list[str] = field(default_factory=list)
     withheld_events: list[str] = field(default_factory=list)
+    #: sealed sessions whose state key was destroyed (crypto-shredded: never written; the
+    #: events of their other subjects still are), and events whose subject's key was
+    shredded: int = 0
+    shredded_events: int = 0
+    shredded_ids: set[str] = field(default_factory=set, repr=False)
 
 
 class _TargetLogs:
@@ -180,7 +185,8 @@ class SessionImporter:
 
     def __init__(self, adapter: Any, source: Any, *, on_conflict: str = "error",
                  keep_versions: bool = False, allow_loss: bool = False,
-                 phases: Phases | None = None, carry_from: Any = None) -> None:
+                 phases: Phases | None = None, carry_from: Any = None,
+                 shred_keys: Any = None) -> None:
         if on_conflict not in ON_CONFLICT:
             raise ValueError(f"on_conflict must be one of {', '.join(ON_CONFLICT)}")
         self.adapter = adapter
@@ -204,6 +210,8 @@ class SessionImporter:
         self._present: dict[str, bool] = {}
         #: the current batch's writes, flushed at its end
         self._pending = PendingWrites()
+        #: the shred keyring that opens a sealed archive (:mod:`backends.archive.shred`)
+        self.shred_keys = shred_keys
 
     @property
     def withholding(self) -> Withholding:
@@ -240,7 +248,12 @@ class SessionImporter:
             finally:
                 stream.close()
             with self.phases(VERIFYING, total) as tick:
-                self.summary = verify_archive(self.source.open, tick)
+                self.summary = verify_archive(self.source.open, tick, keyring=self.shred_keys)
+            if self.summary.sealed:
+                from backends.archive.shred import KeyringRefused
+
+                raise KeyringRefused("the archive's sessions are sealed for a shred keyring: "
+                                     "give it with --shred-keys DIR; nothing was written")
         return self.summary
 
     def check_capabilities(self) -> None:
@@ -287,7 +300,8 @@ class SessionImporter:
     def _numbered_records(self) -> Iterator[tuple[int, SessionRecord | UserRecord]]:
         """Each record with its archive line (the header is line 1)."""
         self.verify()
-        with ArchiveReader(self.source.open(), close_source=True) as reader:
+        with ArchiveReader(self.source.open(), close_source=True,
+                           keyring=self.shred_keys) as reader:
             for line, record in enumerate(reader.records(), 2):
                 yield line, record
 
@@ -296,7 +310,7 @@ class SessionImporter:
         (``check_write`` where the target's state store has stricter rules, else the
         contract's): a record it would refuse is :class:`UnimportableRecord`, naming the
         session and the archive line, in the preview as before an import's first write."""
-        if not isinstance(record, SessionRecord):
+        if not isinstance(record, SessionRecord) or record.shredded:
             return
         version = record.version if self.restores_versions else None
         try:
@@ -373,6 +387,10 @@ class SessionImporter:
         kept = self._kept(record.events or ())
         self.totals.withheld_events += len(record.events or ()) - len(kept)
         clash = self._event_clash(logs, kept)  # (what is withheld is never written)
+        if record.shredded:
+            if clash and conflict == "conflict":
+                return row("conflict", clash)
+            return row("withheld", "crypto-shredded: its key was destroyed; not written")
         if record.events and self._withheld(record):
             if clash and conflict == "conflict":  # the other subjects' events still are
                 return row("conflict", clash)
@@ -537,7 +555,8 @@ class SessionImporter:
 
     def _write_all(self, tick: Any, progress: Callable[[Iterable[Any]], Iterable[Any]] | None
                    ) -> ImportResult:
-        result = ImportResult(versions_preserved=self.restores_versions)
+        result = ImportResult(versions_preserved=self.restores_versions,
+                              shredded_events=self.verify().shredded_events)
         self.result = result
         # before the first write: the target withholds them from later restores too
         carry_entries(*self._archived_ledger(), self.adapter)
@@ -563,6 +582,11 @@ class SessionImporter:
         if isinstance(record, UserRecord):
             self._restore_events(record.events, logs, result,
                                  (record.user_id, record.counter or 0))
+            return
+        if record.shredded:  # its key is gone: only the other subjects' events flow
+            result.shredded += 1
+            result.shredded_ids.add(record.session_id)
+            self._restore_events(record.events or (), logs, result)
             return
         if record.events and self._withheld(record):
             result.withheld_sessions.append(record.session_id)
@@ -673,7 +697,7 @@ class SessionImporter:
             )
             check_all(report, self.adapter, expected,
                       skipped=result.skipped_ids | result.expired_ids
-                      | set(result.withheld_sessions),
+                      | set(result.withheld_sessions) | result.shredded_ids,
                       versions_preserved=result.versions_preserved)
         self.verify_events(report)
         return report

@@ -30,29 +30,19 @@ The ledger is loaded once into a dict; one HMAC per (owner, user) pair seen, cac
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets as _secrets
 from datetime import datetime, timezone
 from typing import Any, Iterable, Sequence
 
 from backends.contract import Capability, LedgerEntry, LedgerKey, as_utc, event_defaults, offers
+from backends.contract.ledger import subject_digest, subject_message  # noqa: F401 - re-exported
 
 _KEY_ID_TAG = b"semvecctl erasure ledger key id\x00"
-
-
-def subject_message(user_id: str, owner: str | None) -> bytes:
-    """The subject, unambiguously: length-prefixed owner ('' = unowned), then user id."""
-    o, u = (owner or "").encode("utf-8"), user_id.encode("utf-8")
-    return len(o).to_bytes(4, "big") + o + len(u).to_bytes(4, "big") + u
 
 
 def key_id_of(secret: bytes) -> str:
     """A secret's public name (a hash of it: the same secret has the same name anywhere)."""
     return hashlib.sha256(_KEY_ID_TAG + secret).hexdigest()[:16]
-
-
-def subject_digest(secret: bytes, user_id: str, owner: str | None) -> str:
-    return hmac.new(secret, subject_message(user_id, owner), hashlib.sha256).hexdigest()
 
 
 def ledger_of(adapter: Any) -> Any:

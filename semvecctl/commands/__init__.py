@@ -47,8 +47,10 @@ COMMANDS: dict[str, Entry] = {
                               "--apply makes the safe ones."),
     "erase": Entry("erase", "Erase a data subject as the engine does: its events, the state and "
                             "item rows of the sessions derived from them (preview, then --apply)."),
-    "erasures": Entry("erasures", "List the erasure ledger (keyed hashes, never ids) and check "
-                                  "whether a subject was erased (exit 0 erased, 1 not)."),
+    "erasures": Entry("erasures", "List the erasure ledger (keyed hashes, never ids), check "
+                                  "whether a subject was erased (exit 0 erased, 1 not), show "
+                                  "the store's identity, move a ledger between stores, record "
+                                  "the engine's erasures."),
     "archive": Entry("archive", "Verify an archive offline (checksums, trailer, duplicates; "
                                 "age-encrypted ones with --identity): exit 0 intact, 1 damaged."),
     "receipts": Entry("receipts", "Verify a receipt's detached Ed25519 signature (RECEIPT.sig, "

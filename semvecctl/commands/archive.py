@@ -15,7 +15,8 @@ import typer
 
 from semvecctl.application import current
 from semvecctl.commands import help_of
-from semvecctl.options import Identity, Output
+from semvecctl.keyrings import open_keyring
+from semvecctl.options import Identity, Output, ShredKeys
 from semvecctl.output import OutputFormat
 
 NAME = "archive"
@@ -31,7 +32,24 @@ def _facts(path: str, summary: Any, encrypted: bool) -> dict[str, Any]:
             "sessions_with_events": summary.sessions_with_events, "users": summary.users,
             "events": summary.events, "items": summary.items,
             "erasure_ledger_entries": len((header.ledger or {}).get("entries", ())),
+            "sealed": bool(header.shred), "sealed_unopened": summary.sealed,
+            "shredded": {"subjects": summary.shredded_subjects,
+                         "sessions": summary.shredded_session_keys,
+                         "session_records": summary.shredded_sessions,
+                         "events": summary.shredded_events},
             "digest": summary.digest}
+
+
+def _sealing(facts: dict[str, Any]) -> str:
+    """How a sealed archive stands: unopened (no keyring), or what is shredded."""
+    if not facts["sealed"]:
+        return ""
+    if facts["sealed_unopened"]:
+        return ", sealed (checksums verified; give --shred-keys DIR to count what is shredded)"
+    shredded = facts["shredded"]
+    return (f", sealed: {shredded['subjects']} subject(s) and {shredded['sessions']} "
+            f"session(s) shredded ({shredded['session_records']} session record(s), "
+            f"{shredded['events']} event(s) unreadable)")
 
 
 @app.command("verify")
@@ -39,6 +57,7 @@ def verify(archive: str = typer.Argument(..., metavar="FILE",
                                          help="An archive written by sessions export, events "
                                               "export or sessions prune --archive."),
            identity: Identity = None,
+           shred_keys: ShredKeys = None,
            output: Output = OutputFormat.table) -> None:
     """Check every checksum, the trailer and duplicate ids of FILE: exit 0 intact, 1 damaged."""
     import os
@@ -52,10 +71,12 @@ def verify(archive: str = typer.Argument(..., metavar="FILE",
     if not os.path.isfile(archive):
         current().abort(f"no such archive file: {archive}", ExitCode.USAGE)
     source = ArchiveFile(archive, archive_identities(identity))
-    summary = verify_archive(source.open)
+    with open_keyring(shred_keys) as ring:
+        summary = verify_archive(source.open, keyring=ring)
     facts = _facts(archive, summary, file_is_encrypted(archive))
     out = current().output
     line = (f"intact: {facts['sessions']} session(s), {facts['users']} user log(s), "
             f"{facts['events']} event(s), format {facts['format_version']}"
-            f"{', age-encrypted' if facts['encrypted'] else ''}; digest {summary.digest[:16]}…")
+            f"{', age-encrypted' if facts['encrypted'] else ''}{_sealing(facts)}; "
+            f"digest {summary.digest[:16]}…")
     out.emit(facts, output, table=lambda: out.write(line))

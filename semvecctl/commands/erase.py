@@ -22,8 +22,9 @@ from semvecctl.commands import help_of
 from semvecctl.connection import Connection
 from semvecctl.exit_codes import ExitCode
 from semvecctl.interrupts import deferred
+from semvecctl.keyrings import open_keyring
 from semvecctl.metrics import recorder
-from semvecctl.options import (Apply, MetricsFile, Output, Overwrite, SignWith, store_command, SubjectOwner,
+from semvecctl.options import (Apply, MetricsFile, Output, Overwrite, ShredKeys, SignWith, store_command, SubjectOwner,
                                SubjectUnowned, Yes)
 from semvecctl.signing import sign, signing_key
 from semvecctl.output import Column, OutputFormat
@@ -62,6 +63,7 @@ def app(*,
     yes: Yes = False,
     metrics_file: MetricsFile = None,
     sign_with: SignWith = None,
+    shred_keys: ShredKeys = None,
 ) -> None:
     """Preview or erase one data subject; --apply verifies and writes a receipt."""
     from backends.ops.erasure import Erasure
@@ -72,7 +74,7 @@ def app(*,
     key = signing_key(sign_with, receipt)  # checked before the store is opened
     out = current().output
     spec = conn.spec
-    with conn.open() as adapter_obj:
+    with open_keyring(shred_keys) as ring, conn.open() as adapter_obj:
         erasure = Erasure(adapter_obj, user, owner, receipt=receipt, source_uri=spec.display_uri,
                           apply=apply, overwrite=overwrite)
         if erasure.finished():
@@ -100,10 +102,21 @@ def app(*,
                      f"{journal.path} records what it did: run the same command again to "
                      "finish it (its receipt will cover the whole erasure)")
             raise
+        if ring is not None:
+            _shred(adapter_obj, plan, result, ring)
         text = erasure.write_receipt(result, then=lambda path: sign(path, key))
     sys.stdout.write(text)
     sys.stdout.flush()
     _report(result, subject, receipt)
+
+
+def _shred(adapter: Any, plan: Any, result: dict[str, Any], ring: Any) -> None:
+    """Destroy the subject's shred keys and those of the sessions it removed."""
+    from backends.ops.erasure import shred_keys_of
+
+    gone = shred_keys_of(adapter, plan, result, ring)
+    current().output.info(f"destroyed {gone} shred key(s) in {ring.path}: no archive sealed "
+                          "with that keyring yields this subject's records any more")
 
 
 def _refuse_arguments(user: str, owner: Optional[str], unowned: bool, apply: bool,

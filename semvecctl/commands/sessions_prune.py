@@ -24,7 +24,8 @@ from semvecctl.durations import duration_seconds as _duration_seconds
 from semvecctl.durations import parse_duration  # the name the prune tests import
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (Apply, AssumeTtl, BatchSize, EncryptTo, EncryptToFile, Identity, MatchSessions, MetricsFile, Overwrite, SessionOwner, SessionUnowned, SignWith, store_command, StreamOutput, Yes)
+from semvecctl.keyrings import open_keyring
+from semvecctl.options import (Apply, AssumeTtl, BatchSize, EncryptTo, EncryptToFile, Identity, MatchSessions, MetricsFile, Overwrite, SessionOwner, SessionUnowned, ShredKeys, SignWith, store_command, StreamOutput, Yes)
 from semvecctl.signing import sign, signing_key
 from semvecctl.output import Column, StreamFormat
 
@@ -91,6 +92,7 @@ def prune_sessions(*,
                                           help="With --apply: write a JSON receipt of what was "
                                                "deleted here (ids and their digest)."),
     sign_with: SignWith = None,
+    shred_keys: ShredKeys = None,
 ) -> None:
     """Delete sessions not written for longer than --idle-for (preview unless --apply).
 
@@ -107,16 +109,16 @@ def prune_sessions(*,
         parse_duration(idle_for), apply=apply, archive=archive, overwrite=overwrite,
         assume_ttl=_parse_ttl(assume_ttl) if assume_ttl is not None else None,
         owner_subject=conn.scope, match=match, batch_size=batch_size, receipt=receipt,
-        **_encryption(archive, encrypt_to, encrypt_to_file, identity))
+        **_encryption(archive, encrypt_to, encrypt_to_file, identity, shred_keys))
     # with a --receipt, --overwrite may be for it alone
     current().evidence_file(archive, option="--archive", overwrite=overwrite and receipt is None)
     out = current().output
     spec = conn.spec
     result = PruneResult()
     metrics.track(result, backend=spec.backend)
-    with conn.open() as adapter_obj:
+    with open_keyring(shred_keys, create=True) as ring, conn.open() as adapter_obj:
         require_seam(adapter_obj, Capability.SESSIONS, "session listing")
-        prune = Prune(adapter_obj, replace(request, source_uri=spec.display_uri),
+        prune = Prune(adapter_obj, replace(request, source_uri=spec.display_uri, shred_keys=ring),
                       confirm=lambda: current().confirm(
                           f"delete the sessions idle for more than {idle_for} from "
                           f"{spec.display_uri}", yes=yes),
@@ -147,13 +149,14 @@ def _receipt_key(receipt: Optional[str], sign_with: Optional[str], overwrite: bo
 
 
 def _encryption(archive: Optional[str], encrypt_to: Optional[List[str]],
-                encrypt_to_file: Optional[List[str]], identity: Optional[List[str]]) -> dict[str, Any]:
+                encrypt_to_file: Optional[List[str]], identity: Optional[List[str]],
+                shred_keys: Optional[str] = None) -> dict[str, Any]:
     """The archive's age recipients and identities (keys of PruneRequest)."""
     from semvecctl.commands.sessions_transfer import archive_identities, archive_recipients
 
-    if archive is None and (encrypt_to or encrypt_to_file or identity):
-        current().abort("--encrypt-to, --encrypt-to-file and --identity need --archive FILE",
-                        ExitCode.USAGE)
+    if archive is None and (encrypt_to or encrypt_to_file or identity or shred_keys):
+        current().abort("--encrypt-to, --encrypt-to-file, --identity and --shred-keys need "
+                        "--archive FILE", ExitCode.USAGE)
     return {"recipients": tuple(archive_recipients(encrypt_to, encrypt_to_file)),
             "identities": tuple(archive_identities(identity))}
 

@@ -40,7 +40,8 @@ from semvecctl.commands.sessions import app as sessions_app
 from semvecctl.connection import Connection, pair_shards, refuse_unnamed_pair
 from semvecctl.exit_codes import ExitCode
 from semvecctl.metrics import recorder
-from semvecctl.options import (AllowLoss, Apply, BatchSize, EncryptTo, EncryptToFile, Identity, ExportYes, FromShards, MatchSessions, MetricsFile, Overwrite, SessionOwner, SessionUnowned, store_command, StreamOutput, ToShards, Yes)
+from semvecctl.keyrings import open_keyring
+from semvecctl.options import (AllowLoss, Apply, BatchSize, EncryptTo, EncryptToFile, Identity, ExportYes, FromShards, MatchSessions, MetricsFile, Overwrite, SessionOwner, ShredKeys, SessionUnowned, store_command, StreamOutput, ToShards, Yes)
 from semvecctl.output import Column, StreamFormat
 
 WithItemsOpt = typer.Option(False, "--with-items",
@@ -131,6 +132,7 @@ def export_sessions(*,
     metrics_file: MetricsFile = None,
     encrypt_to: EncryptTo = None,
     encrypt_to_file: EncryptToFile = None,
+    shred_keys: ShredKeys = None,
 ) -> None:
     """Write sessions to a versioned, checksummed archive (JSON Lines).
 
@@ -154,7 +156,10 @@ def export_sessions(*,
     keys = archive_recipients(encrypt_to, encrypt_to_file)
     spec = conn.spec
     users = _users(users)
-    with conn.open() as source:
+    if shred_keys is not None and users:
+        app.abort("--shred-keys cannot seal whole-user logs (--user) yet: export the "
+                  "sessions with --with-events instead", ExitCode.USAGE)
+    with open_keyring(shred_keys, create=True) as ring, conn.open() as source:
         for warning in check_exportable(source, with_items=with_items, with_events=with_events,
                                         users=users, allow_loss=allow_loss,
                                         updated_since=updated_since):
@@ -165,7 +170,7 @@ def export_sessions(*,
                        with_items=with_items, with_events=with_events, users=users,
                        allow_loss=allow_loss, batch_size=batch_size,
                        progress=_progress(EXPORTING, total), skip_damaged=skip_damaged,
-                       updated_since=updated_since)
+                       updated_since=updated_since, shred_keys=ring)
         with said_export_interrupted(total, "stdout" if to_stdout else out_path):
             if to_stdout:
                 result = export_to_stream(source, sys.stdout.buffer, recipients=keys, **options)
@@ -320,6 +325,7 @@ def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: s
                      "events": len(result.withheld_events),
                      "session_ids": list(result.withheld_sessions),
                      "event_ids": list(result.withheld_events)},
+        "shredded": {"sessions": result.shredded, "events": result.shredded_events},
         "verified": {"compared": report.compared, "matched": report.matched,
                      "skipped": report.skipped, "mismatched": report.mismatched,
                      "events_compared": report.events_compared,
@@ -338,6 +344,9 @@ def _report_apply(result: Any, report: Any, output: StreamFormat, target_name: s
     if result.expired:
         out.info(f"{result.expired} session(s) had expired since the export and were not imported")
     _report_withheld(result.withheld_sessions, result.withheld_events)
+    if result.shredded or result.shredded_events:
+        out.info(f"withheld {result.shredded} session(s) and {result.shredded_events} event(s) "
+                 "whose shred keys were destroyed (crypto-shredded: not readable)")
     if result.events_skipped:
         out.info(f"{result.events_skipped} event(s) were already on the target and left unchanged")
     if result.items_not_imported:
@@ -459,6 +468,7 @@ def import_sessions(*,
     yes: Yes = False,
     metrics_file: MetricsFile = None,
     identity: Identity = None,
+    shred_keys: ShredKeys = None,
 ) -> None:
     """Import an archive into a backend: preview by default, --apply to write.
 
@@ -472,9 +482,11 @@ def import_sessions(*,
     metrics = recorder(metrics_file, "sessions import")
     policy = _on_conflict(on_conflict)
     spec = conn.resolve()
-    with _archive_source(archive, identity) as source, conn.open() as target:
+    with open_keyring(shred_keys) as ring, _archive_source(archive, identity) as source, \
+            conn.open() as target:
         importer = SessionImporter(target, source, on_conflict=policy, keep_versions=keep_versions,
-                                   allow_loss=allow_loss, phases=current().output.phase)
+                                   allow_loss=allow_loss, phases=current().output.phase,
+                                   shred_keys=ring)
         metrics.track(importer, backend=target.name)
         _run_import(importer, apply=apply, output=output, verb="import", yes=yes,
                     target=spec.display_uri)

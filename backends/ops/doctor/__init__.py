@@ -18,13 +18,33 @@ __all__ = ["Finding", "Section", "Severity", "apply_repair", "audit", "blocking"
 
 def audit(adapter: Any, **options: Any) -> Iterator[Finding]:
     """The findings for ``adapter``, then the erasure ledger's (data of an erased subject
-    that a restore wrote back around it); UnsupportedOperation when it offers nothing to
-    audit."""
-    import itertools
+    that a restore wrote back around it, found with or without its index entries);
+    UnsupportedOperation when it offers nothing to audit.
 
+    The ledger's findings are read first: a store finding about one of those events
+    loses its repair (re-indexing an unindexed event would make an erased subject's data
+    visible to the engine again), so ``--fix --apply`` leaves it unindexed and flagged."""
     from backends.ops.ledger import ledger_findings
 
-    return itertools.chain(_store_audit(adapter, **options), ledger_findings(adapter))
+    store = _store_audit(adapter, **options)
+    ledger = list(ledger_findings(adapter))
+    erased = {f.event_id for f in ledger if f.event_id}
+    return _chain(_withheld_repairs(store, erased), ledger)
+
+
+def _chain(first: Iterator[Finding], then: list[Finding]) -> Iterator[Finding]:
+    yield from first
+    yield from then
+
+
+def _withheld_repairs(findings: Iterator[Finding], erased: set[str]) -> Iterator[Finding]:
+    """``findings``, each about an erased subject's event stripped of its repair."""
+    for finding in findings:
+        if erased and finding.event_id in erased and finding.fix is not None:
+            finding.fix = finding.verify = None
+            finding.repair = ("none: the event belongs to an erased subject (see "
+                              "erasure.restored-data); erase it, never index it again")
+        yield finding
 
 
 def _store_audit(adapter: Any, **options: Any) -> Iterator[Finding]:
