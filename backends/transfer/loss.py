@@ -200,8 +200,10 @@ class _AppendRestorer:
         database on PostgreSQL), else one existence read and one append batch."""
         from backends.contract.defaults import EventStoreDefaults
 
-        if isinstance(self._store, EventStoreDefaults):
-            return self._store.restore_event_batch(events)
+        if isinstance(self._store, EventStoreDefaults) and (
+                type(self._store).restore_event_batch is not EventStoreDefaults.restore_event_batch
+                or callable(getattr(self._store, "restore_events", None))):
+            return self._store.restore_event_batch(events)  # the default needs restore_events
         taken = set(event_defaults(self._store).events_by_ids([e.event_id for e in events]))
         self.restore_events([e for e in events if e.event_id not in taken])
         return taken & {e.event_id for e in events}

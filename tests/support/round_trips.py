@@ -22,6 +22,11 @@ The request side adds before it forwards and the answer side subtracts before it
 forwards, so a client's next request (sent only after it read the answer) always finds
 the count already lowered: no race between the two threads of a connection.
 
+On Redis the wire overcounts a big pipeline now and then: the server answers its first
+commands before the kernel hands the proxy the rest, which then arrives with nothing
+outstanding. So where every command the proxy saw came from the test's own process,
+``counting()`` takes redis-py's own round trips instead (:class:`_RedisClientTurns`).
+
 Also here: ``commandstats`` (Redis ``INFO commandstats``, calls per command, every
 client of the server included) for saying WHICH commands a pass sends, and ``Tally``,
 the counts between two moments.
@@ -259,6 +264,55 @@ class Tally:
                      self.connections - other.connections)
 
 
+class _RedisClientTurns:
+    """Round trips as redis-py makes them, in this process: a connection that sends while
+    it has read no answer since its last send is still in the same round trip (a
+    pipeline is sent in several writes, then read). On the wire, the server may answer a
+    big pipeline's first commands before the kernel hands the proxy the rest, and the
+    rest then looks like a new round trip, more often the busier the machine is; here it
+    cannot. ``commands`` (read from the bytes this process sent, with the proxy's own
+    framing) lets the caller check that no other process talked to the server meanwhile."""
+
+    def __init__(self) -> None:
+        self.round_trips = 0
+        self.commands = 0
+        self._lock = threading.Lock()
+        self._saved: dict[str, object] = {}
+
+    def __enter__(self) -> "_RedisClientTurns":
+        from redis.connection import AbstractConnection as Conn
+
+        turns = self
+        send, read = Conn.send_packed_command, Conn.read_response
+        self._saved = {"send_packed_command": send, "read_response": read}
+
+        def send_packed_command(c, command, *args, **kwargs):
+            parts = [command] if isinstance(command, (bytes, bytearray, str)) else command
+            framer = _RespRequests()
+            sent = sum(framer.feed(p.encode() if isinstance(p, str) else bytes(p))
+                       for p in parts)
+            with turns._lock:
+                turns.commands += sent
+                if not getattr(c, "_rt_sent", False):
+                    turns.round_trips += 1
+            c._rt_sent = True
+            return send(c, command, *args, **kwargs)
+
+        def read_response(c, *args, **kwargs):
+            c._rt_sent = False
+            return read(c, *args, **kwargs)
+
+        Conn.send_packed_command = send_packed_command
+        Conn.read_response = read_response
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from redis.connection import AbstractConnection as Conn
+
+        for name, fn in self._saved.items():
+            setattr(Conn, name, fn)
+
+
 @dataclass
 class _Link:
     outstanding: int = 0
@@ -307,15 +361,22 @@ class RoundTripProxy:
 
     @contextlib.contextmanager
     def counting(self) -> Iterator[Tally]:
-        """The counts made while the block runs."""
+        """The counts made while the block runs. On Redis, when every command the proxy
+        saw was sent by this process, the round trips are redis-py's own (see
+        :class:`_RedisClientTurns`: exact, whatever the machine's load); otherwise the
+        wire's, which may count a big pipeline split by the kernel more than once."""
         result = Tally()
         before = self.tally()
+        turns = _RedisClientTurns() if self.protocol == "redis" else contextlib.nullcontext()
         try:
-            yield result
+            with turns:
+                yield result
         finally:
             delta = self.tally() - before
             result.round_trips, result.requests = delta.round_trips, delta.requests
             result.connections = delta.connections
+            if isinstance(turns, _RedisClientTurns) and turns.commands == delta.requests:
+                result.round_trips = turns.round_trips
 
     def close(self) -> None:
         self._closed = True

@@ -19,6 +19,7 @@ import pytest
 from backends.archive.format import log_order
 from backends.contract import UNSCOPED, MemoryEvent
 from backends.transfer.export import ExportResult, _StreamedEvents, iter_records
+import backends.transfer.export as export_module
 
 pytestmark = pytest.mark.postgres
 
@@ -67,7 +68,9 @@ def test_one_pass_gives_each_sessions_events_as_the_plain_definition(postgres_ad
         assert dict(passed) == {sid: events for sid, events in expected.items() if events}
 
 
-def test_a_whole_store_export_takes_the_same_records_as_the_per_user_way(postgres_adapter_factory):
+def test_a_whole_store_export_takes_the_same_records_as_the_per_user_way(postgres_adapter_factory,
+                                                                         monkeypatch):
+    monkeypatch.setattr(export_module, "READ_CHUNK", 64)  # the pass spans several chunks
     adapter = postgres_adapter_factory()
     _seed(adapter, random.Random(3), sessions=150)  # three chunks of 64
     for owner in (UNSCOPED, "acme"):
@@ -98,7 +101,9 @@ def _pass_connections(url: str) -> int:
             ("%semvecctl_stream%",)).fetchone()[0]  # the pass's cursor (DECLARE, FETCH)
 
 
-def test_an_export_stopped_early_closes_the_pass(postgres_adapter_factory, pgvector_url):
+def test_an_export_stopped_early_closes_the_pass(postgres_adapter_factory, pgvector_url,
+                                                 monkeypatch):
+    monkeypatch.setattr(export_module, "READ_CHUNK", 64)  # stopped inside the pass, not after it
     adapter = postgres_adapter_factory()
     _seed(adapter, random.Random(5), sessions=200)
     records = iter_records(adapter, ExportResult(), with_events=True)

@@ -234,19 +234,6 @@ def _pair(direction: str, redis_proxy, pg_proxy) -> tuple[str, str]:
 
 DIRECTIONS = ["redis->postgres", "postgres->redis"]
 
-#: passes still over budget (issue #51 stays open for them), measured at 20k x 3; not strict:
-#: a pass's count varies between runs (430 and 521 for copy PG->Redis), so one near the
-#: budget may pass now and then
-_OVER = "#51 open: {} still over budget on Redis (about one round trip per 40 sessions)"
-COPY_DIRECTIONS = [
-    pytest.param(d, marks=pytest.mark.xfail(strict=False, reason=_OVER.format(f"copy {d}")))
-    for d in DIRECTIONS]
-MIGRATE_DIRECTIONS = [
-    pytest.param("redis->postgres", marks=pytest.mark.xfail(
-        strict=False, reason=_OVER.format("migrate run redis->postgres (its source is scanned twice)"))),
-    "postgres->redis"]
-
-
 def _loss(direction: str) -> list[str]:
     """PostgreSQL keeps no sequence column: Redis -> PostgreSQL drops the numbers."""
     return ["--allow-loss"] if direction == "redis->postgres" else []
@@ -254,7 +241,7 @@ def _loss(direction: str) -> list[str]:
 
 @pytest.mark.redis
 @pytest.mark.postgres
-@pytest.mark.parametrize("direction", COPY_DIRECTIONS)
+@pytest.mark.parametrize("direction", DIRECTIONS)
 def test_copy_with_events(direction, redis_proxy, pg_proxy):
     source, target = _pair(direction, redis_proxy, pg_proxy)
     with redis_proxy[0].counting() as redis_side, pg_proxy[0].counting() as pg_side:
@@ -265,7 +252,7 @@ def test_copy_with_events(direction, redis_proxy, pg_proxy):
 
 @pytest.mark.redis
 @pytest.mark.postgres
-@pytest.mark.parametrize("direction", MIGRATE_DIRECTIONS)
+@pytest.mark.parametrize("direction", DIRECTIONS)
 def test_migrate_run_bulk_pass_and_verify(direction, redis_proxy, pg_proxy, tmp_path):
     source, target = _pair(direction, redis_proxy, pg_proxy)
     state = str(tmp_path / "m.state")
