@@ -105,17 +105,20 @@ class Screen:
 
 
 def run_on_terminal(args: list[str], *, columns: int, env: dict[str, str] | None = None,
-                    timeout: float = 60) -> tuple[int, Screen, str]:
+                    timeout: float = 60, piped: list[bytes] | None = None
+                    ) -> tuple[int, Screen, str]:
     """``python -m semvecctl ARGS`` with stdin, stdout and stderr on one pseudo-terminal
     ``columns`` wide (as an operator's terminal: both streams on one screen). Returns the
-    exit code, the screen and the raw text."""
+    exit code, the screen and the raw text. With ``piped`` (a list), stdout goes to a pipe
+    instead, and what came through it is appended to that list."""
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     full = {**os.environ, "PYTHONPATH": str(ROOT), "SEMVEC_SESSION_BACKEND": "",
             "COLUMNS": str(columns), "TERM": "xterm-256color", **(env or {})}
     full.pop("NO_COLOR", None)
     proc = subprocess.Popen([sys.executable, "-m", "semvecctl", *args], stdin=child,
-                            stdout=child, stderr=child, env=full, cwd=ROOT)
+                            stdout=subprocess.PIPE if piped is not None else child,
+                            stderr=child, env=full, cwd=ROOT)
     os.close(child)
     chunks = []
     while True:
@@ -126,6 +129,8 @@ def run_on_terminal(args: list[str], *, columns: int, env: dict[str, str] | None
         if not data:
             break
         chunks.append(data)
+    if piped is not None:
+        piped.append(proc.stdout.read())
     code = proc.wait(timeout=timeout)
     os.close(main)
     raw = b"".join(chunks).decode("utf-8", "replace")

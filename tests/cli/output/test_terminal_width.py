@@ -108,33 +108,9 @@ def test_health_and_an_erase_preview_fit(redis_url, columns):
 def test_with_stderr_on_a_terminal_and_stdout_on_a_pipe_the_table_stays_on_stdout(redis_url):
     """The live progress display on stderr no longer takes stdout over: doctor's table (the
     data) goes to the pipe, unwrapped, and nothing of it to the terminal."""
-    import os
-    import pty
-    import subprocess
-    import sys
-
-    from tests.support.terminal import ROOT, Screen
-
     _seed(redis_url, damaged=True)
-    main, child = pty.openpty()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SEMVEC_SESSION_BACKEND": "", "COLUMNS": "80"}
-    env.pop("NO_COLOR", None)
-    proc = subprocess.Popen([sys.executable, "-m", "semvecctl", "doctor", "--uri", redis_url],
-                            stdin=child, stdout=subprocess.PIPE, stderr=child, env=env, cwd=ROOT)
-    os.close(child)
-    chunks = []
-    while True:
-        try:
-            data = os.read(main, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    out = proc.stdout.read().decode()
-    proc.wait(timeout=60)
-    os.close(main)
-    terminal = Screen(80)
-    terminal.feed(b"".join(chunks).decode("utf-8", "replace"))
+    piped: list[bytes] = []
+    _, terminal, _ = run_on_terminal(["doctor", "--uri", redis_url], columns=80, piped=piped)
+    out = piped[0].decode()
     assert out.startswith("SEVERITY") and "term-damaged-" + "z" * 50 in out, out
     assert not any("SEVERITY" in line for line in terminal.text()), terminal.text()
