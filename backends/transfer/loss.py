@@ -202,7 +202,7 @@ class _AppendRestorer:
 
         if isinstance(self._store, EventStoreDefaults) and (
                 type(self._store).restore_event_batch is not EventStoreDefaults.restore_event_batch
-                or callable(getattr(self._store, "restore_events", None))):
+                or offers(self._store, Capability.RESTORE_EVENTS)):
             return self._store.restore_event_batch(events)  # the default needs restore_events
         taken = set(event_defaults(self._store).events_by_ids([e.event_id for e in events]))
         self.restore_events([e for e in events if e.event_id not in taken])
